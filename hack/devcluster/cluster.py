@@ -1,0 +1,354 @@
+"""Start and stop a real control plane on 127.0.0.1: etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler and KWOK (simulated nodes and kubelets), all from binaries built by ``toolchain``."""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets
+import shutil
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Callable
+
+import yaml
+
+from . import pki, toolchain
+from .processes import Process, free_port
+
+SERVICE_CIDR = "10.96.0.0/24"
+SERVICE_IP = "10.96.0.1"
+KWOK_SELECTOR = ("kwok.x-k8s.io/node", "fake")
+# KWOK's own stage definitions: nodes become Ready and keep a lease; pods become Running, Jobs' pods
+# complete, and a deleted pod goes away once its grace period ends (and its finalizers are gone), as with a kubelet.
+KWOK_STAGES = (
+    "node/fast/node-initialize.yaml",
+    "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+    "pod/fast/pod-ready.yaml",
+    "pod/fast/pod-complete.yaml",
+    "pod/general/pod-delete.yaml",
+)
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kubectl")
+
+
+class ClusterError(RuntimeError):
+    pass
+
+
+def _wait(what: str, check: Callable[[], bool], timeout: float, process: Process | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process is not None and not process.alive():
+            raise ClusterError(f"{process.name} exited while waiting for {what}:\n{process.log_tail()}")
+        if check():
+            return
+        time.sleep(0.2)
+    tail = f"\n{process.log_tail()}" if process else ""
+    raise ClusterError(f"timed out after {timeout:.0f}s waiting for {what}{tail}")
+
+
+class Cluster:
+    """A running local control plane. Use as a context manager, or call start()/stop()."""
+
+    def __init__(self, workdir: Path | None = None) -> None:
+        self._own_workdir = workdir is None
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="nmo-cluster-"))
+        self.processes: list[Process] = []
+        self.bin: dict[str, Path] = {}
+        self.admin_token = secrets.token_hex(16)
+        self.etcd_url = ""
+        self.server = ""
+
+    # ----------------------------------------------------------------- lifecycle
+    def __enter__(self) -> "Cluster":
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.workdir / "admin.kubeconfig"
+
+    @property
+    def ca_file(self) -> Path:
+        return self.workdir / "pki" / "ca.crt"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.workdir / "logs"
+
+    def start(self) -> None:
+        started = time.monotonic()
+        self.bin = toolchain.ensure(list(COMPONENTS))
+        pki_dir = self.workdir / "pki"
+        for directory in (pki_dir, self.logs_dir, self.workdir / "etcd"):
+            directory.mkdir(parents=True, exist_ok=True)
+        pki.write_cluster_pki(pki_dir, service_ip=SERVICE_IP)
+        self._start_etcd()
+        self._start_apiserver(pki_dir)
+        self._start_controllers(pki_dir)
+        self._start_kwok()
+        _wait("the default ServiceAccount token signer (kube-root-ca.crt)", self._root_ca_published, 60)
+        self.startup_seconds = time.monotonic() - started
+
+    def stop(self) -> None:
+        """Stop every component (newest first) and remove the work directory."""
+        for process in reversed(self.processes):
+            process.stop()
+        self.processes.clear()
+        if self._own_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.processes]
+
+    # ----------------------------------------------------------------- components
+    def _spawn(self, name: str, argv: list[str]) -> Process:
+        process = Process(name, argv, self.logs_dir)
+        self.processes.append(process)
+        return process
+
+    def _start_etcd(self) -> None:
+        client, peer = free_port(), free_port()
+        self.etcd_url = f"http://127.0.0.1:{client}"
+        etcd = self._spawn(
+            "etcd",
+            [
+                str(self.bin["etcd"]),
+                "--name=default",
+                f"--data-dir={self.workdir / 'etcd'}",
+                f"--listen-client-urls={self.etcd_url}",
+                f"--advertise-client-urls={self.etcd_url}",
+                f"--listen-peer-urls=http://127.0.0.1:{peer}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
+                f"--initial-cluster=default=http://127.0.0.1:{peer}",
+                "--unsafe-no-fsync",  # a throwaway store: durability buys nothing, fsync costs seconds
+                "--log-level=warn",
+            ],
+        )
+        _wait("etcd /health", lambda: self._http_ok(f"{self.etcd_url}/health"), 30, etcd)
+
+    def _start_apiserver(self, pki_dir: Path) -> None:
+        port = free_port()
+        self.server = f"https://127.0.0.1:{port}"
+        tokens = self.workdir / "tokens.csv"
+        tokens.write_text(
+            "\n".join(
+                [
+                    f'{self.admin_token},admin,admin,"system:masters"',
+                    f"{self._component_token('controller-manager')},system:kube-controller-manager,kcm",
+                    f"{self._component_token('scheduler')},system:kube-scheduler,scheduler",
+                ]
+            )
+            + "\n"
+        )
+        tokens.chmod(0o600)
+        apiserver = self._spawn(
+            "kube-apiserver",
+            [
+                str(self.bin["kube-apiserver"]),
+                f"--etcd-servers={self.etcd_url}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={port}",
+                f"--tls-cert-file={pki_dir / 'apiserver.crt'}",
+                f"--tls-private-key-file={pki_dir / 'apiserver.key'}",
+                f"--token-auth-file={tokens}",
+                "--authorization-mode=RBAC",
+                f"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-account-key-file={pki_dir / 'sa.pub'}",
+                f"--service-account-signing-key-file={pki_dir / 'sa.key'}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--allow-privileged=true",
+                "--profiling=false",
+                "--endpoint-reconciler-type=none",
+                "--v=1",
+            ],
+        )
+        self._write_kubeconfig(self.kubeconfig, "admin", self.admin_token)
+        _wait("kube-apiserver /readyz", lambda: self._api_ok("/readyz"), 60, apiserver)
+
+    def _component_token(self, name: str) -> str:
+        if not hasattr(self, "_tokens"):
+            self._tokens: dict[str, str] = {}
+        return self._tokens.setdefault(name, secrets.token_hex(16))
+
+    def _start_controllers(self, pki_dir: Path) -> None:
+        kcm_config = self.workdir / "controller-manager.kubeconfig"
+        self._write_kubeconfig(kcm_config, "system:kube-controller-manager", self._component_token("controller-manager"))
+        self._spawn(
+            "kube-controller-manager",
+            [
+                str(self.bin["kube-controller-manager"]),
+                f"--kubeconfig={kcm_config}",
+                f"--authentication-kubeconfig={kcm_config}",
+                f"--authorization-kubeconfig={kcm_config}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={free_port()}",
+                "--leader-elect=false",
+                "--use-service-account-credentials=true",
+                f"--service-account-private-key-file={pki_dir / 'sa.key'}",
+                f"--root-ca-file={pki_dir / 'ca.crt'}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--controllers=*",
+                "--v=1",
+            ],
+        )
+        sched_config = self.workdir / "scheduler.kubeconfig"
+        self._write_kubeconfig(sched_config, "system:kube-scheduler", self._component_token("scheduler"))
+        self._spawn(
+            "kube-scheduler",
+            [
+                str(self.bin["kube-scheduler"]),
+                f"--kubeconfig={sched_config}",
+                f"--authentication-kubeconfig={sched_config}",
+                f"--authorization-kubeconfig={sched_config}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={free_port()}",
+                "--leader-elect=false",
+                "--v=1",
+            ],
+        )
+
+    def _start_kwok(self) -> None:
+        key, value = KWOK_SELECTOR
+        stages = toolchain.module_source("kwok", "sigs.k8s.io/kwok") / "kustomize" / "stage"
+        config = self.workdir / "kwok.yaml"
+        config.write_text("\n---\n".join((stages / stage).read_text() for stage in KWOK_STAGES))
+        self._spawn(
+            "kwok",
+            [
+                str(self.bin["kwok"]),
+                f"--kubeconfig={self.kubeconfig}",
+                f"--config={config}",
+                "--manage-all-nodes=false",
+                f"--manage-nodes-with-annotation-selector={key}={value}",
+                "--cidr=10.244.0.0/16",
+                "--node-ip=10.240.0.1",
+                "--node-lease-duration-seconds=40",
+                f"--server-address=127.0.0.1:{free_port()}",
+            ],
+        )
+
+    # ----------------------------------------------------------------- access
+    def _write_kubeconfig(self, path: Path, user: str, token: str) -> None:
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "local", "cluster": {"server": self.server, "certificate-authority": str(self.ca_file)}}],
+            "users": [{"name": user, "user": {"token": token}}],
+            "contexts": [{"name": "local", "context": {"cluster": "local", "user": user}}],
+            "current-context": "local",
+        }
+        path.write_text(yaml.safe_dump(config))
+        path.chmod(0o600)
+
+    def _ssl(self) -> ssl.SSLContext:
+        return ssl.create_default_context(cafile=str(self.ca_file))
+
+    def _api_ok(self, path: str) -> bool:
+        request = urllib.request.Request(self.server + path, headers={"Authorization": f"Bearer {self.admin_token}"})
+        try:
+            with urllib.request.urlopen(request, context=self._ssl(), timeout=2) as response:
+                return response.status == 200
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            return False
+
+    @staticmethod
+    def _http_ok(url: str) -> bool:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                return response.status == 200
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            return False
+
+    def _root_ca_published(self) -> bool:
+        result = self.kubectl("get", "configmap", "kube-root-ca.crt", "-n", "default", check=False)
+        return result.returncode == 0
+
+    def kubectl(
+        self, *args: str, input: str | None = None, check: bool = True, kubeconfig: Path | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """Run the kubectl built with the cluster; raise with its stderr when ``check`` and it fails."""
+        result = subprocess.run(
+            [str(self.bin["kubectl"]), f"--kubeconfig={kubeconfig or self.kubeconfig}", *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if check and result.returncode != 0:
+            raise ClusterError(f"kubectl {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")
+        return result
+
+    def api_client(self, kubeconfig: Path | None = None):  # -> kubernetes.client.ApiClient
+        from kubernetes import config
+
+        return config.new_client_from_config(config_file=str(kubeconfig or self.kubeconfig))
+
+    def etcd_get(self, key: str) -> bytes | None:
+        """The raw value etcd holds for ``key``, through etcd's JSON gateway (no etcdctl needed)."""
+        body = json.dumps({"key": base64.b64encode(key.encode()).decode()}).encode()
+        request = urllib.request.Request(
+            f"{self.etcd_url}/v3/kv/range", data=body, headers={"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=5) as response:
+            kvs = json.load(response).get("kvs") or []
+        return base64.b64decode(kvs[0]["value"]) if kvs else None
+
+    def service_account_kubeconfig(self, namespace: str, name: str) -> Path:
+        """A kubeconfig authenticating as ServiceAccount ``namespace/name`` (created if missing)."""
+        self.kubectl("create", "namespace", namespace, check=False)
+        self.kubectl("create", "serviceaccount", name, "-n", namespace, check=False)
+        token = self.kubectl("create", "token", name, "-n", namespace, "--duration=24h").stdout.strip()
+        path = self.workdir / f"sa-{namespace}-{name}.kubeconfig"
+        self._write_kubeconfig(path, f"system:serviceaccount:{namespace}:{name}", token)
+        return path
+
+    # ----------------------------------------------------------------- nodes
+    def create_kwok_node(
+        self,
+        name: str,
+        *,
+        labels: dict[str, str] | None = None,
+        taints: list[dict] | None = None,
+        unschedulable: bool = False,
+    ) -> None:
+        key, value = KWOK_SELECTOR
+        node = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": name,
+                "annotations": {key: value, "node.alpha.kubernetes.io/ttl": "0"},
+                "labels": {
+                    "kubernetes.io/hostname": name,
+                    "kubernetes.io/os": "linux",
+                    "kubernetes.io/arch": "amd64",
+                    "type": "kwok",
+                    **(labels or {}),
+                },
+            },
+            "spec": {"taints": taints or [], "unschedulable": unschedulable},
+        }
+        self.kubectl("create", "-f", "-", input=json.dumps(node))
+
+    def wait_node_ready(self, name: str, timeout: float = 60) -> None:
+        def ready() -> bool:
+            out = self.kubectl(
+                "get", "node", name, "-o", "jsonpath={.status.conditions[?(@.type=='Ready')].status}", check=False
+            )
+            return out.stdout.strip() == "True"
+
+        _wait(f"node {name} Ready", ready, timeout)

@@ -1,0 +1,224 @@
+"""Load releases.yaml into typed objects, rejecting malformed fields with the field's name and the fix.
+
+Cross-release rules (upgrade edges, storage versions, channel order) live in ``checks``; this module
+only makes sure each field has the right shape.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import semver
+import yaml
+
+from node_maintenance import api
+
+from .errors import PackagingError, release_error
+
+FEATURES = ("conversion", "validation")
+MATURITIES = ("alpha", "beta", "stable")
+_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
+
+
+@dataclass(frozen=True)
+class Release:
+    """One released operator version and what its bundle declares."""
+
+    version: str
+    created_at: str
+    maturity: str
+    channels: tuple[str, ...]
+    served: tuple[str, ...]
+    storage: str
+    features: frozenset[str]
+    replaces: str | None
+    skips: tuple[str, ...]
+    skip_range: str | None
+    related_images: tuple[str, ...]
+
+    @property
+    def semver(self) -> semver.Version:
+        return semver.Version.parse(self.version)
+
+    def has(self, feature: str) -> bool:
+        return feature in self.features
+
+    @property
+    def webhooks(self) -> bool:
+        return bool(self.features)
+
+
+@dataclass(frozen=True)
+class Releases:
+    """The whole releases.yaml: package-wide settings and every release, oldest first."""
+
+    package: str
+    registry: str
+    images: dict[str, str]
+    catalog_tag: str
+    min_kube_version: str
+    channels: tuple[str, ...]
+    default_channel: str
+    releases: tuple[Release, ...]
+
+    @property
+    def current(self) -> Release:
+        """The newest release: its bundle is the one in bundle/."""
+        return max(self.releases, key=lambda r: r.semver)
+
+    def get(self, version: str) -> Release:
+        for release in self.releases:
+            if release.version == version:
+                return release
+        known = ", ".join(r.version for r in self.releases)
+        raise PackagingError(f"no release {version} in releases.yaml (known: {known}); pick one of those")
+
+    def csv_name(self, version: str) -> str:
+        return f"{self.package}.v{version}"
+
+    def with_registry(self, registry: str) -> Releases:
+        return replace(self, registry=registry.rstrip("/"))
+
+
+def load(path: Path) -> Releases:
+    """Parse releases.yaml; every shape error names the field and how to fix it."""
+    if not path.is_file():
+        raise PackagingError(f"{path} not found: run from the repository top or pass --root")
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise PackagingError(f"{path} is not valid YAML: {exc}") from None
+    if not isinstance(doc, dict):
+        raise PackagingError(f"{path}: expected a mapping at the top level")
+    return _parse(doc)
+
+
+def _parse(doc: dict[str, Any]) -> Releases:
+    images = _field(doc, "images", dict)
+    for role in ("operator", "bundle", "catalog"):
+        if not isinstance(images.get(role), str):
+            raise PackagingError(f"releases.yaml: images.{role}: missing; give the repository and tag, e.g. name:{{version}}")
+    channels = tuple(_string_list(doc, "channels", where="releases.yaml"))
+    if not channels:
+        raise PackagingError("releases.yaml: channels: empty; list at least one channel, e.g. [stable, candidate]")
+    default_channel = _field(doc, "defaultChannel", str)
+    if default_channel not in channels:
+        raise PackagingError(
+            f"releases.yaml: defaultChannel: {default_channel!r} is not in channels {list(channels)}; add it there or pick one of those"
+        )
+    min_kube = str(_field(doc, "minKubeVersion", str))
+    if not semver.Version.is_valid(min_kube):
+        raise PackagingError(f"releases.yaml: minKubeVersion: {min_kube!r} is not semver; write it like 1.30.0")
+    raw_releases = _field(doc, "releases", list)
+    if not raw_releases:
+        raise PackagingError("releases.yaml: releases: empty; declare at least one release")
+    releases = tuple(_parse_release(raw, channels, images) for raw in raw_releases)
+    seen: set[str] = set()
+    for release in releases:
+        if release.version in seen:
+            raise release_error(release.version, "version", "declared twice", "keep one entry per version")
+        seen.add(release.version)
+    return Releases(
+        package=_field(doc, "package", str),
+        registry=_field(doc, "registry", str).rstrip("/"),
+        images=dict(images),
+        catalog_tag=str(_field(doc, "catalogTag", str)),
+        min_kube_version=min_kube,
+        channels=channels,
+        default_channel=default_channel,
+        releases=releases,
+    )
+
+
+def _parse_release(raw: Any, channels: tuple[str, ...], images: dict[str, str]) -> Release:
+    if not isinstance(raw, dict) or "version" not in raw:
+        raise PackagingError(f"releases.yaml: releases: entry {raw!r} has no version; start each entry with `version: X.Y.Z`")
+    version = str(raw["version"])
+    if not semver.Version.is_valid(version):
+        raise release_error(version, "version", "not semver", "write it as MAJOR.MINOR.PATCH, e.g. 0.4.0")
+    where = f"release {version}"
+
+    created_at = str(_field(raw, "createdAt", str, where))
+    if not _RFC3339.match(created_at):
+        raise release_error(version, "createdAt", f"{created_at!r} is not an RFC 3339 UTC time", 'write it like "2025-02-10T00:00:00Z"')
+    maturity = _field(raw, "maturity", str, where)
+    if maturity not in MATURITIES:
+        raise release_error(version, "maturity", f"{maturity!r} is unknown", f"use one of {', '.join(MATURITIES)}")
+
+    release_channels = tuple(_string_list(raw, "channels", where))
+    for channel in release_channels:
+        if channel not in channels:
+            raise release_error(version, "channels", f"{channel!r} is not a declared channel", f"add it to the top-level channels {list(channels)}")
+    if not release_channels:
+        raise release_error(version, "channels", "empty", "publish the release in at least one channel")
+
+    served = tuple(_string_list(raw, "served", where))
+    for api_version in served:
+        if api_version not in api.VERSIONS:
+            raise release_error(version, "served", f"{api_version!r} has no schema", f"use versions from {', '.join(api.VERSIONS)}")
+    if not served:
+        raise release_error(version, "served", "empty", "serve at least the storage version")
+    storage = _storage(raw, version, served)
+
+    features = frozenset(_string_list(raw, "features", where))
+    for feature in sorted(features - set(FEATURES)):
+        raise release_error(version, "features", f"{feature!r} is unknown", f"use any of {', '.join(FEATURES)}")
+
+    replaces = raw.get("replaces")
+    skip_range = raw.get("skipRange")
+    if skip_range is not None and not isinstance(skip_range, str):
+        raise release_error(version, "skipRange", "must be a string", 'quote it, e.g. ">=0.1.0 <0.3.0"')
+
+    related = tuple(_string_list(raw, "relatedImages", where))
+    for role in related:
+        if role not in images:
+            raise release_error(version, "relatedImages", f"{role!r} is not an image role", f"use keys of images: {', '.join(images)}")
+
+    return Release(
+        version=version,
+        created_at=created_at,
+        maturity=maturity,
+        channels=release_channels,
+        served=served,
+        storage=storage,
+        features=features,
+        replaces=None if replaces is None else str(replaces),
+        skips=tuple(str(s) for s in raw.get("skips") or ()),
+        skip_range=skip_range,
+        related_images=related,
+    )
+
+
+def _storage(raw: dict[str, Any], version: str, served: tuple[str, ...]) -> str:
+    storage = raw.get("storage")
+    if isinstance(storage, list):
+        if len(storage) != 1:
+            raise release_error(
+                version,
+                "storage",
+                f"lists {len(storage)} versions ({', '.join(map(str, storage))}) but a CRD stores exactly one",
+                "keep only the version new objects are written in",
+            )
+        storage = storage[0]
+    if not isinstance(storage, str):
+        raise release_error(version, "storage", "missing", "name the one API version the CRD stores")
+    if storage not in served:
+        raise release_error(version, "storage", f"{storage} is not served", f"add it to served {list(served)} or store a served version")
+    return storage
+
+
+def _field(doc: dict[str, Any], name: str, kind: type, where: str = "releases.yaml") -> Any:
+    value = doc.get(name)
+    if not isinstance(value, kind):
+        raise PackagingError(f"{where}: {name}: expected a {kind.__name__}, got {value!r}; set it (see the comments at the top of releases.yaml)")
+    return value
+
+
+def _string_list(doc: dict[str, Any], name: str, where: str) -> list[str]:
+    value = doc.get(name, [])
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise PackagingError(f"{where}: {name}: expected a list of strings, got {value!r}")
+    return value

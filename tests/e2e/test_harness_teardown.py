@@ -1,0 +1,87 @@
+"""Stopping the harness leaves nothing behind: no process, no listening port, no temporary directory."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is already dead; only its parent has not reaped it yet.
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().split(") ", 1)[1][0] != "Z"
+
+
+def _start_cluster() -> tuple[subprocess.Popen[str], list[int], Path, int]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "devcluster", "up", "--nodes", "1"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "hack")},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert proc.stdout is not None
+    pids: list[int] = []
+    deadline = time.monotonic() + 120
+    for line in proc.stdout:
+        if match := re.search(r"processes: ([\d ]+)", line):
+            pids = [int(p) for p in match.group(1).split()]
+        if match := re.search(r"export KUBECONFIG=(\S+)", line):
+            kubeconfig = Path(match.group(1))
+            break
+        assert time.monotonic() < deadline, "cluster did not come up"
+    else:
+        raise AssertionError(f"cluster exited early with {proc.wait()}")
+    server = re.search(r"server: https://127.0.0.1:(\d+)", kubeconfig.read_text())
+    assert server and len(pids) == 5
+    return proc, pids, kubeconfig.parent, int(server.group(1))
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _eventually_gone(pids: list[int], timeout: float = 30) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while (alive := [p for p in pids if _alive(p)]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return alive
+
+
+def test_ctrl_c_stops_every_component_and_removes_the_workdir() -> None:
+    proc, pids, workdir, port = _start_cluster()
+    assert all(_alive(p) for p in pids) and _port_open(port) and workdir.is_dir()
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(60) == 0
+    assert _eventually_gone(pids) == []
+    assert not _port_open(port)
+    assert not workdir.exists()
+
+
+def test_components_die_with_a_killed_harness() -> None:
+    proc, pids, workdir, port = _start_cluster()
+    proc.kill()
+    proc.wait()
+    assert _eventually_gone(pids) == []
+    assert not _port_open(port)
+    # Only the temporary directory survives a SIGKILL: nothing was left to remove it.
+    shutil.rmtree(workdir)
