@@ -23,6 +23,9 @@ from .processes import Process, free_port
 
 SERVICE_CIDR = "10.96.0.0/24"
 SERVICE_IP = "10.96.0.1"
+# KWOK hands simulated pods loopback addresses, so a Service backed by a simulated pod (an OLM-created
+# webhook Service, say) routes to whatever local process listens on that pod's address and port.
+KWOK_POD_CIDR = "127.64.0.0/16"
 KWOK_SELECTOR = ("kwok.x-k8s.io/node", "fake")
 # KWOK's own stage definitions: nodes become Ready and keep a lease; pods become Running, Jobs' pods
 # complete, and a deleted pod goes away once its grace period ends (and its finalizers are gone), as with a kubelet.
@@ -173,6 +176,8 @@ class Cluster:
                 "--allow-privileged=true",
                 "--profiling=false",
                 "--endpoint-reconciler-type=none",
+                # Webhook and aggregated-API services resolve to their endpoints' pod IPs (see KWOK_POD_CIDR).
+                "--enable-aggregator-routing=true",
                 "--v=1",
             ],
         )
@@ -234,7 +239,7 @@ class Cluster:
                 f"--config={config}",
                 "--manage-all-nodes=false",
                 f"--manage-nodes-with-annotation-selector={key}={value}",
-                "--cidr=10.244.0.0/16",
+                f"--cidr={KWOK_POD_CIDR}",
                 "--node-ip=10.240.0.1",
                 "--node-lease-duration-seconds=40",
                 f"--server-address=127.0.0.1:{free_port()}",
