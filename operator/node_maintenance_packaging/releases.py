@@ -46,10 +46,6 @@ class Release:
     def has(self, feature: str) -> bool:
         return feature in self.features
 
-    @property
-    def webhooks(self) -> bool:
-        return bool(self.features)
-
 
 @dataclass(frozen=True)
 class Releases:
@@ -164,8 +160,9 @@ def _parse_release(raw: Any, channels: tuple[str, ...], images: dict[str, str]) 
     storage = _storage(raw, version, served)
 
     features = frozenset(_string_list(raw, "features", where))
-    for feature in sorted(features - set(FEATURES)):
-        raise release_error(version, "features", f"{feature!r} is unknown", f"use any of {', '.join(FEATURES)}")
+    unknown = sorted(features - set(FEATURES))
+    if unknown:
+        raise release_error(version, "features", f"{unknown[0]!r} is unknown", f"use any of {', '.join(FEATURES)}")
 
     replaces = raw.get("replaces")
     skip_range = raw.get("skipRange")

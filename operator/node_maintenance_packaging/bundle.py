@@ -1,0 +1,68 @@
+"""One release's registry+v1 bundle: manifests, metadata, scorecard config and its Dockerfile."""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+from typing import Any
+
+from . import yamlout
+from .clusterserviceversion import CSV_FILE, DEPLOYMENT, HEALTH_PORT, build_csv
+from .crd import CRD_FILE, build_crd
+from .files import Output, RenderedFile
+from .imagerefs import ImageRefs
+from .releases import Release, Releases
+from .templating import Templates
+
+# The scorecard-test image matching the operator-sdk release the project validates bundles with.
+SCORECARD_IMAGE = "quay.io/operator-framework/scorecard-test:v1.42.2"
+SCORECARD_TESTS = (
+    ("basic", "basic-check-spec"),
+    ("olm", "olm-bundle-validation"),
+    ("olm", "olm-crds-have-validation"),
+    ("olm", "olm-crds-have-resources"),
+    ("olm", "olm-spec-descriptors"),
+    ("olm", "olm-status-descriptors"),
+)
+METRICS_SERVICE_FILE = "node-maintenance-operator-metrics_v1_service.yaml"
+
+
+def bundle_annotations(releases: Releases, release: Release) -> dict[str, str]:
+    """metadata/annotations.yaml, which the bundle image also carries as labels."""
+    return {
+        "operators.operatorframework.io.bundle.mediatype.v1": "registry+v1",
+        "operators.operatorframework.io.bundle.manifests.v1": "manifests/",
+        "operators.operatorframework.io.bundle.metadata.v1": "metadata/",
+        "operators.operatorframework.io.bundle.package.v1": releases.package,
+        "operators.operatorframework.io.bundle.channels.v1": ",".join(release.channels),
+        "operators.operatorframework.io.bundle.channel.default.v1": releases.default_channel,
+        "operators.operatorframework.io.test.mediatype.v1": "scorecard+v1",
+        "operators.operatorframework.io.test.config.v1": "tests/scorecard/",
+    }
+
+
+def bundle_manifests(templates: Templates, releases: Releases, images: ImageRefs, release: Release) -> dict[str, dict[str, Any]]:
+    """The objects in manifests/, by file name; the catalog embeds the same objects."""
+    return {
+        CSV_FILE: build_csv(templates, releases, images, release),
+        CRD_FILE: build_crd(release),
+        METRICS_SERVICE_FILE: templates.yaml("metrics-service.yaml.j2", deployment=DEPLOYMENT, health_port=HEALTH_PORT),
+    }
+
+
+def render_bundle_tree(templates: Templates, releases: Releases, images: ImageRefs, release: Release) -> Output:
+    """``bundle/…`` plus ``bundle.Dockerfile``, relative to a build-context root."""
+    annotations = bundle_annotations(releases, release)
+    files = [
+        RenderedFile.text(f"bundle/manifests/{name}", yamlout.dump(obj))
+        for name, obj in bundle_manifests(templates, releases, images, release).items()
+    ]
+    files.append(RenderedFile.text("bundle/metadata/annotations.yaml", yamlout.dump(
+        templates.yaml("annotations.yaml.j2", annotations=annotations)
+    )))
+    files.append(RenderedFile.text("bundle/tests/scorecard/config.yaml", yamlout.dump(
+        templates.yaml("scorecard-config.yaml.j2", tests=SCORECARD_TESTS, scorecard_image=SCORECARD_IMAGE)
+    )))
+    files.append(RenderedFile.text("bundle.Dockerfile", templates.text(
+        "bundle.Dockerfile.j2", package=releases.package, version=release.version, annotations=annotations
+    )))
+    return Output(tuple(files), owned_dirs=(PurePosixPath("bundle"),))

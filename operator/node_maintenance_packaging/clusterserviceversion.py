@@ -1,0 +1,147 @@
+"""The ClusterServiceVersion of one release: the template plus what is computed from schemas and releases."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from node_maintenance import api
+
+from . import assets, yamlout
+from .checks import check_related_images
+from .imagerefs import ImageRefs
+from .releases import Release, Releases
+from .templating import Templates
+
+DEPLOYMENT = "node-maintenance-operator"
+NAMESPACE = "node-maintenance-operator"
+WEBHOOK_PORT = 9443
+HEALTH_PORT = 8081
+CSV_FILE = "node-maintenance-operator.clusterserviceversion.yaml"
+RELATED_KINDS = ("Node", "Pod", "PodDisruptionBudget", "Event")
+
+
+def build_csv(templates: Templates, releases: Releases, images: ImageRefs, release: Release) -> dict[str, Any]:
+    """Render the release's CSV and refuse it if it runs an image missing from relatedImages."""
+    predecessor = releases.get(release.replaces) if release.replaces else None
+    csv = templates.yaml(
+        "csv.yaml.j2",
+        release=release,
+        csv_name=releases.csv_name(release.version),
+        replaces=releases.csv_name(predecessor.version) if predecessor else None,
+        skips=[releases.csv_name(v) for v in release.skips],
+        min_kube_version=releases.min_kube_version,
+        namespace=NAMESPACE,
+        deployment=DEPLOYMENT,
+        webhook_port=WEBHOOK_PORT,
+        health_port=HEALTH_PORT,
+        crd_name=api.CRD_NAME,
+        operator_image=images.ref("operator", release),
+        alm_examples=json.dumps(_examples(release), indent=2),
+        description=_description(templates, release),
+        icon=assets.icon_svg(),
+        icon_mediatype=assets.ICON_MEDIATYPE,
+        owned_crds=[_owned(version) for version in release.served],
+        webhook_definitions=_webhooks(release),
+        related_images=[{"name": role, "image": images.ref(role, release)} for role in release.related_images],
+    )
+    check_related_images(release, csv)
+    return csv
+
+
+def _examples(release: Release) -> list[dict[str, Any]]:
+    examples = []
+    for version in release.served:
+        example = api.load(version)["example"]
+        examples.append({"apiVersion": f"{api.GROUP}/{version}", "kind": api.KIND, **example})
+    return examples
+
+
+def _description(templates: Templates, release: Release) -> str:
+    spec = api.load(release.storage)["example"]["spec"]
+    return templates.text(
+        "description.md.j2",
+        served=release.served,
+        storage=release.storage,
+        example_spec=yamlout.dump(spec).splitlines(),
+        conversion=release.has("conversion"),
+        validation=release.has("validation"),
+    )
+
+
+def _owned(version: str) -> dict[str, Any]:
+    schema = api.load(version)["openAPIV3Schema"]
+    properties = schema["properties"]
+    return {
+        "name": api.CRD_NAME,
+        "version": version,
+        "kind": api.KIND,
+        "displayName": "Node Maintenance",
+        "description": schema["description"],
+        # The objects a NodeMaintenance works on; listing PodDisruptionBudget and Event also tells validators
+        # that the RBAC on them targets their v1 APIs, not the removed v1beta1 ones.
+        "resources": [{"kind": kind, "name": "", "version": "v1"} for kind in RELATED_KINDS],
+        "specDescriptors": _descriptors(properties["spec"]),
+        "statusDescriptors": _descriptors(properties["status"]),
+    }
+
+
+def _descriptors(node: dict[str, Any], prefix: str = "") -> list[dict[str, Any]]:
+    """One descriptor per field carrying a csvDescriptor hint, depth first, in schema order."""
+    found: list[dict[str, Any]] = []
+    for name, child in node.get("properties", {}).items():
+        path = f"{prefix}{name}"
+        hint = child.get(api.DESCRIPTOR_HINT)
+        if hint:
+            found.append(
+                {
+                    "path": path,
+                    "displayName": hint["displayName"],
+                    "description": child["description"],
+                    "x-descriptors": hint["x-descriptors"],
+                }
+            )
+        found.extend(_descriptors(child, f"{path}."))
+    return found
+
+
+def _webhooks(release: Release) -> list[dict[str, Any]]:
+    common = {
+        "admissionReviewVersions": ["v1"],
+        "containerPort": WEBHOOK_PORT,
+        "targetPort": WEBHOOK_PORT,
+        "deploymentName": DEPLOYMENT,
+        "sideEffects": "None",
+    }
+    hooks: list[dict[str, Any]] = []
+    if release.has("conversion"):
+        hooks.append(
+            {
+                "type": "ConversionWebhook",
+                "generateName": f"convert.{api.GROUP}",
+                **common,
+                "webhookPath": "/convert",
+                "conversionCRDs": [api.CRD_NAME],
+            }
+        )
+    if release.has("validation"):
+        hooks.append(
+            {
+                "type": "ValidatingAdmissionWebhook",
+                "generateName": f"validate.{api.GROUP}",
+                **common,
+                "webhookPath": "/validate-nodemaintenance",
+                "failurePolicy": "Fail",
+                "timeoutSeconds": 10,
+                "rules": [
+                    {
+                        "apiGroups": [api.GROUP],
+                        "apiVersions": list(release.served),
+                        "operations": ["CREATE"],
+                        "resources": [api.PLURAL],
+                        "scope": "Cluster",
+                    }
+                ],
+            }
+        )
+    return hooks

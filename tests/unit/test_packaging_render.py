@@ -1,0 +1,286 @@
+"""nmo-pack renders what OLM and the end-to-end tests rely on, reproducibly, and --check catches stale files."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from node_maintenance_packaging import cli
+from node_maintenance_packaging.errors import PackagingError
+from node_maintenance_packaging.render import load_inputs, render_all
+from node_maintenance_packaging.templating import DEFAULT_TEMPLATES
+
+ROOT = Path(__file__).resolve().parents[2]
+GENERATED = ("bundle", "catalog", "olm-deploy-manifests", "docs", "bundle.Dockerfile", "catalog.Dockerfile")
+CSV = "bundle/manifests/node-maintenance-operator.clusterserviceversion.yaml"
+CRD = "bundle/manifests/nodemaintenance.kubevirt.io_nodemaintenances.yaml"
+DIGEST = "sha256:" + "ab" * 32
+
+
+def _copy_repo(tmp_path: Path) -> Path:
+    """A copy of the inputs and committed outputs, so a test can change them freely."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    shutil.copy(ROOT / "releases.yaml", root / "releases.yaml")
+    for name in GENERATED:
+        source = ROOT / name
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, root / name)
+    shutil.copytree(DEFAULT_TEMPLATES, root / "templates")
+    return root
+
+
+def _load(path: Path) -> dict:
+    return yaml.safe_load(path.read_text())
+
+
+def _bundle(tmp_path: Path, version: str) -> Path:
+    out = tmp_path / version
+    assert cli.main(["bundle", "--root", str(ROOT), "--release", version, "--out", str(out)]) == 0
+    return out
+
+
+def test_committed_files_are_up_to_date(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["all", "--check", "--root", str(ROOT)]) == 0, capsys.readouterr().out
+
+
+def test_render_is_byte_identical_across_runs(tmp_path: Path) -> None:
+    first, second = tmp_path / "a", tmp_path / "b"
+    for out in (first, second):
+        out.mkdir()
+        render_all(out, releases_file=ROOT / "releases.yaml")
+    files = sorted(p.relative_to(first) for p in first.rglob("*") if p.is_file())
+    assert len(files) > 15
+    for rel in files:
+        assert (first / rel).read_bytes() == (second / rel).read_bytes(), rel
+    assert files == sorted(p.relative_to(second) for p in second.rglob("*") if p.is_file())
+
+
+def test_check_fails_with_a_diff_when_releases_change(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = _copy_repo(tmp_path)
+    args = ["all", "--check", "--root", str(root), "--templates", str(root / "templates")]
+    assert cli.main(args) == 0
+    releases = root / "releases.yaml"
+    releases.write_text(releases.read_text().replace('createdAt: "2025-02-10T00:00:00Z"', 'createdAt: "2025-03-01T00:00:00Z"'))
+    capsys.readouterr()
+    assert cli.main(args) == 1
+    diff = capsys.readouterr().out
+    assert "+    createdAt: '2025-03-01T00:00:00Z'" in diff
+    assert f"a/{CSV}" in diff
+
+
+def test_check_fails_when_a_template_changes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = _copy_repo(tmp_path)
+    template = root / "templates" / "deploy" / "nm-sub.yaml.j2"
+    template.write_text(template.read_text().replace("installPlanApproval: {{ approval }}", "installPlanApproval: Manual"))
+    assert cli.main(["all", "--check", "--root", str(root), "--templates", str(root / "templates")]) == 1
+    assert "+  installPlanApproval: Manual" in capsys.readouterr().out
+
+
+def test_check_reports_stray_files_in_generated_dirs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = _copy_repo(tmp_path)
+    (root / "catalog" / "node-maintenance-operator" / "old.yaml").write_text("schema: olm.package\n")
+    assert cli.main(["catalog", "--check", "--root", str(root)]) == 1
+    assert "old.yaml: not rendered" in capsys.readouterr().out
+    assert cli.main(["catalog", "--root", str(root)]) == 0
+    assert not (root / "catalog" / "node-maintenance-operator" / "old.yaml").exists()
+
+
+def test_bundle_dockerfile_labels_equal_the_annotations() -> None:
+    annotations = _load(ROOT / "bundle/metadata/annotations.yaml")["annotations"]
+    labels = dict(
+        line.removeprefix("LABEL ").split("=", 1)
+        for line in (ROOT / "bundle.Dockerfile").read_text().splitlines()
+        if line.startswith("LABEL ")
+    )
+    assert labels == annotations
+    assert annotations["operators.operatorframework.io.bundle.mediatype.v1"] == "registry+v1"
+    assert annotations["operators.operatorframework.io.test.config.v1"] == "tests/scorecard/"
+    assert annotations["operators.operatorframework.io.bundle.channel.default.v1"] == "stable"
+
+
+def test_each_release_crd_serves_its_versions_and_stores_one(tmp_path: Path) -> None:
+    expected = {
+        "0.1.0": (["v1alpha1"], "v1alpha1", True),
+        "0.2.0": (["v1alpha1", "v1alpha3"], "v1alpha1", False),
+        "0.3.0": (["v1alpha1", "v1alpha3", "v1beta1"], "v1beta1", False),
+    }
+    for version, (served, storage, strategy_none) in expected.items():
+        crd = _load(_bundle(tmp_path, version) / CRD)
+        versions = crd["spec"]["versions"]
+        assert [v["name"] for v in versions] == served
+        assert [v["name"] for v in versions if v["storage"]] == [storage]
+        assert all(v["subresources"] == {"status": {}} for v in versions)
+        assert crd["spec"].get("conversion") == ({"strategy": "None"} if strategy_none else None)
+        assert crd["spec"]["scope"] == "Cluster" and crd["spec"]["names"]["shortNames"] == ["nm"]
+
+
+def test_current_crd_deprecates_alphas_and_keeps_node_name_immutable() -> None:
+    versions = {v["name"]: v for v in _load(ROOT / CRD)["spec"]["versions"]}
+    assert versions["v1alpha1"]["deprecated"] and "v1beta1" in versions["v1alpha1"]["deprecationWarning"]
+    assert versions["v1alpha3"]["deprecated"] and "deprecated" not in versions["v1beta1"]
+    spec = versions["v1beta1"]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert spec["x-kubernetes-validations"][0]["rule"] == "self.nodeName == oldSelf.nodeName"
+    assert versions["v1beta1"]["selectableFields"] == [{"jsonPath": ".spec.nodeName"}]
+    assert "csvDescriptor" not in json.dumps(versions)
+    assert [c["name"] for c in versions["v1beta1"]["additionalPrinterColumns"]] == ["Node", "Phase", "Progress", "Age"]
+
+
+def test_webhooks_follow_the_declared_features(tmp_path: Path) -> None:
+    hooks = {
+        version: {h["type"]: h for h in _load(_bundle(tmp_path, version) / CSV)["spec"].get("webhookdefinitions", [])}
+        for version in ("0.1.0", "0.2.0", "0.3.0")
+    }
+    assert hooks["0.1.0"] == {}
+    assert set(hooks["0.2.0"]) == {"ConversionWebhook"}
+    conversion, validation = hooks["0.3.0"]["ConversionWebhook"], hooks["0.3.0"]["ValidatingAdmissionWebhook"]
+    assert conversion["webhookPath"] == "/convert"
+    assert conversion["conversionCRDs"] == ["nodemaintenances.nodemaintenance.kubevirt.io"]
+    assert (conversion["containerPort"], conversion["targetPort"], conversion["deploymentName"]) == (9443, 9443, "node-maintenance-operator")
+    assert validation["webhookPath"] == "/validate-nodemaintenance"
+    assert validation["failurePolicy"] == "Fail" and validation["sideEffects"] == "None"
+    assert validation["rules"][0]["operations"] == ["CREATE"]
+    assert validation["rules"][0]["apiVersions"] == ["v1alpha1", "v1alpha3", "v1beta1"]
+
+
+def test_csv_install_modes_allow_own_namespace_only_without_conversion(tmp_path: Path) -> None:
+    for version, own in (("0.1.0", True), ("0.3.0", False)):
+        modes = {m["type"]: m["supported"] for m in _load(_bundle(tmp_path, version) / CSV)["spec"]["installModes"]}
+        assert modes == {"OwnNamespace": own, "SingleNamespace": False, "MultiNamespace": False, "AllNamespaces": True}
+
+
+def test_csv_rbac_is_exactly_the_operators_needs() -> None:
+    strategy = _load(ROOT / CSV)["spec"]["install"]["spec"]
+    cluster = {
+        (group, resource, tuple(rule.get("resourceNames", ()))): set(rule["verbs"])
+        for rule in strategy["clusterPermissions"][0]["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+    }
+    assert cluster == {
+        ("nodemaintenance.kubevirt.io", "nodemaintenances", ()): {"get", "list", "watch", "update", "patch"},
+        ("nodemaintenance.kubevirt.io", "nodemaintenances/status", ()): {"get", "update", "patch"},
+        ("nodemaintenance.kubevirt.io", "nodemaintenances/finalizers", ()): {"update"},
+        ("", "nodes", ()): {"get", "list", "watch", "update", "patch"},
+        ("", "pods", ()): {"get", "list", "delete"},
+        ("", "pods/eviction", ()): {"create"},
+        ("apps", "daemonsets", ()): {"get"},
+        ("policy", "poddisruptionbudgets", ()): {"get", "list"},
+        ("", "events", ()): {"create", "patch"},
+        ("events.k8s.io", "events", ()): {"create", "patch"},
+        ("apiextensions.k8s.io", "customresourcedefinitions", ()): {"get", "list", "watch"},
+        ("apiextensions.k8s.io", "customresourcedefinitions/status", ("nodemaintenances.nodemaintenance.kubevirt.io",)): {"update", "patch"},
+    }
+    assert strategy["permissions"][0]["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]}
+    ]
+    assert "*" not in json.dumps(strategy["clusterPermissions"]) + json.dumps(strategy["permissions"])
+
+
+def test_csv_deployment_is_restricted_and_probed() -> None:
+    csv = _load(ROOT / CSV)
+    deployment = csv["spec"]["install"]["spec"]["deployments"][0]
+    assert deployment["name"] == "node-maintenance-operator"
+    pod = deployment["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert container["command"] == ["python", "-m", "node_maintenance"]
+    assert container["image"] == csv["metadata"]["annotations"]["containerImage"] == "quay.io/kubevirt/node-maintenance-operator:0.3.0"
+    assert container["env"][0] == {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}
+    assert (container["livenessProbe"]["httpGet"], container["readinessProbe"]["httpGet"]) == (
+        {"path": "/healthz", "port": 8081},
+        {"path": "/readyz", "port": 8081},
+    )
+    assert {p["containerPort"] for p in container["ports"]} == {9443, 8081}
+    assert container["securityContext"] == {
+        "runAsNonRoot": True,
+        "readOnlyRootFilesystem": True,
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    assert set(container["resources"]) == {"requests", "limits"}
+    assert csv["spec"]["relatedImages"] == [{"name": "operator", "image": container["image"]}]
+
+
+def test_csv_lists_an_example_and_descriptors_for_every_served_version() -> None:
+    csv = _load(ROOT / CSV)
+    examples = json.loads(csv["metadata"]["annotations"]["alm-examples"])
+    owned = csv["spec"]["customresourcedefinitions"]["owned"]
+    assert sorted(e["apiVersion"].split("/")[1] for e in examples) == sorted(o["version"] for o in owned) == ["v1alpha1", "v1alpha3", "v1beta1"]
+    for crd in owned:
+        node_name = next(d for d in crd["specDescriptors"] if d["path"] == "nodeName")
+        assert node_name["x-descriptors"] == ["urn:alm:descriptor:io.kubernetes:Node"]
+        assert any(d["path"] == "phase" for d in crd["statusDescriptors"])
+    assert csv["metadata"]["annotations"]["olm.skipRange"] == ">=0.1.0 <0.3.0"
+    assert csv["spec"]["replaces"] == "node-maintenance-operator.v0.2.0"
+    assert base64.b64decode(csv["spec"]["icon"][0]["base64data"]).startswith(b"<svg")
+
+
+def test_catalog_channels_have_one_head_and_bundles_embed_their_manifests() -> None:
+    docs = list(yaml.safe_load_all((ROOT / "catalog/node-maintenance-operator/index.yaml").read_text()))
+    package = next(d for d in docs if d["schema"] == "olm.package")
+    channels = [d for d in docs if d["schema"] == "olm.channel"]
+    assert package["defaultChannel"] == "stable" and {c["name"] for c in channels} >= {"stable", "candidate"}
+    for channel in channels:
+        names = {e["name"] for e in channel["entries"]}
+        replaced = {e["replaces"] for e in channel["entries"] if "replaces" in e}
+        assert replaced <= names
+        assert names - replaced == {"node-maintenance-operator.v0.3.0"}
+    for version in ("0.1.0", "0.2.0", "0.3.0"):
+        bundle = _load(ROOT / f"catalog/node-maintenance-operator/bundles/node-maintenance-operator.v{version}.yaml")
+        assert bundle["image"] == f"quay.io/kubevirt/node-maintenance-operator-bundle:v{version}"
+        kinds = {
+            json.loads(base64.b64decode(p["value"]["data"]))["kind"]
+            for p in bundle["properties"]
+            if p["type"] == "olm.bundle.object"
+        }
+        assert {"ClusterServiceVersion", "CustomResourceDefinition"} <= kinds
+        assert {"olm.package", "olm.gvk", "olm.csv.metadata"} <= {p["type"] for p in bundle["properties"]}
+
+
+def test_deploy_manifests_target_each_platforms_catalog_namespace(tmp_path: Path) -> None:
+    root = _copy_repo(tmp_path)
+    image = "registry.example/nmo-catalog:v9"
+    assert cli.main(["deploy", "--root", str(root), "--catalog-image", image, "--version", "0.2.0"]) == 0
+    for platform, namespace in (("kubernetes", "olm"), ("openshift", "openshift-marketplace")):
+        source = _load(root / f"olm-deploy-manifests/{platform}/nm-catalog-source.yaml")
+        subscription = _load(root / f"olm-deploy-manifests/{platform}/nm-sub.yaml")
+        assert (source["metadata"]["namespace"], source["spec"]["image"], source["spec"]["sourceType"]) == (namespace, image, "grpc")
+        assert subscription["spec"]["sourceNamespace"] == namespace
+        assert subscription["spec"]["startingCSV"] == "node-maintenance-operator.v0.2.0"
+        assert subscription["spec"]["channel"] == "stable"
+
+
+def test_pinned_digests_replace_tags_everywhere(tmp_path: Path) -> None:
+    operator = "quay.io/kubevirt/node-maintenance-operator:0.3.0"
+    bundle = "quay.io/kubevirt/node-maintenance-operator-bundle:v0.3.0"
+    render_all(tmp_path, releases_file=ROOT / "releases.yaml", digests={operator: DIGEST, bundle: DIGEST})
+    csv_text = (tmp_path / CSV).read_text()
+    assert f"quay.io/kubevirt/node-maintenance-operator@{DIGEST}" in csv_text and operator not in csv_text
+    catalog_bundle = _load(tmp_path / "catalog/node-maintenance-operator/bundles/node-maintenance-operator.v0.3.0.yaml")
+    assert catalog_bundle["image"] == f"quay.io/kubevirt/node-maintenance-operator-bundle@{DIGEST}"
+
+
+def test_registry_flag_renames_every_image(tmp_path: Path) -> None:
+    root = _copy_repo(tmp_path)
+    assert cli.main(["all", "--root", str(root), "--registry", "registry.example/team"]) == 0
+    rendered = "".join(p.read_text() for p in root.rglob("*.yaml"))
+    assert "quay.io/kubevirt/node-maintenance-operator" not in rendered
+    assert re.search(r"registry\.example/team/node-maintenance-operator-catalog:latest", rendered)
+
+
+@pytest.mark.parametrize(
+    ("digests", "message"),
+    [
+        ({"quay.io/kubevirt/unknown:1": DIGEST}, "which no release references"),
+        ({"quay.io/kubevirt/node-maintenance-operator:0.3.0": "sha256:short"}, "sha256:<64 hex digits>"),
+    ],
+)
+def test_bad_digest_pins_are_refused(digests: dict[str, str], message: str) -> None:
+    with pytest.raises(PackagingError, match=re.escape(message)):
+        load_inputs(ROOT / "releases.yaml", digests=digests)
