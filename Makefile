@@ -9,11 +9,12 @@ export PYTHONPATH := $(CURDIR)/hack
 # Everything the tests need from the OS, installed only when missing.
 SYSTEM_PACKAGES := buildah skopeo umoci docker-registry
 
-.PHONY: help venv system-deps tools render check test unit demo bench soak clean
+.PHONY: help venv system-deps tools render check test unit demo bench clean
 
 help:
 	@echo "make demo   - start a local control plane and put a node into maintenance with the operator"
 	@echo "make test   - unit tests, upstream validators and end-to-end tests on a local control plane"
+	@echo "make bench  - time the operator's drain against kubectl drain on identical nodes"
 	@echo "make render - re-render CRD, bundle, catalog and OLM deploy manifests; make check verifies them"
 
 $(VENV)/.installed: pyproject.toml
@@ -51,10 +52,7 @@ demo: venv tools
 	$(PY) hack/demo.py
 
 bench: venv tools
-	$(PY) -m pytest -q -s bench
-
-soak: venv tools
-	$(PY) -m pytest -q -s soak
+	$(PY) hack/bench_drain.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info

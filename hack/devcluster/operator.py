@@ -1,0 +1,152 @@
+"""Run the operator as a local process against a local cluster, exactly as OLM would wire it:
+under a ServiceAccount bound to the CSV's permissions (never cluster-admin), with a serving
+certificate for its webhooks and the CRD's conversion pointed at it."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import yaml
+
+from .cluster import Cluster, ClusterError
+from .processes import Process, free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+CSV_FILE = ROOT / "bundle" / "manifests" / "node-maintenance-operator.clusterserviceversion.yaml"
+CRD_NAME = "nodemaintenances.nodemaintenance.kubevirt.io"
+NAMESPACE = "node-maintenance-operator"
+SERVICE_ACCOUNT = "node-maintenance-operator"
+
+
+def csv_install_spec(csv_file: Path = CSV_FILE) -> dict:
+    return yaml.safe_load(csv_file.read_text())["spec"]["install"]["spec"]
+
+
+def grant_csv_permissions(cluster: Cluster, namespace: str, csv_file: Path = CSV_FILE) -> Path:
+    """Create the CSV's ServiceAccount(s) with exactly its clusterPermissions and permissions, as OLM does;
+    return a kubeconfig for the operator's ServiceAccount."""
+    spec = csv_install_spec(csv_file)
+    objects: list[dict] = []
+    for scope, kind, binding in (
+        ("clusterPermissions", "ClusterRole", "ClusterRoleBinding"),
+        ("permissions", "Role", "RoleBinding"),
+    ):
+        for index, entry in enumerate(spec.get(scope) or []):
+            name = f"{entry['serviceAccountName']}-{kind.lower()}-{index}"
+            meta = {"name": name} if kind == "ClusterRole" else {"name": name, "namespace": namespace}
+            objects.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": meta, "rules": entry["rules"]})
+            objects.append(
+                {
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": binding,
+                    "metadata": meta,
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": name},
+                    "subjects": [{"kind": "ServiceAccount", "name": entry["serviceAccountName"], "namespace": namespace}],
+                }
+            )
+    kubeconfig = cluster.service_account_kubeconfig(namespace, SERVICE_ACCOUNT)
+    cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    return kubeconfig
+
+
+def point_conversion_at(cluster: Cluster, url: str, ca_pem: bytes) -> None:
+    """Patch the CRD's conversion to our webhook by URL, the way OLM injects its Service and CA."""
+    patch = {
+        "spec": {
+            "conversion": {
+                "strategy": "Webhook",
+                "webhook": {
+                    "conversionReviewVersions": ["v1"],
+                    "clientConfig": {"url": url, "caBundle": base64.b64encode(ca_pem).decode()},
+                },
+            }
+        }
+    }
+    cluster.kubectl("patch", "crd", CRD_NAME, "--type=merge", "-p", json.dumps(patch))
+
+
+class OperatorProcess:
+    """One ``python -m node_maintenance`` process with its own ports, certificate and logs."""
+
+    def __init__(self, cluster: Cluster, workdir: Path, kubeconfig: Path, *, namespace: str = NAMESPACE) -> None:
+        from node_maintenance.certs import generate_self_signed
+
+        self.cluster = cluster
+        self.workdir = workdir
+        self.kubeconfig = kubeconfig
+        self.namespace = namespace
+        self.cert_dir = workdir / "certs"
+        self.cert_dir.mkdir(parents=True, exist_ok=True)
+        self.ca_pem = generate_self_signed(self.cert_dir, ["127.0.0.1", "localhost"])
+        self.webhook_port = free_port()
+        self.health_port = free_port()
+        self.process: Process | None = None
+        self.starts = 0
+
+    @property
+    def webhook_url(self) -> str:
+        return f"https://127.0.0.1:{self.webhook_port}"
+
+    @property
+    def health_url(self) -> str:
+        return f"http://127.0.0.1:{self.health_port}"
+
+    def start(self, *extra: str, wait: bool = True) -> None:
+        self.starts += 1
+        self.process = Process(
+            f"operator-{self.starts}",
+            [
+                sys.executable,
+                "-m",
+                "node_maintenance",
+                f"--namespace={self.namespace}",
+                "--bind-address=127.0.0.1",
+                f"--webhook-port={self.webhook_port}",
+                f"--webhook-cert-dir={self.cert_dir}",
+                f"--health-port={self.health_port}",
+                *extra,
+            ],
+            self.workdir,
+            env={"KUBECONFIG": str(self.kubeconfig), "POD_NAMESPACE": self.namespace, "PYTHONPATH": os.environ.get("PYTHONPATH", "")},
+        )
+        if wait:
+            self.wait_ready()
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process is None or not self.process.alive():
+                raise ClusterError(f"operator exited during start:\n{self.logs()[-4000:]}")
+            if self._get("/readyz") is not None:
+                return
+            time.sleep(0.2)
+        raise ClusterError(f"operator not ready after {timeout}s:\n{self.logs()[-4000:]}")
+
+    def _get(self, path: str) -> str | None:
+        try:
+            with urllib.request.urlopen(self.health_url + path, timeout=2) as response:
+                return response.read().decode() if response.status == 200 else None
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            return None
+
+    def metrics(self) -> str:
+        return self._get("/metrics") or ""
+
+    def kill(self) -> None:
+        if self.process and self.process.alive():
+            self.process.popen.kill()
+            self.process.popen.wait()
+
+    def stop(self) -> None:
+        if self.process:
+            self.process.stop()
+
+    def logs(self) -> str:
+        return "".join(p.read_text(errors="replace") for p in sorted(self.workdir.glob("operator-*.log")))

@@ -1,0 +1,119 @@
+"""Lossless conversion between the NodeMaintenance API versions, through v1beta1 as the hub.
+
+Which spec and status fields a version can hold is read from its schema (the single source of truth).
+On the way down, whatever the target cannot hold is parked, as JSON, in our own annotation; on the
+way up it is restored and the annotation removed, so an old client that edits ``reason`` keeps
+``spec.drain``. v1alpha3 names the node by ``metadata.name`` when ``spec.nodeName`` is absent; the
+hub always has an explicit ``nodeName`` and remembers, in a second annotation, that it was implicit.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from functools import cache
+from typing import Any
+
+from . import api
+
+HUB = "v1beta1"
+ANNOTATION_PREFIX = f"conversion.{api.GROUP}/"
+PARKED = ANNOTATION_PREFIX + "v1beta1-fields"
+IMPLICIT_NODE_NAME = ANNOTATION_PREFIX + "implicit-node-name"
+SECTIONS = ("spec", "status")
+
+
+class ConversionError(ValueError):
+    """The object cannot be converted; the message says which field and why."""
+
+
+@cache
+def _fields(version: str) -> dict[str, frozenset[str]]:
+    properties = api.openapi_schema(version)["properties"]
+    return {section: frozenset(properties[section].get("properties", {})) for section in SECTIONS}
+
+
+def version_of(api_version: str) -> str:
+    group, _, version = api_version.rpartition("/")
+    if group != api.GROUP or version not in api.VERSIONS:
+        raise ConversionError(
+            f"apiVersion {api_version!r} is not a NodeMaintenance version; use {api.GROUP}/<one of {', '.join(api.VERSIONS)}>"
+        )
+    return version
+
+
+def _annotations(obj: dict[str, Any]) -> dict[str, str]:
+    return obj.setdefault("metadata", {}).setdefault("annotations", {})
+
+
+def _drop_empty_annotations(obj: dict[str, Any]) -> None:
+    metadata = obj.get("metadata", {})
+    if metadata.get("annotations") == {}:
+        del metadata["annotations"]
+
+
+def _to_hub(obj: dict[str, Any], version: str) -> dict[str, Any]:
+    annotations = _annotations(obj)
+    parked_text = annotations.pop(PARKED, None)
+    if parked_text is not None:
+        try:
+            parked = json.loads(parked_text)
+            if not isinstance(parked, dict) or not all(isinstance(parked.get(s, {}), dict) for s in SECTIONS):
+                raise ValueError("not an object of spec/status objects")
+        except ValueError as error:
+            raise ConversionError(
+                f"metadata.annotations[{PARKED!r}] is not valid ({error}); remove the annotation to drop the parked fields"
+            ) from None
+        for section in SECTIONS:
+            if parked.get(section):
+                obj.setdefault(section, {}).update(parked[section])
+    if version == "v1alpha3" and not obj.get("spec", {}).get("nodeName"):
+        obj.setdefault("spec", {})["nodeName"] = obj["metadata"].get("name", "")
+        annotations[IMPLICIT_NODE_NAME] = "true"
+    _drop_empty_annotations(obj)
+    return obj
+
+
+def _from_hub(obj: dict[str, Any], version: str) -> dict[str, Any]:
+    if version == HUB:
+        return obj
+    annotations = _annotations(obj)
+    if version == "v1alpha3" and annotations.pop(IMPLICIT_NODE_NAME, None) == "true":
+        obj.get("spec", {}).pop("nodeName", None)
+    keep = _fields(version)
+    parked: dict[str, dict[str, Any]] = {}
+    for section in SECTIONS:
+        content = obj.get(section)
+        if not isinstance(content, dict):
+            continue
+        moved = {key: content.pop(key) for key in sorted(set(content) - keep[section])}
+        if moved:
+            parked[section] = moved
+    if parked:
+        annotations[PARKED] = json.dumps(parked, sort_keys=True, separators=(",", ":"))
+    _drop_empty_annotations(obj)
+    return obj
+
+
+def convert(obj: dict[str, Any], desired_api_version: str) -> dict[str, Any]:
+    """Return ``obj`` converted to ``desired_api_version``; the input is not modified.
+
+    Only ``apiVersion``, ``spec``, ``status`` and annotations under our conversion prefix change.
+    """
+    if not isinstance(obj, dict):
+        raise ConversionError("each object must be a JSON object")
+    source = version_of(str(obj.get("apiVersion", "")))
+    target = version_of(desired_api_version)
+    if obj.get("kind") != api.KIND:
+        raise ConversionError(f"kind {obj.get('kind')!r} cannot be converted; only {api.KIND} is served here")
+    for section in (*SECTIONS, "metadata"):
+        if section in obj and not isinstance(obj[section], dict):
+            raise ConversionError(f"{section} must be an object")
+    annotations = obj.get("metadata", {}).get("annotations", {})
+    if not isinstance(annotations, dict):
+        raise ConversionError("metadata.annotations must be an object")
+    out = copy.deepcopy(obj)
+    if source != target:
+        out = _from_hub(_to_hub(out, source), target)
+    out["apiVersion"] = f"{api.GROUP}/{target}"
+    return out

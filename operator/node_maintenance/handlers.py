@@ -1,0 +1,67 @@
+"""kopf handlers: thin glue from NodeMaintenance events to ``maintenance``.
+
+One daemon per NodeMaintenance drives its maintenance until the object is deleted; the deletion
+handler (which makes kopf keep our finalizer on every object) gives the node back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+from typing import Any
+
+import kopf
+
+from . import api, maintenance
+from .kube import Kube
+
+VERSION = "v1beta1"
+_kube: Kube | None = None
+
+
+def use(kube: Kube) -> None:
+    """Set the API access the handlers use (called once by the entry point before kopf starts)."""
+    global _kube
+    _kube = kube
+
+
+def _event(obj: dict[str, Any], type_: str, reason: str, message: str) -> None:
+    kopf.event(obj, type=type_, reason=reason, message=message[:1024])
+
+
+def _logger(body: kopf.Body) -> logging.LoggerAdapter:
+    return logging.LoggerAdapter(
+        logging.getLogger("node_maintenance"),
+        {"nodeMaintenance": body["metadata"]["name"], "node": body.get("spec", {}).get("nodeName", "")},
+    )
+
+
+@kopf.on.startup()
+def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+    settings.persistence.finalizer = f"{api.GROUP}/finalizer"
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=api.GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=api.GROUP, key="last-handled-configuration")
+    settings.scanning.disabled = True  # we serve one known resource; no cluster-wide CRD/namespace watches
+    settings.posting.level = logging.WARNING  # our own events say what happened; kopf's would duplicate them
+    settings.watching.server_timeout = 300
+
+
+@kopf.daemon(api.GROUP, VERSION, api.PLURAL, cancellation_timeout=5.0)
+async def maintain(body: kopf.Body, stopped: kopf.DaemonStopped, **_: Any) -> None:
+    assert _kube is not None
+    log = _logger(body)
+    run = maintenance.Maintenance(_kube, copy.deepcopy(dict(body)), _event, log)
+    while not stopped:
+        try:
+            pause = await run.step(copy.deepcopy(dict(body)))
+        except Exception:  # an API hiccup must not end the maintenance; try again shortly
+            log.exception("maintenance step failed; retrying")
+            pause = maintenance.NODE_RETRY_SECONDS
+        await stopped.wait(pause)
+
+
+@kopf.on.delete(api.GROUP, VERSION, api.PLURAL)
+async def remove(body: kopf.Body, **_: Any) -> None:
+    assert _kube is not None
+    await asyncio.to_thread(maintenance.end, _kube, copy.deepcopy(dict(body)), _event, _logger(body))

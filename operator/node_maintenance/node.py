@@ -1,0 +1,76 @@
+"""The Node side of a maintenance: who holds the node, whether it was cordoned before, our taint.
+
+The holder and the earlier schedulability are recorded on the Node itself, so the state survives
+operator restarts and a second NodeMaintenance for the same node can see the node is taken.
+Pure functions build the patches; ``NodeClient`` applies them with optimistic concurrency.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from .api import GROUP
+
+HOLDER = f"{GROUP}/holder"
+WAS_UNSCHEDULABLE = f"{GROUP}/was-unschedulable"
+TAINT = {"key": "kubevirt.io/drain", "effect": "NoSchedule"}
+
+
+def holder_of(node: dict[str, Any]) -> str | None:
+    return (node.get("metadata", {}).get("annotations") or {}).get(HOLDER)
+
+
+def _taints(node: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(node.get("spec", {}).get("taints") or [])
+
+
+def has_taint(node: dict[str, Any]) -> bool:
+    return any(t.get("key") == TAINT["key"] and t.get("effect") == TAINT["effect"] for t in _taints(node))
+
+
+def begin_patch(node: dict[str, Any], holder: str) -> dict[str, Any]:
+    """Cordon, taint and record the holder; remember schedulability only on first acquisition."""
+    annotations = {HOLDER: holder}
+    if holder_of(node) != holder:
+        annotations[WAS_UNSCHEDULABLE] = "true" if node.get("spec", {}).get("unschedulable") else "false"
+    taints = _taints(node) if has_taint(node) else [*_taints(node), dict(TAINT)]
+    return {
+        "metadata": {"annotations": annotations, "resourceVersion": node["metadata"]["resourceVersion"]},
+        "spec": {"unschedulable": True, "taints": taints},
+    }
+
+
+def end_patch(node: dict[str, Any]) -> dict[str, Any]:
+    """Remove our taint and records; uncordon unless the node was unschedulable before we began."""
+    was_unschedulable = (node.get("metadata", {}).get("annotations") or {}).get(WAS_UNSCHEDULABLE) == "true"
+    taints = [t for t in _taints(node) if not (t.get("key") == TAINT["key"] and t.get("effect") == TAINT["effect"])]
+    return {
+        "metadata": {"annotations": {HOLDER: None, WAS_UNSCHEDULABLE: None}, "resourceVersion": node["metadata"]["resourceVersion"]},
+        "spec": {"unschedulable": True if was_unschedulable else None, "taints": taints or None},
+    }
+
+
+def will_uncordon(node: dict[str, Any]) -> bool:
+    return (node.get("metadata", {}).get("annotations") or {}).get(WAS_UNSCHEDULABLE) != "true"
+
+
+class NodeClient:
+    """Reads and patches Nodes; a stale resourceVersion raises 409 and the caller retries on fresh state."""
+
+    def __init__(self, api_client: client.ApiClient) -> None:
+        self._api_client = api_client
+        self._core = client.CoreV1Api(api_client)
+
+    def get(self, name: str) -> dict[str, Any] | None:
+        try:
+            return self._api_client.sanitize_for_serialization(self._core.read_node(name))
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+
+    def patch(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._api_client.sanitize_for_serialization(self._core.patch_node(name, body))

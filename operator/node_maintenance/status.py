@@ -1,0 +1,74 @@
+"""The NodeMaintenance status a user reads: pure functions from what the drain saw to the status object."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+RUNNING, SUCCEEDED, FAILED = "Running", "Succeeded", "Failed"
+
+
+def now_rfc3339() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def progress(eviction_pods: int, pending: int) -> int:
+    """Share of the pods to evict that are gone, 0-100; pods that arrive later can only lower it to 0."""
+    if eviction_pods <= 0:
+        return 100 if pending == 0 else 0
+    return max(0, min(100, round(100 * (eviction_pods - pending) / eviction_pods)))
+
+
+def drained_condition(previous: list[dict[str, Any]], *, drained: bool, reason: str, message: str, generation: int, now: str) -> list[dict[str, Any]]:
+    """The conditions list with ``Drained`` set; lastTransitionTime moves only when the status flips."""
+    status = "True" if drained else "False"
+    old = next((c for c in previous if c.get("type") == "Drained"), None)
+    condition = {
+        "type": "Drained",
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "observedGeneration": generation,
+        "lastTransitionTime": old["lastTransitionTime"] if old and old.get("status") == status else now,
+    }
+    return [c for c in previous if c.get("type") != "Drained"] + [condition]
+
+
+def build(
+    previous: dict[str, Any],
+    *,
+    phase: str,
+    total: int,
+    eviction_pods: int,
+    pending: list[tuple[str, str]],
+    last_error: str,
+    generation: int,
+    now: str,
+) -> dict[str, Any]:
+    """The full status; ``pending`` holds (namespace, name) of the pods still to go."""
+    drained = phase == SUCCEEDED and not pending
+    if drained:
+        reason, message = "Drained", "every pod to evict has left the node"
+    elif phase == FAILED:
+        reason, message = "MaintenanceFailed", last_error
+    else:
+        reason, message = "Draining", f"{len(pending)} pod(s) still to leave the node"
+    return {
+        "phase": phase,
+        # A maintenance that failed before taking its node (missing, or held by another) drained nothing.
+        "drainProgress": 0 if phase == FAILED and not eviction_pods else progress(eviction_pods, len(pending)),
+        "totalpods": total,
+        "evictionPods": eviction_pods,
+        "pendingPods": [name for _, name in pending],
+        "pendingPodsRefs": [{"namespace": ns, "name": name} for ns, name in pending],
+        "lastError": last_error,
+        "lastUpdate": now,
+        "conditions": drained_condition(
+            previous.get("conditions") or [], drained=drained, reason=reason, message=message, generation=generation, now=now
+        ),
+    }
+
+
+def same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Equal but for the timestamp of the update itself, so unchanged state is not rewritten every tick."""
+    return {k: v for k, v in a.items() if k != "lastUpdate"} == {k: v for k, v in b.items() if k != "lastUpdate"}

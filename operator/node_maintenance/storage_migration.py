@@ -1,0 +1,50 @@
+"""Storage-version migration: rewrite every stored NodeMaintenance as v1beta1, then forget older versions.
+
+Once ``status.storedVersions`` is ``[v1beta1]``, a later release may stop serving the old versions
+(the apiserver refuses to drop a version that may still be in etcd).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from kubernetes.client.exceptions import ApiException
+
+from . import api
+from .conversion import HUB
+from .kube import Kube, nm_path
+
+log = logging.getLogger(__name__)
+CRD_PATH = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{api.CRD_NAME}"
+
+
+def _rewrite(kube: Kube, name: str) -> bool:
+    """Write the object back unchanged through the storage version; retry on conflicts, skip if gone."""
+    while True:
+        current = kube.get(nm_path(name))
+        if current is None:
+            return False
+        try:
+            kube.request("PUT", nm_path(name), body=current)
+            return True
+        except ApiException as error:
+            if error.status == 404:
+                return False
+            if error.status != 409:
+                raise
+
+
+def migrate_storage_version(kube: Kube) -> int:
+    """Rewrite all NodeMaintenances in the storage version and set storedVersions; return how many were rewritten.
+
+    Idempotent: with storedVersions already ``[v1beta1]`` it does nothing.
+    """
+    crd = kube.request("GET", CRD_PATH)
+    stored = crd.get("status", {}).get("storedVersions") or []
+    if stored == [HUB]:
+        return 0
+    names = [item["metadata"]["name"] for item in kube.request("GET", nm_path()).get("items", [])]
+    rewritten = sum(_rewrite(kube, name) for name in names)
+    kube.patch(CRD_PATH + "/status", {"status": {"storedVersions": [HUB]}})
+    log.info("storage version migration done", extra={"rewritten": rewritten, "previouslyStored": stored})
+    return rewritten

@@ -1,0 +1,108 @@
+"""The HTTPS server for the CRD conversion webhook and the validating admission webhook.
+
+Every request gets an answer in the review's own format: a malformed review is a failed review
+with a message, never a 5xx or a dropped connection, because the apiserver turns those into
+opaque errors for every client of the resource.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from . import admission
+from .certs import ReloadingTLS
+from .conversion import ConversionError, convert
+from .kube import Kube
+
+log = logging.getLogger(__name__)
+MAX_REVIEW_BYTES = 8 * 1024 * 1024
+
+
+def conversion_response(review: Any) -> dict[str, Any]:
+    """Answer a ConversionReview (apiextensions.k8s.io/v1); pure, so it is tested without a server."""
+    request = review.get("request") if isinstance(review, dict) else None
+    uid = request.get("uid", "") if isinstance(request, dict) else ""
+    response: dict[str, Any] = {"uid": uid if isinstance(uid, str) else ""}
+    try:
+        if not isinstance(request, dict):
+            raise ConversionError("the body must be a ConversionReview with a request object")
+        desired = request.get("desiredAPIVersion")
+        objects = request.get("objects")
+        if not isinstance(desired, str) or not isinstance(objects, list):
+            raise ConversionError("request.desiredAPIVersion (string) and request.objects (list) are required")
+        response["convertedObjects"] = [convert(obj, desired) for obj in objects]
+        response["result"] = {"status": "Success"}
+    except ConversionError as error:
+        response["result"] = {"status": "Failure", "message": str(error)}
+    except Exception as error:  # a bug must still answer as a failed conversion, not as a 5xx
+        log.exception("conversion failed unexpectedly")
+        response["result"] = {"status": "Failure", "message": f"conversion failed: {error!r}"}
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview", "response": response}
+
+
+def admission_response(uid: str, reason: str | None) -> dict[str, Any]:
+    response: dict[str, Any] = {"uid": uid, "allowed": reason is None}
+    if reason is not None:
+        response["status"] = {"code": 403, "reason": "Forbidden", "message": reason}
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
+
+
+async def _read_json(request: web.Request) -> Any:
+    try:
+        return json.loads(await request.read())
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def _app(kube: Kube) -> web.Application:
+    async def convert_handler(request: web.Request) -> web.Response:
+        return web.json_response(conversion_response(await _read_json(request)))
+
+    async def validate_handler(request: web.Request) -> web.Response:
+        review = await _read_json(request)
+        req = review.get("request") if isinstance(review, dict) else None
+        if not isinstance(req, dict) or not isinstance(req.get("object"), dict):
+            return web.json_response(admission_response(
+                req.get("uid", "") if isinstance(req, dict) else "",
+                "the body must be an AdmissionReview with request.object"))
+        uid = str(req.get("uid", ""))
+        if req.get("operation") != "CREATE":
+            return web.json_response(admission_response(uid, None))
+        obj = req["object"]
+        try:
+            facts = await asyncio.to_thread(admission.gather_facts, kube, obj)
+        except Exception as error:  # the apiserver must get an answer; failurePolicy Fail would refuse anyway
+            log.warning("admission check could not read the cluster: %s", error)
+            return web.json_response(admission_response(uid, f"could not check the node: {error}; try again"))
+        reason = admission.deny_reason(obj, facts)
+        if reason:
+            log.info("refused NodeMaintenance", extra={"nodeMaintenance": obj.get("metadata", {}).get("name"), "reason": reason})
+        return web.json_response(admission_response(uid, reason))
+
+    app = web.Application(client_max_size=MAX_REVIEW_BYTES)
+    app.router.add_post("/convert", convert_handler)
+    app.router.add_post("/validate-nodemaintenance", validate_handler)
+    return app
+
+
+async def start_webhook_server(*, host: str, port: int, cert_dir: Path, kube: Kube) -> web.AppRunner:
+    """Serve the webhooks over TLS on ``host:port``; the certificate follows rotations of the files."""
+    tls = ReloadingTLS(cert_dir)
+    app = _app(kube)
+    watcher = asyncio.get_running_loop().create_task(tls.watch())
+
+    async def stop_watching(_: web.Application) -> None:
+        watcher.cancel()
+
+    app.on_cleanup.append(stop_watching)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host, port, ssl_context=tls.context).start()
+    log.info("webhooks serving", extra={"address": f"{host}:{port}"})
+    return runner
