@@ -178,11 +178,40 @@ class Cluster:
                 "--endpoint-reconciler-type=none",
                 # Webhook and aggregated-API services resolve to their endpoints' pod IPs (see KWOK_POD_CIDR).
                 "--enable-aggregator-routing=true",
+                f"--audit-policy-file={self._write_audit_policy()}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json",
                 "--v=1",
             ],
         )
         self._write_kubeconfig(self.kubeconfig, "admin", self.admin_token)
         _wait("kube-apiserver /readyz", lambda: self._api_ok("/readyz"), 60, apiserver)
+
+    @property
+    def audit_log(self) -> Path:
+        return self.workdir / "audit.log"
+
+    def _write_audit_policy(self) -> Path:
+        """Record who did what to pods (evictions included) so tests can count a client's requests."""
+        policy = {
+            "apiVersion": "audit.k8s.io/v1",
+            "kind": "Policy",
+            "omitStages": ["RequestReceived", "ResponseStarted"],
+            "rules": [
+                {"level": "Metadata", "resources": [{"group": "", "resources": ["pods", "pods/eviction"]}]},
+                {"level": "None"},
+            ],
+        }
+        path = self.workdir / "audit-policy.yaml"
+        path.write_text(yaml.safe_dump(policy))
+        return path
+
+    def audit_events(self, user: str | None = None) -> list[dict]:
+        """Audit events about pods recorded so far, optionally only those of one user."""
+        if not self.audit_log.exists():
+            return []
+        events = [json.loads(line) for line in self.audit_log.read_text().splitlines() if line.strip()]
+        return [e for e in events if user is None or e.get("user", {}).get("username") == user]
 
     def _component_token(self, name: str) -> str:
         if not hasattr(self, "_tokens"):

@@ -75,7 +75,7 @@ def point_conversion_at(cluster: Cluster, url: str, ca_pem: bytes) -> None:
 class OperatorProcess:
     """One ``python -m node_maintenance`` process with its own ports, certificate and logs."""
 
-    def __init__(self, cluster: Cluster, workdir: Path, kubeconfig: Path, *, namespace: str = NAMESPACE) -> None:
+    def __init__(self, cluster: Cluster, workdir: Path, kubeconfig: Path, *, namespace: str = NAMESPACE, identity: str = "replica-0") -> None:
         from node_maintenance.certs import generate_self_signed
 
         self.cluster = cluster
@@ -87,6 +87,7 @@ class OperatorProcess:
         self.ca_pem = generate_self_signed(self.cert_dir, ["127.0.0.1", "localhost"])
         self.webhook_port = free_port()
         self.health_port = free_port()
+        self.identity = identity  # kept across restarts, like a container restarting in the same pod
         self.process: Process | None = None
         self.starts = 0
 
@@ -101,7 +102,7 @@ class OperatorProcess:
     def start(self, *extra: str, wait: bool = True) -> None:
         self.starts += 1
         self.process = Process(
-            f"operator-{self.starts}",
+            f"operator-{self.identity}-{self.starts}",
             [
                 sys.executable,
                 "-m",
@@ -111,6 +112,7 @@ class OperatorProcess:
                 f"--webhook-port={self.webhook_port}",
                 f"--webhook-cert-dir={self.cert_dir}",
                 f"--health-port={self.health_port}",
+                f"--leader-elect-identity={self.identity}",
                 *extra,
             ],
             self.workdir,
@@ -136,6 +138,14 @@ class OperatorProcess:
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             return None
 
+    def rss_bytes(self) -> int:
+        """Resident memory of the running process, from /proc."""
+        assert self.process is not None
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        raise ClusterError("VmRSS missing from /proc status")
+
     def metrics(self) -> str:
         return self._get("/metrics") or ""
 
@@ -149,4 +159,4 @@ class OperatorProcess:
             self.process.stop()
 
     def logs(self) -> str:
-        return "".join(p.read_text(errors="replace") for p in sorted(self.workdir.glob("operator-*.log")))
+        return "".join(p.read_text(errors="replace") for p in sorted(self.workdir.glob(f"operator-{self.identity}-*.log")))

@@ -35,6 +35,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="directory with tls.crt and tls.key (reloaded when they change)")
     parser.add_argument("--health-port", type=int, default=8081, help="/healthz, /readyz and /metrics")
     parser.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument("--leader-elect-identity", default=None, help="Lease holder identity (default: the hostname, i.e. the pod name)")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     return parser.parse_args(argv)
 
@@ -50,7 +51,7 @@ async def run(args: argparse.Namespace) -> int:
         else:  # releases without webhooks get no certificate mounted
             log.warning("no webhook certificate; webhooks not served", extra={"certDir": str(args.webhook_cert_dir)})
         health.ready = True
-        elector = LeaderElector(kube, args.namespace) if args.leader_elect else None
+        elector = LeaderElector(kube, args.namespace, args.leader_elect_identity) if args.leader_elect else None
         if elector:
             await elector.acquire()
         rewritten = await asyncio.to_thread(migrate_storage_version, kube)

@@ -10,9 +10,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-import os
 import socket
-import uuid
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
@@ -49,7 +47,8 @@ class LeaderElector:
         self.kube = kube
         self.path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{LEASE_NAME}"
         self.create_path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
-        self.identity = identity or f"{socket.gethostname()}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+        # In a pod the hostname is the pod name: a restarted container keeps its claim, another replica does not.
+        self.identity = identity or socket.gethostname()
 
     def try_acquire_or_renew(self) -> bool:
         now = _now()

@@ -9,6 +9,7 @@ from typing import Callable, Iterator
 
 import pytest
 from devcluster.cluster import Cluster
+from devcluster.operator import NAMESPACE, OperatorProcess, grant_csv_permissions, point_conversion_at
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD_FILE = ROOT / "bundle" / "manifests" / "nodemaintenance.kubevirt.io_nodemaintenances.yaml"
@@ -65,3 +66,73 @@ def crd(cluster: Cluster) -> str:
     cluster.kubectl("apply", "--server-side", "-f", str(CRD_FILE))
     cluster.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
     return CRD_NAME
+
+
+@pytest.fixture(scope="session")
+def operator_kubeconfig(cluster: Cluster, crd: str) -> Path:
+    """A ServiceAccount bound to exactly the CSV's permissions: the operator never runs as cluster-admin."""
+    return grant_csv_permissions(cluster, NAMESPACE)
+
+
+@pytest.fixture(scope="session")
+def operator(cluster: Cluster, operator_kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
+    """The operator as a local process, the CRD's conversion pointed at its webhook (as OLM would inject it)."""
+    process = OperatorProcess(cluster, tmp_path_factory.mktemp("operator"), operator_kubeconfig)
+    point_conversion_at(cluster, process.webhook_url + "/convert", process.ca_pem)
+    process.start()
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+def operator_factory(cluster: Cluster, operator_kubeconfig: Path, tmp_path: Path) -> Iterator[Callable[..., OperatorProcess]]:
+    """More operator processes (other replicas), each with its own identity, ports and logs."""
+    started: list[OperatorProcess] = []
+
+    def make(identity: str) -> OperatorProcess:
+        process = OperatorProcess(cluster, tmp_path / identity, operator_kubeconfig, identity=identity)
+        started.append(process)
+        return process
+
+    yield make
+    for process in started:
+        process.stop()
+
+
+@pytest.fixture
+def admission_webhook(cluster: Cluster, operator: OperatorProcess) -> Iterator[str]:
+    """The validating webhook registered by URL at the session operator; removed afterwards."""
+    import base64
+    import json
+
+    name = "node-maintenance-validation"
+    config = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": name},
+        "webhooks": [
+            {
+                "name": "validate.nodemaintenance.kubevirt.io",
+                "clientConfig": {
+                    "url": operator.webhook_url + "/validate-nodemaintenance",
+                    "caBundle": base64.b64encode(operator.ca_pem).decode(),
+                },
+                "rules": [
+                    {
+                        "apiGroups": ["nodemaintenance.kubevirt.io"],
+                        "apiVersions": ["*"],
+                        "operations": ["CREATE"],
+                        "resources": ["nodemaintenances"],
+                        "scope": "Cluster",
+                    }
+                ],
+                "failurePolicy": "Fail",
+                "sideEffects": "None",
+                "admissionReviewVersions": ["v1"],
+                "timeoutSeconds": 10,
+            }
+        ],
+    }
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(config))
+    yield name
+    cluster.kubectl("delete", "validatingwebhookconfiguration", name, "--ignore-not-found")

@@ -1,0 +1,106 @@
+"""Small helpers for end-to-end tests: polling with deadlines and JSON in/out through kubectl."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Callable, TypeVar
+
+from devcluster.cluster import Cluster
+
+T = TypeVar("T")
+NM = "nodemaintenances.v1beta1.nodemaintenance.kubevirt.io"
+
+
+def eventually(check: Callable[[], T], what: str, timeout: float = 60, interval: float = 0.25) -> T:
+    """Poll until ``check`` returns something truthy; fail naming ``what`` at the deadline."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+def apply(cluster: Cluster, *objects: dict) -> None:
+    cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)}))
+
+
+def get(cluster: Cluster, *args: str) -> dict | None:
+    result = cluster.kubectl("get", *args, "-o", "json", check=False)
+    return json.loads(result.stdout) if result.returncode == 0 else None
+
+
+def pods_on(cluster: Cluster, node: str) -> list[dict]:
+    listing = get(cluster, "pods", "-A", "--field-selector", f"spec.nodeName={node}")
+    return listing["items"] if listing else []
+
+
+def nm(cluster: Cluster, name: str) -> dict | None:
+    return get(cluster, NM, name)
+
+
+def nm_status(cluster: Cluster, name: str) -> dict:
+    obj = nm(cluster, name)
+    return (obj or {}).get("status") or {}
+
+
+def create_nm(cluster: Cluster, name: str, node: str, **drain: Any) -> None:
+    spec: dict[str, Any] = {"nodeName": node, "reason": "e2e"}
+    if drain:
+        spec["drain"] = drain
+    apply(cluster, {"apiVersion": "nodemaintenance.kubevirt.io/v1beta1", "kind": "NodeMaintenance", "metadata": {"name": name}, "spec": spec})
+
+
+def delete_nm(cluster: Cluster, name: str) -> None:
+    cluster.kubectl("delete", NM, name, "--ignore-not-found", "--timeout=60s")
+
+
+def pod(name: str, namespace: str, node: str, **extra: Any) -> dict:
+    spec = {"nodeName": node, "terminationGracePeriodSeconds": 1, "containers": [{"name": "c", "image": "registry.invalid/app:1"}]}
+    spec.update(extra.pop("spec", {}))
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace, **extra}, "spec": spec}
+
+
+def pinned(pool: list[str]) -> dict:
+    """Pod affinity to a set of nodes (the node under test and its spare)."""
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": pool}]}]
+            }
+        }
+    }
+
+
+def deployment(name: str, namespace: str, pool: list[str], replicas: int, labels: dict[str, str] | None = None) -> dict:
+    labels = labels or {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"terminationGracePeriodSeconds": 1, "affinity": pinned(pool), "containers": [{"name": "c", "image": "registry.invalid/app:1"}]},
+            },
+        },
+    }
+
+
+def pdb(name: str, namespace: str, labels: dict[str, str], **spec: Any) -> dict:
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": name, "namespace": namespace}, "spec": {"selector": {"matchLabels": labels}, **spec}}
+
+
+def node(cluster: Cluster, name: str) -> dict:
+    obj = get(cluster, "node", name)
+    assert obj is not None, f"node {name} missing"
+    return obj
+
+
+def our_taint(node_obj: dict) -> bool:
+    return any(t["key"] == "kubevirt.io/drain" and t["effect"] == "NoSchedule" for t in node_obj["spec"].get("taints") or [])

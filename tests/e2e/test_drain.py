@@ -1,0 +1,253 @@
+"""A NodeMaintenance drains its node like `kubectl drain --ignore-daemonsets --delete-emptydir-data --force`."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from devcluster.cluster import Cluster
+
+from .helpers import (
+    apply,
+    create_nm,
+    delete_nm,
+    deployment,
+    eventually,
+    get,
+    node,
+    nm_status,
+    our_taint,
+    pdb,
+    pinned,
+    pod,
+    pods_on,
+)
+
+pytestmark = pytest.mark.e2e
+OPERATOR_USER = "system:serviceaccount:node-maintenance-operator:node-maintenance-operator"
+
+
+def _running(cluster: Cluster, namespace: str, count: int) -> None:
+    def ready() -> bool:
+        listing = get(cluster, "pods", "-n", namespace)
+        return listing is not None and sum(p["status"].get("phase") in ("Running", "Succeeded") for p in listing["items"]) >= count
+
+    eventually(ready, f"{count} pods running in {namespace}")
+
+
+def _evictions(cluster: Cluster, namespace: str, code: int | None = None) -> list[dict]:
+    return [
+        e
+        for e in cluster.audit_events(OPERATOR_USER)
+        if e.get("objectRef", {}).get("subresource") == "eviction"
+        and e["objectRef"].get("namespace") == namespace
+        and (code is None or e.get("responseStatus", {}).get("code") == code)
+    ]
+
+
+def test_mixed_node_drains_to_daemonset_and_mirror_pods(cluster: Cluster, operator, namespace: str, nodes) -> None:
+    target, spare = nodes(2)
+    cluster.kubectl("cordon", spare)  # everything lands on the target first
+    labels = {"app": "web"}
+    ds_labels = {"app": "agent"}
+    apply(
+        cluster,
+        deployment("web", namespace, [target, spare], 3, labels),
+        pdb("web", namespace, labels, minAvailable=2),
+        {
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "metadata": {"name": "db", "namespace": namespace},
+            "spec": {
+                "serviceName": "db",
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": "db"}},
+                "template": {
+                    "metadata": {"labels": {"app": "db"}},
+                    "spec": {"terminationGracePeriodSeconds": 1, "affinity": pinned([target, spare]), "containers": [{"name": "c", "image": "registry.invalid/db:1"}]},
+                },
+            },
+        },
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "batch", "namespace": namespace},
+            "spec": {
+                "template": {
+                    "spec": {"restartPolicy": "Never", "nodeName": target, "containers": [{"name": "c", "image": "registry.invalid/job:1"}]}
+                }
+            },
+        },
+        {
+            "apiVersion": "apps/v1",
+            "kind": "DaemonSet",
+            "metadata": {"name": "agent", "namespace": namespace},
+            "spec": {
+                "selector": {"matchLabels": ds_labels},
+                "template": {
+                    "metadata": {"labels": ds_labels},
+                    "spec": {"affinity": pinned([target]), "containers": [{"name": "c", "image": "registry.invalid/agent:1"}]},
+                },
+            },
+        },
+        pod("bare", namespace, target),
+        pod("scratch", namespace, target, spec={"volumes": [{"name": "tmp", "emptyDir": {}}]}),
+        pod("mirror", namespace, target, annotations={"kubernetes.io/config.mirror": "static"}),
+    )
+    # 3 web + db + job + agent + bare + scratch + mirror; the Job's pod is Succeeded by then (KWOK completes Job pods).
+    _running(cluster, namespace, 9)
+    eventually(lambda: (get(cluster, "pdb", "web", "-n", namespace) or {}).get("status", {}).get("disruptionsAllowed") == 1, "PDB allows 1")
+    assert any(p["status"]["phase"] == "Succeeded" for p in pods_on(cluster, target)), "the Job pod is a finished pod"
+    cluster.kubectl("uncordon", spare)
+
+    lowest: list[int] = []
+    stop = threading.Event()
+
+    def watch_budget() -> None:
+        while not stop.is_set():
+            status = (get(cluster, "pdb", "web", "-n", namespace) or {}).get("status", {})
+            if "currentHealthy" in status:
+                lowest.append(status["currentHealthy"] - status["desiredHealthy"])
+            time.sleep(0.1)
+
+    watcher = threading.Thread(target=watch_budget, daemon=True)
+    watcher.start()
+    try:
+        create_nm(cluster, f"nm-{target}", target)
+        eventually(lambda: nm_status(cluster, f"nm-{target}").get("phase") == "Succeeded", "maintenance Succeeded", timeout=90)
+    finally:
+        stop.set()
+        watcher.join()
+    status = nm_status(cluster, f"nm-{target}")
+    left = sorted(p["metadata"]["name"] for p in pods_on(cluster, target))
+    assert len(left) == 2 and "mirror" in left and any(name.startswith("agent-") for name in left), left
+    assert status["totalpods"] == 9
+    assert status["evictionPods"] == 7  # 3 web, db, job (finished), bare, scratch
+    assert status["drainProgress"] == 100 and status["pendingPods"] == [] and status["lastError"] == ""
+    assert {c["type"]: c["status"] for c in status["conditions"]}["Drained"] == "True"
+    assert lowest and min(lowest) >= 0, f"the PDB went below its minimum: {min(lowest)}"
+    target_node = node(cluster, target)
+    assert target_node["spec"]["unschedulable"] is True and our_taint(target_node)
+    delete_nm(cluster, f"nm-{target}")
+
+
+def test_blocking_pdb_keeps_running_with_paced_retries(cluster: Cluster, operator, namespace: str, nodes) -> None:
+    target, spare = nodes(2)
+    labels = {"app": "guarded"}
+    cluster.kubectl("cordon", spare)
+    apply(cluster, deployment("guarded", namespace, [target, spare], 2, labels), pdb("guarded", namespace, labels, minAvailable=2))
+    _running(cluster, namespace, 2)
+    eventually(lambda: (get(cluster, "pdb", "guarded", "-n", namespace) or {}).get("status", {}).get("currentHealthy") == 2, "PDB sees 2 healthy")
+    name = f"nm-{target}"
+    create_nm(cluster, name, target)
+
+    def blocked() -> str:
+        error = nm_status(cluster, name).get("lastError", "")
+        return error if f"{namespace}/guarded" in error else ""
+
+    error = eventually(blocked, "lastError naming the PDB")
+    assert nm_status(cluster, name)["phase"] == "Running"
+    assert "guarded-" in error and "PodDisruptionBudget" in error
+    time.sleep(12)  # observe the retry pace over a fixed window
+    refused = _evictions(cluster, namespace, code=429)
+    by_pod: dict[str, list[float]] = {}
+    for event in refused:
+        stamp = time.mktime(time.strptime(event["requestReceivedTimestamp"][:19], "%Y-%m-%dT%H:%M:%S"))
+        stamp += float("0." + event["requestReceivedTimestamp"][20:-1] or "0")
+        by_pod.setdefault(event["objectRef"]["name"], []).append(stamp)
+    assert len(by_pod) == 2, by_pod
+    for pod_name, stamps in by_pod.items():
+        gaps = [b - a for a, b in zip(sorted(stamps), sorted(stamps)[1:])]
+        assert len(stamps) >= 2 and min(gaps) >= 4.0, f"{pod_name} retried too fast: {gaps}"
+    cluster.kubectl("uncordon", spare)
+    cluster.kubectl("patch", "pdb", "guarded", "-n", namespace, "--type=merge", "-p", '{"spec":{"minAvailable":1}}')
+    eventually(lambda: nm_status(cluster, name).get("phase") == "Succeeded", "maintenance Succeeded once the PDB relaxes", timeout=90)
+    assert nm_status(cluster, name)["lastError"] == ""
+    delete_nm(cluster, name)
+
+
+def test_pod_selector_limits_the_drain(cluster: Cluster, operator, namespace: str, nodes) -> None:
+    (target,) = nodes(1)
+    apply(
+        cluster,
+        pod("chosen-1", namespace, target, labels={"drain": "yes"}),
+        pod("chosen-2", namespace, target, labels={"drain": "yes"}),
+        pod("other", namespace, target, labels={"drain": "no"}),
+    )
+    _running(cluster, namespace, 3)
+    name = f"nm-{target}"
+    create_nm(cluster, name, target, podSelector={"matchLabels": {"drain": "yes"}})
+    eventually(lambda: nm_status(cluster, name).get("phase") == "Succeeded", "maintenance Succeeded")
+    assert [p["metadata"]["name"] for p in pods_on(cluster, target)] == ["other"]
+    status = nm_status(cluster, name)
+    assert status["evictionPods"] == 2 and status["totalpods"] == 3
+    delete_nm(cluster, name)
+
+
+def test_grace_period_override_reaches_the_eviction(cluster: Cluster, operator, namespace: str, nodes) -> None:
+    (target,) = nodes(1)
+    # A finalizer holds the pod after eviction so its deletion grace period can be read.
+    apply(cluster, pod("slow", namespace, target, finalizers=["e2e.test/hold"], spec={"terminationGracePeriodSeconds": 120}))
+    _running(cluster, namespace, 1)
+    name = f"nm-{target}"
+    create_nm(cluster, name, target, gracePeriodSeconds=3)
+    terminating = eventually(
+        lambda: (obj := get(cluster, "pod", "slow", "-n", namespace)) and obj["metadata"].get("deletionTimestamp") and obj,
+        "the pod is being deleted",
+    )
+    assert terminating["metadata"]["deletionGracePeriodSeconds"] == 3
+    cluster.kubectl("patch", "pod", "slow", "-n", namespace, "--type=json", "-p", '[{"op":"remove","path":"/metadata/finalizers"}]')
+    eventually(lambda: nm_status(cluster, name).get("phase") == "Succeeded", "maintenance Succeeded")
+    delete_nm(cluster, name)
+
+
+def test_timeout_fails_and_stops_evicting(cluster: Cluster, operator, namespace: str, nodes) -> None:
+    (target,) = nodes(1)
+    labels = {"app": "stuck"}
+    apply(cluster, pod("stuck", namespace, target, labels=labels), pdb("stuck", namespace, labels, minAvailable=1))
+    _running(cluster, namespace, 1)
+    eventually(lambda: (get(cluster, "pdb", "stuck", "-n", namespace) or {}).get("status", {}).get("currentHealthy") == 1, "PDB sees the pod")
+    name = f"nm-{target}"
+    create_nm(cluster, name, target, timeoutSeconds=4)
+    eventually(lambda: nm_status(cluster, name).get("phase") == "Failed", "maintenance Failed after its timeout", timeout=30)
+    status = nm_status(cluster, name)
+    assert f"{namespace}/stuck" in status["lastError"] and "timed out" in status["lastError"]
+    assert status["pendingPods"] == ["stuck"]
+    attempts = len(_evictions(cluster, namespace))
+    time.sleep(7)
+    assert len(_evictions(cluster, namespace)) == attempts, "evictions went on after the timeout"
+    still = node(cluster, target)
+    assert still["spec"]["unschedulable"] is True and our_taint(still)
+    delete_nm(cluster, name)
+
+
+@pytest.mark.parametrize("cordoned_before", [False, True])
+def test_delete_restores_the_node_exactly(cluster: Cluster, operator, nodes, cordoned_before: bool) -> None:
+    other_taint = {"key": "example.com/dedicated", "value": "infra", "effect": "NoSchedule"}
+    (target,) = nodes(1, labels={"example.com/pool": "infra"}, taints=[other_taint], unschedulable=cordoned_before)
+    before = node(cluster, target)
+    name = f"nm-{target}"
+    create_nm(cluster, name, target)
+    eventually(lambda: nm_status(cluster, name).get("phase") == "Succeeded", "maintenance Succeeded")
+    during = node(cluster, target)
+    assert during["spec"]["unschedulable"] is True and our_taint(during)
+    delete_nm(cluster, name)
+    after = node(cluster, target)
+    assert bool(after["spec"].get("unschedulable")) is cordoned_before
+    assert not our_taint(after)
+    assert [t for t in after["spec"].get("taints") or [] if t["key"] == other_taint["key"]] == [other_taint]
+    # Every label the node had is still there unchanged (controllers may add their own meanwhile).
+    assert before["metadata"]["labels"].items() <= after["metadata"]["labels"].items()
+    assert not any(k.startswith("nodemaintenance.kubevirt.io/") for k in after["metadata"].get("annotations") or {})
+
+
+def test_pods_arriving_later_are_drained_too(cluster: Cluster, operator, namespace: str, nodes) -> None:
+    (target,) = nodes(1)
+    name = f"nm-{target}"
+    create_nm(cluster, name, target)
+    eventually(lambda: nm_status(cluster, name).get("phase") == "Succeeded", "empty node drained")
+    tolerant = {"tolerations": [{"key": "kubevirt.io/drain", "operator": "Exists"}, {"key": "node.kubernetes.io/unschedulable", "operator": "Exists"}]}
+    apply(cluster, pod("late", namespace, target, spec=tolerant))
+    eventually(lambda: not any(p["metadata"]["name"] == "late" for p in pods_on(cluster, target)), "the late pod is evicted", timeout=30)
+    delete_nm(cluster, name)
