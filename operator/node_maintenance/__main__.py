@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -41,6 +42,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 async def run(args: argparse.Namespace) -> int:
+    shutdown = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        asyncio.get_running_loop().add_signal_handler(signum, shutdown.set)
     kube = Kube(load_api_client())
     health = Health()
     runners = [await health.start(args.bind_address, args.health_port)]
@@ -53,20 +57,29 @@ async def run(args: argparse.Namespace) -> int:
         health.ready = True
         elector = LeaderElector(kube, args.namespace, args.leader_elect_identity) if args.leader_elect else None
         if elector:
-            await elector.acquire()
+            acquiring = asyncio.create_task(elector.acquire())
+            stopping = asyncio.create_task(shutdown.wait())
+            await asyncio.wait([acquiring, stopping], return_when=asyncio.FIRST_COMPLETED)
+            if shutdown.is_set():
+                acquiring.cancel()
+                return 0
+            stopping.cancel()
         rewritten = await asyncio.to_thread(migrate_storage_version, kube)
         log.info("storage version is v1beta1", extra={"rewritten": rewritten})
         handlers.use(kube)
         stop = asyncio.Event()
         operator = asyncio.create_task(kopf.operator(clusterwide=True, standalone=True, stop_flag=stop))
-        watchers = [operator] + ([asyncio.create_task(elector.hold())] if elector else [])
-        done, _ = await asyncio.wait(watchers, return_when=asyncio.FIRST_COMPLETED)
-        if operator not in done:  # leadership lost: stop reconciling and exit so a new leader takes over
-            stop.set()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(operator, 10)
-            return 1
-        return 0
+        holding = asyncio.create_task(elector.hold()) if elector else asyncio.create_task(asyncio.Event().wait())
+        stopping = asyncio.create_task(shutdown.wait())
+        done, _ = await asyncio.wait([operator, holding, stopping], return_when=asyncio.FIRST_COMPLETED)
+        stop.set()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(operator, 10)
+        holding.cancel()
+        if elector and stopping in done:
+            await asyncio.to_thread(elector.release)
+        # Leadership lost: exit non-zero so the pod restarts and competes again.
+        return 1 if holding in done else 0
     finally:
         for runner in runners:
             await runner.cleanup()
