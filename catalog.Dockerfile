@@ -4,7 +4,7 @@ ARG OPM_IMAGE=quay.io/operator-framework/opm:v1.63.0
 FROM ${OPM_IMAGE}
 
 ENTRYPOINT ["/bin/opm"]
-CMD ["serve", "/configs", "--cache-dir=/tmp/cache"]
+CMD ["serve", "/configs"]
 
 COPY catalog /configs
 LABEL operators.operatorframework.io.index.configs.v1=/configs

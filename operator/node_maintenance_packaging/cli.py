@@ -10,6 +10,7 @@ from pathlib import Path
 
 import yaml
 
+from . import images
 from .deploy import APPROVALS, DeployParameters
 from .errors import PackagingError
 from .files import Output, differences, write
@@ -68,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.add_argument("--catalog-image", help="catalog image the CatalogSource runs (default: from releases.yaml)")
         cmd.add_argument("--version", help="release the Subscription starts at (default: the newest)")
         cmd.add_argument("--approval", choices=APPROVALS, default="Automatic", help="install plan approval (default: Automatic)")
+    images.register(sub)
     return parser
 
 

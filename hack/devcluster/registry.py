@@ -1,0 +1,51 @@
+"""A real OCI registry on 127.0.0.1 (Debian's docker-registry), storing into a temporary directory."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import yaml
+
+from .processes import Process, free_port
+
+
+class Registry:
+    """Context manager: ``with Registry() as registry: registry.host`` is ``127.0.0.1:<port>``."""
+
+    def __init__(self) -> None:
+        self.workdir = Path(tempfile.mkdtemp(prefix="nmo-registry-"))
+        self.host = f"127.0.0.1:{free_port()}"
+        self.process: Process | None = None
+
+    def __enter__(self) -> "Registry":
+        binary = shutil.which("docker-registry")
+        if binary is None:
+            raise RuntimeError("docker-registry is not installed: run `make system-deps` (Debian package docker-registry)")
+        config = {
+            "version": 0.1,
+            "log": {"level": "warn"},
+            "storage": {"filesystem": {"rootdirectory": str(self.workdir / "data")}, "delete": {"enabled": True}},
+            "http": {"addr": self.host},
+        }
+        (self.workdir / "config.yml").write_text(yaml.safe_dump(config))
+        self.process = Process("registry", [binary, "serve", str(self.workdir / "config.yml")], self.workdir)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://{self.host}/v2/", timeout=1) as response:
+                    if response.status == 200:
+                        return self
+            except (urllib.error.URLError, ConnectionError):
+                time.sleep(0.1)
+        self.__exit__()
+        raise RuntimeError("the local registry did not answer /v2/ within 30 s")
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process:
+            self.process.stop()
+        shutil.rmtree(self.workdir, ignore_errors=True)
