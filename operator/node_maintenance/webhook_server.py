@@ -17,7 +17,7 @@ from aiohttp import web
 
 from . import admission
 from .certs import ReloadingTLS
-from .conversion import ConversionError, convert
+from .conversion import ConversionError, convert, version_of
 from .kube import Kube
 
 log = logging.getLogger(__name__)
@@ -36,6 +36,7 @@ def conversion_response(review: Any) -> dict[str, Any]:
         objects = request.get("objects")
         if not isinstance(desired, str) or not isinstance(objects, list):
             raise ConversionError("request.desiredAPIVersion (string) and request.objects (list) are required")
+        version_of(desired)  # refuse an unknown target even when there is nothing to convert
         response["convertedObjects"] = [convert(obj, desired) for obj in objects]
         response["result"] = {"status": "Success"}
     except ConversionError as error:

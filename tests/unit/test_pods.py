@@ -1,0 +1,70 @@
+"""Which pods a drain evicts, deletes or leaves, as `kubectl drain --ignore-daemonsets --delete-emptydir-data --force`."""
+
+from __future__ import annotations
+
+import pytest
+
+from node_maintenance.pods import Action, classify, matches_selector, must_go
+
+
+def pod(*, owner: str | None = None, phase: str = "Running", labels: dict | None = None, annotations: dict | None = None, volumes: list | None = None) -> dict:
+    metadata: dict = {"name": "p", "namespace": "ns", "uid": "1", "labels": labels or {}, "annotations": annotations or {}}
+    if owner:
+        metadata["ownerReferences"] = [{"kind": owner, "name": "o", "controller": True}]
+    return {"metadata": metadata, "spec": {"volumes": volumes or []}, "status": {"phase": phase}}
+
+
+@pytest.mark.parametrize(
+    "subject, action",
+    [
+        (pod(owner="DaemonSet"), Action.KEEP_DAEMONSET),
+        (pod(annotations={"kubernetes.io/config.mirror": "x"}), Action.KEEP_MIRROR),
+        (pod(owner="Job", phase="Succeeded"), Action.DELETE_FINISHED),
+        (pod(phase="Failed"), Action.DELETE_FINISHED),
+        (pod(volumes=[{"name": "tmp", "emptyDir": {}}]), Action.EVICT),
+        (pod(), Action.EVICT),
+        (pod(owner="ReplicaSet"), Action.EVICT),
+        (pod(owner="StatefulSet"), Action.EVICT),
+        (pod(owner="Job"), Action.EVICT),
+    ],
+)
+def test_classification_follows_kubectl_drain(subject: dict, action: Action) -> None:
+    assert classify(subject) is action
+
+
+def test_a_finished_daemonset_pod_is_still_left_alone() -> None:
+    assert classify(pod(owner="DaemonSet", phase="Failed")) is Action.KEEP_DAEMONSET
+
+
+def test_owner_without_controller_flag_is_no_controller() -> None:
+    subject = pod()
+    subject["metadata"]["ownerReferences"] = [{"kind": "DaemonSet", "name": "o"}]
+    assert classify(subject) is Action.EVICT
+
+
+def test_pods_outside_the_selector_are_neither_evicted_nor_waited_on() -> None:
+    selector = {"matchLabels": {"tier": "web"}}
+    assert classify(pod(labels={"tier": "db"}), selector) is Action.KEEP_UNSELECTED
+    assert not must_go(pod(labels={"tier": "db"}), selector)
+    assert must_go(pod(labels={"tier": "web"}), selector)
+
+
+@pytest.mark.parametrize(
+    "expression, labels, matches",
+    [
+        ({"key": "a", "operator": "In", "values": ["1", "2"]}, {"a": "2"}, True),
+        ({"key": "a", "operator": "In", "values": ["1"]}, {}, False),
+        ({"key": "a", "operator": "NotIn", "values": ["1"]}, {"a": "1"}, False),
+        ({"key": "a", "operator": "NotIn", "values": ["1"]}, {}, True),
+        ({"key": "a", "operator": "Exists"}, {"a": ""}, True),
+        ({"key": "a", "operator": "Exists"}, {}, False),
+        ({"key": "a", "operator": "DoesNotExist"}, {"a": "x"}, False),
+        ({"key": "a", "operator": "DoesNotExist"}, {}, True),
+    ],
+)
+def test_match_expressions(expression: dict, labels: dict, matches: bool) -> None:
+    assert matches_selector(labels, {"matchExpressions": [expression]}) is matches
+
+
+def test_absent_or_empty_selector_matches_everything() -> None:
+    assert matches_selector({"x": "y"}, None) and matches_selector({}, {})

@@ -1,0 +1,118 @@
+"""The webhook server answers every request in the review's own format over TLS: never a 5xx,
+never a dropped connection, whatever the body."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import ssl
+import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from node_maintenance.certs import generate_self_signed
+from node_maintenance.webhook_server import admission_response, conversion_response, start_webhook_server
+
+GROUP = "nodemaintenance.kubevirt.io"
+
+
+def test_conversion_response_echoes_uid_and_converts() -> None:
+    review = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "ConversionReview",
+        "request": {
+            "uid": "abc",
+            "desiredAPIVersion": f"{GROUP}/v1beta1",
+            "objects": [{"apiVersion": f"{GROUP}/v1alpha3", "kind": "NodeMaintenance", "metadata": {"name": "n1"}, "spec": {}}],
+        },
+    }
+    response = conversion_response(review)["response"]
+    assert response["uid"] == "abc" and response["result"] == {"status": "Success"}
+    assert response["convertedObjects"][0]["spec"]["nodeName"] == "n1"
+
+
+def test_conversion_failure_is_a_failed_review_with_a_message() -> None:
+    response = conversion_response({"request": {"uid": "x", "desiredAPIVersion": f"{GROUP}/v9", "objects": []}})["response"]
+    assert response["uid"] == "x" and response["result"]["status"] == "Failure"
+    assert "apiVersion" in response["result"]["message"] and "convertedObjects" not in response
+
+
+def test_admission_response_shapes() -> None:
+    assert admission_response("u", None)["response"] == {"uid": "u", "allowed": True}
+    denied = admission_response("u", "node 'x' does not exist")["response"]
+    assert denied["allowed"] is False and denied["status"]["code"] == 403 and "node 'x'" in denied["status"]["message"]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, ssl.SSLContext]]:
+    cert_dir = tmp_path_factory.mktemp("certs")
+    ca = generate_self_signed(cert_dir, ["127.0.0.1"])
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    loop = asyncio.new_event_loop()
+    runner = loop.run_until_complete(start_webhook_server(host="127.0.0.1", port=port, cert_dir=cert_dir, kube=None))
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    yield port, ssl.create_default_context(cadata=ca.decode())
+    asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(10)
+
+
+def _post(server: tuple[int, ssl.SSLContext], path: str, body: bytes) -> tuple[int, object]:
+    port, context = server
+    request = urllib.request.Request(f"https://127.0.0.1:{port}{path}", data=body, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, context=context, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, None
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4),
+    max_leaves=20,
+)
+reviewish = st.fixed_dictionaries(
+    {},
+    optional={
+        "apiVersion": st.sampled_from(["apiextensions.k8s.io/v1", "x", ""]),
+        "request": st.fixed_dictionaries(
+            {},
+            optional={
+                "uid": json_values,
+                "desiredAPIVersion": st.sampled_from([f"{GROUP}/v1alpha1", f"{GROUP}/v1alpha3", f"{GROUP}/v1beta1", "v1", 3]),
+                "objects": st.lists(
+                    st.fixed_dictionaries(
+                        {"apiVersion": st.sampled_from([f"{GROUP}/v1alpha1", f"{GROUP}/v1beta1", "bad"]), "kind": st.sampled_from(["NodeMaintenance", "Pod"])},
+                        optional={"metadata": json_values, "spec": json_values, "status": json_values},
+                    )
+                    | json_values,
+                    max_size=200,
+                ),
+            },
+        ),
+    },
+)
+bodies = st.binary(max_size=512) | json_values.map(lambda v: json.dumps(v).encode()) | reviewish.map(lambda v: json.dumps(v).encode())
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(body=bodies, path=st.sampled_from(["/convert", "/validate-nodemaintenance"]))
+def test_fuzzed_reviews_always_get_a_well_formed_answer(server, body: bytes, path: str) -> None:
+    status, answer = _post(server, path, body)
+    assert status == 200
+    assert isinstance(answer, dict) and isinstance(answer.get("response"), dict)
+    if path == "/convert":
+        assert answer["response"]["result"]["status"] in ("Success", "Failure")
+    else:
+        assert answer["response"]["allowed"] in (True, False)
