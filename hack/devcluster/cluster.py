@@ -23,9 +23,8 @@ from .processes import Process, free_port
 
 SERVICE_CIDR = "10.96.0.0/24"
 SERVICE_IP = "10.96.0.1"
-# KWOK hands simulated pods loopback addresses, so a Service backed by a simulated pod (an OLM-created
-# webhook Service, say) routes to whatever local process listens on that pod's address and port.
-KWOK_POD_CIDR = "127.64.0.0/16"
+# Addresses KWOK hands simulated pods; nothing is ever sent to them.
+KWOK_POD_CIDR = "10.244.0.0/16"
 KWOK_SELECTOR = ("kwok.x-k8s.io/node", "fake")
 # KWOK's own stage definitions: nodes become Ready and keep a lease; pods become Running, Jobs' pods
 # complete, and a deleted pod goes away once its grace period ends (and its finalizers are gone), as with a kubelet.
@@ -176,8 +175,6 @@ class Cluster:
                 "--allow-privileged=true",
                 "--profiling=false",
                 "--endpoint-reconciler-type=none",
-                # Webhook and aggregated-API services resolve to their endpoints' pod IPs (see KWOK_POD_CIDR).
-                "--enable-aggregator-routing=true",
                 f"--audit-policy-file={self._write_audit_policy()}",
                 f"--audit-log-path={self.audit_log}",
                 "--audit-log-format=json",

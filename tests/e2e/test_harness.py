@@ -3,64 +3,15 @@
 from __future__ import annotations
 
 import json
-import time
-from typing import Callable
 
 import pytest
 from devcluster.cluster import Cluster
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from .helpers import apply, deployment, eventually, pdb
+
 pytestmark = pytest.mark.e2e
-
-
-def _eventually(check: Callable[[], bool], what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.25)
-    raise AssertionError(f"timed out after {timeout}s: {what}")
-
-
-def _deployment(namespace: str, node_names: list[str], replicas: int = 3) -> dict:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "web", "namespace": namespace},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": "web"}},
-            "template": {
-                "metadata": {"labels": {"app": "web"}},
-                "spec": {
-                    "affinity": {
-                        "nodeAffinity": {
-                            "requiredDuringSchedulingIgnoredDuringExecution": {
-                                "nodeSelectorTerms": [
-                                    {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": node_names}]}
-                                ]
-                            }
-                        }
-                    },
-                    "containers": [{"name": "web", "image": "registry.invalid/web:1"}],
-                },
-            },
-        },
-    }
-
-
-def _pdb(namespace: str, min_available: int) -> dict:
-    return {
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": {"name": "web", "namespace": namespace},
-        "spec": {"minAvailable": min_available, "selector": {"matchLabels": {"app": "web"}}},
-    }
-
-
-def _apply(cluster: Cluster, obj: dict) -> None:
-    cluster.kubectl("apply", "-f", "-", input=json.dumps(obj))
 
 
 def _available(cluster: Cluster, namespace: str) -> int:
@@ -78,9 +29,9 @@ def _disruptions_allowed(cluster: Cluster, namespace: str) -> int | None:
 def web(cluster: Cluster, namespace: str, nodes) -> tuple[str, list[str]]:
     """Three replicas pinned to two KWOK nodes, available, under a PDB with minAvailable 2."""
     names = nodes(2)
-    _apply(cluster, _deployment(namespace, names))
-    _eventually(lambda: _available(cluster, namespace) == 3, "deployment web has 3 available replicas")
-    _apply(cluster, _pdb(namespace, 2))
+    apply(cluster, deployment("web", namespace, names, 3))
+    eventually(lambda: _available(cluster, namespace) == 3, "deployment web has 3 available replicas")
+    apply(cluster, pdb("web", namespace, {"app": "web"}, minAvailable=2))
     return namespace, names
 
 
@@ -94,12 +45,12 @@ def test_deployment_becomes_available_on_kwok_nodes(cluster: Cluster, web) -> No
 
 def test_disruption_controller_computes_allowed_disruptions(cluster: Cluster, web) -> None:
     namespace, _ = web
-    _eventually(lambda: _disruptions_allowed(cluster, namespace) == 1, "PDB web reports disruptionsAllowed == 1")
+    eventually(lambda: _disruptions_allowed(cluster, namespace) == 1, "PDB web reports disruptionsAllowed == 1")
 
 
 def test_eviction_honours_the_pdb(cluster: Cluster, web) -> None:
     namespace, names = web
-    _eventually(lambda: _disruptions_allowed(cluster, namespace) == 1, "PDB web allows one disruption")
+    eventually(lambda: _disruptions_allowed(cluster, namespace) == 1, "PDB web allows one disruption")
     for name in names:  # replacements must stay Pending, so the budget cannot recover
         cluster.kubectl("cordon", name)
     core = client.CoreV1Api(cluster.api_client())
@@ -133,14 +84,14 @@ def test_daemonset_runs_one_pod_per_kwok_node(cluster: Cluster, namespace: str, 
             },
         },
     }
-    _apply(cluster, daemonset)
+    apply(cluster, daemonset)
 
     def placed() -> bool:
         pods = json.loads(cluster.kubectl("get", "pods", "-n", namespace, "-o", "json").stdout)["items"]
         running = [p for p in pods if p["status"].get("phase") == "Running"]
         return sorted(p["spec"]["nodeName"] for p in running) == sorted(names)
 
-    _eventually(placed, "one running agent pod on each labelled node")
+    eventually(placed, "one running agent pod on each labelled node")
 
 
 def test_cordon_makes_node_lifecycle_controller_taint_the_node(cluster: Cluster, nodes) -> None:
@@ -152,4 +103,4 @@ def test_cordon_makes_node_lifecycle_controller_taint_the_node(cluster: Cluster,
         taints = node["spec"].get("taints") or []
         return any(t["key"] == "node.kubernetes.io/unschedulable" and t["effect"] == "NoSchedule" for t in taints)
 
-    _eventually(tainted, f"node {name} carries node.kubernetes.io/unschedulable:NoSchedule")
+    eventually(tainted, f"node {name} carries node.kubernetes.io/unschedulable:NoSchedule")
