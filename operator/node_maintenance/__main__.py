@@ -16,7 +16,8 @@ from pathlib import Path
 
 import kopf
 
-from . import handlers, logs
+from . import handlers  # noqa: F401  (importing it registers the kopf handlers)
+from . import logs
 from .health import Health
 from .kube import Kube, load_api_client
 from .leader import LeaderElector
@@ -66,9 +67,10 @@ async def run(args: argparse.Namespace) -> int:
             stopping.cancel()
         rewritten = await asyncio.to_thread(migrate_storage_version, kube)
         log.info("storage version is v1beta1", extra={"rewritten": rewritten})
-        handlers.use(kube)
         stop = asyncio.Event()
-        operator = asyncio.create_task(kopf.operator(clusterwide=True, standalone=True, stop_flag=stop))
+        operator = asyncio.create_task(
+            kopf.operator(clusterwide=True, standalone=True, stop_flag=stop, memo=kopf.Memo(kube=kube))
+        )
         holding = asyncio.create_task(elector.hold()) if elector else asyncio.create_task(asyncio.Event().wait())
         stopping = asyncio.create_task(shutdown.wait())
         done, _ = await asyncio.wait([operator, holding, stopping], return_when=asyncio.FIRST_COMPLETED)

@@ -1,5 +1,7 @@
 """kopf handlers: thin glue from NodeMaintenance events to ``maintenance``.
 
+The API access comes in kopf's ``memo`` (set by the entry point), so handlers hold no globals.
+
 One daemon per NodeMaintenance drives its maintenance until the object is deleted; the deletion
 handler (which makes kopf keep our finalizer on every object) gives the node back.
 """
@@ -14,16 +16,8 @@ from typing import Any
 import kopf
 
 from . import api, maintenance
-from .kube import Kube
 
 VERSION = "v1beta1"
-_kube: Kube | None = None
-
-
-def use(kube: Kube) -> None:
-    """Set the API access the handlers use (called once by the entry point before kopf starts)."""
-    global _kube
-    _kube = kube
 
 
 def _event(obj: dict[str, Any], type_: str, reason: str, message: str) -> None:
@@ -48,10 +42,9 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
 
 
 @kopf.daemon(api.GROUP, VERSION, api.PLURAL, cancellation_timeout=5.0)
-async def maintain(body: kopf.Body, stopped: kopf.DaemonStopped, **_: Any) -> None:
-    assert _kube is not None
+async def maintain(body: kopf.Body, stopped: kopf.DaemonStopped, memo: kopf.Memo, **_: Any) -> None:
     log = _logger(body)
-    run = maintenance.Maintenance(_kube, copy.deepcopy(dict(body)), _event, log)
+    run = maintenance.Maintenance(memo.kube, copy.deepcopy(dict(body)), _event, log)
     while not stopped:
         try:
             pause = await run.step(copy.deepcopy(dict(body)))
@@ -62,6 +55,5 @@ async def maintain(body: kopf.Body, stopped: kopf.DaemonStopped, **_: Any) -> No
 
 
 @kopf.on.delete(api.GROUP, VERSION, api.PLURAL)
-async def remove(body: kopf.Body, **_: Any) -> None:
-    assert _kube is not None
-    await asyncio.to_thread(maintenance.end, _kube, copy.deepcopy(dict(body)), _event, _logger(body))
+async def remove(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    await asyncio.to_thread(maintenance.end, memo.kube, copy.deepcopy(dict(body)), _event, _logger(body))
