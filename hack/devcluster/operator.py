@@ -99,7 +99,7 @@ class OperatorProcess:
     def health_url(self) -> str:
         return f"http://127.0.0.1:{self.health_port}"
 
-    def start(self, *extra: str, wait: bool = True) -> None:
+    def start(self, *extra: str) -> None:
         self.starts += 1
         self.process = Process(
             f"operator-{self.identity}-{self.starts}",
@@ -118,8 +118,7 @@ class OperatorProcess:
             self.workdir,
             env={"KUBECONFIG": str(self.kubeconfig), "POD_NAMESPACE": self.namespace, "PYTHONPATH": os.environ.get("PYTHONPATH", "")},
         )
-        if wait:
-            self.wait_ready()
+        self.wait_ready()
 
     def wait_ready(self, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
