@@ -70,6 +70,12 @@ def point_conversion_at(cluster: Cluster, url: str, ca_pem: bytes) -> None:
         }
     }
     cluster.kubectl("patch", "crd", CRD_NAME, "--type=merge", "-p", json.dumps(patch))
+    # The apiserver rebuilds the resource's storage after such a change and answers 429 meanwhile.
+    deadline = time.monotonic() + 30
+    while cluster.kubectl("get", "nodemaintenances", check=False).returncode != 0:
+        if time.monotonic() > deadline:
+            raise ClusterError("NodeMaintenances not served 30 s after the conversion change")
+        time.sleep(0.2)
 
 
 class OperatorProcess:
