@@ -156,3 +156,11 @@ def test_admission_guards_etcd_quorum_on_control_plane_nodes(cluster: Cluster, o
     allowed = cluster.kubectl("create", "-f", "-", input=json.dumps(_manifest("v1beta1", f"nm-{master}", master)), check=False)
     assert allowed.returncode == 0, allowed.stderr
     cluster.kubectl("delete", _resource("v1beta1"), f"nm-{master}", "--timeout=60s")
+
+
+@pytest.mark.parametrize("version", ["v1alpha1", "v1alpha3"])
+def test_old_versions_warn_and_name_v1beta1(cluster: Cluster, operator, version: str) -> None:
+    result = cluster.kubectl("get", _resource(version))
+    assert f"Warning: {GROUP}/{version} NodeMaintenance is deprecated" in result.stderr
+    assert f"{GROUP}/v1beta1" in result.stderr
+    assert "Warning" not in cluster.kubectl("get", _resource("v1beta1")).stderr
