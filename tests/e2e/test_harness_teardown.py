@@ -6,7 +6,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -56,8 +55,14 @@ def _start_cluster() -> tuple[subprocess.Popen[str], list[int], Path, int]:
 
 
 def _port_open(port: int) -> bool:
-    with socket.socket() as sock:
-        return sock.connect_ex(("127.0.0.1", port)) == 0
+    """Whether anything listens on ``port`` (read from the kernel's socket table: a probing connect
+    could connect to itself when the port is free and inside the ephemeral range)."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port:
+                return True
+    return False
 
 
 def _eventually_gone(pids: list[int], timeout: float = 30) -> list[int]:
