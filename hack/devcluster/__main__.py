@@ -2,18 +2,24 @@
 
     python -m devcluster build [TOOL ...]   build (or reuse cached) binaries and print their paths
     python -m devcluster up [--nodes N]     start the cluster, print its kubeconfig, wait for Ctrl-C
+    python -m devcluster up --olm           the same with OLM running and our catalog as a CatalogSource;
+                                            then `kubectl apply -f olm-deploy-manifests/kubernetes/nm-{ns,op-group,sub}.yaml`
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import signal
 import sys
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 from . import toolchain
 from .cluster import Cluster
+from .olm import OLM
 
 
 def _build(names: list[str]) -> int:
@@ -24,12 +30,16 @@ def _build(names: list[str]) -> int:
     return 0
 
 
-def _up(nodes: int) -> int:
+def _up(nodes: int, with_olm: bool) -> int:
     stop = threading.Event()
     # SIGTERM and SIGINT both end the run through the same clean teardown.
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    with Cluster() as cluster:
+    with Cluster(pod_network=with_olm) as cluster, contextlib.ExitStack() as stack:
+        if with_olm:
+            olm = OLM(cluster, Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="nmo-olm-")))).start()
+            stack.callback(olm.stop)
+            print(f"OLM ready in {olm.startup_seconds:.1f}s; CatalogSource {olm.catalog_source} in namespace olm")
         for index in range(nodes):
             cluster.create_kwok_node(f"kwok-node-{index}")
         for index in range(nodes):
@@ -48,9 +58,10 @@ def main(argv: list[str] | None = None) -> int:
     build.add_argument("tools", nargs="*", help=f"any of: {', '.join(sorted(toolchain.BINARIES))} (default: all)")
     up = sub.add_parser("up", help="run the local control plane until interrupted")
     up.add_argument("--nodes", type=int, default=2, help="KWOK nodes to create (default 2)")
+    up.add_argument("--olm", action="store_true", help="also run OLM with our catalog (processes in a pod network namespace)")
     args = parser.parse_args(argv)
     try:
-        return _build(args.tools) if args.command == "build" else _up(args.nodes)
+        return _build(args.tools) if args.command == "build" else _up(args.nodes, args.olm)
     except (RuntimeError, KeyError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

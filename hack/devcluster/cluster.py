@@ -19,11 +19,12 @@ from typing import Callable
 import yaml
 
 from . import pki, toolchain
+from .podnetwork import PodNetwork
 from .processes import Process, free_port
 
 SERVICE_CIDR = "10.96.0.0/24"
 SERVICE_IP = "10.96.0.1"
-# Addresses KWOK hands simulated pods; nothing is ever sent to them.
+# Addresses KWOK hands simulated pods: unreachable, unless the cluster runs with a PodNetwork.
 KWOK_POD_CIDR = "10.244.0.0/16"
 KWOK_SELECTOR = ("kwok.x-k8s.io/node", "fake")
 # KWOK's own stage definitions: nodes become Ready and keep a lease; pods become Running, Jobs' pods
@@ -55,10 +56,16 @@ def _wait(what: str, check: Callable[[], bool], timeout: float, process: Process
 
 
 class Cluster:
-    """A running local control plane. Use as a context manager, or call start()/stop()."""
+    """A running local control plane. Use as a context manager, or call start()/stop().
 
-    def __init__(self, workdir: Path | None = None) -> None:
+    With ``pod_network`` every component runs in a private network namespace where simulated pod IPs
+    are local addresses (see ``podnetwork``), so Services backed by KWOK pods can reach local processes.
+    """
+
+    def __init__(self, workdir: Path | None = None, *, pod_network: bool = False) -> None:
         self._own_workdir = workdir is None
+        self._want_pod_network = pod_network
+        self.network: PodNetwork | None = None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="nmo-cluster-"))
         self.processes: list[Process] = []
         self.bin: dict[str, Path] = {}
@@ -97,6 +104,8 @@ class Cluster:
         for directory in (pki_dir, self.logs_dir, self.workdir / "etcd"):
             directory.mkdir(parents=True, exist_ok=True)
         pki.write_cluster_pki(pki_dir, service_ip=SERVICE_IP)
+        if self._want_pod_network:
+            self.network = PodNetwork(KWOK_POD_CIDR, self.logs_dir)
         self._start_etcd()
         self._start_apiserver(pki_dir)
         self._start_controllers(pki_dir)
@@ -109,21 +118,37 @@ class Cluster:
         for process in reversed(self.processes):
             process.stop()
         self.processes.clear()
+        if self.network is not None:
+            self.network.stop()
+            self.network = None
         if self._own_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
     def pids(self) -> list[int]:
-        return [p.pid for p in self.processes]
+        return [p.pid for p in self.processes] + (self.network.pids() if self.network else [])
 
-    # ----------------------------------------------------------------- components
+    # ----------------------------------------------------------------- processes
+    def spawn(self, name: str, argv: list[str], *, env: dict[str, str] | None = None, log_dir: Path | None = None) -> Process:
+        """Start a process next to the control plane (in its network namespace, if it has one).
+
+        The cluster does not own it: the caller stops it."""
+        setup = self.network.enter if self.network else None
+        return Process(name, argv, log_dir or self.logs_dir, env, setup=setup)
+
+    def reach(self, port: int) -> None:
+        """Make 127.0.0.1:``port`` of a process started by ``spawn`` reachable from this process."""
+        if self.network is not None:
+            self.network.forward(port)
+
     def _spawn(self, name: str, argv: list[str]) -> Process:
-        process = Process(name, argv, self.logs_dir)
+        process = self.spawn(name, argv)
         self.processes.append(process)
         return process
 
     def _start_etcd(self) -> None:
         client, peer = free_port(), free_port()
         self.etcd_url = f"http://127.0.0.1:{client}"
+        self.reach(client)
         etcd = self._spawn(
             "etcd",
             [
@@ -144,6 +169,7 @@ class Cluster:
     def _start_apiserver(self, pki_dir: Path) -> None:
         port = free_port()
         self.server = f"https://127.0.0.1:{port}"
+        self.reach(port)
         tokens = self.workdir / "tokens.csv"
         tokens.write_text(
             "\n".join(
@@ -175,6 +201,8 @@ class Cluster:
                 "--allow-privileged=true",
                 "--profiling=false",
                 "--endpoint-reconciler-type=none",
+                # Webhook Services are dialled at their endpoints' (pod) IPs: there is no kube-proxy.
+                "--enable-aggregator-routing=true",
                 f"--audit-policy-file={self._write_audit_policy()}",
                 f"--audit-log-path={self.audit_log}",
                 "--audit-log-format=json",

@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 
 from .cluster import Cluster, ClusterError
-from .processes import Process, free_port
+from .processes import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 CSV_FILE = ROOT / "bundle" / "manifests" / "node-maintenance-operator.clusterserviceversion.yaml"
@@ -81,18 +81,34 @@ def point_conversion_at(cluster: Cluster, url: str, ca_pem: bytes) -> None:
 class OperatorProcess:
     """One ``python -m node_maintenance`` process with its own ports, certificate and logs."""
 
-    def __init__(self, cluster: Cluster, workdir: Path, kubeconfig: Path, *, namespace: str = NAMESPACE, identity: str = "replica-0") -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        workdir: Path,
+        kubeconfig: Path,
+        *,
+        namespace: str = NAMESPACE,
+        identity: str = "replica-0",
+        cert_dir: Path | None = None,
+        bind_address: str = "127.0.0.1",
+        webhook_port: int | None = None,
+    ) -> None:
+        """Without ``cert_dir`` the process gets a fresh self-signed serving certificate (``ca_pem``)."""
         from node_maintenance.certs import generate_self_signed
 
         self.cluster = cluster
         self.workdir = workdir
         self.kubeconfig = kubeconfig
         self.namespace = namespace
-        self.cert_dir = workdir / "certs"
-        self.cert_dir.mkdir(parents=True, exist_ok=True)
-        self.ca_pem = generate_self_signed(self.cert_dir, ["127.0.0.1", "localhost"])
-        self.webhook_port = free_port()
+        self.cert_dir = cert_dir or workdir / "certs"
+        self.ca_pem: bytes | None = None
+        if cert_dir is None:
+            self.cert_dir.mkdir(parents=True, exist_ok=True)
+            self.ca_pem = generate_self_signed(self.cert_dir, ["127.0.0.1", "localhost"])
+        self.bind_address = bind_address
+        self.webhook_port = webhook_port or free_port()
         self.health_port = free_port()
+        cluster.reach(self.health_port)
         self.identity = identity  # kept across restarts, like a container restarting in the same pod
         self.process: Process | None = None
         self.starts = 0
@@ -107,22 +123,22 @@ class OperatorProcess:
 
     def start(self, *extra: str) -> None:
         self.starts += 1
-        self.process = Process(
+        self.process = self.cluster.spawn(
             f"operator-{self.identity}-{self.starts}",
             [
                 sys.executable,
                 "-m",
                 "node_maintenance",
                 f"--namespace={self.namespace}",
-                "--bind-address=127.0.0.1",
+                f"--bind-address={self.bind_address}",
                 f"--webhook-port={self.webhook_port}",
                 f"--webhook-cert-dir={self.cert_dir}",
                 f"--health-port={self.health_port}",
                 f"--leader-elect-identity={self.identity}",
                 *extra,
             ],
-            self.workdir,
             env={"KUBECONFIG": str(self.kubeconfig), "POD_NAMESPACE": self.namespace, "PYTHONPATH": os.environ.get("PYTHONPATH", "")},
+            log_dir=self.workdir,
         )
         self.wait_ready()
 

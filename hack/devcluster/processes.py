@@ -8,13 +8,14 @@ import signal
 import socket
 import subprocess
 from pathlib import Path
+from typing import Callable
 
 _PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
-def _die_with_parent() -> None:
-    # Runs in the child before exec: the kernel kills it if the harness dies, even by SIGKILL.
+def die_with_parent() -> None:
+    """Runs in the child before exec: the kernel kills it if the harness dies, even by SIGKILL."""
     _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
@@ -27,7 +28,16 @@ def free_port() -> int:
 class Process:
     """One component of the control plane, logging to a file."""
 
-    def __init__(self, name: str, argv: list[str], log_dir: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        argv: list[str],
+        log_dir: Path,
+        env: dict[str, str] | None = None,
+        *,
+        setup: Callable[[], None] | None = None,
+        pass_fds: tuple[int, ...] = (),
+    ) -> None:
         self.name = name
         self.log_path = log_dir / f"{name}.log"
         self._log = open(self.log_path, "ab")
@@ -37,7 +47,8 @@ class Process:
             stdout=self._log,
             stderr=subprocess.STDOUT,
             env={**os.environ, **(env or {})},
-            preexec_fn=_die_with_parent,
+            preexec_fn=setup or die_with_parent,  # a PodNetwork's enter calls die_with_parent itself
+            pass_fds=pass_fds,
         )
 
     @property

@@ -21,7 +21,7 @@ from . import logs
 from .health import Health
 from .kube import Kube, load_api_client
 from .leader import LeaderElector
-from .storage_migration import migrate_storage_version
+from .storage_migration import hub_served, migrate_storage_version
 from .webhook_server import start_webhook_server
 
 log = logging.getLogger("node_maintenance")
@@ -56,6 +56,8 @@ async def run(args: argparse.Namespace) -> int:
         else:  # releases without webhooks get no certificate mounted
             log.warning("no webhook certificate; webhooks not served", extra={"certDir": str(args.webhook_cert_dir)})
         health.ready = True
+        if not await _until_hub_served(kube, shutdown):
+            return 0
         elector = LeaderElector(kube, args.namespace, args.leader_elect_identity) if args.leader_elect else None
         if elector:
             acquiring = asyncio.create_task(elector.acquire())
@@ -85,6 +87,19 @@ async def run(args: argparse.Namespace) -> int:
     finally:
         for runner in runners:
             await runner.cleanup()
+
+
+async def _until_hub_served(kube: Kube, shutdown: asyncio.Event) -> bool:
+    """Serve only the webhooks until the CRD serves v1beta1; False if asked to stop meanwhile."""
+    warned = False
+    while not await asyncio.to_thread(hub_served, kube):
+        if not warned:
+            log.warning("the installed CRD does not serve v1beta1 yet: serving webhooks only until it does")
+            warned = True
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(shutdown.wait(), 2)
+            return False
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:

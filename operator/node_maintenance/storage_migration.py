@@ -34,6 +34,12 @@ def _rewrite(kube: Kube, name: str) -> bool:
                 raise
 
 
+def hub_served(kube: Kube) -> bool:
+    """Whether the installed CRD serves v1beta1: during an OLM upgrade an older release's CRD may still be in place."""
+    crd = kube.request("GET", CRD_PATH)
+    return any(version["name"] == HUB and version.get("served") for version in crd["spec"]["versions"])
+
+
 def migrate_storage_version(kube: Kube) -> int:
     """Rewrite all NodeMaintenances in the storage version and set storedVersions; return how many were rewritten.
 

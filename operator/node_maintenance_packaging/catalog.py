@@ -62,10 +62,12 @@ def _channel(releases: Releases, channel: str) -> dict[str, Any]:
         entry: dict[str, Any] = {"name": releases.csv_name(release.version)}
         if release.replaces:
             entry["replaces"] = releases.csv_name(release.replaces)
-        if release.skips:
-            entry["skips"] = [releases.csv_name(v) for v in release.skips]
-        if release.skip_range:
-            entry["skipRange"] = release.skip_range
+        # In a stepwise channel skips are left out: OLM would take one straight to the newest release.
+        if channel not in releases.stepwise_channels:
+            if release.skips:
+                entry["skips"] = [releases.csv_name(v) for v in release.skips]
+            if release.skip_range:
+                entry["skipRange"] = release.skip_range
         entries.append(entry)
     return {"schema": "olm.channel", "package": releases.package, "name": channel, "entries": entries}
 

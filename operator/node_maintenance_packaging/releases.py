@@ -59,6 +59,8 @@ class Releases:
     channels: tuple[str, ...]
     default_channel: str
     releases: tuple[Release, ...]
+    # Channels whose entries keep only `replaces`: subscribers upgrade through every release in turn.
+    stepwise_channels: tuple[str, ...] = ()
 
     @property
     def current(self) -> Release:
@@ -105,6 +107,12 @@ def _parse(doc: dict[str, Any]) -> Releases:
         raise PackagingError(
             f"releases.yaml: defaultChannel: {default_channel!r} is not in channels {list(channels)}; add it there or pick one of those"
         )
+    stepwise = tuple(_string_list(doc, "stepwiseChannels", where="releases.yaml")) if "stepwiseChannels" in doc else ()
+    for channel in stepwise:
+        if channel not in channels:
+            raise PackagingError(
+                f"releases.yaml: stepwiseChannels: {channel!r} is not in channels {list(channels)}; add it there or remove it"
+            )
     min_kube = str(_field(doc, "minKubeVersion", str))
     if not semver.Version.is_valid(min_kube):
         raise PackagingError(f"releases.yaml: minKubeVersion: {min_kube!r} is not semver; write it like 1.30.0")
@@ -126,6 +134,7 @@ def _parse(doc: dict[str, Any]) -> Releases:
         channels=channels,
         default_channel=default_channel,
         releases=releases,
+        stepwise_channels=stepwise,
     )
 
 

@@ -243,6 +243,24 @@ def test_catalog_channels_have_one_head_and_bundles_embed_their_manifests() -> N
         assert {"olm.package", "olm.gvk", "olm.csv.metadata"} <= {p["type"] for p in bundle["properties"]}
 
 
+def test_stable_skips_to_the_head_and_candidate_steps_through_every_release() -> None:
+    docs = list(yaml.safe_load_all((ROOT / "catalog/node-maintenance-operator/index.yaml").read_text()))
+    entries = {d["name"]: {e["name"]: e for e in d["entries"]} for d in docs if d["schema"] == "olm.channel"}
+    head = "node-maintenance-operator.v0.3.0"
+    assert entries["stable"][head]["skipRange"] == ">=0.1.0 <0.3.0"
+    for entry in entries["candidate"].values():
+        assert "skipRange" not in entry and "skips" not in entry, entry
+    assert entries["candidate"][head]["replaces"] == "node-maintenance-operator.v0.2.0"
+
+
+def test_stepwise_channels_must_be_declared_channels(tmp_path: Path) -> None:
+    root = _copy_repo(tmp_path)
+    releases = root / "releases.yaml"
+    releases.write_text(releases.read_text().replace("stepwiseChannels: [candidate]", "stepwiseChannels: [beta]"))
+    with pytest.raises(PackagingError, match=r"stepwiseChannels: 'beta' is not in channels"):
+        load_inputs(releases)
+
+
 def test_deploy_manifests_target_each_platforms_catalog_namespace(tmp_path: Path) -> None:
     root = _copy_repo(tmp_path)
     image = "registry.example/nmo-catalog:v9"

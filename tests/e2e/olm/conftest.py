@@ -1,0 +1,69 @@
+"""OLM end to end: a control plane of its own (in a pod network namespace, so OLM's webhook Services
+reach the operator process), OLM's operators, our catalog, and one fresh install per test."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+from devcluster.cluster import Cluster
+from devcluster.olm import OLM, OperatorPod
+
+from .install import CRD_NAME, Install
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="package")
+def cluster() -> Iterator[Cluster]:
+    """Overrides the session cluster for these tests: OLM needs simulated pod IPs to be reachable."""
+    with Cluster(pod_network=True) as running:
+        yield running
+        pids = running.pids()
+    survivors = [pid for pid in pids if Path(f"/proc/{pid}").exists()]
+    assert not survivors, f"processes still alive after teardown: {survivors}"
+
+
+@pytest.fixture(scope="package")
+def olm(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OLM]:
+    running = OLM(cluster, tmp_path_factory.mktemp("olm")).start()
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def install(request: pytest.FixtureRequest, cluster: Cluster, olm: OLM, tmp_path: Path) -> Iterator[Install]:
+    """A namespace to install into, and afterwards no trace: no operator, no CSV, no CRD, no NodeMaintenance."""
+    namespace = f"nmo-{uuid.uuid4().hex[:6]}"
+    operator = OperatorPod(cluster, tmp_path / "operator", namespace)
+    request.node.olm_logs = lambda: f"{olm.logs()}\n----- operator -----\n{operator.logs()}"
+    yield Install(cluster, namespace, operator)
+    operator.stop()
+    for kind in ("subscriptions", "clusterserviceversions", "installplans", "operatorgroups"):
+        cluster.kubectl("delete", kind, "--all", "-n", namespace, "--wait=false", check=False)
+    _remove_crd(cluster)
+    cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+
+
+def _remove_crd(cluster: Cluster) -> None:
+    """Delete every NodeMaintenance (finalizers too: no operator is left to run them) and the CRD."""
+    if cluster.kubectl("get", "crd", CRD_NAME, check=False).returncode != 0:
+        return
+    # Its webhook has gone with the operator: read the objects without conversion.
+    cluster.kubectl("patch", "crd", CRD_NAME, "--type=merge", "-p", json.dumps({"spec": {"conversion": {"strategy": "None", "webhook": None}}}))
+    for name in cluster.kubectl("get", "nodemaintenances", "-o", "name", check=False).stdout.split():
+        cluster.kubectl("patch", name, "--type=merge", "-p", '{"metadata":{"finalizers":null}}', check=False)
+    cluster.kubectl("delete", "crd", CRD_NAME, "--timeout=120s")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    """Attach OLM's own logs (and the operator's) to a failing test's report."""
+    outcome = yield
+    report = outcome.get_result()
+    logs = getattr(item, "olm_logs", None)
+    if report.failed and logs is not None:
+        report.sections.append(("OLM and operator logs", logs()))

@@ -1,0 +1,131 @@
+"""One install of our package by OLM into a namespace, from the committed deploy manifests, and the
+waits a cluster admin would do by hand: approve an InstallPlan, watch the CSV, read the CRD."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from devcluster.cluster import Cluster
+from devcluster.olm import DEPLOY_DIR, OperatorPod
+
+from ..helpers import eventually, get
+
+PACKAGE = "node-maintenance-operator"
+CRD_NAME = "nodemaintenances.nodemaintenance.kubevirt.io"
+GROUP = "nodemaintenance.kubevirt.io"
+BUNDLE_CRD = Path(__file__).resolve().parents[3] / "bundle" / "manifests" / "nodemaintenance.kubevirt.io_nodemaintenances.yaml"
+
+
+def csv_name(version: str) -> str:
+    return f"{PACKAGE}.v{version}"
+
+
+def deploy_manifests(namespace: str, *, target_namespaces: list[str] | None = None, **subscription: Any) -> list[dict]:
+    """The Namespace, OperatorGroup and Subscription as committed, moved to ``namespace``.
+
+    ``subscription`` overrides Subscription spec fields (startingCSV, installPlanApproval, channel), as an
+    admin edits them; ``target_namespaces`` turns the OperatorGroup from AllNamespaces to those namespaces.
+    """
+    objects = [yaml.safe_load((DEPLOY_DIR / f).read_text()) for f in ("nm-ns.yaml", "nm-op-group.yaml", "nm-sub.yaml")]
+    namespace_obj, group, sub = objects
+    namespace_obj["metadata"]["name"] = namespace
+    for obj in (group, sub):
+        obj["metadata"]["namespace"] = namespace
+    if target_namespaces is not None:
+        group["spec"]["targetNamespaces"] = target_namespaces
+    sub["spec"].update(subscription)
+    return objects
+
+
+class Install:
+    """What a test does to and reads from one OLM install."""
+
+    def __init__(self, cluster: Cluster, namespace: str, operator: OperatorPod) -> None:
+        self.cluster = cluster
+        self.namespace = namespace
+        self.operator = operator
+
+    def apply(self, **options: Any) -> None:
+        items = deploy_manifests(self.namespace, **options)
+        self.cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+
+    def _get(self, *args: str) -> dict | None:
+        return get(self.cluster, *args, "-n", self.namespace)
+
+    def install_plan_for(self, version: str, timeout: float = 120) -> dict:
+        """The InstallPlan that installs ``version`` (OLM creates it when it resolves the Subscription)."""
+
+        def find() -> dict | None:
+            plans = [p for p in (self._get("installplans") or {}).get("items", [])
+                     if csv_name(version) in p["spec"]["clusterServiceVersionNames"]]
+            return max(plans, key=lambda p: p["metadata"]["creationTimestamp"], default=None)
+
+        return eventually(find, f"an InstallPlan for {csv_name(version)}", timeout=timeout)
+
+    def approve(self, version: str) -> dict:
+        plan = self.install_plan_for(version)
+        assert plan["spec"]["approval"] == "Manual" and not plan["spec"]["approved"], plan["spec"]
+        self.cluster.kubectl("patch", "installplan", plan["metadata"]["name"], "-n", self.namespace,
+                             "--type=merge", "-p", '{"spec":{"approved":true}}')
+        return plan
+
+    def wait_plan_complete(self, version: str, timeout: float = 180) -> dict:
+        def complete() -> dict | None:
+            plan = self.install_plan_for(version)
+            phase = plan.get("status", {}).get("phase")
+            assert phase != "Failed", f"InstallPlan for {version} failed: {plan.get('status', {}).get('conditions')}"
+            return plan if phase == "Complete" else None
+
+        return eventually(complete, f"InstallPlan for {csv_name(version)} Complete", timeout=timeout, interval=0.5)
+
+    def plans(self) -> list[dict]:
+        return (self._get("installplans") or {}).get("items", [])
+
+    def csv(self, version: str) -> dict | None:
+        return self._get("csv", csv_name(version))
+
+    def wait_succeeded(self, version: str, timeout: float = 180) -> dict:
+        """The CSV reaches Succeeded; the operator process follows its pod (and serves its webhooks)."""
+
+        def succeeded() -> dict | None:
+            csv = self.csv(version)
+            phase = (csv or {}).get("status", {}).get("phase")
+            assert phase != "Failed", f"CSV {version} failed: {(csv or {}).get('status', {}).get('message')}"
+            return csv if phase == "Succeeded" else None
+
+        csv = eventually(succeeded, f"CSV {csv_name(version)} Succeeded", timeout=timeout, interval=0.5)
+        self.operator.sync()
+        return csv
+
+    def subscription(self) -> dict:
+        sub = self._get("subscription", PACKAGE)
+        assert sub is not None, "Subscription missing"
+        return sub
+
+    def uninstall(self) -> None:
+        """OLM's documented uninstall: delete the Subscription, then the CSV."""
+        installed = self.subscription()["status"]["installedCSV"]
+        self.cluster.kubectl("delete", "subscription", PACKAGE, "-n", self.namespace)
+        self.cluster.kubectl("delete", "csv", installed, "-n", self.namespace, "--timeout=60s")
+
+
+def crd(cluster: Cluster) -> dict:
+    obj = get(cluster, "crd", CRD_NAME)
+    assert obj is not None, "CRD missing"
+    return obj
+
+
+def served_versions(crd_obj: dict) -> list[str]:
+    return sorted(v["name"] for v in crd_obj["spec"]["versions"] if v["served"])
+
+
+def nm_manifest(version: str, name: str, node: str, reason: str) -> dict:
+    spec = {"nodeName": node, "reason": reason}
+    return {"apiVersion": f"{GROUP}/{version}", "kind": "NodeMaintenance", "metadata": {"name": name}, "spec": spec}
+
+
+def read_nm(cluster: Cluster, version: str, name: str) -> dict | None:
+    return get(cluster, f"nodemaintenances.{version}.{GROUP}", name)

@@ -1,0 +1,42 @@
+"""Uninstalling as OLM documents it (delete the Subscription, then the CSV) removes the operator but not
+the CRD: NodeMaintenances and their nodes stay as they were, and a reinstall takes them over again."""
+
+from __future__ import annotations
+
+import pytest
+from devcluster.cluster import Cluster
+
+from ..helpers import create_nm, delete_nm, eventually, get, nm, nm_status, node, our_taint
+from .install import CRD_NAME, Install
+
+pytestmark = pytest.mark.e2e
+HEAD = "0.3.0"
+
+
+def test_uninstall_keeps_node_maintenances_and_reinstall_picks_them_up(cluster: Cluster, install: Install, nodes) -> None:
+    install.apply()
+    install.wait_plan_complete(HEAD)
+    install.wait_succeeded(HEAD)
+    (target,) = nodes(1)
+    name = f"nm-{target}"
+    create_nm(cluster, name, target)
+    eventually(lambda: nm_status(cluster, name).get("phase") == "Succeeded", "maintenance Succeeded", timeout=90)
+    before = nm(cluster, name)
+
+    install.uninstall()
+    eventually(lambda: get(cluster, "deployment", "node-maintenance-operator", "-n", install.namespace) is None,
+               "the operator's Deployment removed by OLM")
+    install.operator.stop()  # its pod is gone, and with it the container
+    assert get(cluster, "crd", CRD_NAME) is not None, "OLM leaves the CRD in place"
+    after = nm(cluster, name)
+    assert after is not None and after["metadata"]["uid"] == before["metadata"]["uid"]
+    assert after["spec"] == before["spec"] and after["status"] == before["status"]
+    held = node(cluster, target)
+    assert held["spec"].get("unschedulable") is True and our_taint(held), "the node stays in maintenance"
+
+    install.apply()  # reinstall from the same manifests
+    install.wait_plan_complete(HEAD)
+    install.wait_succeeded(HEAD)
+    delete_nm(cluster, name)  # the new operator runs the maintenance's finalizer: the node is released
+    released = node(cluster, target)
+    assert not released["spec"].get("unschedulable") and not our_taint(released)

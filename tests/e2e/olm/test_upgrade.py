@@ -1,0 +1,64 @@
+"""Upgrades along our channels: step by step with manual approval (candidate), and straight to the head
+through olm.skipRange with automatic approval (stable). No NodeMaintenance is lost on the way."""
+
+from __future__ import annotations
+
+import pytest
+from devcluster.cluster import Cluster
+
+from ..helpers import apply, eventually
+from .install import Install, crd, csv_name, nm_manifest, read_nm, served_versions
+
+pytestmark = pytest.mark.e2e
+SERVED = {"0.1.0": ["v1alpha1"], "0.2.0": ["v1alpha1", "v1alpha3"], "0.3.0": ["v1alpha1", "v1alpha3", "v1beta1"]}
+
+
+def _all_readable(cluster: Cluster, created: dict[str, tuple[str, str, str]], versions: list[str]) -> bool:
+    """Every NodeMaintenance reads back in every served version, the same object with the same spec."""
+    for name, (uid, node, reason) in created.items():
+        for version in versions:
+            obj = read_nm(cluster, version, name)
+            if obj is None:
+                return False
+            assert obj["metadata"]["uid"] == uid, f"{name} was recreated"
+            assert (obj["spec"].get("nodeName"), obj["spec"]["reason"]) == (node, reason), f"{name} as {version}: {obj['spec']}"
+    return True
+
+
+def test_manual_upgrade_through_every_release_keeps_every_node_maintenance(cluster: Cluster, install: Install, nodes) -> None:
+    install.apply(channel="candidate", startingCSV=csv_name("0.1.0"), installPlanApproval="Manual")
+    install.approve("0.1.0")
+    install.wait_plan_complete("0.1.0")
+    install.wait_succeeded("0.1.0")
+
+    created: dict[str, tuple[str, str, str]] = {}
+    for index, node in enumerate(nodes(3)):
+        name, reason = f"upgrade-{index}", f"kernel update {index}"
+        apply(cluster, nm_manifest("v1alpha1", name, node, reason))
+        created[name] = (read_nm(cluster, "v1alpha1", name)["metadata"]["uid"], node, reason)
+    assert _all_readable(cluster, created, SERVED["0.1.0"])
+
+    for previous, version in (("0.1.0", "0.2.0"), ("0.2.0", "0.3.0")):
+        install.approve(version)  # OLM offers the next release in turn, never a jump
+        install.wait_plan_complete(version)
+        install.wait_succeeded(version)
+        assert served_versions(crd(cluster)) == SERVED[version]
+        eventually(lambda: _all_readable(cluster, created, SERVED[version]), f"every NodeMaintenance readable after {version}")
+        eventually(lambda: install.csv(previous) is None, f"{previous}'s CSV replaced")
+        assert install.subscription()["status"]["installedCSV"] == csv_name(version)
+
+    assert len(install.plans()) == 3
+    stored = eventually(lambda: crd(cluster)["status"]["storedVersions"] == ["v1beta1"], "storedVersions == [v1beta1]")
+    assert stored
+
+
+def test_automatic_upgrade_skips_straight_to_the_head(cluster: Cluster, install: Install) -> None:
+    install.apply(startingCSV=csv_name("0.1.0"))  # stable channel, automatic approval, as committed
+    install.wait_plan_complete("0.1.0")
+    install.wait_plan_complete("0.3.0")
+    csv = install.wait_succeeded("0.3.0")
+    assert csv["spec"]["replaces"] == csv_name("0.1.0")
+    eventually(lambda: install.csv("0.1.0") is None, "0.1.0's CSV replaced")
+    installed = [name for plan in install.plans() for name in plan["spec"]["clusterServiceVersionNames"]]
+    assert sorted(installed) == [csv_name("0.1.0"), csv_name("0.3.0")], "0.2.0 is skipped"
+    assert served_versions(crd(cluster)) == SERVED["0.3.0"]
