@@ -7,7 +7,7 @@ PY         := $(VENV)/bin/python
 PYTEST     := $(VENV)/bin/pytest
 export PYTHONPATH := $(CURDIR)/hack
 # Everything the tests need from the OS, installed only when missing.
-SYSTEM_PACKAGES := buildah skopeo umoci docker-registry
+SYSTEM_PACKAGES := buildah skopeo umoci docker-registry iproute2
 
 .PHONY: help venv system-deps tools render check test unit demo bench clean
 

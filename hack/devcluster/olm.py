@@ -165,19 +165,13 @@ class OperatorPod:
         ]
         return pods[0] if len(pods) == 1 else None
 
-    def _write_certificate(self, target: Path) -> bool:
-        """OLM's serving certificate for the webhook Service, if this release has webhooks."""
-        services = (self._json("services") or {}).get("items", [])
-        for service in services:
-            owners = {o["kind"] for o in service["metadata"].get("ownerReferences", [])}
-            if "ClusterServiceVersion" in owners:
-                secret = self._json("secret", f"{service['metadata']['name']}-cert")
-                if secret:
-                    target.mkdir(parents=True, exist_ok=True)
-                    for key in ("tls.crt", "tls.key"):
-                        (target / key).write_bytes(base64.b64decode(secret["data"][key]))
-                    return True
-        return False
+    def _write_certificate(self, target: Path) -> None:
+        """OLM's serving certificate for the webhook Service (``<deployment>-service-cert``), if the release has webhooks."""
+        secret = self._json("secret", f"{self.deployment}-service-cert")
+        if secret:
+            target.mkdir(parents=True, exist_ok=True)
+            for key in ("tls.crt", "tls.key"):
+                (target / key).write_bytes(base64.b64decode(secret["data"][key]))
 
     def sync(self, timeout: float = 120) -> str:
         """Run the process for the Deployment's current pod (restarting it if the pod changed); return the pod name."""

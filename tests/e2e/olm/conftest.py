@@ -30,6 +30,9 @@ def cluster() -> Iterator[Cluster]:
 @pytest.fixture(scope="package")
 def olm(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OLM]:
     running = OLM(cluster, tmp_path_factory.mktemp("olm")).start()
+    # A worker for the pods OLM deploys; nodes the tests put into maintenance come and go beside it.
+    cluster.create_kwok_node("worker")
+    cluster.wait_node_ready("worker")
     yield running
     running.stop()
 

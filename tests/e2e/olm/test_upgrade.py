@@ -32,7 +32,8 @@ def test_manual_upgrade_through_every_release_keeps_every_node_maintenance(clust
     install.wait_succeeded("0.1.0")
 
     created: dict[str, tuple[str, str, str]] = {}
-    for index, node in enumerate(nodes(3)):
+    # Tainted, so that no rolling operator pod lands on a node its maintenance drains.
+    for index, node in enumerate(nodes(3, taints=[{"key": "e2e/maintenance-target", "effect": "NoSchedule"}])):
         name, reason = f"upgrade-{index}", f"kernel update {index}"
         apply(cluster, nm_manifest("v1alpha1", name, node, reason))
         created[name] = (read_nm(cluster, "v1alpha1", name)["metadata"]["uid"], node, reason)
