@@ -135,10 +135,13 @@ class Cluster:
         setup = self.network.enter if self.network else None
         return Process(name, argv, log_dir or self.logs_dir, env, setup=setup)
 
-    def reach(self, port: int) -> None:
-        """Make 127.0.0.1:``port`` of a process started by ``spawn`` reachable from this process."""
-        if self.network is not None:
-            self.network.forward(port)
+    def reach(self, port: int) -> int:
+        """The port on the host's 127.0.0.1 at which 127.0.0.1:``port`` of a ``spawn``-ed process answers."""
+        if self.network is None:
+            return port
+        host_port = free_port()
+        self.network.forward(port, host_port)
+        return host_port
 
     def _spawn(self, name: str, argv: list[str]) -> Process:
         process = self.spawn(name, argv)
@@ -148,7 +151,8 @@ class Cluster:
     def _start_etcd(self) -> None:
         client, peer = free_port(), free_port()
         self.etcd_url = f"http://127.0.0.1:{client}"
-        self.reach(client)
+        if self.network:  # one URL for clients inside and outside the namespace
+            self.network.forward(client, client)
         etcd = self._spawn(
             "etcd",
             [
@@ -169,7 +173,8 @@ class Cluster:
     def _start_apiserver(self, pki_dir: Path) -> None:
         port = free_port()
         self.server = f"https://127.0.0.1:{port}"
-        self.reach(port)
+        if self.network:
+            self.network.forward(port, port)
         tokens = self.workdir / "tokens.csv"
         tokens.write_text(
             "\n".join(

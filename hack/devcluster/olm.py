@@ -27,6 +27,7 @@ DEPLOY_DIR = ROOT / "olm-deploy-manifests" / "kubernetes"
 NAMESPACE = "olm"  # OLM's own namespace and its global catalog namespace, as upstream deploys it
 OLM_CRDS = "crds"  # directory in the github.com/operator-framework/api module
 WEBHOOK_PORT = 9443  # the CSV's webhookdefinitions[].containerPort
+HEALTH_PORT = 8081  # the CSV's health containerPort
 
 
 def _wait(what: str, check: Any, timeout: float, logs: Any = None) -> Any:
@@ -174,8 +175,18 @@ class OperatorPod:
                 (target / key).write_bytes(base64.b64decode(secret["data"][key]))
 
     def sync(self, timeout: float = 120) -> str:
-        """Run the process for the Deployment's current pod (restarting it if the pod changed); return the pod name."""
-        pod = _wait(f"a Ready pod of deployment {self.namespace}/{self.deployment}", self._running_pod, timeout)
+        """Wait for the Deployment's pod and run the process for it; return the pod name."""
+        return _wait(f"a Ready pod of deployment {self.namespace}/{self.deployment}", self.poll, timeout)
+
+    def poll(self) -> str | None:
+        """If the Deployment has a Ready pod, make sure the process runs for it (restarting it for a new
+        pod, as a rollout would); return the pod name, or None while there is no such pod.
+
+        Call it while waiting on OLM: the webhooks must answer as soon as the pod is Ready, as they
+        would in a real cluster (OLM validates stored objects through the conversion webhook)."""
+        pod = self._running_pod()
+        if pod is None:
+            return None
         name = pod["metadata"]["name"]
         if name == self.pod and self.process and self.process.process and self.process.process.alive():
             return name
@@ -186,7 +197,7 @@ class OperatorPod:
         kubeconfig = self.cluster.service_account_kubeconfig(self.namespace, pod["spec"]["serviceAccountName"])
         self.process = OperatorProcess(
             self.cluster, workdir, kubeconfig, namespace=self.namespace, identity=name,
-            cert_dir=cert_dir, bind_address="0.0.0.0", webhook_port=WEBHOOK_PORT,
+            cert_dir=cert_dir, bind_address="0.0.0.0", webhook_port=WEBHOOK_PORT, health_port=HEALTH_PORT,
         )
         self.process.start()
         self.pod = name

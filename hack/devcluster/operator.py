@@ -92,12 +92,14 @@ class OperatorProcess:
         cert_dir: Path | None = None,
         bind_address: str = "127.0.0.1",
         webhook_port: int | None = None,
+        health_port: int | None = None,
     ) -> None:
         """Without ``cert_dir`` the process gets a fresh self-signed serving certificate (``ca_pem``)."""
         from node_maintenance.certs import generate_self_signed
 
         self.cluster = cluster
         self.workdir = workdir
+        workdir.mkdir(parents=True, exist_ok=True)
         self.kubeconfig = kubeconfig
         self.namespace = namespace
         self.cert_dir = cert_dir or workdir / "certs"
@@ -107,8 +109,8 @@ class OperatorProcess:
             self.ca_pem = generate_self_signed(self.cert_dir, ["127.0.0.1", "localhost"])
         self.bind_address = bind_address
         self.webhook_port = webhook_port or free_port()
-        self.health_port = free_port()
-        cluster.reach(self.health_port)
+        self.health_port = health_port or free_port()
+        self._health_port_here = cluster.reach(self.health_port)
         self.identity = identity  # kept across restarts, like a container restarting in the same pod
         self.process: Process | None = None
         self.starts = 0
@@ -119,7 +121,7 @@ class OperatorProcess:
 
     @property
     def health_url(self) -> str:
-        return f"http://127.0.0.1:{self.health_port}"
+        return f"http://127.0.0.1:{self._health_port_here}"
 
     def start(self, *extra: str) -> None:
         self.starts += 1

@@ -75,13 +75,13 @@ class PodNetwork:
         _check(_libc.setns(self._net_ns, _CLONE_NEWNET), "setns(net)")
         die_with_parent()
 
-    def forward(self, port: int) -> None:
-        """Make 127.0.0.1:``port`` on the host reach 127.0.0.1:``port`` inside the namespace."""
-        listener = socket.create_server(("127.0.0.1", port), backlog=128)
+    def forward(self, port: int, host_port: int) -> None:
+        """Make 127.0.0.1:``host_port`` on the host reach 127.0.0.1:``port`` inside the namespace."""
+        listener = socket.create_server(("127.0.0.1", host_port), backlog=128)
         try:
             self._forwarders.append(
                 Process(
-                    f"forward-{port}",
+                    f"forward-{host_port}-{port}",
                     [sys.executable, "-m", "devcluster.forward", str(listener.fileno()), str(port)],
                     self.log_dir,
                     env={"PYTHONPATH": str(Path(__file__).resolve().parents[1])},

@@ -55,31 +55,41 @@ class Install:
     def _get(self, *args: str) -> dict | None:
         return get(self.cluster, *args, "-n", self.namespace)
 
-    def install_plan_for(self, version: str, timeout: float = 120) -> dict:
-        """The InstallPlan that installs ``version`` (OLM creates it when it resolves the Subscription)."""
+    def _current_plan(self, version: str) -> dict | None:
+        """The InstallPlan for ``version``: the one the Subscription points at if it is for ``version`` (OLM
+        may replace a plan it has not started), else the newest such plan (the Subscription moves on)."""
+        ref = ((self._get("subscription", PACKAGE) or {}).get("status") or {}).get("installPlanRef")
+        plans = [p for p in self.plans() if csv_name(version) in p["spec"]["clusterServiceVersionNames"]]
+        referenced = [p for p in plans if ref and p["metadata"]["name"] == ref["name"]]
+        return (referenced or sorted(plans, key=lambda p: p["metadata"]["creationTimestamp"]) or [None])[-1]
 
-        def find() -> dict | None:
-            plans = [p for p in (self._get("installplans") or {}).get("items", [])
-                     if csv_name(version) in p["spec"]["clusterServiceVersionNames"]]
-            return max(plans, key=lambda p: p["metadata"]["creationTimestamp"], default=None)
-
-        return eventually(find, f"an InstallPlan for {csv_name(version)}", timeout=timeout)
-
-    def approve(self, version: str) -> dict:
-        plan = self.install_plan_for(version)
-        assert plan["spec"]["approval"] == "Manual" and not plan["spec"]["approved"], plan["spec"]
+    def approve(self, version: str) -> None:
+        """Approve the pending InstallPlan for ``version``, as an admin does with manual approval."""
+        plan = eventually(lambda: self._current_plan(version), f"an InstallPlan for {csv_name(version)}", timeout=120)
+        assert plan["spec"]["approval"] == "Manual", plan["spec"]
         self.cluster.kubectl("patch", "installplan", plan["metadata"]["name"], "-n", self.namespace,
                              "--type=merge", "-p", '{"spec":{"approved":true}}')
-        return plan
 
     def wait_plan_complete(self, version: str, timeout: float = 180) -> dict:
+        last: dict = {}
+
         def complete() -> dict | None:
-            plan = self.install_plan_for(version)
-            phase = plan.get("status", {}).get("phase")
-            assert phase != "Failed", f"InstallPlan for {version} failed: {plan.get('status', {}).get('conditions')}"
+            self.operator.poll()
+            plan = self._current_plan(version)
+            if plan is None:
+                return None
+            last.update(plan.get("status") or {})
+            if plan["spec"]["approval"] == "Manual" and not plan["spec"]["approved"]:
+                self.approve(version)  # a plan OLM regenerated after the first approval
+                return None
+            phase = last.get("phase")
+            assert phase != "Failed", f"InstallPlan for {version} failed: {last.get('conditions')}"
             return plan if phase == "Complete" else None
 
-        return eventually(complete, f"InstallPlan for {csv_name(version)} Complete", timeout=timeout, interval=0.5)
+        try:
+            return eventually(complete, f"InstallPlan for {csv_name(version)} Complete", timeout=timeout, interval=0.5)
+        except AssertionError as error:
+            raise AssertionError(f"{error}; phase {last.get('phase')}, conditions {last.get('conditions')}") from None
 
     def plans(self) -> list[dict]:
         return (self._get("installplans") or {}).get("items", [])
@@ -91,6 +101,7 @@ class Install:
         """The CSV reaches Succeeded; the operator process follows its pod (and serves its webhooks)."""
 
         def succeeded() -> dict | None:
+            self.operator.poll()
             csv = self.csv(version)
             phase = (csv or {}).get("status", {}).get("phase")
             assert phase != "Failed", f"CSV {version} failed: {(csv or {}).get('status', {}).get('message')}"

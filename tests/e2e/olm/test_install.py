@@ -29,8 +29,9 @@ def test_fresh_install_on_default_channel_drains_a_node(cluster: Cluster, instal
     assert [v["name"] for v in installed["spec"]["versions"] if v["storage"]] == ["v1beta1"]
     for mine, theirs in zip(ours["spec"]["versions"], installed["spec"]["versions"], strict=True):
         assert mine["schema"] == theirs["schema"], f"schema of {mine['name']} differs from the bundle's"
-    conversion = installed["spec"]["conversion"]
-    assert conversion["strategy"] == "Webhook"
+    # OLM wires the webhook into the CRD from the CSV, which may happen just after the CSV reports Succeeded.
+    conversion = eventually(lambda: crd(cluster)["spec"]["conversion"] if crd(cluster)["spec"]["conversion"]["strategy"] == "Webhook" else None,
+                            "conversion webhook wired into the CRD")
     service = conversion["webhook"]["clientConfig"]["service"]
     assert service["namespace"] == install.namespace and service["path"] == "/convert"
 

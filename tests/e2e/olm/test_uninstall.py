@@ -28,6 +28,9 @@ def test_uninstall_keeps_node_maintenances_and_reinstall_picks_them_up(cluster: 
                "the operator's Deployment removed by OLM")
     install.operator.stop()  # its pod is gone, and with it the container
     assert get(cluster, "crd", CRD_NAME) is not None, "OLM leaves the CRD in place"
+    # ... and, with nothing left to answer it, takes the conversion webhook out of it.
+    eventually(lambda: get(cluster, "crd", CRD_NAME)["spec"]["conversion"]["strategy"] == "None",
+               "the CRD's conversion strategy None after the uninstall")
     after = nm(cluster, name)
     assert after is not None and after["metadata"]["uid"] == before["metadata"]["uid"]
     assert after["spec"] == before["spec"] and after["status"] == before["status"]
