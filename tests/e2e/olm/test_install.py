@@ -51,6 +51,11 @@ def test_fresh_install_on_default_channel_drains_a_node(cluster: Cluster, instal
     eventually(lambda: len([p for p in pods_on(cluster, spare) if p["status"].get("phase") == "Running"]) == 2,
                "web pods rescheduled onto the spare node")
     operator_user = f"system:serviceaccount:{install.namespace}:node-maintenance-operator"
+    # It ran under what OLM granted from the CSV, nothing more.
+    for expected, request in (("no", ["*", "*"]), ("no", ["delete", "nodes"]), ("no", ["get", "secrets"]),
+                              ("yes", ["create", "pods", "--subresource=eviction"])):
+        answer = cluster.kubectl("auth", "can-i", *request, "--all-namespaces", f"--as={operator_user}", check=False)
+        assert answer.stdout.strip() == expected, (request, answer.stdout)
     evictions = [e for e in cluster.audit_events(operator_user) if e.get("objectRef", {}).get("subresource") == "eviction"]
     assert len(evictions) >= 1, "the drain went through the Eviction API as the ServiceAccount OLM created"
     delete_nm(cluster, name)
