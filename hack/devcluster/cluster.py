@@ -14,7 +14,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Callable
+from typing import Callable, TypeVar
 
 import yaml
 
@@ -39,19 +39,26 @@ KWOK_STAGES = (
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kubectl")
 
 
+T = TypeVar("T")
+
+
 class ClusterError(RuntimeError):
     pass
 
 
-def _wait(what: str, check: Callable[[], bool], timeout: float, process: Process | None = None) -> None:
+def wait_for(what: str, check: Callable[[], T], timeout: float, process: Process | None = None,
+             details: Callable[[], str] | None = None) -> T:
+    """Poll ``check`` until it returns something truthy and return that; fail naming ``what``, with the
+    log of ``process`` (which must stay alive meanwhile) or ``details``."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process is not None and not process.alive():
             raise ClusterError(f"{process.name} exited while waiting for {what}:\n{process.log_tail()}")
-        if check():
-            return
+        result = check()
+        if result:
+            return result
         time.sleep(0.2)
-    tail = f"\n{process.log_tail()}" if process else ""
+    tail = f"\n{process.log_tail()}" if process else f"\n{details()}" if details else ""
     raise ClusterError(f"timed out after {timeout:.0f}s waiting for {what}{tail}")
 
 
@@ -110,7 +117,7 @@ class Cluster:
         self._start_apiserver(pki_dir)
         self._start_controllers(pki_dir)
         self._start_kwok()
-        _wait("the default ServiceAccount token signer (kube-root-ca.crt)", self._root_ca_published, 60)
+        wait_for("the default ServiceAccount token signer (kube-root-ca.crt)", self._root_ca_published, 60)
         self.startup_seconds = time.monotonic() - started
 
     def stop(self) -> None:
@@ -168,7 +175,7 @@ class Cluster:
                 "--log-level=warn",
             ],
         )
-        _wait("etcd /health", lambda: self._http_ok(f"{self.etcd_url}/health"), 30, etcd)
+        wait_for("etcd /health", lambda: self._http_ok(f"{self.etcd_url}/health"), 30, etcd)
 
     def _start_apiserver(self, pki_dir: Path) -> None:
         port = free_port()
@@ -215,7 +222,7 @@ class Cluster:
             ],
         )
         self._write_kubeconfig(self.kubeconfig, "admin", self.admin_token)
-        _wait("kube-apiserver /readyz", lambda: self._api_ok("/readyz"), 60, apiserver)
+        wait_for("kube-apiserver /readyz", lambda: self._api_ok("/readyz"), 60, apiserver)
 
     @property
     def audit_log(self) -> Path:
@@ -415,4 +422,4 @@ class Cluster:
             )
             return out.stdout.strip() == "True"
 
-        _wait(f"node {name} Ready", ready, timeout)
+        wait_for(f"node {name} Ready", ready, timeout)

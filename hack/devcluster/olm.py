@@ -12,12 +12,11 @@ import json
 import shutil
 import time
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 from . import toolchain
-from .cluster import Cluster, ClusterError
+from .cluster import Cluster, ClusterError, wait_for
 from .operator import OperatorProcess
 from .processes import Process, free_port
 
@@ -28,16 +27,6 @@ NAMESPACE = "olm"  # OLM's own namespace and its global catalog namespace, as up
 OLM_CRDS = "crds"  # directory in the github.com/operator-framework/api module
 WEBHOOK_PORT = 9443  # the CSV's webhookdefinitions[].containerPort
 HEALTH_PORT = 8081  # the CSV's health containerPort
-
-
-def _wait(what: str, check: Any, timeout: float, logs: Any = None) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(0.25)
-    raise ClusterError(f"timed out after {timeout:.0f}s waiting for {what}" + (f"\n{logs()}" if logs else ""))
 
 
 def embedded_catalog(source: Path, target: Path) -> Path:
@@ -103,7 +92,7 @@ class OLM:
         source["spec"]["address"] = f"127.0.0.1:{port}"
         self.cluster.kubectl("apply", "-f", "-", input=json.dumps(source))
         self.catalog_source = source["metadata"]["name"]
-        _wait("the CatalogSource to connect to opm serve", self._catalog_ready, 90, self.logs)
+        wait_for("the CatalogSource to connect to opm serve", self._catalog_ready, 90, details=self.logs)
 
     def _catalog_ready(self) -> bool:
         out = self.cluster.kubectl("get", "catalogsource", self.catalog_source, "-n", NAMESPACE,
@@ -176,7 +165,7 @@ class OperatorPod:
 
     def sync(self, timeout: float = 120) -> str:
         """Wait for the Deployment's pod and run the process for it; return the pod name."""
-        return _wait(f"a Ready pod of deployment {self.namespace}/{self.deployment}", self.poll, timeout)
+        return wait_for(f"a Ready pod of deployment {self.namespace}/{self.deployment}", self.poll, timeout)
 
     def poll(self) -> str | None:
         """If the Deployment has a Ready pod, make sure the process runs for it (restarting it for a new
