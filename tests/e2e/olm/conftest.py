@@ -14,8 +14,6 @@ from devcluster.olm import OLM, OperatorPod
 
 from .install import CRD_NAME, Install
 
-pytestmark = pytest.mark.e2e
-
 
 @pytest.fixture(scope="package")
 def cluster() -> Iterator[Cluster]:
@@ -34,7 +32,10 @@ def olm(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     cluster.create_kwok_node("worker")
     cluster.wait_node_ready("worker")
     yield running
+    pids = running.pids()
     running.stop()
+    survivors = [pid for pid in pids if Path(f"/proc/{pid}").exists()]
+    assert not survivors, f"OLM processes still alive after teardown: {survivors}"
 
 
 @pytest.fixture
