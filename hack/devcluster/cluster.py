@@ -150,6 +150,11 @@ class Cluster:
         self.network.forward(port, host_port)
         return host_port
 
+    def _reach_at_same_port(self, port: int) -> None:
+        """Forward ``port`` to the same number on the host: one URL serves clients inside and outside."""
+        if self.network is not None:
+            self.network.forward(port, port)
+
     def _spawn(self, name: str, argv: list[str]) -> Process:
         process = self.spawn(name, argv)
         self.processes.append(process)
@@ -158,8 +163,7 @@ class Cluster:
     def _start_etcd(self) -> None:
         client, peer = free_port(), free_port()
         self.etcd_url = f"http://127.0.0.1:{client}"
-        if self.network:  # one URL for clients inside and outside the namespace
-            self.network.forward(client, client)
+        self._reach_at_same_port(client)
         etcd = self._spawn(
             "etcd",
             [
@@ -180,8 +184,7 @@ class Cluster:
     def _start_apiserver(self, pki_dir: Path) -> None:
         port = free_port()
         self.server = f"https://127.0.0.1:{port}"
-        if self.network:
-            self.network.forward(port, port)
+        self._reach_at_same_port(port)
         tokens = self.workdir / "tokens.csv"
         tokens.write_text(
             "\n".join(

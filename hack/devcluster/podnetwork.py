@@ -15,6 +15,7 @@ import ctypes
 import os
 import socket
 import sys
+import time
 from pathlib import Path
 
 from .processes import Process, die_with_parent
@@ -44,7 +45,6 @@ class PodNetwork:
     """The namespace holder process, the forwarders into it, and how to start a process inside it."""
 
     def __init__(self, pod_cidr: str, log_dir: Path) -> None:
-        self.pod_cidr = pod_cidr
         self.log_dir = log_dir
         self._forwarders: list[Process] = []
         self._holder = Process(
@@ -58,8 +58,6 @@ class PodNetwork:
         self._net_ns = os.open(f"/proc/{self._holder.pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
 
     def _wait_ready(self) -> None:
-        import time
-
         deadline = time.monotonic() + 10
         while "ready" not in self._holder.log_path.read_text(errors="replace"):
             if not self._holder.alive() or time.monotonic() > deadline:
