@@ -1,6 +1,7 @@
 """Entry point: ``python -m node_maintenance``.
 
-Every replica serves the webhooks and probes; only the Lease holder migrates storage and reconciles.
+Every replica serves the webhooks and probes; only the Lease holder migrates storage and reconciles,
+in v1beta1 when the installed CRD serves it, else in v1alpha1 (served by every release) until it does.
 """
 
 from __future__ import annotations
@@ -16,15 +17,17 @@ from pathlib import Path
 
 import kopf
 
-from . import handlers  # noqa: F401  (importing it registers the kopf handlers)
-from . import logs
+from . import handlers, logs
+from .conversion import HUB
 from .health import Health
 from .kube import Kube, load_api_client
 from .leader import LeaderElector
-from .storage_migration import hub_served, migrate_storage_version
+from .storage_migration import migrate_storage_version, read_crd, storage_version, working_version
 from .webhook_server import start_webhook_server
 
 log = logging.getLogger("node_maintenance")
+# How often an operator working in v1alpha1 looks whether the CRD serves v1beta1 yet (one GET of one object).
+CRD_CHECK_SECONDS = 5.0
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -44,8 +47,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 async def run(args: argparse.Namespace) -> int:
     shutdown = asyncio.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        asyncio.get_running_loop().add_signal_handler(signum, shutdown.set)
+    _on_signals(shutdown)
     kube = Kube(load_api_client())
     health = Health()
     runners = [await health.start(args.bind_address, args.health_port)]
@@ -56,7 +58,7 @@ async def run(args: argparse.Namespace) -> int:
         else:  # releases without webhooks get no certificate mounted
             log.warning("no webhook certificate; webhooks not served", extra={"certDir": str(args.webhook_cert_dir)})
         health.ready = True
-        if not await _until_hub_served(kube, shutdown):
+        if await _until_crd_installed(kube, shutdown) is None:
             return 0
         elector = LeaderElector(kube, args.namespace, args.leader_elect_identity) if args.leader_elect else None
         if elector:
@@ -67,39 +69,82 @@ async def run(args: argparse.Namespace) -> int:
                 acquiring.cancel()
                 return 0
             stopping.cancel()
-        rewritten = await asyncio.to_thread(migrate_storage_version, kube)
-        log.info("storage version is v1beta1", extra={"rewritten": rewritten})
-        stop = asyncio.Event()
-        operator = asyncio.create_task(
-            kopf.operator(clusterwide=True, standalone=True, stop_flag=stop, memo=kopf.Memo(kube=kube))
-        )
         holding = asyncio.create_task(elector.hold()) if elector else asyncio.create_task(asyncio.Event().wait())
-        stopping = asyncio.create_task(shutdown.wait())
-        done, _ = await asyncio.wait([operator, holding, stopping], return_when=asyncio.FIRST_COMPLETED)
-        stop.set()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(operator, 10)
-        holding.cancel()
-        if elector and stopping in done:
+        try:
+            lost = await _reconcile(kube, holding, shutdown)
+        finally:
+            holding.cancel()
+        if elector and not lost:
             await asyncio.to_thread(elector.release)
         # Leadership lost: exit non-zero so the pod restarts and competes again.
-        return 1 if holding in done else 0
+        return 1 if lost else 0
     finally:
         for runner in runners:
             await runner.cleanup()
 
 
-async def _until_hub_served(kube: Kube, shutdown: asyncio.Event) -> bool:
-    """Serve only the webhooks until the CRD serves v1beta1; False if asked to stop meanwhile."""
+async def _reconcile(kube: Kube, holding: asyncio.Task, shutdown: asyncio.Event) -> bool:
+    """Run kopf in the version the CRD serves best; restart it in v1beta1 once the CRD starts serving it.
+
+    Returns whether leadership was lost (otherwise the process was asked to stop).
+    """
+    while True:
+        crd = await asyncio.to_thread(read_crd, kube)
+        if crd is None:  # removed meanwhile: wait for it again
+            crd = await _until_crd_installed(kube, shutdown)
+            if crd is None:
+                return False
+        version = working_version(crd)
+        if version == HUB and storage_version(crd) == HUB:
+            rewritten = await asyncio.to_thread(migrate_storage_version, kube)
+            log.info("storage version is v1beta1", extra={"rewritten": rewritten})
+        log.info("reconciling NodeMaintenances", extra={"version": version})
+        stop = asyncio.Event()
+        upgraded = asyncio.create_task(_until_hub_served(kube) if version != HUB else asyncio.Event().wait())
+        stopping = asyncio.create_task(shutdown.wait())
+        operator = asyncio.create_task(kopf.operator(
+            registry=handlers.registry(version), clusterwide=True, standalone=True, stop_flag=stop,
+            memo=kopf.Memo(kube=kube, version=version),
+        ))
+        done, _ = await asyncio.wait([operator, holding, stopping, upgraded], return_when=asyncio.FIRST_COMPLETED)
+        stop.set()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(operator, 10)
+        for task in (upgraded, stopping):
+            task.cancel()
+        _on_signals(shutdown)  # kopf took the signal handlers over while it ran
+        if upgraded in done and holding not in done and not shutdown.is_set():
+            log.info("the CRD serves v1beta1 now: restarting the reconciler in it")
+            continue
+        return holding in done
+
+
+def _on_signals(shutdown: asyncio.Event) -> None:
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        asyncio.get_running_loop().add_signal_handler(signum, shutdown.set)
+
+
+async def _until_crd_installed(kube: Kube, shutdown: asyncio.Event) -> dict | None:
+    """Serve only the webhooks until the CRD exists; None if asked to stop meanwhile."""
     warned = False
-    while not await asyncio.to_thread(hub_served, kube):
+    while (crd := await asyncio.to_thread(read_crd, kube)) is None:
         if not warned:
-            log.warning("the installed CRD does not serve v1beta1 yet: serving webhooks only until it does")
+            log.warning("the NodeMaintenance CRD is not installed: serving webhooks only until it is")
             warned = True
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(shutdown.wait(), 2)
-            return False
-    return True
+            return None
+    return crd
+
+
+async def _until_hub_served(kube: Kube) -> None:
+    """Return once the CRD serves v1beta1 (an OLM upgrade replaced it while this process runs)."""
+    while True:
+        await asyncio.sleep(CRD_CHECK_SECONDS)
+        with contextlib.suppress(Exception):  # a failed check is tried again at the next tick
+            crd = await asyncio.to_thread(read_crd, kube)
+            if crd is not None and working_version(crd) == HUB:
+                return
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -33,6 +33,11 @@ def _fields(version: str) -> dict[str, frozenset[str]]:
     return {section: frozenset(properties[section].get("properties", {})) for section in SECTIONS}
 
 
+def status_fields(version: str) -> frozenset[str]:
+    """The status fields ``version`` can hold; the apiserver prunes any other."""
+    return _fields(version)["status"]
+
+
 def version_of(api_version: str) -> str:
     group, _, version = api_version.rpartition("/")
     if group != api.GROUP or version not in api.VERSIONS:

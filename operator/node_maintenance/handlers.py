@@ -1,6 +1,8 @@
 """kopf handlers: thin glue from NodeMaintenance events to ``maintenance``.
 
-The API access comes in kopf's ``memo`` (set by the entry point), so handlers hold no globals.
+Handlers are registered per API version at run time (:func:`registry`): the entry point picks the
+version the installed CRD serves and builds a registry for it. The API access and that version come
+in kopf's ``memo``, so handlers hold no globals.
 
 One daemon per NodeMaintenance drives its maintenance until the object is deleted; the deletion
 handler (which makes kopf keep our finalizer on every object) gives the node back.
@@ -17,8 +19,6 @@ import kopf
 
 from . import api, maintenance
 
-VERSION = "v1beta1"
-
 
 def _event(obj: dict[str, Any], type_: str, reason: str, message: str) -> None:
     kopf.event(obj, type=type_, reason=reason, message=message[:1024])
@@ -31,7 +31,6 @@ def _logger(body: kopf.Body) -> logging.LoggerAdapter:
     )
 
 
-@kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.finalizer = f"{api.GROUP}/finalizer"
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=api.GROUP)
@@ -41,10 +40,9 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.watching.server_timeout = 300
 
 
-@kopf.daemon(api.GROUP, VERSION, api.PLURAL, cancellation_timeout=5.0)
 async def maintain(body: kopf.Body, stopped: kopf.DaemonStopped, memo: kopf.Memo, **_: Any) -> None:
     log = _logger(body)
-    run = maintenance.Maintenance(memo.kube, copy.deepcopy(dict(body)), _event, log)
+    run = maintenance.Maintenance(memo.kube, copy.deepcopy(dict(body)), _event, log, version=memo.version)
     while not stopped:
         try:
             pause = await run.step(copy.deepcopy(dict(body)))
@@ -54,6 +52,14 @@ async def maintain(body: kopf.Body, stopped: kopf.DaemonStopped, memo: kopf.Memo
         await stopped.wait(pause)
 
 
-@kopf.on.delete(api.GROUP, VERSION, api.PLURAL)
 async def remove(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     await asyncio.to_thread(maintenance.end, memo.kube, copy.deepcopy(dict(body)), _event, _logger(body))
+
+
+def registry(version: str) -> kopf.OperatorRegistry:
+    """The handlers for NodeMaintenances served as ``version``."""
+    handlers = kopf.OperatorRegistry()
+    kopf.on.startup(registry=handlers)(configure)
+    kopf.daemon(api.GROUP, version, api.PLURAL, cancellation_timeout=5.0, registry=handlers)(maintain)
+    kopf.on.delete(api.GROUP, version, api.PLURAL, registry=handlers)(remove)
+    return handlers

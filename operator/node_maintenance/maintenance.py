@@ -14,7 +14,8 @@ from typing import Any, Callable
 
 from kubernetes.client.exceptions import ApiException
 
-from . import metrics, node as nodes, status as st
+from . import api, metrics, node as nodes, status as st
+from .conversion import HUB, convert, status_fields
 from .drain import Drainer
 from .kube import Kube, nm_path, node_path
 
@@ -45,8 +46,9 @@ def _node_ref(node: dict[str, Any]) -> dict[str, Any]:
 
 
 class Maintenance:
-    def __init__(self, kube: Kube, body: dict[str, Any], event: EventSink, log: logging.LoggerAdapter) -> None:
+    def __init__(self, kube: Kube, body: dict[str, Any], event: EventSink, log: logging.LoggerAdapter, *, version: str) -> None:
         self.kube = kube
+        self.version = version
         self.name = body["metadata"]["name"]
         self.node_name = body["spec"]["nodeName"]
         self.event = event
@@ -56,14 +58,19 @@ class Maintenance:
 
     # ------------------------------------------------------------------ one step
     async def step(self, body: dict[str, Any]) -> float:
-        """Advance the maintenance once; return how long to wait before the next step."""
+        """Advance the maintenance once; return how long to wait before the next step.
+
+        ``body`` is as served in the working version; decisions read its v1beta1 view, where the
+        conversion restores what an older version parks in annotations (such as ``spec.drain``).
+        """
+        body = convert(body, f"{api.GROUP}/{HUB}")
         node = await asyncio.to_thread(self.kube.get, node_path(self.node_name))
         if node is None:
             await self._report(body, st.FAILED, 0, 0, [], f"node {self.node_name!r} not found; "
                                "the maintenance starts when a node of that name exists")
             return NODE_RETRY_SECONDS
         holder = nodes.holder_of(node)
-        if holder and holder != self.name and await asyncio.to_thread(self.kube.get, nm_path(holder)):
+        if holder and holder != self.name and await asyncio.to_thread(self.kube.get, nm_path(holder, version=self.version)):
             await self._report(body, st.FAILED, 0, 0, [], f"node {self.node_name!r} is already in maintenance by "
                                f"NodeMaintenance {holder}; delete this NodeMaintenance, or delete {holder} to take over")
             return NODE_RETRY_SECONDS
@@ -111,8 +118,11 @@ class Maintenance:
         previous = body.get("status") or {}
         new = st.build(previous, phase=phase, total=total, eviction_pods=to_evict, pending=pending,
                        last_error=error, generation=body["metadata"].get("generation", 1), now=st.now_rfc3339())
-        if not st.same(previous, new):
-            await asyncio.to_thread(self.kube.patch, nm_path(self.name, subresource="status"), {"status": new})
+        # Only what the working version holds is written (v1alpha1 has no conditions, for one).
+        held = status_fields(self.version)
+        new = {key: value for key, value in new.items() if key in held}
+        if not st.same({key: value for key, value in previous.items() if key in held}, new):
+            await asyncio.to_thread(self.kube.patch, nm_path(self.name, version=self.version, subresource="status"), {"status": new})
         if phase != self.phase:
             self._announce(body, phase, error)
         self.phase = phase

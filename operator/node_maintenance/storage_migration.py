@@ -7,6 +7,7 @@ Once ``status.storedVersions`` is ``[v1beta1]``, a later release may stop servin
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
@@ -34,10 +35,26 @@ def _rewrite(kube: Kube, name: str) -> bool:
                 raise
 
 
-def hub_served(kube: Kube) -> bool:
-    """Whether the installed CRD serves v1beta1: during an OLM upgrade an older release's CRD may still be in place."""
-    crd = kube.request("GET", CRD_PATH)
-    return any(version["name"] == HUB and version.get("served") for version in crd["spec"]["versions"])
+# Served by every release, and it always names the node in spec.nodeName.
+OLDEST = "v1alpha1"
+
+
+def working_version(crd: dict[str, Any]) -> str:
+    """The version the operator reads and writes NodeMaintenances in under this CRD.
+
+    v1beta1 when served; else v1alpha1, so an operator whose newer CRD is not installed yet (an OLM
+    upgrade in progress, or an older release's CRD) still does its job in the version every release serves.
+    """
+    served = {version["name"] for version in crd["spec"]["versions"] if version.get("served")}
+    return HUB if HUB in served else OLDEST
+
+
+def storage_version(crd: dict[str, Any]) -> str:
+    return next(version["name"] for version in crd["spec"]["versions"] if version.get("storage"))
+
+
+def read_crd(kube: Kube) -> dict[str, Any] | None:
+    return kube.get(CRD_PATH)
 
 
 def migrate_storage_version(kube: Kube) -> int:

@@ -10,9 +10,12 @@ import urllib.request
 
 import pytest
 from devcluster.cluster import Cluster
+from devcluster.operator import CRD_NAME, point_conversion_at
 
+from .conftest import CRD_FILE
 from .helpers import NM, apply, create_nm, delete_nm, deployment, eventually, get, node, nm, nm_status, our_taint, pdb, pod, pods_on
 from .test_drain import OPERATOR_USER
+from .test_storage_migration import GROUP, _crd_of_release, _replace_crd
 
 pytestmark = pytest.mark.e2e
 
@@ -162,3 +165,49 @@ def test_many_pods_elsewhere_do_not_grow_the_operator(cluster: Cluster, operator
     assert not unscoped, f"pods listed beyond one node: {unscoped[:3]}"
     assert growth < 16 * 1024 * 1024, f"operator memory grew by {growth / 2**20:.1f} MiB"
     delete_nm(cluster, "nm-" + target)
+
+
+def test_works_under_the_first_release_crd_and_switches_when_it_is_upgraded(cluster: Cluster, operator, namespace: str, nodes, tmp_path) -> None:
+    """Under 0.1.0's CRD (v1alpha1 only) the operator drains in v1alpha1; once the CRD serves v1beta1 it
+    restarts its reconciler in v1beta1 and migrates storage, without the process exiting."""
+    leftovers = get(cluster, NM)["items"]
+    assert not leftovers, f"other tests left NodeMaintenances behind: {[o['metadata']['name'] for o in leftovers]}"
+    target, spare = nodes(2)
+    cluster.kubectl("cordon", spare)
+    apply(cluster, deployment("web", namespace, [target, spare], 3, {"app": "web"}), pdb("web", namespace, {"app": "web"}, maxUnavailable=1),
+          pod("bare", namespace, target))
+    eventually(lambda: sum(p["status"].get("phase") == "Running" for p in pods_on(cluster, target)) == 4, "4 pods running")
+    eventually(lambda: (get(cluster, "pdb", "web", "-n", namespace) or {}).get("status", {}).get("currentHealthy") == 3, "PDB sees 3 healthy")
+    cluster.kubectl("uncordon", spare)
+    operator.stop()
+    name, v1alpha1 = "nm-" + target, f"nodemaintenances.v1alpha1.{GROUP}"
+    try:
+        _replace_crd(cluster, _crd_of_release("0.1.0", tmp_path))
+        operator.start()
+        apply(cluster, {"apiVersion": f"{GROUP}/v1alpha1", "kind": "NodeMaintenance", "metadata": {"name": name},
+                        "spec": {"nodeName": target, "reason": "under 0.1.0"}})
+        status = eventually(lambda: ((get(cluster, v1alpha1, name) or {}).get("status") or {}).get("phase") == "Succeeded"
+                            and get(cluster, v1alpha1, name)["status"], "Succeeded through v1alpha1", timeout=90)
+        assert status["evictionPods"] == 4 and status["totalpods"] == 4 and status.get("pendingPods", []) == []
+        assert status["lastError"] == ""
+        held = node(cluster, target)
+        assert held["spec"]["unschedulable"] is True and our_taint(held)
+        assert not pods_on(cluster, target)
+        assert "reconciling NodeMaintenances" in operator.logs() and '"version": "v1alpha1"' in operator.logs()
+
+        # The upgrade: OLM replaces the CRD with the current one, conversion pointed at the operator.
+        starts = operator.starts
+        cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_FILE))
+        point_conversion_at(cluster, operator.webhook_url + "/convert", operator.ca_pem)
+        eventually(lambda: get(cluster, "crd", CRD_NAME)["status"]["storedVersions"] == ["v1beta1"], "storedVersions == [v1beta1]", timeout=60)
+        assert operator.process.alive() and operator.starts == starts, "the operator restarted as a process"
+        assert "restarting the reconciler" in operator.logs()
+        assert nm_status(cluster, name)["phase"] == "Succeeded"
+        delete_nm(cluster, name)  # handled in v1beta1 now: the node is given back
+        assert _clean(node(cluster, target))
+    finally:
+        cluster.kubectl("delete", NM, name, "--ignore-not-found", "--timeout=60s", check=False)
+        operator.stop()
+        _replace_crd(cluster, CRD_FILE)
+        point_conversion_at(cluster, operator.webhook_url + "/convert", operator.ca_pem)
+        operator.start()

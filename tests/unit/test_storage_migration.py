@@ -1,33 +1,40 @@
-"""The operator waits for a CRD that serves v1beta1 (an OLM upgrade may still have an older one in place)."""
+"""The operator works in the version the installed CRD serves: v1beta1 when it can, else v1alpha1
+(an OLM upgrade may still have an older release's CRD in place)."""
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
 
 import pytest
 
-from node_maintenance.storage_migration import CRD_PATH, hub_served
+from node_maintenance.storage_migration import storage_version, working_version
+from node_maintenance_packaging.crd import build_crd
+from node_maintenance_packaging.releases import load
+from node_maintenance_packaging.render import RELEASES_FILE
 
 
-class _CRDOnly:
-    """Answers the one request hub_served makes: GET of our CRD."""
 
-    def __init__(self, versions: list[dict[str, Any]]) -> None:
-        self.versions = versions
-
-    def request(self, method: str, path: str) -> dict[str, Any]:
-        assert (method, path) == ("GET", CRD_PATH)
-        return {"spec": {"versions": self.versions}}
+ROOT = Path(__file__).resolve().parents[2]
+RELEASES = load(ROOT / RELEASES_FILE)
 
 
 @pytest.mark.parametrize(
-    ("versions", "served"),
+    ("release", "working", "storage"),
+    [("0.1.0", "v1alpha1", "v1alpha1"), ("0.2.0", "v1alpha1", "v1alpha1"), ("0.3.0", "v1beta1", "v1beta1")],
+)
+def test_each_release_crd_gets_its_working_version(release: str, working: str, storage: str) -> None:
+    crd = build_crd(RELEASES.get(release))
+    assert working_version(crd) == working
+    assert storage_version(crd) == storage
+
+
+@pytest.mark.parametrize(
+    ("versions", "working"),
     [
-        ([{"name": "v1alpha1", "served": True}], False),  # release 0.1.0's CRD
-        ([{"name": "v1alpha1", "served": True}, {"name": "v1alpha3", "served": True}], False),  # 0.2.0's
-        ([{"name": "v1alpha1", "served": True}, {"name": "v1beta1", "served": False}], False),
-        ([{"name": "v1alpha1", "served": True}, {"name": "v1beta1", "served": True}], True),
+        ([{"name": "v1alpha1", "served": True, "storage": True}, {"name": "v1beta1", "served": False}], "v1alpha1"),
+        ([{"name": "v1alpha1", "served": True, "storage": True}, {"name": "v1beta1", "served": True}], "v1beta1"),
+        ([{"name": "v1alpha1", "served": False}, {"name": "v1beta1", "served": True, "storage": True}], "v1beta1"),
     ],
 )
-def test_hub_served_only_when_v1beta1_is_served(versions: list[dict[str, Any]], served: bool) -> None:
-    assert hub_served(_CRDOnly(versions)) is served  # type: ignore[arg-type]
+def test_v1beta1_only_when_served(versions: list[dict], working: str) -> None:
+    assert working_version({"spec": {"versions": versions}}) == working
