@@ -1,0 +1,188 @@
+"""Which PodDisruptionBudgets hold a drain back, and whether waiting can ever help.
+
+A budget that refuses an eviction is either *structural*: it can never allow it until an admin
+changes the budget or the workload (``maxUnavailable: 0``, ``minAvailable`` at or above the pods
+that exist, a pod under two budgets), or *temporary*: it refuses now but allows evictions once
+unhealthy pods recover, a rollout ends or evicted pods' replacements become healthy.
+
+Pure functions over policy/v1 PodDisruptionBudget and Pod dicts (as the API returns them), following
+the Eviction API and the disruption controller, so ``kubectl nm plan`` and tests share one account.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import pods
+
+
+class Block(enum.Enum):
+    STRUCTURAL = "structural"  # never satisfiable without an admin
+    TEMPORARY = "temporary"  # satisfiable by waiting
+
+
+@dataclass(frozen=True)
+class Blocker:
+    """One reason an eviction of a pod will be refused, and whether waiting helps."""
+
+    budgets: tuple[str, ...]  # namespace/name of the budget(s) refusing
+    block: Block
+    reason: str
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """One budget seen against the pods a drain of one node would evict."""
+
+    name: str  # namespace/name
+    disruptions_allowed: int
+    pods: tuple[str, ...]  # namespace/name of the node's pods whose eviction asks this budget
+    blocker: Blocker | None
+
+
+@dataclass(frozen=True)
+class Analysis:
+    budgets: tuple[Assessment, ...]
+    blockers: dict[str, list[Blocker]] = field(default_factory=dict)  # pod ref -> what holds it
+
+
+def name_of(budget: dict[str, Any]) -> str:
+    return f"{budget['metadata']['namespace']}/{budget['metadata']['name']}"
+
+
+def covers(budget: dict[str, Any], pod: dict[str, Any]) -> bool:
+    """policy/v1: a budget selects pods of its namespace; no selector selects none, an empty one all."""
+    selector = (budget.get("spec") or {}).get("selector")
+    return (
+        selector is not None
+        and budget["metadata"].get("namespace") == pod["metadata"].get("namespace")
+        and pods.matches_selector(pod["metadata"].get("labels") or {}, selector)
+    )
+
+
+def covering(pod: dict[str, Any], budgets: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted((b for b in budgets if covers(b, pod)), key=name_of)
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+def _observed(budget: dict[str, Any]) -> bool:
+    status = budget.get("status") or {}
+    return "observedGeneration" in status and status["observedGeneration"] >= budget["metadata"].get("generation", 0)
+
+
+def ignores_budgets(pod: dict[str, Any]) -> bool:
+    """The Eviction API deletes pods that are not running yet, finished or already terminating without asking a budget."""
+    return bool(pod["metadata"].get("deletionTimestamp")) or (pod.get("status") or {}).get("phase") in ("Pending", "Succeeded", "Failed")
+
+
+def bypasses(pod: dict[str, Any], budget: dict[str, Any]) -> bool:
+    """Whether evicting ``pod`` succeeds whatever ``budget`` allows."""
+    if ignores_budgets(pod):
+        return True
+    if _ready(pod):
+        return False
+    spec, status = budget.get("spec") or {}, budget.get("status") or {}
+    if spec.get("unhealthyPodEvictionPolicy") == "AlwaysAllow":
+        return True
+    # IfHealthyBudget (the default): an unready pod may go while the budget has all the healthy pods it needs.
+    return _observed(budget) and status.get("desiredHealthy", 0) > 0 and status.get("currentHealthy", 0) >= status["desiredHealthy"]
+
+
+def _percent(value: Any) -> int | None:
+    return int(value[:-1]) if isinstance(value, str) and value.endswith("%") else None
+
+
+def _scaled(value: Any, total: int) -> int:
+    """intstr semantics of a budget: an integer as is, a percentage of ``total`` rounded up."""
+    percent = _percent(value)
+    return math.ceil(percent * total / 100) if percent is not None else int(value)
+
+
+def expected_pods(budget: dict[str, Any], namespace_pods: list[dict[str, Any]]) -> int:
+    """How many pods the budget counts: the disruption controller's figure once it has seen the budget,
+    else the selected pods that exist and have not finished."""
+    if _observed(budget) and "expectedPods" in budget["status"]:
+        return budget["status"]["expectedPods"]
+    return sum(1 for p in namespace_pods if covers(budget, p) and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))
+
+
+def structural_reason(budget: dict[str, Any], namespace_pods: list[dict[str, Any]]) -> str | None:
+    """Why ``budget`` can never allow an eviction until an admin changes it or its workload, or None."""
+    spec = budget.get("spec") or {}
+    name = name_of(budget)
+    max_unavailable, min_available = spec.get("maxUnavailable"), spec.get("minAvailable")
+    if max_unavailable is not None and _scaled(max_unavailable, 100) == 0:
+        return (f"PodDisruptionBudget {name} sets maxUnavailable {max_unavailable}, so it never allows an eviction; "
+                "raise maxUnavailable, or delete the budget for the maintenance")
+    if max_unavailable is not None or _percent(min_available) is not None:
+        selected = [p for p in namespace_pods if covers(budget, p)]
+        bare = sorted(pods.ref(p) for p in selected if pods.controller_of(p) is None)
+        if bare:
+            return (f"PodDisruptionBudget {name} counts pods by their controller's scale (maxUnavailable or a percentage) "
+                    f"but {', '.join(bare)} has no controller, so it allows no eviction; "
+                    "give the budget an integer minAvailable, or run the pods under a controller")
+    if min_available is not None:
+        expected = expected_pods(budget, namespace_pods)
+        needed = _scaled(min_available, expected)
+        if needed >= expected:
+            return (f"PodDisruptionBudget {name} needs minAvailable {min_available} = {needed} healthy pod(s) and "
+                    f"{expected} exist, so it never allows an eviction; scale the workload above {needed} "
+                    "or lower minAvailable")
+    return None
+
+
+def temporary_reason(budget: dict[str, Any], waiting: int) -> str | None:
+    """Why ``budget`` will refuse some of ``waiting`` evictions for now, or None when it allows them all."""
+    status = budget.get("status") or {}
+    name = name_of(budget)
+    if not _observed(budget):
+        return f"PodDisruptionBudget {name} is not yet processed by the disruption controller; evictions wait until it is"
+    allowed = status.get("disruptionsAllowed", 0)
+    if allowed >= waiting:
+        return None
+    healthy, desired, expected = status.get("currentHealthy", 0), status.get("desiredHealthy", 0), status.get("expectedPods", 0)
+    if allowed <= 0:
+        return (f"PodDisruptionBudget {name} allows no eviction now: {healthy} of {expected} pod(s) healthy and it needs "
+                f"{desired}; evictions resume once unhealthy pods recover or a rollout finishes")
+    return (f"PodDisruptionBudget {name} allows {allowed} eviction(s) at a time for {waiting} pod(s) on this node; "
+            "the rest wait until replacements are healthy elsewhere")
+
+
+def analyse(evicting: list[dict[str, Any]], budgets: list[dict[str, Any]], namespace_pods: list[dict[str, Any]]) -> Analysis:
+    """What holds back the eviction of each pod in ``evicting`` (the node's pods a drain evicts).
+
+    ``budgets`` and ``namespace_pods`` hold the budgets and every pod of the namespaces concerned.
+    """
+    blockers: dict[str, list[Blocker]] = {}
+    asking: dict[str, list[dict[str, Any]]] = {}  # budget name -> node pods whose eviction asks it
+    for pod in evicting:
+        ref = pods.ref(pod)
+        chosen = covering(pod, budgets)
+        if len(chosen) > 1:
+            names = tuple(name_of(b) for b in chosen)
+            blockers[ref] = [Blocker(names, Block.STRUCTURAL,
+                                     f"pod {ref} is selected by {len(names)} PodDisruptionBudgets ({', '.join(names)}) and "
+                                     "the Eviction API refuses such pods; change the budgets' selectors so at most one selects it")]
+        elif chosen and not bypasses(pod, chosen[0]):
+            asking.setdefault(name_of(chosen[0]), []).append(pod)
+    assessments = []
+    for budget in sorted(budgets, key=name_of):
+        name = name_of(budget)
+        waiting = asking.get(name, [])
+        blocker = None
+        if waiting:
+            structural = structural_reason(budget, namespace_pods)
+            temporary = None if structural else temporary_reason(budget, len(waiting))
+            if structural or temporary:
+                blocker = Blocker((name,), Block.STRUCTURAL if structural else Block.TEMPORARY, structural or temporary or "")
+                for pod in waiting:
+                    blockers.setdefault(pods.ref(pod), []).append(blocker)
+        assessments.append(Assessment(name, (budget.get("status") or {}).get("disruptionsAllowed", 0),
+                                      tuple(sorted(pods.ref(p) for p in waiting)), blocker))
+    return Analysis(tuple(assessments), blockers)

@@ -1,0 +1,84 @@
+"""What a drain of one node would do, decided by the operator's own rules (pods.classify, budgets.analyse).
+
+``build`` is pure: it takes what the cluster holds and returns the plan document that
+``kubectl nm plan`` prints as a table, JSON or YAML.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from node_maintenance import budgets, pods
+from node_maintenance.budgets import Block
+
+WHY_STAY = {
+    pods.Action.KEEP_DAEMONSET: "managed by a DaemonSet, which would recreate it on the node (kubectl drain --ignore-daemonsets)",
+    pods.Action.KEEP_MIRROR: "a static (mirror) pod: it belongs to the kubelet, the API cannot remove it",
+    pods.Action.KEEP_UNSELECTED: "outside the pod selector: the drain neither touches nor waits for it",
+}
+WHY_GO = {
+    pods.Action.DELETE_FINISHED: "finished: deleted without an eviction, no budget is asked",
+    pods.Action.EVICT: "evicted through the Eviction API",
+}
+
+
+def build(
+    node: str,
+    node_pods: list[dict[str, Any]],
+    pdbs: list[dict[str, Any]],
+    namespace_pods: list[dict[str, Any]],
+    selector: dict[str, Any] | None = None,
+    holder: str | None = None,
+) -> dict[str, Any]:
+    """The plan for draining ``node``; ``pdbs`` and ``namespace_pods`` cover the namespaces of its pods."""
+    actions = {pods.ref(p): pods.classify(p, selector) for p in node_pods}
+    evicting = [p for p in node_pods if actions[pods.ref(p)] is pods.Action.EVICT]
+    analysis = budgets.analyse(evicting, pdbs, namespace_pods)
+    rows = []
+    for pod in sorted(node_pods, key=pods.ref):
+        ref = pods.ref(pod)
+        action = actions[ref]
+        blockers = analysis.blockers.get(ref, [])
+        rows.append({
+            "namespace": pod["metadata"]["namespace"],
+            "name": pod["metadata"]["name"],
+            "action": "evict" if action is pods.Action.EVICT else "delete" if action is pods.Action.DELETE_FINISHED else "stay",
+            "rule": action.value,
+            "why": WHY_STAY.get(action) or WHY_GO[action],
+            "budgets": [budgets.name_of(b) for b in budgets.covering(pod, pdbs)] if action is pods.Action.EVICT else [],
+            "blockedBy": [_blocker(b) for b in blockers],
+        })
+    blockers = [
+        {"budgets": [a.name], "kind": a.blocker.block.value, "reason": a.blocker.reason,
+         "disruptionsAllowed": a.disruptions_allowed, "pods": list(a.pods)}
+        for a in analysis.budgets if a.blocker
+    ]
+    # A pod under several budgets is refused whatever each allows: one blocker per such pod.
+    blockers += [
+        {**b, "disruptionsAllowed": None, "pods": [f"{r['namespace']}/{r['name']}"]}
+        for r in rows for b in r["blockedBy"] if len(b["budgets"]) > 1
+    ]
+    return {
+        "node": node,
+        "podSelector": selector,
+        "inMaintenanceBy": holder,
+        "pods": rows,
+        "blockers": blockers,
+        "summary": {
+            "evict": sum(r["action"] == "evict" for r in rows),
+            "delete": sum(r["action"] == "delete" for r in rows),
+            "stay": sum(r["action"] == "stay" for r in rows),
+            "blockedStructurally": sum(_held(r, Block.STRUCTURAL) for r in rows),
+            "blockedTemporarily": sum(_held(r, Block.TEMPORARY) and not _held(r, Block.STRUCTURAL) for r in rows),
+        },
+        # False when some pod can never leave without an admin: the drain would not finish.
+        "drainable": not any(_held(r, Block.STRUCTURAL) for r in rows),
+    }
+
+
+def _held(row: dict[str, Any], block: Block) -> bool:
+    return any(b["kind"] == block.value for b in row["blockedBy"])
+
+
+def _blocker(blocker: budgets.Blocker) -> dict[str, Any]:
+    return {"budgets": list(blocker.budgets), "kind": blocker.block.value, "reason": blocker.reason}

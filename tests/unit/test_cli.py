@@ -1,0 +1,241 @@
+"""kubectl nm without a cluster: its inputs, its plan, what it prints and the exit codes scripts rely on."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from typing import Any
+
+import pytest
+
+from node_maintenance_cli import commands, inputs, main as cli, plan, views
+from node_maintenance_cli.errors import CliError, Exit
+
+
+# ---------------------------------------------------------------- selectors and durations as kubectl writes them
+@pytest.mark.parametrize(
+    "text, selector",
+    [
+        ("app=web", {"matchLabels": {"app": "web"}}),
+        ("app==web,tier=front", {"matchLabels": {"app": "web", "tier": "front"}}),
+        ("tier!=db", {"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["db"]}]}),
+        ("env in (prod, staging)", {"matchExpressions": [{"key": "env", "operator": "In", "values": ["prod", "staging"]}]}),
+        ("env notin (dev)", {"matchExpressions": [{"key": "env", "operator": "NotIn", "values": ["dev"]}]}),
+        ("gpu,!legacy", {"matchExpressions": [{"key": "gpu", "operator": "Exists"}, {"key": "legacy", "operator": "DoesNotExist"}]}),
+        ("example.com/pool=infra,app in (a,b)", {"matchLabels": {"example.com/pool": "infra"},
+                                                 "matchExpressions": [{"key": "app", "operator": "In", "values": ["a", "b"]}]}),
+    ],
+)
+def test_label_selectors_become_label_selector_objects(text: str, selector: dict) -> None:
+    assert inputs.label_selector(text) == selector
+
+
+@pytest.mark.parametrize("text", ["", "app=web,", "env in ()", "env in (a", "a>1", "=web"])
+def test_malformed_selectors_are_refused_with_the_syntax(text: str) -> None:
+    with pytest.raises(ValueError, match="key=value|inside the parentheses"):
+        inputs.label_selector(text)
+
+
+@pytest.mark.parametrize("text, seconds", [("90", 90), ("90s", 90), ("10m", 600), ("1h30m", 5400), ("2h", 7200), ("0", 0)])
+def test_durations(text: str, seconds: int) -> None:
+    assert inputs.duration_seconds(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "10 m", "1.5h", "m", "-5", "5d"])
+def test_bad_durations_are_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="not a duration"):
+        inputs.duration_seconds(text)
+
+
+# ---------------------------------------------------------------- the plan
+def pod(name: str, *, owner: str | None = "ReplicaSet", labels: dict | None = None, phase: str = "Running", **annotations: str) -> dict:
+    metadata: dict[str, Any] = {"name": name, "namespace": "ns", "labels": labels or {}, "annotations": annotations}
+    if owner:
+        metadata["ownerReferences"] = [{"kind": owner, "name": "o", "controller": True}]
+    return {"metadata": metadata, "status": {"phase": phase, "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def budget(name: str, labels: dict, **spec_and_status: Any) -> dict:
+    status = {k: spec_and_status.pop(k) for k in ("disruptionsAllowed", "currentHealthy", "desiredHealthy", "expectedPods")}
+    return {"metadata": {"name": name, "namespace": "ns", "generation": 1},
+            "spec": {"selector": {"matchLabels": labels}, **spec_and_status}, "status": {"observedGeneration": 1, **status}}
+
+
+def node_scene() -> tuple[list[dict], list[dict]]:
+    node_pods = [
+        pod("web-1", labels={"app": "web"}), pod("web-2", labels={"app": "web"}),
+        pod("solo", owner=None, labels={"app": "solo"}),
+        pod("agent", owner="DaemonSet"),
+        pod("static", owner=None, **{"kubernetes.io/config.mirror": "x"}),
+        pod("job", owner="Job", phase="Succeeded", labels={"app": "solo"}),
+    ]
+    budgets = [
+        budget("web", {"app": "web"}, minAvailable=1, disruptionsAllowed=1, currentHealthy=2, desiredHealthy=1, expectedPods=2),
+        budget("solo", {"app": "solo"}, minAvailable=1, disruptionsAllowed=0, currentHealthy=1, desiredHealthy=1, expectedPods=1),
+    ]
+    return node_pods, budgets
+
+
+def test_plan_says_what_goes_what_stays_and_what_blocks() -> None:
+    node_pods, budgets = node_scene()
+    document = plan.build("n1", node_pods, budgets, node_pods)
+    rows = {r["name"]: r for r in document["pods"]}
+    assert {n: r["action"] for n, r in rows.items()} == {
+        "web-1": "evict", "web-2": "evict", "solo": "evict", "agent": "stay", "static": "stay", "job": "delete"}
+    assert "DaemonSet" in rows["agent"]["why"] and "mirror" in rows["static"]["why"]
+    assert rows["job"]["blockedBy"] == []  # finished pods are deleted, no budget is asked
+    assert [b["kind"] for b in rows["solo"]["blockedBy"]] == ["structural"]
+    assert [b["kind"] for b in rows["web-1"]["blockedBy"]] == ["temporary"]
+    assert [(b["budgets"], b["kind"], b["pods"]) for b in document["blockers"]] == [
+        (["ns/solo"], "structural", ["ns/solo"]), (["ns/web"], "temporary", ["ns/web-1", "ns/web-2"])]
+    assert document["summary"] == {"evict": 3, "delete": 1, "stay": 2, "blockedStructurally": 1, "blockedTemporarily": 2}
+    assert document["drainable"] is False
+    json.dumps(document)  # what -o json prints
+
+
+def test_plan_honours_the_pod_selector_like_the_operator() -> None:
+    node_pods, budgets = node_scene()
+    document = plan.build("n1", node_pods, budgets, node_pods, {"matchLabels": {"app": "web"}})
+    rows = {r["name"]: r for r in document["pods"]}
+    assert rows["solo"]["action"] == "stay" and rows["solo"]["rule"] == "unselected"
+    assert document["drainable"] is True and [b["budgets"] for b in document["blockers"]] == [["ns/web"]]
+
+
+# ---------------------------------------------------------------- what people read
+NOW = datetime.datetime(2025, 1, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
+
+
+@pytest.mark.parametrize("stamp, shown", [("2025-01-01T11:59:15Z", "45s"), ("2025-01-01T11:48:00Z", "12m"),
+                                          ("2025-01-01T07:00:00Z", "5h"), ("2024-12-29T12:00:00Z", "3d")])
+def test_age_like_kubectl(stamp: str, shown: str) -> None:
+    assert views.age(stamp, NOW) == shown
+
+
+def nm(name: str = "n1", node: str = "n1", **status: Any) -> dict:
+    return {"metadata": {"name": name, "creationTimestamp": "2025-01-01T11:59:00Z"},
+            "spec": {"nodeName": node, "reason": "NIC"}, **({"status": status} if status else {})}
+
+
+def test_summary_reads_the_status_and_names_a_deletion() -> None:
+    running = nm(phase="Running", drainProgress=40, evictionPods=5,
+                 pendingPodsRefs=[{"namespace": "ns", "name": f"p{i}"} for i in range(3)], lastError="ns/p0 waits")
+    row = views.summary(running, NOW)
+    assert (row["phase"], row["progress"], row["pending"], row["evictionPods"], row["lastError"]) == ("Running", 40, 3, 5, "ns/p0 waits")
+    assert views.summary(nm(), NOW)["phase"] == "Pending"
+    stopping = nm(phase="Succeeded")
+    stopping["metadata"]["deletionTimestamp"] = "2025-01-01T12:00:00Z"
+    assert views.summary(stopping, NOW)["phase"] == "Stopping"
+
+
+def test_status_table_and_plan_render_with_rich() -> None:
+    out = views.Console(width=200, record=True, force_terminal=False)
+    out.print(views.status_table([nm(phase="Running", drainProgress=40, lastError="waits on ns/web")], NOW))
+    node_pods, budgets = node_scene()
+    out.print(views.plan_view(plan.build("n1", node_pods, budgets, node_pods)))
+    text = out.export_text()
+    assert "Running" in text and "40%" in text and "waits on ns/web" in text
+    assert "structural: ns/solo" in text and "cannot finish" in text
+
+
+# ---------------------------------------------------------------- verbs and exit codes, with a stand-in cluster
+class FakeCluster:
+    def __init__(self, *maintenances: dict, nodes: tuple[str, ...] = ("n1",)) -> None:
+        self.items = {m["metadata"]["name"]: m for m in maintenances}
+        self.nodes = nodes
+        self.created: list[dict] = []
+        self.deleted: list[str] = []
+
+    def node(self, name: str) -> dict:
+        if name not in self.nodes:
+            raise CliError(Exit.NOT_FOUND, f"node {name} not found")
+        return {"metadata": {"name": name}}
+
+    def maintenances(self) -> list[dict]:
+        return list(self.items.values())
+
+    def maintenance(self, name: str) -> dict | None:
+        return self.items.get(name)
+
+    def create_maintenance(self, body: dict) -> dict:
+        self.created.append(body)
+        self.items[body["metadata"]["name"]] = body
+        return body
+
+    def delete_maintenance(self, name: str) -> bool:
+        self.deleted.append(name)
+        return self.items.pop(name, None) is not None
+
+
+def run(cluster: FakeCluster, *argv: str) -> int:
+    args = cli.build_parser().parse_args(list(argv))
+    try:
+        return int(args.run(cluster, args))
+    except CliError as error:
+        return int(error.code)
+
+
+def test_start_builds_the_v1beta1_object_from_the_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    cluster = FakeCluster()
+    assert run(cluster, "start", "n1", "--reason", "Replace the NIC", "--pod-selector", "app=web", "--timeout", "10m",
+               "--grace-period", "30", "-o", "json") == Exit.OK
+    assert cluster.created == [{
+        "apiVersion": "nodemaintenance.kubevirt.io/v1beta1", "kind": "NodeMaintenance", "metadata": {"name": "n1"},
+        "spec": {"nodeName": "n1", "reason": "Replace the NIC",
+                 "drain": {"podSelector": {"matchLabels": {"app": "web"}}, "timeoutSeconds": 600, "gracePeriodSeconds": 30}}}]
+    assert json.loads(capsys.readouterr().out)["spec"]["nodeName"] == "n1"
+
+
+def test_start_refuses_a_node_already_in_maintenance_and_creates_nothing() -> None:
+    cluster = FakeCluster(nm("other", node="n1"))
+    assert run(cluster, "start", "n1", "--reason", "x") == Exit.CONFLICT
+    assert cluster.created == []
+
+
+def test_start_on_a_missing_node_is_not_found() -> None:
+    assert run(FakeCluster(), "start", "nope", "--reason", "x") == Exit.NOT_FOUND
+
+
+def test_start_wait_ends_with_the_maintenance(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(commands, "POLL_SECONDS", 0)
+    cluster = FakeCluster()
+    real_create = cluster.create_maintenance
+
+    def failing(body: dict) -> dict:
+        return real_create({**body, "status": {"phase": "Failed", "lastError": "drain timed out"}})
+
+    cluster.create_maintenance = failing  # type: ignore[method-assign]
+    assert run(cluster, "start", "n1", "--reason", "x", "--wait", "-o", "json") == Exit.NOT_DRAINED
+
+
+def test_wait_timeout_is_exit_code_4(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(commands, "POLL_SECONDS", 0.01)
+    cluster = FakeCluster()
+    code = run(cluster, "start", "n1", "--reason", "x", "--wait", "--wait-timeout", "1", "-o", "json")
+    assert code == Exit.NOT_DRAINED
+
+
+def test_stop_deletes_every_maintenance_of_the_node_and_reports_them(capsys: pytest.CaptureFixture[str]) -> None:
+    cluster = FakeCluster(nm("a", node="n1"), nm("b", node="n1"), nm("c", node="n2"))
+    assert run(cluster, "stop", "n1", "--wait", "-o", "json") == Exit.OK
+    assert cluster.deleted == ["a", "b"]
+    assert json.loads(capsys.readouterr().out) == {"node": "n1", "deleted": ["a", "b"], "gone": True}
+
+
+def test_stop_and_status_of_a_node_not_in_maintenance_are_not_found() -> None:
+    assert run(FakeCluster(), "stop", "n1") == Exit.NOT_FOUND
+    assert run(FakeCluster(), "status", "n1") == Exit.NOT_FOUND
+
+
+def test_status_exit_code_tells_a_failed_maintenance(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(FakeCluster(nm(phase="Succeeded")), "status", "-o", "yaml") == Exit.OK
+    assert run(FakeCluster(nm(phase="Failed")), "status", "n1") == Exit.NOT_DRAINED
+    capsys.readouterr()
+    assert run(FakeCluster(), "status", "-o", "json") == Exit.OK
+    assert json.loads(capsys.readouterr().out) == {"apiVersion": "v1", "kind": "List", "items": []}
+
+
+@pytest.mark.parametrize("argv", [["start", "n1"], ["plan"], ["status", "--output", "xml"], ["start", "n1", "--reason", "x", "--timeout", "soon"]])
+def test_usage_errors_exit_2(argv: list[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.main(argv)
+    assert exited.value.code == Exit.USAGE
