@@ -20,8 +20,10 @@ import kopf
 from . import handlers, logs
 from .conversion import HUB
 from .health import Health
-from .kube import Kube, load_api_client
+from .kube import AsyncKube, Kube, load_api_client
 from .leader import LeaderElector
+from .metrics import Active
+from .pacing import BudgetWatch
 from .storage_migration import migrate_storage_version, read_crd, storage_version, working_version
 from .webhook_server import start_webhook_server
 
@@ -102,14 +104,18 @@ async def _reconcile(kube: Kube, holding: asyncio.Task, shutdown: asyncio.Event)
         stop = asyncio.Event()
         upgraded = asyncio.create_task(_until_hub_served(kube) if version != HUB else asyncio.Event().wait())
         stopping = asyncio.create_task(shutdown.wait())
+        akube = AsyncKube(kube.api_client.configuration)
+        budgets = BudgetWatch(akube)
+        memo = kopf.Memo(kube=kube, akube=akube, budgets=budgets, active=Active(), engines={}, version=version)
         operator = asyncio.create_task(kopf.operator(
-            registry=handlers.registry(version), clusterwide=True, standalone=True, stop_flag=stop,
-            memo=kopf.Memo(kube=kube, version=version),
+            registry=handlers.registry(version), clusterwide=True, standalone=True, stop_flag=stop, memo=memo,
         ))
         done, _ = await asyncio.wait([operator, holding, stopping, upgraded], return_when=asyncio.FIRST_COMPLETED)
         stop.set()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(operator, 10)
+        await budgets.stop()
+        await akube.close()
         for task in (upgraded, stopping):
             task.cancel()
         _on_signals(shutdown)  # kopf took the signal handlers over while it ran

@@ -4,8 +4,9 @@ Handlers are registered per API version at run time (:func:`registry`): the entr
 version the installed CRD serves and builds a registry for it. The API access and that version come
 in kopf's ``memo``, so handlers hold no globals.
 
-One daemon per NodeMaintenance drives its maintenance until the object is deleted; the deletion
-handler (which makes kopf keep our finalizer on every object) gives the node back.
+One daemon per NodeMaintenance runs its drain ``Engine`` until the object is deleted; every change
+of the object wakes the engine; the deletion handler (which makes kopf keep our finalizer on every
+object) gives the node back.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 import kopf
 
 from . import api, maintenance
+from .engine import Engine
 
 
 def _event(obj: dict[str, Any], type_: str, reason: str, message: str) -> None:
@@ -41,19 +43,28 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
 
 
 async def maintain(body: kopf.Body, stopped: kopf.DaemonStopped, memo: kopf.Memo, **_: Any) -> None:
-    log = _logger(body)
-    run = maintenance.Maintenance(memo.kube, copy.deepcopy(dict(body)), _event, log, version=memo.version)
-    while not stopped:
-        try:
-            pause = await run.step(copy.deepcopy(dict(body)))
-        except Exception:  # an API hiccup must not end the maintenance; try again shortly
-            log.exception("maintenance step failed; retrying")
-            pause = maintenance.NODE_RETRY_SECONDS
-        await stopped.wait(pause)
+    """Drive the drain until kopf stops the daemon (the object is deleted, or the operator stops)."""
+    name = body["metadata"]["name"]
+    engine = Engine(memo.akube, memo.budgets, memo.active, lambda: copy.deepcopy(dict(body)), memo.version, _event, _logger(body))
+    memo.engines[name] = engine
+    running = asyncio.create_task(engine.run())
+    try:
+        await stopped.wait()
+    finally:
+        memo.engines.pop(name, None)
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+
+
+async def changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    """Any change of a NodeMaintenance (a new spec.drain, say) makes its engine plan again."""
+    engine = memo.engines.get(body["metadata"]["name"])
+    if engine is not None:
+        engine.wake()
 
 
 async def remove(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    await asyncio.to_thread(maintenance.end, memo.kube, copy.deepcopy(dict(body)), _event, _logger(body))
+    await maintenance.end(memo.akube, copy.deepcopy(dict(body)), _event, _logger(body), memo.active)
 
 
 def registry(version: str) -> kopf.OperatorRegistry:
@@ -61,5 +72,6 @@ def registry(version: str) -> kopf.OperatorRegistry:
     handlers = kopf.OperatorRegistry()
     kopf.on.startup(registry=handlers)(configure)
     kopf.daemon(api.GROUP, version, api.PLURAL, cancellation_timeout=5.0, registry=handlers)(maintain)
+    kopf.on.event(api.GROUP, version, api.PLURAL, registry=handlers)(changed)
     kopf.on.delete(api.GROUP, version, api.PLURAL, registry=handlers)(remove)
     return handlers

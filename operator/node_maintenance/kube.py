@@ -2,19 +2,87 @@
 
 The runtime works with plain JSON objects (as the API sends them and as the pure functions
 expect), and says which patch type it sends instead of relying on a generated default.
+Failed requests raise typed errors (:class:`NotFound`, :class:`Conflict`, ...): this module is the
+only place that knows HTTP status codes.
+
+``Kube`` is blocking (leader election, storage migration, admission run it in threads); ``AsyncKube``
+serves the drain engine on the event loop, including watch streams, with the same credentials.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+import ssl
+from typing import Any, AsyncIterator
 from urllib.parse import quote
 
+import aiohttp
 from kubernetes import client, config
-from kubernetes.client.exceptions import ApiException
 
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+# Watch events are one JSON object a line; a line holds one whole object.
+MAX_EVENT_BYTES = 16 * 1024 * 1024
+
+
+class ApiError(Exception):
+    """A request the API server answered with an error; the subclasses say which kind."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(f"{reason or 'error'} ({status}): {message}" if message else f"{reason or 'error'} ({status})")
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+
+class NotFound(ApiError):
+    """The object (or the resource) does not exist."""
+
+
+class Conflict(ApiError):
+    """A stale resourceVersion or a failed precondition: decide again on fresh state."""
+
+
+class Gone(ApiError):
+    """A watch's resourceVersion is too old: list again."""
+
+
+class TooManyRequests(ApiError):
+    """Refused for now (a PodDisruptionBudget, or the server's own limits); ``retry_after`` in seconds."""
+
+    def __init__(self, status: int, reason: str, message: str, retry_after: float = 0.0) -> None:
+        super().__init__(status, reason, message)
+        self.retry_after = retry_after
+
+
+class Forbidden(ApiError):
+    """RBAC refused the request."""
+
+
+class Invalid(ApiError):
+    """The request's body or parameters were refused as malformed."""
+
+
+_KINDS: dict[int, type[ApiError]] = {400: Invalid, 403: Forbidden, 404: NotFound, 409: Conflict, 410: Gone, 412: Conflict, 422: Invalid}
+
+
+def api_error(status: int, reason: str, body: str | dict[str, Any], retry_after: str | None = None) -> ApiError:
+    """The typed error for an answer; ``body`` is the Status object the server sent (text or parsed)."""
+    if isinstance(body, str):
+        try:
+            body = json.loads(body) if body else {}
+        except ValueError:
+            body = {"message": body}
+    message = str(body.get("message", "")) if isinstance(body, dict) else ""
+    if status == 429:
+        try:
+            seconds = float(retry_after) if retry_after else 0.0
+        except ValueError:
+            seconds = 0.0
+        details = body.get("details") if isinstance(body, dict) else None
+        seconds = max(seconds, float((details or {}).get("retryAfterSeconds") or 0))
+        return TooManyRequests(status, reason, message, seconds)
+    return _KINDS.get(status, ApiError)(status, reason, message)
 
 
 def load_api_client() -> client.ApiClient:
@@ -52,24 +120,103 @@ class Kube:
         response = self.api_client.call_api(method, url, header_params=headers, body=payload, _request_timeout=timeout)
         data = response.read()
         if not 200 <= response.status < 300:
-            raise ApiException(status=response.status, reason=response.reason, body=data.decode(errors="replace"))
+            raise api_error(response.status, response.reason, data.decode(errors="replace"), response.getheader("Retry-After"))
         return json.loads(data) if data else {}
 
     def get(self, path: str, **query: str) -> dict[str, Any] | None:
         """GET, with None for a missing object."""
         try:
             return self.request("GET", path, query=query or None)
-        except ApiException as error:
-            if error.status == 404:
-                return None
-            raise
+        except NotFound:
+            return None
 
     def patch(self, path: str, body: dict[str, Any], content_type: str = MERGE_PATCH) -> dict[str, Any]:
         return self.request("PATCH", path, body=body, content_type=content_type)
 
 
-def node_path(name: str) -> str:
-    return f"/api/v1/nodes/{quote(name)}"
+class AsyncKube:
+    """The same API access on the event loop (aiohttp), for the drain engine's requests and watches."""
+
+    def __init__(self, configuration: client.Configuration) -> None:
+        self._configuration = configuration
+        self._session: aiohttp.ClientSession | None = None
+
+    def _ssl(self) -> ssl.SSLContext | bool:
+        c = self._configuration
+        if not c.verify_ssl:
+            return False
+        context = ssl.create_default_context(cafile=c.ssl_ca_cert)
+        if c.cert_file:
+            context.load_cert_chain(c.cert_file, c.key_file)
+        return context
+
+    def _headers(self, content_type: str) -> dict[str, str]:
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        token = self._configuration.get_api_key_with_prefix("authorization")  # runs the token refresh hook
+        if token:
+            headers["Authorization"] = token
+        return headers
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(ssl=self._ssl(), limit=64)
+            self._session = aiohttp.ClientSession(self._configuration.host, connector=connector)
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: dict[str, str] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: float = 30,
+    ) -> dict[str, Any]:
+        async with self.session.request(
+            method, path, params=query, data=None if body is None else json.dumps(body),
+            headers=self._headers(content_type), timeout=aiohttp.ClientTimeout(total=timeout),
+        ) as response:
+            data = await response.read()
+            if not 200 <= response.status < 300:
+                raise api_error(response.status, response.reason or "", data.decode(errors="replace"), response.headers.get("Retry-After"))
+            return json.loads(data) if data else {}
+
+    async def get(self, path: str) -> dict[str, Any] | None:
+        try:
+            return await self.request("GET", path)
+        except NotFound:
+            return None
+
+    async def patch(self, path: str, body: dict[str, Any], content_type: str = MERGE_PATCH) -> dict[str, Any]:
+        return await self.request("PATCH", path, body=body, content_type=content_type)
+
+    async def watch(self, path: str, query: dict[str, str]) -> AsyncIterator[dict[str, Any]]:
+        """The events of one watch request until the server ends it; an ERROR event raises its typed error."""
+        async with self.session.get(
+            path, params={**query, "watch": "true"}, headers=self._headers("application/json"),
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=30),
+        ) as response:
+            if response.status != 200:
+                data = await response.read()
+                raise api_error(response.status, response.reason or "", data.decode(errors="replace"))
+            while line := await response.content.readuntil(b"\n", max_size=MAX_EVENT_BYTES):
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                if event.get("type") == "ERROR":
+                    status = event.get("object") or {}
+                    raise api_error(int(status.get("code") or 500), str(status.get("reason", "")), status)
+                yield event
+
+
+def node_path(name: str = "") -> str:
+    return f"/api/v1/nodes/{quote(name)}" if name else "/api/v1/nodes"
 
 
 def pod_path(namespace: str, name: str) -> str:

@@ -13,9 +13,7 @@ import logging
 import socket
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-
-from .kube import Kube
+from .kube import ApiError, Conflict, Kube, NotFound
 
 LEASE_NAME = "node-maintenance-operator-lock"
 LEASE_SECONDS = 15
@@ -69,10 +67,8 @@ class LeaderElector:
             lease["spec"] = {**current, **spec}
             self.kube.request("PUT", self.path, body=lease)  # resourceVersion makes this a compare-and-swap
             return True
-        except ApiException as error:
-            if error.status in (409, 404):
-                return False
-            raise
+        except (Conflict, NotFound):  # another replica won the race, or the Lease went meanwhile
+            return False
 
     def release(self) -> None:
         """Give the Lease up on a clean shutdown so another replica takes over at once, not after it expires."""
@@ -81,7 +77,7 @@ class LeaderElector:
             lease["spec"]["holderIdentity"] = ""
             try:
                 self.kube.request("PUT", self.path, body=lease)
-            except ApiException as error:
+            except ApiError as error:
                 log.warning("could not release the lease: %s", error)
 
     async def acquire(self) -> None:

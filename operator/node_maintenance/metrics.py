@@ -1,11 +1,27 @@
 """Prometheus metrics of the operator."""
 
+from __future__ import annotations
+
 from prometheus_client import Counter, Gauge, Histogram
 
 ACTIVE = Gauge("node_maintenance_active", "NodeMaintenances currently holding their node")
 EVICTIONS = Counter("node_maintenance_evictions_total", "Pod removals attempted by drains, by result", ["result"])
 DRAIN_SECONDS = Histogram(
     "node_maintenance_drain_duration_seconds",
-    "Time from a NodeMaintenance's creation until its node was drained",
+    "Time from the start of a drain (when the node was taken) until the node was drained",
     buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600),
 )
+
+
+class Active:
+    """The NodeMaintenances holding their node, behind the ``ACTIVE`` gauge.
+
+    One instance per reconciler, used only from the event loop: no shared mutable module state.
+    """
+
+    def __init__(self) -> None:
+        self._names: set[str] = set()
+
+    def holding(self, name: str, holds: bool) -> None:
+        (self._names.add if holds else self._names.discard)(name)
+        ACTIVE.set(len(self._names))

@@ -2,15 +2,13 @@
 
 The holder and the earlier schedulability are recorded on the Node itself, so the state survives
 operator restarts and a second NodeMaintenance for the same node can see the node is taken.
-Pure functions build the patches; ``NodeClient`` applies them with optimistic concurrency.
+Pure functions build the patches; each carries the node's resourceVersion, so a patch against a node
+that changed meanwhile is refused and decided again on fresh state.
 """
 
 from __future__ import annotations
 
 from typing import Any
-
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from .api import GROUP
 
@@ -55,22 +53,3 @@ def end_patch(node: dict[str, Any]) -> dict[str, Any]:
 
 def will_uncordon(node: dict[str, Any]) -> bool:
     return (node.get("metadata", {}).get("annotations") or {}).get(WAS_UNSCHEDULABLE) != "true"
-
-
-class NodeClient:
-    """Reads and patches Nodes; a stale resourceVersion raises 409 and the caller retries on fresh state."""
-
-    def __init__(self, api_client: client.ApiClient) -> None:
-        self._api_client = api_client
-        self._core = client.CoreV1Api(api_client)
-
-    def get(self, name: str) -> dict[str, Any] | None:
-        try:
-            return self._api_client.sanitize_for_serialization(self._core.read_node(name))
-        except ApiException as error:
-            if error.status == 404:
-                return None
-            raise
-
-    def patch(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
-        return self._api_client.sanitize_for_serialization(self._core.patch_node(name, body))

@@ -8,8 +8,12 @@ from typing import Any
 RUNNING, SUCCEEDED, FAILED = "Running", "Succeeded", "Failed"
 
 
-def now_rfc3339() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+def rfc3339(moment: datetime.datetime) -> str:
+    return moment.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_rfc3339(text: str) -> datetime.datetime:
+    return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc)
 
 
 def progress(eviction_pods: int, pending: int) -> int:
@@ -44,8 +48,12 @@ def build(
     last_error: str,
     generation: int,
     now: str,
+    drain_started: str | None = None,
 ) -> dict[str, Any]:
-    """The full status; ``pending`` holds (namespace, name) of the pods still to go."""
+    """The full status; ``pending`` holds (namespace, name) of the pods still to go.
+
+    ``drain_started`` is when the node was taken (None while it is not).
+    """
     drained = phase == SUCCEEDED and not pending
     if drained:
         reason, message = "Drained", "every pod to evict has left the node"
@@ -53,7 +61,7 @@ def build(
         reason, message = "MaintenanceFailed", last_error
     else:
         reason, message = "Draining", f"{len(pending)} pod(s) still to leave the node"
-    return {
+    built = {
         "phase": phase,
         # A maintenance that failed before taking its node (missing, or held by another) drained nothing.
         "drainProgress": 0 if phase == FAILED and not eviction_pods else progress(eviction_pods, len(pending)),
@@ -67,6 +75,9 @@ def build(
             previous.get("conditions") or [], drained=drained, reason=reason, message=message, generation=generation, now=now
         ),
     }
+    if drain_started:
+        built["drainStartTime"] = drain_started
+    return built
 
 
 def same(a: dict[str, Any], b: dict[str, Any]) -> bool:

@@ -9,11 +9,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-
 from . import api
 from .conversion import HUB
-from .kube import Kube, nm_path
+from .kube import Conflict, Kube, NotFound, nm_path
 
 log = logging.getLogger(__name__)
 CRD_PATH = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{api.CRD_NAME}"
@@ -28,11 +26,10 @@ def _rewrite(kube: Kube, name: str) -> bool:
         try:
             kube.request("PUT", nm_path(name), body=current)
             return True
-        except ApiException as error:
-            if error.status == 404:
-                return False
-            if error.status != 409:
-                raise
+        except NotFound:
+            return False
+        except Conflict:
+            continue
 
 
 # Served by every release, and it always names the node in spec.nodeName.

@@ -1,0 +1,123 @@
+"""The drain engine of one NodeMaintenance: watches feed the planner, the executor acts, repeat.
+
+One watch of the node and one of the pods bound to it (both scoped by field selector), plus the
+budget watch all drains share. The engine plans again whenever one of them reports a change, when
+the NodeMaintenance changes, or when the plan asked to look again at a given time; a drained node
+costs no requests until something changes on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import logging
+import time
+from typing import Any, Callable
+
+from . import api, metrics, node as nodes, status as st
+from .conversion import HUB, convert, status_fields
+from .executor import EventSink, Executor
+from .kube import AsyncKube, nm_path, node_path
+from .pacing import BudgetWatch
+from .planner import Attempt, Maintenance, plan
+from .watch import Mirror
+
+# While the phase stays the same, the status is written at most this often (a drain of many pods
+# would otherwise write it once per pod); a new phase is written at once.
+STATUS_INTERVAL_SECONDS = 2.0
+ERROR_RETRY_SECONDS = 5.0
+
+
+class Engine:
+    def __init__(self, kube: AsyncKube, budgets: BudgetWatch, active: metrics.Active, body: Callable[[], dict[str, Any]],
+                 version: str, event: EventSink, log: logging.LoggerAdapter) -> None:
+        self.kube = kube
+        self.budgets = budgets
+        self.active = active
+        self.body = body  # the NodeMaintenance as last seen, in the working version
+        self.version = version
+        self.log = log
+        first = body()
+        self.name = first["metadata"]["name"]
+        self.node_name = first["spec"]["nodeName"]
+        self.executor = Executor(kube, self.name, version, event, log)
+        self.node = Mirror(kube, node_path(), self.wake, field_selector=f"metadata.name={self.node_name}")
+        self.pods = Mirror(kube, "/api/v1/pods", self.wake, field_selector=f"spec.nodeName={self.node_name}")
+        self.attempts: dict[str, Attempt] = {}
+        self.stored: dict[str, Any] = dict(first.get("status") or {})  # the status as last written (or read)
+        self.written_at = 0.0
+        self._changed = asyncio.Event()
+
+    def wake(self) -> None:
+        self._changed.set()
+
+    async def run(self) -> None:
+        watches = [asyncio.create_task(self.node.run()), asyncio.create_task(self.pods.run())]
+        self.budgets.subscribe(self.wake)
+        try:
+            await asyncio.gather(self.node.synced.wait(), self.pods.synced.wait(), self.budgets.mirror.synced.wait())
+            while True:
+                self._changed.clear()
+                try:
+                    recheck = await self.step()
+                except Exception:  # an API hiccup must not end the maintenance
+                    self.log.exception("maintenance step failed; retrying")
+                    recheck = ERROR_RETRY_SECONDS
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._changed.wait(), recheck)
+        finally:
+            self.budgets.unsubscribe(self.wake)
+            for task in watches:
+                task.cancel()
+            await asyncio.gather(*watches, return_exceptions=True)
+
+    async def step(self) -> float | None:
+        """Plan once and carry the plan out; return when to look again without a change (None: never)."""
+        body = convert(self.body(), f"{api.GROUP}/{HUB}")  # older versions park spec.drain in an annotation
+        # Our last write may not have come back through kopf's watch yet, and an old version drops fields.
+        body["status"] = {**(body.get("status") or {}), **self.stored}
+        node = next(iter(self.node.objects.values()), None)
+        holder = nodes.holder_of(node) if node else None
+        holder_exists = bool(holder and holder != self.name and await self.kube.get(nm_path(holder, version=self.version)))
+        node_pods = list(self.pods.objects.values())
+        budgets = self.budgets.in_namespaces({p["metadata"]["namespace"] for p in node_pods})
+        now = datetime.datetime.now(datetime.timezone.utc)
+        decided = plan(Maintenance.of(body), node, node_pods, budgets, now, holder_exists=holder_exists,
+                       attempts=self.attempts, in_flight=self.budgets.in_flight())
+        for removal in decided.removals:  # counted before any await, so concurrent drains see it
+            if removal.budget:
+                self.budgets.sent(removal.budget, removal.name)
+        self.active.holding(self.name, decided.holds_node)
+        write = self._status_due(decided.phase)
+        outcome = await self.executor.run(decided, body, node, self.attempts, self.stored if write else decided.status)
+        if outcome.node_conflict:
+            for removal in decided.removals:
+                if removal.budget:
+                    self.budgets.returned(removal.budget, removal.name)
+            return None  # the node watch brings the node that changed
+        for removal in decided.removals:
+            attempt = (outcome.attempts or {}).get(removal.uid)
+            if removal.budget and not (attempt and attempt.accepted):
+                self.budgets.returned(removal.budget, removal.name)
+            if attempt is None:
+                self.attempts.pop(removal.uid, None)
+            else:
+                self.attempts[removal.uid] = attempt
+        live = {p["metadata"]["uid"] for p in node_pods}
+        self.attempts = {uid: a for uid, a in self.attempts.items() if uid in live}
+        recheck = decided.recheck_in
+        if write:
+            self.stored, self.written_at = decided.status, time.monotonic()
+        elif _differs(self.stored, decided.status, self.version):
+            flush = self.written_at + STATUS_INTERVAL_SECONDS - time.monotonic()
+            recheck = flush if recheck is None else min(recheck, flush)
+        return recheck
+
+    def _status_due(self, phase: str) -> bool:
+        return phase != self.stored.get("phase") or time.monotonic() - self.written_at >= STATUS_INTERVAL_SECONDS
+
+
+def _differs(stored: dict[str, Any], new: dict[str, Any], version: str) -> bool:
+    held = status_fields(version)
+    return not st.same({k: v for k, v in stored.items() if k in held}, {k: v for k, v in new.items() if k in held})

@@ -1,0 +1,112 @@
+"""Carries a :class:`planner.Plan` out: the node patch, the pod removals, the events and the status.
+
+What each removal met comes back as an :class:`planner.Attempt` for the next plan. Retries of pods
+no budget paces wait ``max(Retry-After, backoff)`` with jitter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from . import metrics, status as st
+from .conversion import status_fields
+from .kube import ApiError, AsyncKube, Conflict, NotFound, TooManyRequests, nm_path, node_path, pod_path
+from .planner import Attempt, Plan, Removal
+
+# An accepted eviction is not sent again for this long, unless the pod's watch shows it still there.
+ACCEPTED_SECONDS = 30.0
+BACKOFF_FIRST_SECONDS = 1.0
+BACKOFF_MAX_SECONDS = 60.0
+MAX_CONCURRENT_REMOVALS = 32
+
+# (object, type, reason, message): posts a Kubernetes Event about a NodeMaintenance or a Node.
+EventSink = Callable[[dict[str, Any], str, str, str], None]
+
+
+def retry_delay(failures: int, retry_after: float, jitter: float) -> float:
+    """Seconds before trying a refused or failed removal again: exponential, at least what the server asked.
+
+    ``jitter`` in [0, 1) spreads retries of many pods over a fifth of the delay.
+    """
+    backoff = min(BACKOFF_MAX_SECONDS, BACKOFF_FIRST_SECONDS * 2 ** max(0, failures - 1))
+    return max(retry_after, backoff) * (1 + jitter / 5)
+
+
+@dataclass
+class Outcome:
+    node_conflict: bool = False  # the node changed under the patch: plan again on the fresh node
+    attempts: dict[str, Attempt | None] | None = None  # pod uid -> new attempt (None: forget it)
+
+
+class Executor:
+    def __init__(self, kube: AsyncKube, name: str, version: str, event: EventSink, log: logging.LoggerAdapter) -> None:
+        self.kube = kube
+        self.name = name
+        self.version = version
+        self.event = event
+        self.log = log
+        self._slots = asyncio.Semaphore(MAX_CONCURRENT_REMOVALS)
+
+    async def run(self, plan: Plan, body: dict[str, Any], node: dict[str, Any] | None,
+                  attempts: dict[str, Attempt], stored: dict[str, Any]) -> Outcome:
+        """``stored`` is the status as last written (or as read): an unchanged status is not written again."""
+        if plan.node_patch is not None:
+            try:
+                await self.kube.patch(node_path(body["spec"]["nodeName"]), plan.node_patch)
+            except (Conflict, NotFound):
+                return Outcome(node_conflict=True)
+        for event in plan.events:
+            self.event(_node_ref(node) if event.on_node and node else body, event.type, event.reason, event.message)
+            (self.log.warning if event.type == "Warning" else self.log.info)(event.message)
+        results = await asyncio.gather(*(self._remove(r, attempts.get(r.uid)) for r in plan.removals))
+        await self._write_status(stored, plan.status)
+        if plan.drained_after is not None:
+            metrics.DRAIN_SECONDS.observe(plan.drained_after)
+        return Outcome(attempts={r.uid: a for r, a in zip(plan.removals, results)})
+
+    async def _remove(self, removal: Removal, previous: Attempt | None) -> Attempt | None:
+        preconditions = {"uid": removal.uid}  # never act on a replacement that reused the name
+        options: dict[str, Any] = {"preconditions": preconditions}
+        if removal.grace is not None:
+            options["gracePeriodSeconds"] = removal.grace
+        path = pod_path(removal.namespace, removal.name)
+        failures = (previous.failures if previous else 0) + 1
+        now = time.time()
+        try:
+            async with self._slots:
+                if removal.delete:
+                    await self.kube.request("DELETE", path, body={"apiVersion": "v1", "kind": "DeleteOptions", **options})
+                else:
+                    eviction = {"apiVersion": "policy/v1", "kind": "Eviction",
+                                "metadata": {"name": removal.name, "namespace": removal.namespace}, "deleteOptions": options}
+                    await self.kube.request("POST", path + "/eviction", body=eviction)
+        except (NotFound, Conflict):
+            return None  # gone, or replaced: the pod watch tells
+        except TooManyRequests as error:
+            metrics.EVICTIONS.labels(result="blocked").inc()
+            if removal.budget:  # the budget's next change says when to try again
+                return Attempt(now, refused_by=((removal.budget, removal.budget_version),), failures=failures)
+            return Attempt(now + retry_delay(failures, error.retry_after, random.random()),
+                           error=f"eviction refused for now: {error.message or error.reason}", failures=failures)
+        except (ApiError, OSError, asyncio.TimeoutError) as error:
+            metrics.EVICTIONS.labels(result="error").inc()
+            return Attempt(now + retry_delay(failures, 0, random.random()), error=f"removal failed: {error}", failures=failures)
+        metrics.EVICTIONS.labels(result="deleted" if removal.delete else "evicted").inc()
+        return Attempt(now + ACCEPTED_SECONDS, accepted=True)
+
+    async def _write_status(self, stored: dict[str, Any], new: dict[str, Any]) -> None:
+        """Patch the status when it changed; only the fields the working version holds are written."""
+        held = status_fields(self.version)
+        new = {key: value for key, value in new.items() if key in held}
+        previous = {key: value for key, value in stored.items() if key in held}
+        if not st.same(previous, new):
+            await self.kube.patch(nm_path(self.name, version=self.version, subresource="status"), {"status": new})
+
+
+def _node_ref(node: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node["metadata"]["name"], "uid": node["metadata"]["uid"]}}

@@ -1,0 +1,71 @@
+"""Every PodDisruptionBudget, watched once for all drains, and the evictions sent that budgets have
+not counted yet.
+
+A budget's ``disruptionsAllowed`` drops when the Eviction API accepts an eviction (it lists the pod
+under ``disruptedPods``); until the watch shows that, an eviction we sent still counts against the
+budget here, so no drain sends more evictions than a budget allows at that moment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Callable
+
+from .kube import AsyncKube
+from .watch import Mirror
+
+PATH = "/apis/policy/v1/poddisruptionbudgets"
+# An eviction the watch never shows counted (a lost event) stops holding its budget after this long.
+IN_FLIGHT_SECONDS = 10.0
+
+
+class BudgetWatch:
+    def __init__(self, kube: AsyncKube) -> None:
+        self.mirror = Mirror(kube, PATH, self._changed)
+        self._listeners: set[Callable[[], None]] = set()
+        self._sent: dict[str, dict[str, float]] = {}  # budget namespace/name -> pod name -> when sent
+        self._task: asyncio.Task | None = None
+
+    def subscribe(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` on every budget change; starts the watch with the first subscriber."""
+        self._listeners.add(listener)
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self.mirror.run(), name="budget watch")
+
+    def unsubscribe(self, listener: Callable[[], None]) -> None:
+        self._listeners.discard(listener)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    def in_namespaces(self, namespaces: set[str]) -> list[dict[str, Any]]:
+        return [b for b in self.mirror.objects.values() if b["metadata"].get("namespace") in namespaces]
+
+    def sent(self, budget: str, pod: str) -> None:
+        self._sent.setdefault(budget, {})[pod] = time.monotonic()
+
+    def returned(self, budget: str, pod: str) -> None:
+        """The eviction was refused or never sent: it does not count against the budget."""
+        self._sent.get(budget, {}).pop(pod, None)
+
+    def in_flight(self) -> dict[str, int]:
+        self._forget()
+        return {budget: len(pods) for budget, pods in self._sent.items() if pods}
+
+    def _forget(self) -> None:
+        now = time.monotonic()
+        for budget, pods in list(self._sent.items()):
+            counted = (self.mirror.objects.get(budget, {}).get("status") or {}).get("disruptedPods") or {}
+            for pod, at in list(pods.items()):
+                if pod in counted or now - at > IN_FLIGHT_SECONDS:
+                    del pods[pod]
+            if not pods:
+                del self._sent[budget]
+
+    def _changed(self) -> None:
+        self._forget()
+        for listener in list(self._listeners):
+            listener()

@@ -1,0 +1,239 @@
+"""What a maintenance does next, decided from what the cluster shows: one pure function, :func:`plan`.
+
+Inputs are plain objects as the API (or a watch) delivers them, plus what earlier removals met
+(``attempts``) and the evictions sent that budgets have not counted yet (``in_flight``); the output
+is a :class:`Plan` that ``executor`` carries out. Nothing here does I/O or keeps state, so every
+situation a drain meets is a table row in the unit tests.
+
+Pacing: a pod under a PodDisruptionBudget is evicted only while the budget allows another disruption
+(less the evictions already sent to it), and a pod the budget refused waits until the budget changes.
+Pods without a budget go at once; refused or failed ones are tried again at their attempt's time.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from . import budgets as pdbs, node as nodes, pods, status as st
+
+# A maintenance failed because another one holds its node looks again this often (the other may be
+# gone without giving the node back); every other wait ends on a change the watches report.
+HELD_RECHECK_SECONDS = 15.0
+
+
+@dataclass(frozen=True)
+class Maintenance:
+    """A NodeMaintenance as the planner reads it (its v1beta1 view)."""
+
+    name: str
+    node_name: str
+    reason: str = ""
+    generation: int = 1
+    selector: dict[str, Any] | None = None
+    grace: int | None = None
+    timeout: int = 0  # seconds from drainStartTime; 0 waits forever
+    status: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, body: Mapping[str, Any]) -> Maintenance:
+        spec = body.get("spec") or {}
+        drain = spec.get("drain") or {}
+        return cls(
+            name=body["metadata"]["name"],
+            node_name=spec["nodeName"],
+            reason=spec.get("reason", ""),
+            generation=body["metadata"].get("generation", 1),
+            selector=drain.get("podSelector"),
+            grace=drain.get("gracePeriodSeconds"),
+            timeout=drain.get("timeoutSeconds") or 0,
+            status=body.get("status") or {},
+        )
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """What the last try to remove one pod met (keyed by pod uid)."""
+
+    not_before: float  # epoch seconds before which the pod is not tried again
+    accepted: bool = False  # the API took it; wait for the pod to terminate
+    refused_by: tuple[tuple[str, str], ...] = ()  # (budget, its resourceVersion) that refused it
+    error: str = ""
+    failures: int = 0
+
+
+@dataclass(frozen=True)
+class Removal:
+    namespace: str
+    name: str
+    uid: str
+    delete: bool  # finished pods are deleted; the others evicted
+    grace: int | None
+    budget: str | None  # the budget this eviction counts against
+    budget_version: str = ""
+
+
+@dataclass(frozen=True)
+class Event:
+    on_node: bool  # about the Node, else about the NodeMaintenance
+    type: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    phase: str
+    status: dict[str, Any]  # the whole new status
+    node_patch: dict[str, Any] | None = None
+    removals: tuple[Removal, ...] = ()
+    events: tuple[Event, ...] = ()
+    recheck_in: float | None = None  # seconds; None: only when something changes
+    holds_node: bool = False
+    drained_after: float | None = None  # seconds from drain start, when this plan completes the drain
+
+
+def plan(
+    maintenance: Maintenance,
+    node: Mapping[str, Any] | None,
+    node_pods: list[dict[str, Any]],
+    budgets: list[dict[str, Any]],
+    now: datetime.datetime,
+    *,
+    holder_exists: bool = True,
+    attempts: Mapping[str, Attempt] | None = None,
+    in_flight: Mapping[str, int] | None = None,
+) -> Plan:
+    """Decide the next step of ``maintenance``.
+
+    ``node_pods`` are the pods bound to the node, ``budgets`` the PodDisruptionBudgets of their
+    namespaces; ``holder_exists`` says whether the NodeMaintenance the node names as its holder
+    exists (only read when that is another one).
+    """
+    m = maintenance
+    if node is None:
+        return _failed(m, now, f"node {m.node_name!r} not found; the maintenance starts when a node of that name exists", None)
+    holder = nodes.holder_of(dict(node))
+    if holder and holder != m.name and holder_exists:
+        return _failed(m, now, f"node {m.node_name!r} is already in maintenance by NodeMaintenance {holder}; "
+                       f"delete this NodeMaintenance, or delete {holder} to take over", HELD_RECHECK_SECONDS)
+    fresh = holder != m.name
+    events: list[Event] = []
+    patch = None
+    if fresh or not node.get("spec", {}).get("unschedulable") or not nodes.has_taint(dict(node)):
+        patch = nodes.begin_patch(dict(node), m.name)
+    if fresh:
+        message = f"node {m.node_name} cordoned and tainted for maintenance: {m.reason}"
+        events += [Event(False, "Normal", "BeginMaintenance", message),
+                   Event(True, "Normal", "BeginMaintenance", f"{message} (NodeMaintenance {m.name})")]
+    previous = m.status
+    # Totals and the start describe the node when this maintenance took it; a restarted operator keeps them.
+    started_text = previous.get("drainStartTime") if not fresh else None
+    started = st.parse_rfc3339(started_text) if started_text else now
+    to_go = sorted((p for p in node_pods if pods.must_go(p, m.selector)), key=pods.ref)
+    keep = not fresh and "evictionPods" in previous
+    total = previous["totalpods"] if keep else len(node_pods)
+    to_evict = previous["evictionPods"] if keep else len(to_go)
+    pending = [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in to_go]
+    elapsed = (now - started).total_seconds()
+
+    def status(phase: str, error: str) -> dict[str, Any]:
+        return st.build(dict(previous), phase=phase, total=total, eviction_pods=to_evict, pending=pending, last_error=error,
+                        generation=m.generation, now=st.rfc3339(now), drain_started=st.rfc3339(started))
+
+    if not to_go:
+        done = previous.get("phase") != st.SUCCEEDED
+        if done:
+            events.append(Event(False, "Normal", "SucceedMaintenance", f"node {m.node_name} drained"))
+        return Plan(st.SUCCEEDED, status(st.SUCCEEDED, ""), patch, (), tuple(events), None, True, elapsed if done else None)
+    if m.timeout and elapsed > m.timeout:
+        waiting = _removals(m, to_go, budgets, now, attempts or {}, in_flight or {})
+        names = ", ".join(f"{ns}/{name}" for ns, name in pending)
+        error = (f"drain timed out after {m.timeout}s with pods left: {names} ({waiting.text() or 'still terminating'}); "
+                 "the node stays cordoned until this NodeMaintenance is deleted")
+        if previous.get("phase") != st.FAILED:
+            events.append(Event(False, "Warning", "FailedMaintenance", error))
+        return Plan(st.FAILED, status(st.FAILED, error), patch, (), tuple(events), None, True)
+    step = _removals(m, to_go, budgets, now, attempts or {}, in_flight or {})
+    recheck = step.recheck_in
+    if m.timeout:
+        until_timeout = m.timeout - elapsed + 1
+        recheck = until_timeout if recheck is None else min(recheck, until_timeout)
+    return Plan(st.RUNNING, status(st.RUNNING, step.text()), patch, tuple(step.removals), tuple(events), recheck, True)
+
+
+@dataclass
+class _Step:
+    removals: list[Removal] = field(default_factory=list)
+    blocked: dict[str, str] = field(default_factory=dict)  # pod ref -> budget holding it
+    errors: dict[str, str] = field(default_factory=dict)  # pod ref -> last error
+    recheck_in: float | None = None
+
+    def wake_in(self, seconds: float) -> None:
+        self.recheck_in = seconds if self.recheck_in is None else min(self.recheck_in, seconds)
+
+    def text(self) -> str:
+        parts = [f"{pod} waits on PodDisruptionBudget {budget}" for pod, budget in sorted(self.blocked.items())]
+        parts += [f"{pod}: {error}" for pod, error in sorted(self.errors.items())]
+        return "; ".join(parts)
+
+
+def _allowed(budget: dict[str, Any]) -> int:
+    """Disruptions the budget allows now; none until the disruption controller has processed it."""
+    status = budget.get("status") or {}
+    if status.get("observedGeneration", -1) < budget["metadata"].get("generation", 0):
+        return 0
+    return int(status.get("disruptionsAllowed") or 0)
+
+
+def _removals(m: Maintenance, to_go: list[dict[str, Any]], budgets: list[dict[str, Any]], now: datetime.datetime,
+              attempts: Mapping[str, Attempt], in_flight: Mapping[str, int]) -> _Step:
+    step = _Step()
+    clock = now.timestamp()
+    left: dict[str, int] = {}
+    for pod in to_go:
+        meta = pod["metadata"]
+        ref = pods.ref(pod)
+        attempt = attempts.get(meta["uid"])
+        if meta.get("deletionTimestamp"):
+            continue  # on its way out
+        if attempt and attempt.accepted and attempt.not_before > clock:
+            step.wake_in(attempt.not_before - clock)  # accepted: the watch shows it terminating soon
+            continue
+        finished = pods.classify(pod, m.selector) is pods.Action.DELETE_FINISHED
+        covering = [] if finished else pdbs.covering(pod, budgets)
+        if len(covering) == 1 and not pdbs.bypasses(pod, covering[0]):
+            budget = covering[0]
+            name, version = pdbs.name_of(budget), budget["metadata"].get("resourceVersion", "")
+            if name not in left:
+                left[name] = _allowed(budget) - in_flight.get(name, 0)
+            refused_here = attempt is not None and (name, version) in attempt.refused_by
+            if left[name] > 0 and not refused_here:
+                left[name] -= 1
+                step.removals.append(_removal(m, pod, finished, name, version))
+            else:
+                step.blocked[ref] = name  # tried again when the budget changes
+            continue
+        if attempt and attempt.not_before > clock:
+            step.wake_in(attempt.not_before - clock)
+            if attempt.error:
+                step.errors[ref] = attempt.error
+            continue
+        step.removals.append(_removal(m, pod, finished, None))
+    return step
+
+
+def _removal(m: Maintenance, pod: dict[str, Any], finished: bool, budget: str | None, version: str = "") -> Removal:
+    meta = pod["metadata"]
+    return Removal(meta["namespace"], meta["name"], meta["uid"], finished, m.grace, budget, version)
+
+
+def _failed(m: Maintenance, now: datetime.datetime, error: str, recheck: float | None) -> Plan:
+    """Failed before taking the node: nothing drained, nothing held."""
+    previous = m.status
+    events = () if previous.get("phase") == st.FAILED and previous.get("lastError") == error else (
+        Event(False, "Warning", "FailedMaintenance", error),)
+    status = st.build(dict(previous), phase=st.FAILED, total=0, eviction_pods=0, pending=[], last_error=error,
+                      generation=m.generation, now=st.rfc3339(now))
+    return Plan(st.FAILED, status, None, (), events, recheck, False)

@@ -1,0 +1,80 @@
+"""A list+watch of one selection of objects, kept current in memory.
+
+The watch resumes from the last resourceVersion it saw (bookmarks included) when the server ends
+it, and lists again only when that version is gone (410). Callers are told of every change through
+a callback; they read ``objects`` then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Callable
+
+from .kube import AsyncKube, Gone
+
+# Server-side duration of one watch request; the next one resumes where it ended.
+WATCH_SECONDS = 290
+RETRY_FIRST_SECONDS = 0.5
+RETRY_MAX_SECONDS = 30.0
+log = logging.getLogger(__name__)
+
+
+def key_of(obj: dict[str, Any]) -> str:
+    meta = obj["metadata"]
+    return f"{meta.get('namespace', '')}/{meta['name']}"
+
+
+def _slim(obj: dict[str, Any]) -> dict[str, Any]:
+    """Drop what no decision reads and costs the most memory."""
+    obj.get("metadata", {}).pop("managedFields", None)
+    return obj
+
+
+class Mirror:
+    """The objects at ``path`` matching ``field_selector``; ``synced`` once the first listing is in."""
+
+    def __init__(self, kube: AsyncKube, path: str, on_change: Callable[[], None], *, field_selector: str | None = None) -> None:
+        self.kube = kube
+        self.path = path
+        self.query = {"fieldSelector": field_selector} if field_selector else {}
+        self.on_change = on_change
+        self.objects: dict[str, dict[str, Any]] = {}
+        self.synced = asyncio.Event()
+        self.relists = 0
+
+    async def run(self) -> None:
+        version: str | None = None
+        delay = RETRY_FIRST_SECONDS
+        while True:
+            try:
+                if version is None:
+                    version = await self._list()
+                query = {**self.query, "resourceVersion": version, "allowWatchBookmarks": "true", "timeoutSeconds": str(WATCH_SECONDS)}
+                async for event in self.kube.watch(self.path, query):
+                    obj = event["object"]
+                    version = obj["metadata"]["resourceVersion"]
+                    if event["type"] == "BOOKMARK":
+                        continue
+                    if event["type"] == "DELETED":
+                        self.objects.pop(key_of(obj), None)
+                    else:
+                        self.objects[key_of(obj)] = _slim(obj)
+                    self.on_change()
+                delay = RETRY_FIRST_SECONDS
+            except Gone:
+                version = None  # too old to resume from: list again
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # the server may be briefly away; resume from where we were
+                log.warning("watch of %s failed, resuming in %.1fs: %s", self.path, delay, error)
+                await asyncio.sleep(delay)
+                delay = min(RETRY_MAX_SECONDS, delay * 2)
+
+    async def _list(self) -> str:
+        listing = await self.kube.request("GET", self.path, query=self.query or None)
+        self.objects = {key_of(obj): _slim(obj) for obj in listing.get("items") or []}
+        self.relists += 1
+        self.synced.set()
+        self.on_change()
+        return listing["metadata"]["resourceVersion"]

@@ -1,0 +1,64 @@
+"""A watch resumes from the last resourceVersion it saw (bookmarks too) and lists again only on 410 Gone."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, AsyncIterator
+
+from node_maintenance.kube import Gone
+from node_maintenance.watch import Mirror
+
+
+def _obj(name: str, version: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "ns", "resourceVersion": version, "managedFields": [{"manager": "x"}]}}
+
+
+class ScriptedApi:
+    """Lists and watch streams as a server would send them, one script entry per watch request."""
+
+    def __init__(self) -> None:
+        self.listings = [{"metadata": {"resourceVersion": "10"}, "items": [_obj("a", "9")]},
+                         {"metadata": {"resourceVersion": "20"}, "items": [_obj("c", "19")]}]
+        self.streams: list[list[dict[str, Any]] | Exception] = [
+            [{"type": "ADDED", "object": _obj("b", "11")}, {"type": "DELETED", "object": _obj("a", "12")},
+             {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "13"}}}],
+            Gone(410, "Expired", "too old resource version"),
+        ]
+        self.queries: list[dict[str, str]] = []
+        self.watched_from: list[str] = []
+        self.idle = asyncio.Event()
+
+    async def request(self, method: str, path: str, query: dict[str, str] | None = None) -> dict[str, Any]:
+        self.queries.append(dict(query or {}))
+        return self.listings.pop(0)
+
+    async def watch(self, path: str, query: dict[str, str]) -> AsyncIterator[dict[str, Any]]:
+        self.queries.append(dict(query))
+        self.watched_from.append(query["resourceVersion"])
+        if not self.streams:
+            self.idle.set()
+            await asyncio.Event().wait()
+        script = self.streams.pop(0)
+        if isinstance(script, Exception):
+            raise script
+        for event in script:
+            yield event
+
+
+def test_resumes_from_the_last_version_and_relists_on_gone() -> None:
+    api = ScriptedApi()
+    changes: list[set[str]] = []
+
+    async def scenario() -> Mirror:
+        mirror = Mirror(api, "/api/v1/pods", lambda: changes.append(set(mirror.objects)), field_selector="spec.nodeName=n1")  # type: ignore[arg-type]
+        task = asyncio.create_task(mirror.run())
+        await asyncio.wait_for(api.idle.wait(), 5)
+        task.cancel()
+        return mirror
+
+    mirror = asyncio.run(scenario())
+    assert api.watched_from == ["10", "13", "20"]  # after the bookmark, then from the fresh listing
+    assert mirror.relists == 2 and set(mirror.objects) == {"ns/c"}
+    assert changes == [{"ns/a"}, {"ns/a", "ns/b"}, {"ns/b"}, {"ns/c"}]
+    assert all(q["fieldSelector"] == "spec.nodeName=n1" for q in api.queries)
+    assert "managedFields" not in mirror.objects["ns/c"]["metadata"]
