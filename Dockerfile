@@ -1,23 +1,29 @@
-# Node Maintenance Operator image: wheels (ours and our dependencies) built in one stage, installed
-# offline into a slim runtime stage that has no compiler and no source tree.
-ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+# Node Maintenance Operator image. `nmo-pack images` assembles the same image without a container
+# engine (from a Python base it makes from Debian's packages); with docker or podman:
+#   docker build --build-arg VERSION=<a release in releases.yaml> -t <registry>/node-maintenance-operator:<VERSION> .
+ARG PYTHON_IMAGE=docker.io/library/python:3.11-slim-bookworm
+ARG BUILD_IMAGE=${PYTHON_IMAGE}
 
-FROM ${PYTHON_IMAGE} AS build
+FROM ${BUILD_IMAGE} AS build
+ARG VERSION
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py releases.yaml README.md ./
 COPY operator/ operator/
-RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+COPY hack/install-app.sh hack/
+RUN test -n "${VERSION}" || { echo "pass --build-arg VERSION=<a release in releases.yaml>" >&2; exit 2; }; \
+    sh hack/install-app.sh "${VERSION}" /opt/node-maintenance-operator
 
 FROM ${PYTHON_IMAGE}
-ARG VERSION=0.3.0
-LABEL org.opencontainers.image.title="node-maintenance-operator" \
-      org.opencontainers.image.description="Cordons, taints and drains a node for each NodeMaintenance" \
-      org.opencontainers.image.version="${VERSION}" \
-      org.opencontainers.image.licenses="Apache-2.0"
-COPY --from=build /wheels /wheels
-RUN pip install --no-cache-dir --no-index --find-links /wheels "node-maintenance-operator==${VERSION}" && rm -rf /wheels
+ARG VERSION
+LABEL org.opencontainers.image.title="node-maintenance-operator"
+LABEL org.opencontainers.image.description="Cordons, taints and drains a node for each NodeMaintenance"
+LABEL org.opencontainers.image.version="${VERSION}"
+LABEL org.opencontainers.image.licenses="Apache-2.0"
+COPY --from=build /opt/node-maintenance-operator /opt/node-maintenance-operator
+ENV PYTHONPATH=/opt/node-maintenance-operator
+ENV PYTHONDONTWRITEBYTECODE=1
+ENV PYTHONUNBUFFERED=1
 # A numeric non-root user, so runAsNonRoot can verify it without a passwd entry.
 USER 65532:65532
-ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
-EXPOSE 9443 8081
-ENTRYPOINT ["python", "-m", "node_maintenance"]
+EXPOSE 9443/tcp 8081/tcp
+ENTRYPOINT ["python3", "-m", "node_maintenance"]

@@ -30,7 +30,7 @@ class ImageRefs:
                 raise PackagingError(f"digest for {ref} is {digest!r}; give it as sha256:<64 hex digits>")
 
     def tagged(self, role: str, release: Release | None = None, *, tag: str | None = None) -> str:
-        """The by-tag reference of an image role, e.g. quay.io/kubevirt/node-maintenance-operator:0.3.0."""
+        """The by-tag reference of an image role, e.g. ghcr.io/node-maintenance-operator/node-maintenance-operator:0.3.0."""
         pattern = self.releases.images[role]
         name = pattern.format(version=release.version if release else "", tag=tag or self.releases.catalog_tag)
         return f"{self.releases.registry}/{name}"

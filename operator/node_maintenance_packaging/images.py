@@ -1,7 +1,8 @@
-"""`nmo-pack images`: build a release's images, push them to a registry and print their digests.
+"""`nmo-pack images`: build the images of one release or of every release, push them, print their digests.
 
-Order matters for pinning: the operator image (where an engine can build it) is pinned into the
-bundle, and the bundle image is pinned into the catalog; neither image names its own digest.
+Order matters for pinning: each operator image is pinned into its bundle, and each bundle image into
+the catalog; no image names its own digest. Every image is built from the current source; the release
+decides the version the wheel, the labels, the tags and the CSV carry.
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import PackagingError
 from .files import write
 from .imagetool import TOOLS, Builder, pick
+from .operator_image import build_operator_image
 from .render import RELEASES_FILE, bundle_output, catalog_output, load_inputs
 
 
@@ -28,57 +29,65 @@ class Built:
         return f"{self.reference.rsplit(':', 1)[0]}@{self.digest}"
 
 
-def build_release_images(
+def build_images(
     root: Path,
     *,
     registry: str,
     opm_image: str,
     release: str | None = None,
+    all_releases: bool = False,
+    through: str | None = None,
     tool: str = "auto",
     tls_verify: bool = True,
     pin_digests: bool = False,
-    operator_image: bool = False,
+    base_image: str | None = None,
 ) -> list[Built]:
-    """Build and push the bundle and catalog images (and the operator image when asked) of one release."""
+    """Build and push operator and bundle images (of ``release``, the newest by default, or of every
+    release up to ``through``) and the catalog image of those releases."""
     builder = Builder(pick(tool), tls_verify=tls_verify)
+    assembler = Builder(pick("umoci"), tls_verify=tls_verify)  # the operator image needs no engine
     built: list[Built] = []
+    digests: dict[str, str] = {}
     try:
-        inputs = load_inputs(root / RELEASES_FILE, registry=registry)
-        version = inputs.releases.get(release) if release else inputs.releases.current
-        digests: dict[str, str] = {}
+        inputs = load_inputs(root / RELEASES_FILE, registry=registry, through=through)
+        wanted = inputs.releases.releases if all_releases else [inputs.releases.get(release) if release else inputs.releases.current]
 
-        def push(role: str, context: Path, dockerfile: Path, reference: str, args: dict[str, str] | None = None) -> None:
-            digest = builder.build_and_push(context, dockerfile, reference, args)
+        def record(role: str, reference: str, digest: str) -> None:
             built.append(Built(role, reference, digest))
             if pin_digests:
                 digests[reference] = digest
 
-        if operator_image:
-            if builder.tool == "umoci":
-                raise PackagingError("--operator-image needs a container engine (buildah, podman or docker) to run the Python build stage")
-            push("operator", root, root / "Dockerfile", inputs.images.tagged("operator", version))
-        stage = Path(tempfile.mkdtemp(dir=builder.workdir, prefix="context-"))
-        pinned = load_inputs(root / RELEASES_FILE, registry=registry, digests=digests)
-        write(bundle_output(pinned, version.version), stage)
-        push("bundle", stage, stage / "bundle.Dockerfile", inputs.images.tagged("bundle", version))
-        pinned = load_inputs(root / RELEASES_FILE, registry=registry, digests=digests)
+        for version in wanted:
+            reference = inputs.images.tagged("operator", version)
+            record("operator", reference, build_operator_image(assembler, root, version.version, reference, base_image))
+            stage = Path(tempfile.mkdtemp(dir=builder.workdir, prefix="bundle-"))
+            pinned = load_inputs(root / RELEASES_FILE, registry=registry, digests=digests, through=through)
+            write(bundle_output(pinned, version.version), stage)
+            reference = inputs.images.tagged("bundle", version)
+            record("bundle", reference, builder.build_and_push(stage, stage / "bundle.Dockerfile", reference))
+        stage = Path(tempfile.mkdtemp(dir=builder.workdir, prefix="catalog-"))
+        pinned = load_inputs(root / RELEASES_FILE, registry=registry, digests=digests, through=through)
         write(catalog_output(pinned), stage)
-        push("catalog", stage, stage / "catalog.Dockerfile", inputs.images.tagged("catalog"), {"OPM_IMAGE": opm_image})
+        reference = inputs.images.tagged("catalog")
+        record("catalog", reference, builder.build_and_push(stage, stage / "catalog.Dockerfile", reference, {"OPM_IMAGE": opm_image}))
         return built
     finally:
         builder.close()
+        assembler.close()
 
 
 def _run(args: argparse.Namespace) -> int:
-    for item in build_release_images(
+    for item in build_images(
         args.root,
         registry=args.registry,
         opm_image=args.opm_image,
         release=args.release,
+        all_releases=args.all_releases,
+        through=args.through,
         tool=args.tool,
         tls_verify=args.tls_verify,
         pin_digests=args.pin_digests,
-        operator_image=args.operator_image,
+        base_image=args.base_image,
     ):
         print(f"{item.role}\t{item.reference}\t{item.digest}")
     return 0
@@ -87,15 +96,18 @@ def _run(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:
     cmd = subparsers.add_parser(
         "images",
-        help="build and push a release's bundle and catalog images; print their digests",
+        help="build and push the operator, bundle and catalog images; print their digests",
         description=__doc__.splitlines()[0],
     )
     cmd.add_argument("--root", type=Path, default=Path("."), help="repository top (default: .)")
     cmd.add_argument("--registry", required=True, help="registry prefix to push to, e.g. quay.io/myorg")
     cmd.add_argument("--opm-image", required=True, help="opm base image of the catalog image, e.g. quay.io/operator-framework/opm:v1.63.0")
-    cmd.add_argument("--release", metavar="VERSION", help="release to build (default: the newest)")
-    cmd.add_argument("--tool", choices=("auto", *TOOLS), default="auto", help="image tool (default: the first available of %(choices)s)")
+    which = cmd.add_mutually_exclusive_group()
+    which.add_argument("--release", metavar="VERSION", help="release to build (default: the newest)")
+    which.add_argument("--all-releases", action="store_true", help="build every release's operator and bundle images")
+    cmd.add_argument("--through", metavar="VERSION", help="leave out releases newer than VERSION (the catalog as it was then)")
+    cmd.add_argument("--base-image", help="Python base of the operator image (default: made here from Debian's packages)")
+    cmd.add_argument("--tool", choices=("auto", *TOOLS), default="auto", help="bundle and catalog image tool (default: the first available of %(choices)s)")
     cmd.add_argument("--tls-verify", action=argparse.BooleanOptionalAction, default=True, help="verify registry TLS (off for a local plain-HTTP registry)")
-    cmd.add_argument("--pin-digests", action="store_true", help="release build: reference built images by digest in the bundle and catalog")
-    cmd.add_argument("--operator-image", action="store_true", help="also build the operator image from Dockerfile (needs a container engine)")
+    cmd.add_argument("--pin-digests", action="store_true", help="release build: reference built images by digest in the bundles and the catalog")
     cmd.set_defaults(handler=_run)

@@ -23,7 +23,7 @@ ENGINES = ("buildah", "podman", "docker")
 TOOLS = (*ENGINES, "umoci")
 
 
-def _run(argv: list[str], what: str) -> str:
+def run_tool(argv: list[str], what: str) -> str:
     try:
         result = subprocess.run(argv, capture_output=True, text=True)
     except FileNotFoundError:
@@ -58,41 +58,82 @@ def pick(preferred: str) -> str:
 
 @dataclass
 class Dockerfile:
-    """The subset of a Dockerfile the daemonless path understands."""
+    """The final stage of a Dockerfile, as far as the daemonless path understands it.
+
+    Earlier stages are not run: the caller provides their results as directories (``COPY --from``).
+    """
 
     base: str = "scratch"
     labels: dict[str, str] = field(default_factory=dict)
-    copies: list[tuple[str, str]] = field(default_factory=list)
+    copies: list[tuple[str | None, str, str]] = field(default_factory=list)  # (stage, source, destination)
+    env: dict[str, str] = field(default_factory=dict)
+    user: str | None = None
+    exposed: list[str] = field(default_factory=list)
+    workdir: str | None = None
     entrypoint: list[str] | None = None
     cmd: list[str] | None = None
 
     @classmethod
     def parse(cls, path: Path, build_args: dict[str, str]) -> "Dockerfile":
-        spec, args = cls(), dict(build_args)
-        for number, raw in enumerate(path.read_text().splitlines(), 1):
-            line = raw.strip()
-            if not line or line.startswith("#"):
-                continue
+        lines = [line.strip() for line in path.read_text().splitlines()]
+        numbered = [(n, line) for n, line in enumerate(lines, 1) if line and not line.startswith("#")]
+        froms = [i for i, (_, line) in enumerate(numbered) if line.upper().startswith("FROM ")]
+        if not froms:
+            raise PackagingError(f"{path.name}: no FROM instruction")
+        # Global ARGs (before the first FROM) and the final stage's instructions.
+        args: dict[str, str] = {}
+        for _, line in numbered[: froms[0]]:
+            cls._arg(line, args, build_args)
+        spec = cls()
+        for number, line in numbered[froms[-1]:]:
             instruction, _, rest = line.partition(" ")
             instruction = instruction.upper()
-            for key, value in args.items():
-                rest = rest.replace("${" + key + "}", value).replace("$" + key, value)
+            rest = _substitute(rest, args)
             if instruction == "ARG":
-                key, _, default = rest.partition("=")
-                args.setdefault(key, default)
+                cls._arg(line, args, build_args)
             elif instruction == "FROM":
-                spec.base = rest
+                spec.base = rest.split()[0]
             elif instruction == "LABEL":
                 key, _, value = rest.partition("=")
                 spec.labels[key] = value.strip('"')
+            elif instruction == "ENV":
+                key, _, value = rest.partition("=")
+                spec.env[key] = value.strip('"')
             elif instruction == "COPY":
-                src, dest = shlex.split(rest)
-                spec.copies.append((src, dest))
+                words = shlex.split(rest)
+                stage = words.pop(0).removeprefix("--from=") if words[0].startswith("--from=") else None
+                spec.copies.append((stage, *words))  # type: ignore[arg-type]
+            elif instruction == "USER":
+                spec.user = rest
+            elif instruction == "EXPOSE":
+                spec.exposed += rest.split()
+            elif instruction == "WORKDIR":
+                spec.workdir = rest
             elif instruction in ("ENTRYPOINT", "CMD"):
                 setattr(spec, instruction.lower(), json.loads(rest))
             else:
                 raise PackagingError(f"{path.name}:{number}: {instruction} is not supported without a container engine; install buildah")
         return spec
+
+    @staticmethod
+    def _arg(line: str, args: dict[str, str], build_args: dict[str, str]) -> None:
+        """A build argument wins; a stage's bare ARG keeps the global value; else the declared default."""
+        key, _, default = line.partition(" ")[2].partition("=")
+        if key in build_args:
+            args[key] = build_args[key]
+        elif key not in args:
+            args[key] = _substitute(default, args)
+
+
+def _substitute(text: str, args: dict[str, str]) -> str:
+    for key, value in args.items():
+        text = text.replace("${" + key + "}", value).replace("$" + key, value)
+    return text
+
+
+def _source(reference: str) -> str:
+    """A skopeo source: an image in a registry, or an OCI layout given as ``oci:DIR:TAG``."""
+    return reference if reference.startswith("oci:") else f"docker://{reference}"
 
 
 @dataclass
@@ -109,52 +150,64 @@ class Builder:
         """Build ``dockerfile`` in ``context``, push it as ``reference``, return its manifest digest."""
         build_args = build_args or {}
         if self.tool == "umoci":
-            return self._umoci(context, dockerfile, reference, build_args)
+            return self.assemble_and_push(context, dockerfile, reference, build_args)
         arg_flags = [flag for key, value in build_args.items() for flag in ("--build-arg", f"{key}={value}")]
         tls = [f"--tls-verify={str(self.tls_verify).lower()}"] if self.tool != "docker" else []
         digest_file = self.workdir / "digest"
         if self.tool == "buildah":
-            _run([*self._buildah(), "bud", "--isolation", "chroot", "--timestamp", "0", *tls, *arg_flags,
+            run_tool([*self._buildah(), "bud", "--isolation", "chroot", "--timestamp", "0", *tls, *arg_flags,
                   "-f", str(dockerfile), "-t", reference, str(context)], f"building {reference}")
-            _run([*self._buildah(), "push", *tls, "--digestfile", str(digest_file), reference, f"docker://{reference}"],
+            run_tool([*self._buildah(), "push", *tls, "--digestfile", str(digest_file), reference, f"docker://{reference}"],
                  f"pushing {reference}")
         elif self.tool == "podman":
-            _run(["podman", "build", "--timestamp", "0", *tls, *arg_flags, "-f", str(dockerfile), "-t", reference, str(context)], f"building {reference}")
-            _run(["podman", "push", *tls, "--digestfile", str(digest_file), reference], f"pushing {reference}")
+            run_tool(["podman", "build", "--timestamp", "0", *tls, *arg_flags, "-f", str(dockerfile), "-t", reference, str(context)], f"building {reference}")
+            run_tool(["podman", "push", *tls, "--digestfile", str(digest_file), reference], f"pushing {reference}")
         else:
-            _run(["docker", "build", *arg_flags, "-f", str(dockerfile), "-t", reference, str(context)], f"building {reference}")
-            out = _run(["docker", "push", reference], f"pushing {reference}")
+            run_tool(["docker", "build", *arg_flags, "-f", str(dockerfile), "-t", reference, str(context)], f"building {reference}")
+            out = run_tool(["docker", "push", reference], f"pushing {reference}")
             digest_file.write_text(out.split("digest: ")[-1].split()[0])
         return digest_file.read_text().strip()
 
-    def _umoci(self, context: Path, dockerfile: Path, reference: str, build_args: dict[str, str]) -> str:
+    def assemble_and_push(self, context: Path, dockerfile: Path, reference: str, build_args: dict[str, str],
+                          stages: dict[str, Path] | None = None) -> str:
+        """Without an engine: the final stage of ``dockerfile`` on its base, with ``stages`` standing for
+        the root filesystems of earlier stages that ``COPY --from`` reads; push it, return its digest."""
         spec = Dockerfile.parse(dockerfile, build_args)
         layout, tag = self.workdir / "oci", "build"
+        shutil.rmtree(layout, ignore_errors=True)
         tls = f"--src-tls-verify={str(self.tls_verify).lower()}"
         if spec.base == "scratch":
-            shutil.rmtree(layout, ignore_errors=True)
-            _run(["umoci", "init", "--layout", str(layout)], "creating an OCI layout")
-            _run(["umoci", "new", "--image", f"{layout}:{tag}"], "creating an empty image")
+            run_tool(["umoci", "init", "--layout", str(layout)], "creating an OCI layout")
+            run_tool(["umoci", "new", "--image", f"{layout}:{tag}"], "creating an empty image")
         else:
-            _run(["skopeo", "copy", tls, f"docker://{spec.base}", f"oci:{layout}:{tag}"], f"fetching base image {spec.base}")
-        for src, dest in spec.copies:
+            run_tool(["skopeo", "copy", tls, _source(spec.base), f"oci:{layout}:{tag}"], f"fetching base image {spec.base}")
+        for stage, src, dest in spec.copies:
+            if stage is not None and stage not in (stages or {}):
+                raise PackagingError(f"{dockerfile.name}: COPY --from={stage} needs that stage built; build with an engine (buildah, podman, docker)")
+            source = (stages[stage] / src.lstrip("/")) if stage is not None and stages else context / src
             # umoci records file times as they are; pin them so equal inputs give equal layers.
-            staged = self.workdir / "stage" / src
+            staged = self.workdir / "stage" / src.lstrip("/")
             shutil.rmtree(staged, ignore_errors=True)
-            shutil.copytree(context / src, staged)
+            shutil.copytree(source, staged, symlinks=True)
             for item in [staged, *staged.rglob("*")]:
                 os.utime(item, (0, 0), follow_symlinks=False)
-            _run(["umoci", "insert", "--image", f"{layout}:{tag}", "--history.created", "1970-01-01T00:00:00Z", str(staged), dest],
+            run_tool(["umoci", "insert", "--image", f"{layout}:{tag}", "--history.created", "1970-01-01T00:00:00Z", str(staged), dest],
                  f"adding {src} to {reference}")
         config = ["umoci", "config", "--image", f"{layout}:{tag}", "--created", "1970-01-01T00:00:00Z", "--history.created", "1970-01-01T00:00:00Z"]
         config += [flag for key, value in spec.labels.items() for flag in ("--config.label", f"{key}={value}")]
+        config += [flag for key, value in spec.env.items() for flag in ("--config.env", f"{key}={value}")]
+        config += [flag for port in spec.exposed for flag in ("--config.exposedports", port)]
+        if spec.user is not None:
+            config += ["--config.user", spec.user]
+        if spec.workdir is not None:
+            config += ["--config.workingdir", spec.workdir]
         if spec.entrypoint is not None:
             config += [flag for part in spec.entrypoint for flag in ("--config.entrypoint", part)]
         if spec.cmd is not None:
             config += [flag for part in spec.cmd for flag in ("--config.cmd", part)]
-        _run(config, f"configuring {reference}")
+        run_tool(config, f"configuring {reference}")
         digest_file = self.workdir / "digest"
-        _run(["skopeo", "copy", f"--dest-tls-verify={str(self.tls_verify).lower()}", "--digestfile", str(digest_file),
+        run_tool(["skopeo", "copy", f"--dest-tls-verify={str(self.tls_verify).lower()}", "--digestfile", str(digest_file),
               f"oci:{layout}:{tag}", f"docker://{reference}"], f"pushing {reference}")
         return digest_file.read_text().strip()
 

@@ -80,6 +80,11 @@ class Releases:
     def with_registry(self, registry: str) -> Releases:
         return replace(self, registry=registry.rstrip("/"))
 
+    def through(self, version: str) -> Releases:
+        """The releases as they stood when ``version`` was the newest (to rebuild an older catalog)."""
+        last = self.get(version).semver
+        return replace(self, releases=tuple(r for r in self.releases if r.semver <= last))
+
 
 def load(path: Path) -> Releases:
     """Parse releases.yaml; every shape error names the field and how to fix it."""

@@ -41,9 +41,13 @@ def load_inputs(
     registry: str | None = None,
     digests: Mapping[str, str] | None = None,
     templates_dir: Path | None = None,
+    through: str | None = None,
 ) -> Inputs:
-    """Load and check releases.yaml; raises PackagingError when anything is unsafe or malformed."""
+    """Load and check releases.yaml (up to release ``through`` when given); raises PackagingError when
+    anything is unsafe or malformed."""
     releases = releases_module.load(releases_file)
+    if through:
+        releases = releases.through(through)
     if registry:
         releases = releases.with_registry(registry)
     checks.check_releases(releases)

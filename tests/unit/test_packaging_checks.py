@@ -74,7 +74,7 @@ def test_differing_schemas_without_conversion_are_refused(tmp_path: Path, capsys
 def test_an_image_missing_from_related_images_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, err = _run(tmp_path, lambda t: t.replace(V030_END, '    skipRange: ">=0.1.0 <0.3.0"\n    relatedImages: []\n'), capsys)
     assert code == 2
-    assert "release 0.3.0: relatedImages: the CSV uses quay.io/kubevirt/node-maintenance-operator:0.3.0" in err
+    assert "release 0.3.0: relatedImages: the CSV uses ghcr.io/node-maintenance-operator/node-maintenance-operator:0.3.0" in err
     assert "add the image's role" in err
 
 

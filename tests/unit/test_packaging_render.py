@@ -188,8 +188,8 @@ def test_csv_deployment_is_restricted_and_probed() -> None:
     assert deployment["name"] == "node-maintenance-operator"
     pod = deployment["spec"]["template"]["spec"]
     container = pod["containers"][0]
-    assert container["command"] == ["python", "-m", "node_maintenance"]
-    assert container["image"] == csv["metadata"]["annotations"]["containerImage"] == "quay.io/kubevirt/node-maintenance-operator:0.3.0"
+    assert "command" not in container  # the image's entry point runs the operator
+    assert container["image"] == csv["metadata"]["annotations"]["containerImage"] == "ghcr.io/node-maintenance-operator/node-maintenance-operator:0.3.0"
     assert container["env"][0] == {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}
     assert (container["livenessProbe"]["httpGet"], container["readinessProbe"]["httpGet"]) == (
         {"path": "/healthz", "port": 8081},
@@ -233,7 +233,7 @@ def test_catalog_channels_have_one_head_and_bundles_embed_their_manifests() -> N
         assert names - replaced == {"node-maintenance-operator.v0.3.0"}
     for version in ("0.1.0", "0.2.0", "0.3.0"):
         bundle = _load(ROOT / f"catalog/node-maintenance-operator/bundles/node-maintenance-operator.v{version}.yaml")
-        assert bundle["image"] == f"quay.io/kubevirt/node-maintenance-operator-bundle:v{version}"
+        assert bundle["image"] == f"ghcr.io/node-maintenance-operator/node-maintenance-operator-bundle:v{version}"
         kinds = {
             json.loads(base64.b64decode(p["value"]["data"]))["kind"]
             for p in bundle["properties"]
@@ -275,28 +275,28 @@ def test_deploy_manifests_target_each_platforms_catalog_namespace(tmp_path: Path
 
 
 def test_pinned_digests_replace_tags_everywhere(tmp_path: Path) -> None:
-    operator = "quay.io/kubevirt/node-maintenance-operator:0.3.0"
-    bundle = "quay.io/kubevirt/node-maintenance-operator-bundle:v0.3.0"
+    operator = "ghcr.io/node-maintenance-operator/node-maintenance-operator:0.3.0"
+    bundle = "ghcr.io/node-maintenance-operator/node-maintenance-operator-bundle:v0.3.0"
     render_all(tmp_path, releases_file=ROOT / "releases.yaml", digests={operator: DIGEST, bundle: DIGEST})
     csv_text = (tmp_path / CSV).read_text()
-    assert f"quay.io/kubevirt/node-maintenance-operator@{DIGEST}" in csv_text and operator not in csv_text
+    assert f"ghcr.io/node-maintenance-operator/node-maintenance-operator@{DIGEST}" in csv_text and operator not in csv_text
     catalog_bundle = _load(tmp_path / "catalog/node-maintenance-operator/bundles/node-maintenance-operator.v0.3.0.yaml")
-    assert catalog_bundle["image"] == f"quay.io/kubevirt/node-maintenance-operator-bundle@{DIGEST}"
+    assert catalog_bundle["image"] == f"ghcr.io/node-maintenance-operator/node-maintenance-operator-bundle@{DIGEST}"
 
 
 def test_registry_flag_renames_every_image(tmp_path: Path) -> None:
     root = _copy_repo(tmp_path)
     assert cli.main(["all", "--root", str(root), "--registry", "registry.example/team"]) == 0
     rendered = "".join(p.read_text() for p in root.rglob("*.yaml"))
-    assert "quay.io/kubevirt/node-maintenance-operator" not in rendered
+    assert "ghcr.io/node-maintenance-operator/node-maintenance-operator" not in rendered
     assert re.search(r"registry\.example/team/node-maintenance-operator-catalog:latest", rendered)
 
 
 @pytest.mark.parametrize(
     ("digests", "message"),
     [
-        ({"quay.io/kubevirt/unknown:1": DIGEST}, "which no release references"),
-        ({"quay.io/kubevirt/node-maintenance-operator:0.3.0": "sha256:short"}, "sha256:<64 hex digits>"),
+        ({"ghcr.io/node-maintenance-operator/unknown:1": DIGEST}, "which no release references"),
+        ({"ghcr.io/node-maintenance-operator/node-maintenance-operator:0.3.0": "sha256:short"}, "sha256:<64 hex digits>"),
     ],
 )
 def test_bad_digest_pins_are_refused(digests: dict[str, str], message: str) -> None:

@@ -1,0 +1,91 @@
+"""The operator image, assembled without a container engine and without any outside registry.
+
+Its base is a Python root filesystem made here from Debian's packages (cached, keyed by what goes
+into it); the operator and its dependencies are installed by ``hack/install-app.sh``, the recipe the
+Dockerfile's build stage runs; everything else (labels, user, environment, entry point) is read from
+the Dockerfile's final stage, so the Dockerfile stays the one description of the image.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from .errors import PackagingError
+from .imagetool import Builder, Dockerfile, run_tool
+
+DEBIAN_SUITE = "bookworm"
+# Python and what it needs to speak TLS to the API server; mmdebstrap's `essential` variant adds the
+# Debian essential set (a shell, coreutils, dpkg), and no compiler and no pip.
+BASE_PACKAGES = ("python3-minimal", "libpython3.11-stdlib", "ca-certificates")
+_EXCLUDED_PATHS = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/locale/*", "/usr/share/info/*")
+_MMDEBSTRAP = (
+    "mmdebstrap", "--quiet", "--variant=essential", f"--include={','.join(BASE_PACKAGES)}",
+    *(f"--dpkgopt=path-exclude={path}" for path in _EXCLUDED_PATHS),
+    # Nothing of the build's own state (apt lists, caches, logs) goes into the image.
+    '--customize-hook=rm -rf "$1"/var/cache/* "$1"/var/lib/apt/lists/* "$1"/var/log/*',
+    DEBIAN_SUITE,
+)
+EPOCH = "1970-01-01T00:00:00Z"
+BUILD_STAGE = "build"
+
+
+def image_cache() -> Path:
+    """Where the base image is kept between runs: outside the work tree, like the Go tool cache."""
+    if env := os.environ.get("NMO_IMAGE_CACHE"):
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "node-maintenance-operator" / "images"
+
+
+def base_layout(cache: Path | None = None) -> str:
+    """The Debian Python base as an OCI layout reference (``oci:DIR:TAG``), built on first use."""
+    key = hashlib.sha256("\0".join(_MMDEBSTRAP).encode()).hexdigest()[:16]
+    layout = (cache or image_cache()) / f"python-base-{key}"
+    reference = f"oci:{layout}:base"
+    if (layout / ".complete").exists():
+        return reference
+    if shutil.which("mmdebstrap") is None:
+        raise PackagingError("mmdebstrap is not installed (Debian package mmdebstrap); install it, or give --base-image")
+    shutil.rmtree(layout, ignore_errors=True)
+    layout.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="nmo-base-") as scratch:
+        rootfs = Path(scratch) / "rootfs.tar"
+        print(f"nmo-pack: making the Python base image from Debian {DEBIAN_SUITE} (once; cached)", file=sys.stderr)
+        run_tool([*_MMDEBSTRAP, str(rootfs)] if os.geteuid() == 0 else [*_MMDEBSTRAP[:1], "--mode=unshare", *_MMDEBSTRAP[1:], str(rootfs)],
+             "making the Python base with mmdebstrap")
+        run_tool(["umoci", "init", "--layout", str(layout)], "creating the base layout")
+        run_tool(["umoci", "new", "--image", f"{layout}:base"], "creating the base image")
+        run_tool(["umoci", "raw", "add-layer", "--image", f"{layout}:base", "--history.created", EPOCH,
+              "--history.created_by", f"mmdebstrap {DEBIAN_SUITE} {' '.join(BASE_PACKAGES)}", str(rootfs)],
+             "adding the base layer")
+        run_tool(["umoci", "config", "--image", f"{layout}:base", "--created", EPOCH, "--no-history",
+              "--config.env", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"], "configuring the base")
+    (layout / ".complete").write_text("")
+    return reference
+
+
+def install_app(root: Path, version: str, stage_root: Path, prefix: str) -> None:
+    """Run the build stage's recipe with this interpreter: the operator at ``version`` into ``stage_root/prefix``."""
+    target = stage_root / prefix.lstrip("/")
+    result = subprocess.run(["sh", "hack/install-app.sh", version, str(target), prefix], cwd=root,
+                            env={**os.environ, "PYTHON": sys.executable}, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise PackagingError(f"installing the operator {version} for its image failed:\n{result.stderr.strip()[-2000:]}")
+
+
+def build_operator_image(builder: Builder, root: Path, version: str, reference: str, base_image: str | None = None) -> str:
+    """Build the operator image of release ``version`` from the current source, push it, return its digest."""
+    dockerfile = root / "Dockerfile"
+    args = {"VERSION": version, "PYTHON_IMAGE": base_image or base_layout()}
+    copies = [(stage, src) for stage, src, _ in Dockerfile.parse(dockerfile, args).copies if stage == BUILD_STAGE]
+    if len(copies) != 1:
+        raise PackagingError(f"Dockerfile: the final stage must take exactly one directory from the {BUILD_STAGE!r} stage")
+    stage_root = Path(tempfile.mkdtemp(prefix="stage-build-", dir=builder.workdir))
+    install_app(root, version, stage_root, copies[0][1])
+    return builder.assemble_and_push(root, dockerfile, reference, args, stages={BUILD_STAGE: stage_root})
