@@ -1,8 +1,12 @@
-"""docs/api.md: a field table per API version, rendered from the same schemas as the CRD."""
+"""The API reference: docs/api.md lists the versions, docs/api/<version>.md holds each one's fields,
+all rendered from the same schemas as the CRD."""
 
 from __future__ import annotations
 
+from pathlib import PurePosixPath
 from typing import Any
+
+import yaml
 
 from node_maintenance import api
 
@@ -11,12 +15,13 @@ from .releases import Releases
 from .templating import Templates
 
 DOCS_FILE = "docs/api.md"
+VERSIONS_DIR = PurePosixPath("docs/api")  # one page per version; nmo-pack owns the directory
 
 
 def render_docs(templates: Templates, releases: Releases) -> Output:
     current = releases.current
     versions = [_version(name, releases) for name in api.VERSIONS]
-    text = templates.text(
+    index = templates.text(
         "api.md.j2",
         group=api.GROUP,
         plural=api.PLURAL,
@@ -26,7 +31,11 @@ def render_docs(templates: Templates, releases: Releases) -> Output:
         storage=current.storage,
         versions=versions,
     )
-    return Output((RenderedFile.text(DOCS_FILE, text),))
+    pages = [
+        RenderedFile.text(str(VERSIONS_DIR / f"{version['name']}.md"), templates.text("api-version.md.j2", group=api.GROUP, version=version))
+        for version in versions
+    ]
+    return Output((RenderedFile.text(DOCS_FILE, index), *pages), owned_dirs=(VERSIONS_DIR,))
 
 
 def _version(name: str, releases: Releases) -> dict[str, Any]:
@@ -37,6 +46,7 @@ def _version(name: str, releases: Releases) -> dict[str, Any]:
         "name": name,
         "deprecation": document.get("deprecation"),
         "description": schema["description"],
+        "example": yaml.safe_dump({"apiVersion": f"{api.GROUP}/{name}", "kind": api.KIND, **document["example"]}, sort_keys=False),
         "releases": [r.version for r in releases.releases if name in r.served],
         "sections": [
             {"title": "spec", "rows": _rows(spec, "spec")},
