@@ -6,7 +6,7 @@ import argparse
 import contextlib
 import datetime
 import time
-from typing import Any, Callable
+from typing import Any
 
 from node_maintenance import api, node as nodes
 
@@ -88,26 +88,29 @@ def stop(cluster: Cluster, args: argparse.Namespace) -> int:
     return Exit.OK
 
 
-def status(cluster: Cluster, args: argparse.Namespace) -> int:
-    def listing() -> list[dict[str, Any]]:
-        items = sorted(_for_node(cluster, args.node) if args.node else cluster.maintenances(),
-                       key=lambda nm: nm["metadata"]["name"])
-        if args.node and not items:
-            raise CliError(Exit.NOT_FOUND, f"node {args.node} is not in maintenance: no NodeMaintenance names it "
-                                           f"(start one with `kubectl nm start {args.node} --reason TEXT`)")
-        return items
+def _shown(cluster: Cluster, node: str | None) -> list[dict[str, Any]]:
+    items = _for_node(cluster, node) if node else cluster.maintenances()
+    return sorted(items, key=lambda nm: nm["metadata"]["name"])
 
-    items = listing()
+
+def status(cluster: Cluster, args: argparse.Namespace) -> int:
+    items = _shown(cluster, args.node)
+    if args.node and not items:
+        raise CliError(Exit.NOT_FOUND, f"node {args.node} is not in maintenance: no NodeMaintenance names it "
+                                       f"(start one with `kubectl nm start {args.node} --reason TEXT`)")
     out = views.console()
-    show: Callable[[list[dict[str, Any]]], None]
-    if args.output != "table":
-        show = lambda shown: views.emit({"apiVersion": "v1", "kind": "List", "items": shown}, args.output)  # noqa: E731
-    else:
-        show = lambda shown: out.print(views.status_table(shown, _now()))  # noqa: E731
+
+    def show(shown: list[dict[str, Any]]) -> None:
+        if args.output == "table":
+            out.print(views.status_table(shown, _now()))
+        else:
+            views.emit({"apiVersion": "v1", "kind": "List", "items": shown}, args.output)
+
     if not args.watch:
         show(items)
         return max((_verdict(nm) for nm in items), default=Exit.OK)
-    with (views.live(out) if args.output == "table" and out.is_terminal else contextlib.nullcontext()) as live:
+    redraw = args.output == "table" and out.is_terminal  # in place on a terminal; else once per change
+    with views.live(out) if redraw else contextlib.nullcontext() as live:
         last: list[dict[str, Any]] | None = None
         while True:
             state = [views.summary(nm, _now()) | {"age": ""} for nm in items]
@@ -119,8 +122,7 @@ def status(cluster: Cluster, args: argparse.Namespace) -> int:
             if all(nm["metadata"].get("deletionTimestamp") is None and (nm.get("status") or {}).get("phase") in SETTLED for nm in items):
                 break
             time.sleep(POLL_SECONDS)
-            items = sorted(_for_node(cluster, args.node) if args.node else cluster.maintenances(),
-                           key=lambda nm: nm["metadata"]["name"])
+            items = _shown(cluster, args.node)
     return max((_verdict(nm) for nm in items), default=Exit.OK)
 
 

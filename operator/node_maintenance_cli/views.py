@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime
 import json
 import sys
-from types import TracebackType
 from typing import Any
 
 import yaml
@@ -127,7 +126,7 @@ class WaitView:
             self.out.print(f"{self.title}: {percent}% {detail}", soft_wrap=True, highlight=False)
         self._last = f"{percent} {detail}"
 
-    def __exit__(self, *exc: tuple[type[BaseException] | None, BaseException | None, TracebackType | None]) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self._progress is not None:
             self._progress.stop()
 
