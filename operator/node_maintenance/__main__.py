@@ -13,6 +13,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 from pathlib import Path
 
 import kopf
@@ -20,7 +21,7 @@ import kopf
 from . import handlers, logs
 from .conversion import HUB
 from .health import Health
-from .kube import AsyncKube, Kube, load_api_client
+from .kube import ApiError, AsyncKube, Kube, load_api_client
 from .leader import LeaderElector
 from .metrics import Active
 from .pacing import BudgetWatch
@@ -30,6 +31,7 @@ from .webhook_server import start_webhook_server
 log = logging.getLogger("node_maintenance")
 # How often an operator working in v1alpha1 looks whether the CRD serves v1beta1 yet (one GET of one object).
 CRD_CHECK_SECONDS = 5.0
+MIGRATION_RETRY_SECONDS = 5.0
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -98,31 +100,51 @@ async def _reconcile(kube: Kube, holding: asyncio.Task, shutdown: asyncio.Event)
                 return False
         version = working_version(crd)
         if version == HUB and storage_version(crd) == HUB:
-            rewritten = await asyncio.to_thread(migrate_storage_version, kube)
+            try:
+                rewritten = await asyncio.to_thread(migrate_storage_version, kube)
+            except ApiError as error:  # the conversion webhook may still be coming up: try again
+                log.warning("storage version migration failed; retrying: %s", error)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(shutdown.wait(), MIGRATION_RETRY_SECONDS)
+                    return False
+                continue
             log.info("storage version is v1beta1", extra={"rewritten": rewritten})
         log.info("reconciling NodeMaintenances", extra={"version": version})
-        stop = asyncio.Event()
+        stop = threading.Event()
         upgraded = asyncio.create_task(_until_hub_served(kube) if version != HUB else asyncio.Event().wait())
         stopping = asyncio.create_task(shutdown.wait())
-        akube = AsyncKube(kube.api_client.configuration)
-        budgets = BudgetWatch(akube)
-        memo = kopf.Memo(kube=kube, akube=akube, budgets=budgets, active=Active(), engines={}, version=version)
-        operator = asyncio.create_task(kopf.operator(
-            registry=handlers.registry(version), clusterwide=True, standalone=True, stop_flag=stop, memo=memo,
-        ))
+        operator = asyncio.create_task(asyncio.to_thread(_run_kopf, kube, version, stop))
         done, _ = await asyncio.wait([operator, holding, stopping, upgraded], return_when=asyncio.FIRST_COMPLETED)
         stop.set()
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(operator, 10)
-        await budgets.stop()
-        await akube.close()
+            await asyncio.wait_for(asyncio.shield(operator), 15)
         for task in (upgraded, stopping):
             task.cancel()
-        _on_signals(shutdown)  # kopf took the signal handlers over while it ran
         if upgraded in done and holding not in done and not shutdown.is_set():
             log.info("the CRD serves v1beta1 now: restarting the reconciler in it")
             continue
+        if operator in done:  # kopf ended by itself: that is a failure, never a clean stop
+            error = operator.exception()
+            log.error("the reconciler stopped: %r", error, exc_info=error)
+            return True
         return holding in done
+
+
+def _run_kopf(kube: Kube, version: str, stop: threading.Event) -> None:
+    """kopf on an event loop of its own: when it stops it cancels every task of its loop, and the
+    webhooks (which must answer during a restart, for the storage migration above all) are not among them."""
+
+    async def operate() -> None:
+        akube = AsyncKube(kube.api_client.configuration)
+        budgets = BudgetWatch(akube)
+        memo = kopf.Memo(kube=kube, akube=akube, budgets=budgets, active=Active(), engines={}, version=version)
+        try:
+            await kopf.operator(registry=handlers.registry(version), clusterwide=True, standalone=True, stop_flag=stop, memo=memo)
+        finally:
+            await budgets.stop()
+            await akube.close()
+
+    asyncio.run(operate())
 
 
 def _on_signals(shutdown: asyncio.Event) -> None:

@@ -25,7 +25,7 @@ from .watch import Mirror
 
 # While the phase stays the same, the status is written at most this often (a drain of many pods
 # would otherwise write it once per pod); a new phase is written at once.
-STATUS_INTERVAL_SECONDS = 2.0
+STATUS_INTERVAL_SECONDS = 1.0
 ERROR_RETRY_SECONDS = 5.0
 
 
@@ -75,6 +75,8 @@ class Engine:
     async def step(self) -> float | None:
         """Plan once and carry the plan out; return when to look again without a change (None: never)."""
         body = convert(self.body(), f"{api.GROUP}/{HUB}")  # older versions park spec.drain in an annotation
+        if body["metadata"].get("deletionTimestamp"):
+            return None  # being deleted: the node is given back, never taken again
         # Our last write may not have come back through kopf's watch yet, and an old version drops fields.
         body["status"] = {**(body.get("status") or {}), **self.stored}
         node = next(iter(self.node.objects.values()), None)

@@ -16,13 +16,16 @@ from typing import Any, Callable
 from . import metrics, status as st
 from .conversion import status_fields
 from .kube import ApiError, AsyncKube, Conflict, NotFound, TooManyRequests, nm_path, node_path, pod_path
-from .planner import Attempt, Plan, Removal
+from .planner import Attempt, Event, Plan, Removal
 
 # An accepted eviction is not sent again for this long, unless the pod's watch shows it still there.
 ACCEPTED_SECONDS = 30.0
 BACKOFF_FIRST_SECONDS = 1.0
 BACKOFF_MAX_SECONDS = 60.0
 MAX_CONCURRENT_REMOVALS = 32
+
+# What the log says when a maintenance posts an event of these reasons.
+LOG_LINES = {"BeginMaintenance": "began maintenance", "SucceedMaintenance": "node drained"}
 
 # (object, type, reason, message): posts a Kubernetes Event about a NodeMaintenance or a Node.
 EventSink = Callable[[dict[str, Any], str, str, str], None]
@@ -62,12 +65,19 @@ class Executor:
                 return Outcome(node_conflict=True)
         for event in plan.events:
             self.event(_node_ref(node) if event.on_node and node else body, event.type, event.reason, event.message)
-            (self.log.warning if event.type == "Warning" else self.log.info)(event.message)
+            if not event.on_node:
+                self._log(event)
         results = await asyncio.gather(*(self._remove(r, attempts.get(r.uid)) for r in plan.removals))
         await self._write_status(stored, plan.status)
         if plan.drained_after is not None:
             metrics.DRAIN_SECONDS.observe(plan.drained_after)
         return Outcome(attempts={r.uid: a for r, a in zip(plan.removals, results)})
+
+    def _log(self, event: Event) -> None:
+        if event.type == "Warning":
+            self.log.warning("maintenance failed: %s", event.message)
+        else:
+            self.log.info(LOG_LINES.get(event.reason, event.message))
 
     async def _remove(self, removal: Removal, previous: Attempt | None) -> Attempt | None:
         preconditions = {"uid": removal.uid}  # never act on a replacement that reused the name

@@ -46,30 +46,38 @@ async def maintain(body: kopf.Body, stopped: kopf.DaemonStopped, memo: kopf.Memo
     """Drive the drain until kopf stops the daemon (the object is deleted, or the operator stops)."""
     name = body["metadata"]["name"]
     engine = Engine(memo.akube, memo.budgets, memo.active, lambda: copy.deepcopy(dict(body)), memo.version, _event, _logger(body))
-    memo.engines[name] = engine
     running = asyncio.create_task(engine.run())
+    memo.engines[name] = (engine, running)
     try:
         await stopped.wait()
     finally:
-        memo.engines.pop(name, None)
-        running.cancel()
-        await asyncio.gather(running, return_exceptions=True)
+        await _stop(memo, name)
+
+
+async def _stop(memo: kopf.Memo, name: str) -> None:
+    engine = memo.engines.pop(name, None)
+    if engine is not None:
+        engine[1].cancel()
+        await asyncio.gather(engine[1], return_exceptions=True)
 
 
 async def changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     """Any change of a NodeMaintenance (a new spec.drain, say) makes its engine plan again."""
     engine = memo.engines.get(body["metadata"]["name"])
     if engine is not None:
-        engine.wake()
+        engine[0].wake()
 
 
 async def remove(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    # The drain stops first: it must not take the node again once it is given back.
+    await _stop(memo, body["metadata"]["name"])
     await maintenance.end(memo.akube, copy.deepcopy(dict(body)), _event, _logger(body), memo.active)
 
 
 def registry(version: str) -> kopf.OperatorRegistry:
     """The handlers for NodeMaintenances served as ``version``."""
     handlers = kopf.OperatorRegistry()
+    kopf.on.login(registry=handlers)(kopf.login_via_client)  # the same credentials as our own client
     kopf.on.startup(registry=handlers)(configure)
     kopf.daemon(api.GROUP, version, api.PLURAL, cancellation_timeout=5.0, registry=handlers)(maintain)
     kopf.on.event(api.GROUP, version, api.PLURAL, registry=handlers)(changed)

@@ -152,9 +152,9 @@ class AsyncKube:
 
     def _headers(self, content_type: str) -> dict[str, str]:
         headers = {"Accept": "application/json", "Content-Type": content_type}
-        token = self._configuration.get_api_key_with_prefix("authorization")  # runs the token refresh hook
-        if token:
-            headers["Authorization"] = token
+        bearer = self._configuration.auth_settings().get("BearerToken")  # runs the token refresh hook
+        if bearer and bearer.get("value"):
+            headers["Authorization"] = bearer["value"]
         return headers
 
     @property

@@ -132,7 +132,9 @@ def test_mixed_node_drains_to_daemonset_and_mirror_pods(cluster: Cluster, operat
     delete_nm(cluster, f"nm-{target}")
 
 
-def test_blocking_pdb_keeps_running_with_paced_retries(cluster: Cluster, operator, namespace: str, nodes) -> None:
+def test_blocking_pdb_keeps_running_and_sends_nothing_the_budget_refuses(cluster: Cluster, operator, namespace: str, nodes) -> None:
+    """While the budget allows no disruption the operator waits on it (no eviction, no retry loop), says
+    why, and evicts once the budget relaxes."""
     target, spare = nodes(2)
     labels = {"app": "guarded"}
     cluster.kubectl("cordon", spare)
@@ -148,18 +150,11 @@ def test_blocking_pdb_keeps_running_with_paced_retries(cluster: Cluster, operato
 
     error = eventually(blocked, "lastError naming the PDB")
     assert nm_status(cluster, name)["phase"] == "Running"
-    assert "guarded-" in error and "PodDisruptionBudget" in error
-    time.sleep(12)  # observe the retry pace over a fixed window
-    refused = _evictions(cluster, namespace, code=429)
-    by_pod: dict[str, list[float]] = {}
-    for event in refused:
-        stamp = time.mktime(time.strptime(event["requestReceivedTimestamp"][:19], "%Y-%m-%dT%H:%M:%S"))
-        stamp += float("0." + event["requestReceivedTimestamp"][20:-1] or "0")
-        by_pod.setdefault(event["objectRef"]["name"], []).append(stamp)
-    assert len(by_pod) == 2, by_pod
-    for pod_name, stamps in by_pod.items():
-        gaps = [b - a for a, b in zip(sorted(stamps), sorted(stamps)[1:])]
-        assert len(stamps) >= 2 and min(gaps) >= 4.0, f"{pod_name} retried too fast: {gaps}"
+    assert error.count("waits on PodDisruptionBudget") == 2 and "guarded-" in error
+    time.sleep(12)  # observe a fixed window while the budget allows nothing
+    attempts = _evictions(cluster, namespace)
+    assert len(attempts) <= 2, f"evictions sent to a budget that allows none: {len(attempts)}"
+    assert nm_status(cluster, name)["phase"] == "Running"
     cluster.kubectl("uncordon", spare)
     cluster.kubectl("patch", "pdb", "guarded", "-n", namespace, "--type=merge", "-p", '{"spec":{"minAvailable":1}}')
     eventually(lambda: nm_status(cluster, name).get("phase") == "Succeeded", "maintenance Succeeded once the PDB relaxes", timeout=90)

@@ -101,10 +101,13 @@ def test_killed_at_any_point_the_drain_still_completes(cluster: Cluster, operato
         apply(cluster, deployment(app, namespace, [target, spare], 4, {"app": app}), pdb(app, namespace, {"app": app}, maxUnavailable=1))
         eventually(lambda: len(pods_on(cluster, target)) == 4 and all(p["status"].get("phase") == "Running" for p in pods_on(cluster, target)), "4 pods running")
         eventually(lambda: (get(cluster, "pdb", app, "-n", namespace) or {}).get("status", {}).get("currentHealthy") == 4, "PDB sees 4 healthy")
-        cluster.kubectl("uncordon", spare)
+        if point != "mid-eviction":
+            cluster.kubectl("uncordon", spare)
+        # Mid-eviction: with no room for replacements the budget holds the drain after its first eviction.
         create_nm(cluster, "nm-" + target, target)
         eventually(lambda: reached(target), f"the drain reaches point {point!r}", timeout=60, interval=0.05)
         operator.kill()
+        cluster.kubectl("uncordon", spare)
         if point == "before delete":  # deleted while the operator is down: cleaned up on start
             cluster.kubectl("delete", NM, "nm-" + target, "--wait=false")
         operator.start()
@@ -160,9 +163,8 @@ def test_many_pods_elsewhere_do_not_grow_the_operator(cluster: Cluster, operator
         if e.get("objectRef", {}).get("resource") == "pods" and not e["objectRef"].get("subresource") and e["verb"] in ("list", "watch")
     ]
     assert pod_reads, "the operator read no pods at all"
-    assert not [e for e in pod_reads if e["verb"] == "watch"], "the operator watches pods"
     unscoped = [e["requestURI"] for e in pod_reads if not re.search(r"fieldSelector=spec\.nodeName%3D", e["requestURI"])]
-    assert not unscoped, f"pods listed beyond one node: {unscoped[:3]}"
+    assert not unscoped, f"pods listed or watched beyond one node: {unscoped[:3]}"
     assert growth < 16 * 1024 * 1024, f"operator memory grew by {growth / 2**20:.1f} MiB"
     delete_nm(cluster, "nm-" + target)
 
