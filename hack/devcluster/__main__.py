@@ -2,6 +2,7 @@
 
     python -m devcluster build [TOOL ...]   build (or reuse cached) binaries and print their paths
     python -m devcluster up [--nodes N]     start the cluster, print its kubeconfig, wait for Ctrl-C
+    python -m devcluster up --real-node     the same with a real kubelet node and a local image registry (root)
     python -m devcluster up --olm           the same with OLM running and our catalog as a CatalogSource;
                                             then `kubectl apply -f olm-deploy-manifests/kubernetes/nm-{ns,op-group,sub}.yaml`
 """
@@ -30,12 +31,12 @@ def _build(names: list[str]) -> int:
     return 0
 
 
-def _up(nodes: int, with_olm: bool) -> int:
+def _up(nodes: int, with_olm: bool, real_node: bool) -> int:
     stop = threading.Event()
     # SIGTERM and SIGINT both end the run through the same clean teardown.
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    with Cluster(pod_network=with_olm) as cluster, contextlib.ExitStack() as stack:
+    with Cluster(pod_network=with_olm, real_node=real_node) as cluster, contextlib.ExitStack() as stack:
         if with_olm:
             olm = OLM(cluster, Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="nmo-olm-")))).start()
             stack.callback(olm.stop)
@@ -45,6 +46,8 @@ def _up(nodes: int, with_olm: bool) -> int:
         for index in range(nodes):
             cluster.wait_node_ready(f"kwok-node-{index}")
         print(f"cluster ready in {cluster.startup_seconds:.1f}s; processes: {' '.join(map(str, cluster.pids()))}")
+        if cluster.registry is not None:
+            print(f"image registry (plain HTTP) at {cluster.registry.host}, pulled from by the real node")
         print(f"export KUBECONFIG={cluster.kubeconfig}", flush=True)
         stop.wait()
         print("stopping cluster", flush=True)
@@ -59,9 +62,10 @@ def main(argv: list[str] | None = None) -> int:
     up = sub.add_parser("up", help="run the local control plane until interrupted")
     up.add_argument("--nodes", type=int, default=2, help="KWOK nodes to create (default 2)")
     up.add_argument("--olm", action="store_true", help="also run OLM with our catalog (processes in a pod network namespace)")
+    up.add_argument("--real-node", action="store_true", help="add a real kubelet node (containerd, runc) and a local registry; needs root")
     args = parser.parse_args(argv)
     try:
-        return _build(args.tools) if args.command == "build" else _up(args.nodes, args.olm)
+        return _build(args.tools) if args.command == "build" else _up(args.nodes, args.olm, args.real_node)
     except (RuntimeError, KeyError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

@@ -14,19 +14,24 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Callable, TypeVar
 
 import yaml
 
 from . import pki, toolchain
-from .podnetwork import PodNetwork
+from .podnetwork import NODE_IP, PodNetwork
 from .processes import Process, free_port
+from .realnode import NAME as REAL_NODE_NAME, RealNode
+from .registry import Registry
+from .waiting import ClusterError, wait_for
 
 SERVICE_CIDR = "10.96.0.0/24"
 SERVICE_IP = "10.96.0.1"
 # Addresses KWOK hands simulated pods: unreachable, unless the cluster runs with a PodNetwork.
 KWOK_POD_CIDR = "10.244.0.0/16"
 KWOK_SELECTOR = ("kwok.x-k8s.io/node", "fake")
+# With a real node, simulated nodes carry this taint: only workloads that tolerate it (drain targets
+# in tests) land there, and everything else (OLM's pods, the operator) runs for real.
+KWOK_TAINT = {"key": KWOK_SELECTOR[0], "value": KWOK_SELECTOR[1], "effect": "NoSchedule"}
 # KWOK's own stage definitions: nodes become Ready and keep a lease; pods become Running, Jobs' pods
 # complete, and a deleted pod goes away once its grace period ends (and its finalizers are gone), as with a kubelet.
 KWOK_STAGES = (
@@ -39,40 +44,22 @@ KWOK_STAGES = (
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kubectl")
 
 
-T = TypeVar("T")
-
-
-class ClusterError(RuntimeError):
-    pass
-
-
-def wait_for(what: str, check: Callable[[], T], timeout: float, process: Process | None = None,
-             details: Callable[[], str] | None = None) -> T:
-    """Poll ``check`` until it returns something truthy and return that; fail naming ``what``, with the
-    log of ``process`` (which must stay alive meanwhile) or ``details``."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process is not None and not process.alive():
-            raise ClusterError(f"{process.name} exited while waiting for {what}:\n{process.log_tail()}")
-        result = check()
-        if result:
-            return result
-        time.sleep(0.2)
-    tail = f"\n{process.log_tail()}" if process else f"\n{details()}" if details else ""
-    raise ClusterError(f"timed out after {timeout:.0f}s waiting for {what}{tail}")
-
-
 class Cluster:
     """A running local control plane. Use as a context manager, or call start()/stop().
 
     With ``pod_network`` every component runs in a private network namespace where simulated pod IPs
     are local addresses (see ``podnetwork``), so Services backed by KWOK pods can reach local processes.
+    With ``real_node`` (root only) that namespace also holds a local image registry and one real node
+    (``realnode``) whose kubelet runs pods from it; KWOK nodes then carry ``KWOK_TAINT``.
     """
 
-    def __init__(self, workdir: Path | None = None, *, pod_network: bool = False) -> None:
+    def __init__(self, workdir: Path | None = None, *, pod_network: bool = False, real_node: bool = False) -> None:
         self._own_workdir = workdir is None
-        self._want_pod_network = pod_network
+        self._want_pod_network = pod_network or real_node
+        self.real_node = real_node
         self.network: PodNetwork | None = None
+        self.registry: Registry | None = None
+        self.node: RealNode | None = None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="nmo-cluster-"))
         self.processes: list[Process] = []
         self.bin: dict[str, Path] = {}
@@ -112,16 +99,32 @@ class Cluster:
             directory.mkdir(parents=True, exist_ok=True)
         pki.write_cluster_pki(pki_dir, service_ip=SERVICE_IP)
         if self._want_pod_network:
-            self.network = PodNetwork(KWOK_POD_CIDR, self.logs_dir)
+            self.network = PodNetwork(KWOK_POD_CIDR, self.logs_dir, privileged=self.real_node)
         self._start_etcd()
         self._start_apiserver(pki_dir)
         self._start_controllers(pki_dir)
         self._start_kwok()
         wait_for("the default ServiceAccount token signer (kube-root-ca.crt)", self._root_ca_published, 60)
+        if self.real_node:
+            self._start_real_node()
         self.startup_seconds = time.monotonic() - started
+
+    def _start_real_node(self) -> None:
+        assert self.network is not None
+        self.registry = Registry(setup=self.network.enter)
+        self._reach_at_same_port(self.registry.port)  # one image reference serves the host and the node
+        self.registry.__enter__()
+        self.node = RealNode(self, self.registry.host)
+        self.node.start()
 
     def stop(self) -> None:
         """Stop every component (newest first) and remove the work directory."""
+        if self.node is not None:
+            self.node.stop()
+            self.node = None
+        if self.registry is not None:
+            self.registry.__exit__()
+            self.registry = None
         for process in reversed(self.processes):
             process.stop()
         self.processes.clear()
@@ -132,7 +135,8 @@ class Cluster:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
     def pids(self) -> list[int]:
-        return [p.pid for p in self.processes] + (self.network.pids() if self.network else [])
+        return ([p.pid for p in self.processes] + (self.network.pids() if self.network else [])
+                + (self.node.pids() if self.node else []) + ([self.registry.process.pid] if self.registry and self.registry.process else []))
 
     # ----------------------------------------------------------------- processes
     def spawn(self, name: str, argv: list[str], *, env: dict[str, str] | None = None, log_dir: Path | None = None) -> Process:
@@ -192,6 +196,8 @@ class Cluster:
                     f'{self.admin_token},admin,admin,"system:masters"',
                     f"{self._component_token('controller-manager')},system:kube-controller-manager,kcm",
                     f"{self._component_token('scheduler')},system:kube-scheduler,scheduler",
+                    f'{self.node_token},system:node:{REAL_NODE_NAME},{REAL_NODE_NAME},"system:nodes"',
+                    f"{self.kube_proxy_token},system:kube-proxy,kube-proxy",
                 ]
             )
             + "\n"
@@ -202,20 +208,18 @@ class Cluster:
             [
                 str(self.bin["kube-apiserver"]),
                 f"--etcd-servers={self.etcd_url}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
+                *self._apiserver_address_flags(),
                 f"--secure-port={port}",
                 f"--tls-cert-file={pki_dir / 'tls.crt'}",
                 f"--tls-private-key-file={pki_dir / 'tls.key'}",
                 f"--token-auth-file={tokens}",
-                "--authorization-mode=RBAC",
+                f"--authorization-mode={'Node,RBAC' if self.real_node else 'RBAC'}",
                 f"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
                 f"--service-account-key-file={pki_dir / 'sa.pub'}",
                 f"--service-account-signing-key-file={pki_dir / 'sa.key'}",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--allow-privileged=true",
                 "--profiling=false",
-                "--endpoint-reconciler-type=none",
                 # Webhook Services are dialled at their endpoints' (pod) IPs: there is no kube-proxy.
                 "--enable-aggregator-routing=true",
                 f"--audit-policy-file={self._write_audit_policy()}",
@@ -224,8 +228,22 @@ class Cluster:
                 "--v=1",
             ],
         )
-        self._write_kubeconfig(self.kubeconfig, "admin", self.admin_token)
+        self.write_kubeconfig(self.kubeconfig, "admin", self.admin_token)
         wait_for("kube-apiserver /readyz", lambda: self._api_ok("/readyz"), 60, apiserver)
+
+    def _apiserver_address_flags(self) -> list[str]:
+        """With a real node, pods reach the API server through the kubernetes Service at the node's address."""
+        if self.real_node:
+            return ["--bind-address=0.0.0.0", f"--advertise-address={NODE_IP}", "--kubelet-preferred-address-types=InternalIP"]
+        return ["--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none"]
+
+    @property
+    def node_token(self) -> str:
+        return self._component_token("node")
+
+    @property
+    def kube_proxy_token(self) -> str:
+        return self._component_token("kube-proxy")
 
     @property
     def audit_log(self) -> Path:
@@ -260,7 +278,7 @@ class Cluster:
 
     def _start_controllers(self, pki_dir: Path) -> None:
         kcm_config = self.workdir / "controller-manager.kubeconfig"
-        self._write_kubeconfig(kcm_config, "system:kube-controller-manager", self._component_token("controller-manager"))
+        self.write_kubeconfig(kcm_config, "system:kube-controller-manager", self._component_token("controller-manager"))
         self._spawn(
             "kube-controller-manager",
             [
@@ -280,7 +298,7 @@ class Cluster:
             ],
         )
         sched_config = self.workdir / "scheduler.kubeconfig"
-        self._write_kubeconfig(sched_config, "system:kube-scheduler", self._component_token("scheduler"))
+        self.write_kubeconfig(sched_config, "system:kube-scheduler", self._component_token("scheduler"))
         self._spawn(
             "kube-scheduler",
             [
@@ -316,7 +334,7 @@ class Cluster:
         )
 
     # ----------------------------------------------------------------- access
-    def _write_kubeconfig(self, path: Path, user: str, token: str) -> None:
+    def write_kubeconfig(self, path: Path, user: str, token: str) -> None:
         config = {
             "apiVersion": "v1",
             "kind": "Config",
@@ -387,7 +405,7 @@ class Cluster:
         self.kubectl("create", "serviceaccount", name, "-n", namespace, check=False)
         token = self.kubectl("create", "token", name, "-n", namespace, "--duration=24h").stdout.strip()
         path = self.workdir / f"sa-{namespace}-{name}.kubeconfig"
-        self._write_kubeconfig(path, f"system:serviceaccount:{namespace}:{name}", token)
+        self.write_kubeconfig(path, f"system:serviceaccount:{namespace}:{name}", token)
         return path
 
     # ----------------------------------------------------------------- nodes
@@ -414,15 +432,13 @@ class Cluster:
                     **(labels or {}),
                 },
             },
-            "spec": {"taints": taints or [], "unschedulable": unschedulable},
+            "spec": {"taints": [*(taints or []), *([KWOK_TAINT] if self.real_node else [])], "unschedulable": unschedulable},
         }
         self.kubectl("create", "-f", "-", input=json.dumps(node))
 
-    def wait_node_ready(self, name: str, timeout: float = 60) -> None:
-        def ready() -> bool:
-            out = self.kubectl(
-                "get", "node", name, "-o", "jsonpath={.status.conditions[?(@.type=='Ready')].status}", check=False
-            )
-            return out.stdout.strip() == "True"
+    def node_ready(self, name: str) -> bool:
+        out = self.kubectl("get", "node", name, "-o", "jsonpath={.status.conditions[?(@.type=='Ready')].status}", check=False)
+        return out.stdout.strip() == "True"
 
-        wait_for(f"node {name} Ready", ready, timeout)
+    def wait_node_ready(self, name: str, timeout: float = 60) -> None:
+        wait_for(f"node {name} Ready", lambda: self.node_ready(name), timeout)

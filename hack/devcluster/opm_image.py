@@ -1,5 +1,11 @@
-"""An opm base image built here from the opm binary (built from its Go module), so the catalog image
-needs nothing from an outside registry."""
+"""Images of upstream tools, built here from their pinned Go modules so nothing comes from an outside registry.
+
+- ``opm``: opm (with the libraries it links) and ``grpc_health_probe``, as upstream's opm image ships
+  them: the base of our catalog image, whose registry pod OLM probes with ``grpc_health_probe``, and
+  the image OLM's bundle unpack Jobs run ``opm alpha bundle extract`` in.
+- ``olm-util``: OLM's ``cpb`` and a ``/bin/cp``, which an unpack Job's init container runs to copy
+  ``cpb`` into the bundle container (bundle images are FROM scratch).
+"""
 
 from __future__ import annotations
 
@@ -12,11 +18,9 @@ from node_maintenance_packaging.imagetool import Builder, pick
 
 from . import toolchain
 
-CONTAINERFILE = """\
-FROM scratch
-COPY rootfs/ /
-ENTRYPOINT ["/bin/opm"]
-"""
+CONTAINERFILE = 'FROM scratch\nCOPY rootfs/ /\nENTRYPOINT ["{entrypoint}"]\n'
+# A statically linked busybox answers as `cp` when called as /bin/cp.
+BUSYBOX = Path("/bin/busybox")
 
 
 def _shared_libraries(binary: Path) -> list[Path]:
@@ -26,24 +30,41 @@ def _shared_libraries(binary: Path) -> list[Path]:
     return [p for p in paths if p.exists()]
 
 
-def build_opm_image(registry_host: str, builder_tool: str = "auto") -> str:
-    """Build and push ``<registry>/opm:<version>``; return the pushed reference by digest."""
-    opm = toolchain.binary("opm")
-    context = Path(tempfile.mkdtemp(prefix="nmo-opm-image-"))
+def _install(binary: Path, rootfs: Path, name: str) -> None:
+    target = rootfs / "bin" / name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(binary, target)
+    for library in _shared_libraries(binary):
+        copy = rootfs / library.relative_to("/")
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(library.resolve(), copy)
+
+
+def _build(registry_host: str, name: str, binaries: dict[str, Path], entrypoint: str, builder_tool: str) -> str:
+    context = Path(tempfile.mkdtemp(prefix=f"nmo-{name}-image-"))
     builder = Builder(pick(builder_tool), tls_verify=False)
     try:
         rootfs = context / "rootfs"
-        (rootfs / "bin").mkdir(parents=True)
-        (rootfs / "tmp").mkdir()
-        shutil.copy(opm, rootfs / "bin" / "opm")
-        for library in _shared_libraries(opm):
-            target = rootfs / library.relative_to("/")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(library.resolve(), target)
-        (context / "Containerfile").write_text(CONTAINERFILE)
-        reference = f"{registry_host}/opm:local"
-        digest = builder.build_and_push(context, context / "Containerfile", reference)
-        return f"{registry_host}/opm@{digest}"
+        (rootfs / "tmp").mkdir(parents=True)
+        (rootfs / "tmp").chmod(0o1777)  # registry pods run as a non-root user and write their cache there
+        for target, binary in binaries.items():
+            _install(binary, rootfs, target)
+        (context / "Containerfile").write_text(CONTAINERFILE.format(entrypoint=entrypoint))
+        digest = builder.build_and_push(context, context / "Containerfile", f"{registry_host}/{name}:local")
+        return f"{registry_host}/{name}@{digest}"
     finally:
         builder.close()
         shutil.rmtree(context, ignore_errors=True)
+
+
+def build_opm_image(registry_host: str, builder_tool: str = "auto") -> str:
+    """Build and push ``<registry>/opm``; return the pushed reference by digest."""
+    tools = toolchain.ensure(["opm", "grpc_health_probe"])
+    return _build(registry_host, "opm", tools, "/bin/opm", builder_tool)
+
+
+def build_util_image(registry_host: str, builder_tool: str = "auto") -> str:
+    """Build and push ``<registry>/olm-util`` (OLM's ``-util-image``); return it by digest."""
+    if not BUSYBOX.exists():
+        raise RuntimeError("busybox is needed for the OLM util image's /bin/cp: install Debian's busybox-static")
+    return _build(registry_host, "olm-util", {"cpb": toolchain.binary("cpb"), "cp": BUSYBOX}, "/bin/cpb", builder_tool)

@@ -20,8 +20,12 @@ from pathlib import Path
 
 from .processes import Process, die_with_parent
 
+_CLONE_NEWNS = 0x00020000
 _CLONE_NEWUSER = 0x10000000
 _CLONE_NEWNET = 0x40000000
+# With a real node, the node's own address inside the namespace: the kubelet and the API server's
+# endpoint live there (a node address cannot be a loopback one).
+NODE_IP = "10.241.0.2"
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -41,21 +45,46 @@ def _unshare_as_root_of_own_namespace() -> None:
     die_with_parent()  # after the credential change, which clears a parent-death signal set before it
 
 
-class PodNetwork:
-    """The namespace holder process, the forwarders into it, and how to start a process inside it."""
+def _unshare_network_and_mounts() -> None:
+    """Runs in the holder before exec (as real root): new network and mount namespaces.
 
-    def __init__(self, pod_cidr: str, log_dir: Path) -> None:
+    Mounts a kubelet and containerd make then live in a namespace that ends with its last process,
+    so nothing stays mounted on the host after a teardown, however it ends.
+    """
+    _check(_libc.unshare(_CLONE_NEWNET | _CLONE_NEWNS), "unshare(net, mount)")
+    die_with_parent()
+
+
+class PodNetwork:
+    """The namespace holder process, the forwarders into it, and how to start a process inside it.
+
+    ``privileged`` (for a real node, which needs real root for cgroups and mounts) makes network and
+    mount namespaces owned by root instead of a user namespace, with the node's address on loopback.
+    """
+
+    def __init__(self, pod_cidr: str, log_dir: Path, *, privileged: bool = False) -> None:
         self.log_dir = log_dir
         self._forwarders: list[Process] = []
+        script = f"ip link set lo up; ip route add local {pod_cidr} dev lo; "
+        if privileged:
+            # Processes here resolve cluster names (OLM dials its catalog Service by name) through the
+            # cluster DNS the real node serves; the host's /etc/resolv.conf is untouched.
+            resolv_conf = log_dir.parent / "resolv.conf"
+            resolv_conf.write_text(f"nameserver {NODE_IP}\nsearch cluster.local\noptions ndots:5\n")
+            # Private propagation first: without it the host would see every container mount.
+            script += (f"mount --make-rprivate /; mount --bind {resolv_conf} /etc/resolv.conf; "
+                       f"ip addr add {NODE_IP}/32 dev lo; echo 1 > /proc/sys/net/ipv4/ip_forward; ")
         self._holder = Process(
             "pod-network",
-            ["sh", "-ec", f'ip link set lo up; ip route add local {pod_cidr} dev lo; echo ready; exec sleep infinity'],
+            ["sh", "-ec", script + "echo ready; exec sleep infinity"],
             log_dir,
-            setup=_unshare_as_root_of_own_namespace,
+            setup=_unshare_network_and_mounts if privileged else _unshare_as_root_of_own_namespace,
         )
         self._wait_ready()
-        self._user_ns = os.open(f"/proc/{self._holder.pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
-        self._net_ns = os.open(f"/proc/{self._holder.pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+        self._namespaces = [
+            (os.open(f"/proc/{self._holder.pid}/ns/{name}", os.O_RDONLY | os.O_CLOEXEC), flag)
+            for name, flag in ((("net", _CLONE_NEWNET), ("mnt", _CLONE_NEWNS)) if privileged else (("user", _CLONE_NEWUSER), ("net", _CLONE_NEWNET)))
+        ]
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + 10
@@ -68,9 +97,9 @@ class PodNetwork:
             time.sleep(0.05)
 
     def enter(self) -> None:
-        """Runs in a child before exec: join the namespace (user first: it grants the right to join the network)."""
-        _check(_libc.setns(self._user_ns, _CLONE_NEWUSER), "setns(user)")
-        _check(_libc.setns(self._net_ns, _CLONE_NEWNET), "setns(net)")
+        """Runs in a child before exec: join the namespaces (a user namespace first: it grants the right to join the network)."""
+        for fd, flag in self._namespaces:
+            _check(_libc.setns(fd, flag), f"setns({flag:#x})")
         die_with_parent()
 
     def forward(self, port: int, host_port: int) -> None:
@@ -96,5 +125,5 @@ class PodNetwork:
     def stop(self) -> None:
         for process in (*self._forwarders, self._holder):
             process.stop()
-        for fd in (self._user_ns, self._net_ns):
+        for fd, _ in self._namespaces:
             os.close(fd)

@@ -8,6 +8,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Callable
 
 import yaml
 
@@ -17,10 +18,13 @@ from .processes import Process, free_port
 class Registry:
     """Context manager: ``with Registry() as registry: registry.host`` is ``127.0.0.1:<port>``."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, setup: Callable[[], None] | None = None) -> None:
+        """``setup`` runs in the registry process before exec (to start it in a cluster's namespace)."""
         self.workdir = Path(tempfile.mkdtemp(prefix="nmo-registry-"))
-        self.host = f"127.0.0.1:{free_port()}"
+        self.port = free_port()
+        self.host = f"127.0.0.1:{self.port}"
         self.process: Process | None = None
+        self._setup = setup
 
     def __enter__(self) -> "Registry":
         binary = shutil.which("docker-registry")
@@ -33,7 +37,7 @@ class Registry:
             "http": {"addr": self.host},
         }
         (self.workdir / "config.yml").write_text(yaml.safe_dump(config))
-        self.process = Process("registry", [binary, "serve", str(self.workdir / "config.yml")], self.workdir)
+        self.process = Process("registry", [binary, "serve", str(self.workdir / "config.yml")], self.workdir, setup=self._setup)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:

@@ -46,6 +46,8 @@ class ToolModule:
     tags: str = ""
     # Binaries whose `go build` output name differs from what callers use.
     renames: tuple[tuple[str, str], ...] = ()
+    # False links statically, for binaries copied into images that have no C library.
+    cgo: bool = True
 
     @property
     def path(self) -> Path:
@@ -71,6 +73,12 @@ MODULES: dict[str, ToolModule] = {
         ToolModule("opm", tags=_OPERATOR_FRAMEWORK_TAGS),
         ToolModule("operator-sdk", tags=_OPERATOR_FRAMEWORK_TAGS),
         ToolModule("olm", tags=_OPERATOR_FRAMEWORK_TAGS),
+        # OLM's bundle-copy tool runs inside FROM-scratch bundle images, so it is linked statically.
+        ToolModule("olm-util", tags=_OPERATOR_FRAMEWORK_TAGS, cgo=False),
+        # Cluster DNS for the real node's pods (kubernetes.default.svc and Service names).
+        ToolModule("coredns", cgo=False),
+        # Runs inside the catalog image, which carries no C library for it.
+        ToolModule("grpc-health-probe", cgo=False, renames=(("grpc-health-probe", "grpc_health_probe"),)),
     )
 }
 
@@ -81,11 +89,16 @@ BINARIES: dict[str, str] = {
     "kube-controller-manager": "kubernetes",
     "kube-scheduler": "kubernetes",
     "kubectl": "kubernetes",
+    "kubelet": "kubernetes",
+    "kube-proxy": "kubernetes",
     "kwok": "kwok",
     "opm": "opm",
     "operator-sdk": "operator-sdk",
     "olm": "olm",
     "catalog": "olm",
+    "cpb": "olm-util",
+    "grpc_health_probe": "grpc-health-probe",
+    "coredns": "coredns",
 }
 
 
@@ -108,6 +121,7 @@ def module_dir(module: ToolModule) -> Path:
     digest.update(_go_version().encode())
     digest.update(module.ldflags.encode())
     digest.update(module.tags.encode())
+    digest.update(b"cgo" if module.cgo else b"nocgo")
     return cache_root() / f"{module.name}-{digest.hexdigest()[:16]}"
 
 
@@ -138,7 +152,7 @@ def _build(module: ToolModule, target: Path) -> Path:
     staging.mkdir(parents=True)
     _log(f"building {module.name}: {', '.join(p.rsplit('/', 1)[-1] for p in packages)} (a cold build takes minutes)")
     started = time.monotonic()
-    env = {**os.environ, "GOFLAGS": "-mod=readonly"}
+    env = {**os.environ, "GOFLAGS": "-mod=readonly", "CGO_ENABLED": "1" if module.cgo else "0"}
     proc = subprocess.Popen(
         ["go", "build", "-v", "-trimpath", "-tags", module.tags, "-ldflags", module.ldflags, "-o", str(staging) + "/", *packages],
         cwd=module.path,

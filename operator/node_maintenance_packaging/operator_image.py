@@ -24,13 +24,16 @@ DEBIAN_SUITE = "bookworm"
 # Debian essential set (a shell, coreutils, dpkg), and no compiler and no pip.
 BASE_PACKAGES = ("python3-minimal", "libpython3.11-stdlib", "ca-certificates")
 _EXCLUDED_PATHS = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/locale/*", "/usr/share/info/*")
-_MMDEBSTRAP = (
-    "mmdebstrap", "--quiet", "--variant=essential", f"--include={','.join(BASE_PACKAGES)}",
-    *(f"--dpkgopt=path-exclude={path}" for path in _EXCLUDED_PATHS),
-    # Nothing of the build's own state (apt lists, caches, logs) goes into the image.
-    '--customize-hook=rm -rf "$1"/var/cache/* "$1"/var/lib/apt/lists/* "$1"/var/log/*',
-    DEBIAN_SUITE,
-)
+
+
+def _mmdebstrap(packages: tuple[str, ...]) -> tuple[str, ...]:
+    return (
+        "mmdebstrap", "--quiet", "--variant=essential", f"--include={','.join(packages)}",
+        *(f"--dpkgopt=path-exclude={path}" for path in _EXCLUDED_PATHS),
+        # Nothing of the build's own state (apt lists, caches, logs) goes into the image.
+        '--customize-hook=rm -rf "$1"/var/cache/* "$1"/var/lib/apt/lists/* "$1"/var/log/*',
+        DEBIAN_SUITE,
+    )
 EPOCH = "1970-01-01T00:00:00Z"
 BUILD_STAGE = "build"
 
@@ -43,9 +46,13 @@ def image_cache() -> Path:
     return Path(base) / "node-maintenance-operator" / "images"
 
 
-def base_layout(cache: Path | None = None) -> str:
-    """The Debian Python base as an OCI layout reference (``oci:DIR:TAG``), built on first use."""
-    key = hashlib.sha256("\0".join(_MMDEBSTRAP).encode()).hexdigest()[:16]
+def base_layout(cache: Path | None = None, packages: tuple[str, ...] = BASE_PACKAGES) -> str:
+    """The Debian Python base as an OCI layout reference (``oci:DIR:TAG``), built on first use.
+
+    ``packages`` other than the default make a base for another purpose (a build stage with pip, say).
+    """
+    command = _mmdebstrap(packages)
+    key = hashlib.sha256("\0".join(command).encode()).hexdigest()[:16]
     layout = (cache or image_cache()) / f"python-base-{key}"
     reference = f"oci:{layout}:base"
     if (layout / ".complete").exists():
@@ -57,12 +64,12 @@ def base_layout(cache: Path | None = None) -> str:
     with tempfile.TemporaryDirectory(prefix="nmo-base-") as scratch:
         rootfs = Path(scratch) / "rootfs.tar"
         print(f"nmo-pack: making the Python base image from Debian {DEBIAN_SUITE} (once; cached)", file=sys.stderr)
-        run_tool([*_MMDEBSTRAP, str(rootfs)] if os.geteuid() == 0 else [*_MMDEBSTRAP[:1], "--mode=unshare", *_MMDEBSTRAP[1:], str(rootfs)],
-             "making the Python base with mmdebstrap")
+        mode = [] if os.geteuid() == 0 else ["--mode=unshare"]
+        run_tool([command[0], *mode, *command[1:], str(rootfs)], "making the Python base with mmdebstrap")
         run_tool(["umoci", "init", "--layout", str(layout)], "creating the base layout")
         run_tool(["umoci", "new", "--image", f"{layout}:base"], "creating the base image")
         run_tool(["umoci", "raw", "add-layer", "--image", f"{layout}:base", "--history.created", EPOCH,
-              "--history.created_by", f"mmdebstrap {DEBIAN_SUITE} {' '.join(BASE_PACKAGES)}", str(rootfs)],
+              "--history.created_by", f"mmdebstrap {DEBIAN_SUITE} {' '.join(packages)}", str(rootfs)],
              "adding the base layer")
         run_tool(["umoci", "config", "--image", f"{layout}:base", "--created", EPOCH, "--no-history",
               "--config.env", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"], "configuring the base")

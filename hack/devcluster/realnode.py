@@ -1,0 +1,309 @@
+"""A real node next to the KWOK ones: a kubelet with containerd, runc and the CNI bridge, and kube-proxy.
+
+Everything runs inside the cluster's privileged network and mount namespace (``podnetwork``): the
+node has an address of its own there, pods get addresses on a bridge, kube-proxy's rules and every
+mount live and die with the namespace. Containers run in a cgroup subtree of the node's own, which
+teardown empties and removes, so nothing of the node survives it. The kubelet and kube-proxy come
+from the pinned Kubernetes module, containerd, runc and the CNI plugins from Debian's packages, and
+the pause image is built here from the Kubernetes module's own ``pause.c``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import yaml
+
+from . import toolchain
+from .podnetwork import NODE_IP
+from .waiting import wait_for
+from .processes import Process, free_port
+
+if TYPE_CHECKING:
+    from .cluster import Cluster
+
+NAME = "node-real"
+POD_CIDR = "10.245.0.0/24"
+CLUSTER_DOMAIN = "cluster.local"
+CGROUPS = Path("/sys/fs/cgroup")
+CNI_BIN = Path("/usr/lib/cni")
+PAUSE_TAG = "pause:3.10"
+PAUSE_CONTAINERFILE = 'FROM scratch\nCOPY rootfs/ /\nUSER 65535:65535\nENTRYPOINT ["/pause"]\n'
+
+
+class RealNode:
+    """Start with ``start()`` once the control plane answers; ``stop()`` leaves nothing behind."""
+
+    def __init__(self, cluster: Cluster, registry_host: str) -> None:
+        self.cluster = cluster
+        self.registry_host = registry_host
+        self.dir = cluster.workdir / "node"
+        self.cgroup = f"nmo-node-{os.getpid()}-{cluster.workdir.name.rsplit('-', 1)[-1]}"
+        self.processes: list[Process] = []
+        self.ready_seconds = 0.0
+
+    @property
+    def socket(self) -> Path:
+        return self.dir / "containerd.sock"
+
+    # ----------------------------------------------------------------- lifecycle
+    def start(self) -> None:
+        started = time.monotonic()
+        if os.geteuid() != 0:
+            raise RuntimeError("a real node needs root (cgroups, mounts and network interfaces for containers)")
+        for tool in ("containerd", "runc"):
+            if shutil.which(tool) is None:
+                raise RuntimeError(f"{tool} is not installed: run `make system-deps` (Debian packages containerd, runc, containernetworking-plugins)")
+        binaries = toolchain.ensure(["kubelet", "kube-proxy", "coredns"])
+        self.dir.mkdir(parents=True)
+        self._make_cgroups()
+        self._start_containerd()
+        self._push_pause_image()
+        self._start_dns(binaries["coredns"])
+        self._start_kubelet(binaries["kubelet"])
+        self._start_kube_proxy(binaries["kube-proxy"])
+        kubelet = next(p for p in self.processes if p.name == "kubelet")
+        wait_for(f"node {NAME} Ready", lambda: self.cluster.node_ready(NAME), 60, kubelet)
+        self.ready_seconds = time.monotonic() - started
+
+    def stop(self) -> None:
+        """Stop the kubelet, kill every container and shim, then containerd, and remove the cgroups."""
+        kubelet = [p for p in self.processes if p.name == "kubelet"]
+        for process in kubelet:
+            process.stop()
+        self._kill_cgroup_members()
+        for process in reversed(self.processes):
+            process.stop()
+        self.processes.clear()
+        self._kill_cgroup_members()
+        self._remove_cgroups()
+
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.processes]
+
+    # ----------------------------------------------------------------- cgroups
+    def _hierarchies(self) -> list[Path]:
+        """Every mounted cgroup hierarchy (v1 controllers, the named systemd one, and v2 if unified)."""
+        return [path for path in sorted(CGROUPS.iterdir()) if path.is_dir() and not path.is_symlink()] or [CGROUPS]
+
+    def _make_cgroups(self) -> None:
+        for hierarchy in self._hierarchies():
+            parent = hierarchy
+            for part in (self.cgroup, "runtime"):
+                child = parent / part
+                child.mkdir(exist_ok=True)
+                # A v1 cpuset cgroup takes no process until it is given CPUs and memory nodes.
+                for setting in ("cpuset.cpus", "cpuset.mems"):
+                    if (child / setting).exists() and not (child / setting).read_text().strip():
+                        (child / setting).write_text((parent / setting).read_text())
+                parent = child
+
+    def _join_runtime_cgroup(self) -> None:
+        """Runs in containerd before exec: its shims inherit the cgroup, so teardown can find them."""
+        for hierarchy in self._hierarchies():
+            (hierarchy / self.cgroup / "runtime" / "cgroup.procs").write_text("0")
+
+    def _members(self) -> set[int]:
+        pids: set[int] = set()
+        for hierarchy in self._hierarchies():
+            for procs in (hierarchy / self.cgroup).rglob("cgroup.procs"):
+                try:
+                    pids.update(int(line) for line in procs.read_text().split())
+                except OSError:
+                    continue
+        return pids
+
+    def _kill_cgroup_members(self) -> None:
+        deadline = time.monotonic() + 20
+        while (members := self._members()) and time.monotonic() < deadline:
+            for pid in members:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.1)
+
+    def _remove_cgroups(self) -> None:
+        for hierarchy in self._hierarchies():
+            top = hierarchy / self.cgroup
+            if not top.exists():
+                continue
+            for directory in sorted((d for d in top.rglob("*") if d.is_dir()), key=lambda d: len(d.parts), reverse=True):
+                _rmdir(directory)
+            _rmdir(top)
+
+    # ----------------------------------------------------------------- containerd
+    def _start_containerd(self) -> None:
+        certs = self.dir / "certs.d" / self.registry_host
+        certs.mkdir(parents=True)
+        # The local registry speaks plain HTTP on the namespace's loopback.
+        (certs / "hosts.toml").write_text(f'server = "http://{self.registry_host}"\n\n[host."http://{self.registry_host}"]\n  capabilities = ["pull", "resolve"]\n')
+        cni = self.dir / "cni"
+        cni.mkdir()
+        (cni / "10-bridge.conflist").write_text(json.dumps({
+            "cniVersion": "1.0.0",
+            "name": "nmo-pods",
+            "plugins": [
+                {"type": "bridge", "bridge": "cni0", "isGateway": True, "hairpinMode": True,
+                 "ipam": {"type": "host-local", "ranges": [[{"subnet": POD_CIDR}]], "routes": [{"dst": "0.0.0.0/0"}]}},
+                {"type": "portmap", "capabilities": {"portMappings": True}},
+            ],
+        }))
+        config = self.dir / "containerd.toml"
+        cri = 'plugins."io.containerd.grpc.v1.cri"'
+        config.write_text(f"""version = 2
+root = "{self.dir / 'containerd-root'}"
+state = "{self.dir / 'containerd-state'}"
+disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs"]
+
+[grpc]
+  address = "{self.socket}"
+
+[ttrpc]
+  address = "{self.dir / 'containerd.sock.ttrpc'}"
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{self.dir / 'containerd-opt'}"
+
+[{cri}]
+  sandbox_image = "{self.registry_host}/{PAUSE_TAG}"
+  # Writing a negative oom_score_adj is denied on this kind of machine.
+  restrict_oom_score_adj = true
+  [{cri}.containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [{cri}.containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [{cri}.containerd.runtimes.runc.options]
+        BinaryName = "{shutil.which('runc')}"
+        SystemdCgroup = false
+  [{cri}.cni]
+    bin_dir = "{CNI_BIN}"
+    conf_dir = "{cni}"
+  [{cri}.registry]
+    config_path = "{self.dir / 'certs.d'}"
+""")
+        enter = self.cluster.network.enter if self.cluster.network else None
+
+        def setup() -> None:
+            if enter:
+                enter()
+            self._join_runtime_cgroup()
+
+        process = Process("containerd", [shutil.which("containerd") or "containerd", "--config", str(config), "--log-level", "warn"],
+                          self.cluster.logs_dir, setup=setup)
+        self.processes.append(process)
+        wait_for("containerd's socket", self.socket.exists, 30, process)
+
+    def _push_pause_image(self) -> None:
+        """The sandbox image: upstream's pause.c from the pinned Kubernetes module, compiled statically."""
+        from node_maintenance_packaging.imagetool import Builder, pick
+
+        source = toolchain.module_source("kubernetes", "k8s.io/kubernetes") / "build" / "pause" / "linux" / "pause.c"
+        context = Path(tempfile.mkdtemp(prefix="nmo-pause-", dir=self.dir))
+        (context / "rootfs").mkdir()
+        subprocess.run(["cc", "-Os", "-static", "-DVERSION=v3.10-nmo", "-o", str(context / "rootfs" / "pause"), str(source)],
+                       check=True, capture_output=True)
+        (context / "Containerfile").write_text(PAUSE_CONTAINERFILE)
+        builder = Builder(pick("umoci"), tls_verify=False)
+        try:
+            builder.build_and_push(context, context / "Containerfile", f"{self.registry_host}/{PAUSE_TAG}")
+        finally:
+            builder.close()
+            shutil.rmtree(context, ignore_errors=True)
+
+    # ----------------------------------------------------------------- kubelet and kube-proxy
+    def _start_dns(self, coredns: Path) -> None:
+        """Cluster DNS on the node's address, so pods resolve kubernetes.default and Service names."""
+        corefile = self.dir / "Corefile"
+        corefile.write_text(f"""{CLUSTER_DOMAIN}:53 in-addr.arpa:53 {{
+    bind {NODE_IP}
+    kubernetes {CLUSTER_DOMAIN} in-addr.arpa {{
+        kubeconfig {self.cluster.kubeconfig}
+        pods insecure
+    }}
+    cache 5
+    errors
+}}
+""")
+        self._spawn("coredns", [str(coredns), "-conf", str(corefile)])
+
+    def _start_kubelet(self, kubelet: Path) -> None:
+        kubeconfig = self.dir / "kubelet.kubeconfig"
+        self.cluster.write_kubeconfig(kubeconfig, f"system:node:{NAME}", self.cluster.node_token)
+        config = self.dir / "kubelet.yaml"
+        config.write_text(yaml.safe_dump({
+            "apiVersion": "kubelet.config.k8s.io/v1beta1",
+            "kind": "KubeletConfiguration",
+            "cgroupDriver": "cgroupfs",
+            "cgroupRoot": f"/{self.cgroup}",
+            "failCgroupV1": False,  # this kind of machine mounts cgroups v1 and v2 side by side
+            "containerRuntimeEndpoint": f"unix://{self.socket}",
+            "address": NODE_IP,
+            "readOnlyPort": 0,
+            "healthzBindAddress": "127.0.0.1",
+            "healthzPort": free_port(),
+            # The node's API is reachable only inside the cluster's namespace; the API server reads logs through it.
+            "authentication": {"anonymous": {"enabled": True}, "webhook": {"enabled": False}},
+            "authorization": {"mode": "AlwaysAllow"},
+            "clusterDNS": [NODE_IP],
+            "clusterDomain": CLUSTER_DOMAIN,
+            "failSwapOn": False,
+            "serializeImagePulls": False,
+            "podLogsDir": str(self.dir / "pod-logs"),
+            "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%", "nodefs.inodesFree": "1%"},
+            "imageGCHighThresholdPercent": 100,
+            "imageGCLowThresholdPercent": 99,
+            "podPidsLimit": -1,
+        }))
+        self._spawn("kubelet", [
+            str(kubelet),
+            f"--config={config}",
+            f"--kubeconfig={kubeconfig}",
+            f"--root-dir={self.dir / 'kubelet'}",
+            f"--hostname-override={NAME}",
+            f"--node-ip={NODE_IP}",
+            "--node-labels=type=real",
+            "--v=1",
+        ])
+
+    def _start_kube_proxy(self, kube_proxy: Path) -> None:
+        kubeconfig = self.dir / "kube-proxy.kubeconfig"
+        self.cluster.write_kubeconfig(kubeconfig, "system:kube-proxy", self.cluster.kube_proxy_token)
+        config = self.dir / "kube-proxy.yaml"
+        config.write_text(yaml.safe_dump({
+            "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+            "kind": "KubeProxyConfiguration",
+            "clientConnection": {"kubeconfig": str(kubeconfig)},
+            "mode": "iptables",
+            "hostnameOverride": NAME,
+            "clusterCIDR": POD_CIDR,
+            "bindAddress": NODE_IP,
+            "nodePortAddresses": ["primary"],
+            "healthzBindAddress": f"127.0.0.1:{free_port()}",
+            "metricsBindAddress": f"127.0.0.1:{free_port()}",
+            # Node-wide conntrack sysctls are not the namespace's to change.
+            "conntrack": {"maxPerCore": 0, "min": 0, "tcpEstablishedTimeout": "0s", "tcpCloseWaitTimeout": "0s"},
+            # Pod-to-Service traffic that lands on a pod of the same bridge needs its reply to come back
+            # through the node, which masquerading guarantees without br_netfilter.
+            "iptables": {"masqueradeAll": True},
+        }))
+        self._spawn("kube-proxy", [str(kube_proxy), f"--config={config}", "--v=1"])
+
+    def _spawn(self, name: str, argv: list[str]) -> None:
+        self.processes.append(self.cluster.spawn(name, argv))
+
+
+def _rmdir(directory: Path) -> None:
+    try:
+        directory.rmdir()
+    except FileNotFoundError:
+        pass

@@ -1,0 +1,110 @@
+"""Install one release from its rendered bundle the way OLM wires a CSV: the CRD, the ServiceAccount
+bound to exactly the CSV's rules, the CSV's own Deployment, and for webhooks a Service, a serving
+certificate mounted where OLM mounts it, and the CRD's conversion pointed at the Service."""
+
+from __future__ import annotations
+
+import base64
+import json
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+from devcluster.cluster import Cluster
+from devcluster.operator import grant_csv_permissions
+from node_maintenance.api import CRD_NAME
+from node_maintenance.certs import generate_self_signed
+from node_maintenance_packaging.render import Inputs, bundle_output
+
+# Where OLM mounts a webhook's serving certificate in the operator's containers.
+WEBHOOK_CERT_DIR = "/tmp/k8s-webhook-server/serving-certs"
+
+
+@dataclass(frozen=True)
+class Installed:
+    namespace: str
+    deployment: str
+    csv: dict
+    crd: dict
+
+
+def bundle_objects(inputs: Inputs, version: str) -> tuple[dict, dict]:
+    """The CSV and the CRD of one release's bundle, as rendered for the published images."""
+    docs = [yaml.safe_load(f.content) for f in bundle_output(inputs, version).files if f.path.parts[:2] == ("bundle", "manifests")]
+    csv = next(d for d in docs if d["kind"] == "ClusterServiceVersion")
+    crd = next(d for d in docs if d["kind"] == "CustomResourceDefinition")
+    return csv, crd
+
+
+def restricted_namespace(cluster: Cluster, name: str) -> None:
+    """A namespace that enforces the `restricted` Pod Security Standard."""
+    cluster.kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": name, "labels": {"pod-security.kubernetes.io/enforce": "restricted",
+                                              "pod-security.kubernetes.io/enforce-version": "latest"}},
+    }))
+
+
+def install(cluster: Cluster, inputs: Inputs, version: str, namespace: str) -> Installed:
+    csv, crd = bundle_objects(inputs, version)
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=json.dumps(crd))
+    cluster.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
+    restricted_namespace(cluster, namespace)
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as csv_file:
+        csv_file.write(yaml.safe_dump(csv))
+        csv_file.flush()
+        grant_csv_permissions(cluster, namespace, Path(csv_file.name))
+    spec = csv["spec"]["install"]["spec"]["deployments"][0]
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment",
+                  "metadata": {"name": spec["name"], "namespace": namespace}, "spec": spec["spec"]}
+    webhooks = csv["spec"].get("webhookdefinitions") or []
+    if webhooks:
+        _serve_webhooks(cluster, namespace, spec["name"], deployment, webhooks)
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(deployment))
+    return Installed(namespace, spec["name"], csv, crd)
+
+
+def _serve_webhooks(cluster: Cluster, namespace: str, name: str, deployment: dict, webhooks: list[dict]) -> None:
+    service = f"{name}-service"
+    with tempfile.TemporaryDirectory() as directory:
+        ca = generate_self_signed(Path(directory), [f"{service}.{namespace}.svc", f"{service}.{namespace}.svc.cluster.local"], days=1)
+        cert, key = (Path(directory) / "tls.crt").read_text(), (Path(directory) / "tls.key").read_text()
+    port = webhooks[0]["containerPort"]
+    objects = [
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": f"{service}-cert", "namespace": namespace},
+         "type": "kubernetes.io/tls", "stringData": {"tls.crt": cert, "tls.key": key}},
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": service, "namespace": namespace},
+         "spec": {"selector": deployment["spec"]["selector"]["matchLabels"],
+                  "ports": [{"name": "webhook", "port": 443, "targetPort": port}]}},
+    ]
+    cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    pod = deployment["spec"]["template"]["spec"]
+    pod.setdefault("volumes", []).append({"name": "webhook-cert", "secret": {"secretName": f"{service}-cert"}})
+    pod["containers"][0].setdefault("volumeMounts", []).append({"name": "webhook-cert", "mountPath": WEBHOOK_CERT_DIR, "readOnly": True})
+    conversion = next((w for w in webhooks if w["type"] == "ConversionWebhook"), None)
+    if conversion:
+        patch = {"spec": {"conversion": {"strategy": "Webhook", "webhook": {
+            "conversionReviewVersions": ["v1"],
+            "clientConfig": {"service": {"namespace": namespace, "name": service, "path": conversion["webhookPath"], "port": 443},
+                             "caBundle": base64.b64encode(ca).decode()}}}}}
+        cluster.kubectl("patch", "crd", CRD_NAME, "--type=merge", "-p", json.dumps(patch))
+
+
+def wait_ready(cluster: Cluster, installed: Installed, timeout: float = 120) -> dict:
+    """Wait until the Deployment has rolled out and its pod of the current template is Ready; return that pod."""
+    spec = installed.csv["spec"]["install"]["spec"]["deployments"][0]["spec"]
+    image = spec["template"]["spec"]["containers"][0]["image"]
+    selector = ",".join(f"{k}={v}" for k, v in spec["selector"]["matchLabels"].items())
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pods = json.loads(cluster.kubectl("get", "pods", "-n", installed.namespace, "-l", selector, "-o", "json").stdout)["items"]
+        current = [p for p in pods if p["spec"]["containers"][0]["image"] == image and not p["metadata"].get("deletionTimestamp")]
+        ready = [p for p in current if any(c["type"] == "Ready" and c["status"] == "True" for c in p.get("status", {}).get("conditions", []))]
+        if ready and len(pods) == len(current):  # the previous release's pod is gone
+            return ready[0]
+        time.sleep(0.2)
+    events = cluster.kubectl("get", "events", "-n", installed.namespace, check=False).stdout
+    logs = cluster.kubectl("logs", "-n", installed.namespace, f"deployment/{installed.deployment}", "--tail=40", check=False).stdout
+    raise AssertionError(f"operator pod not Ready within {timeout:.0f}s\nevents:\n{events}\nlogs:\n{logs}")

@@ -1,0 +1,28 @@
+"""Real-node end to end: a control plane with one real kubelet node (containerd, runc) beside KWOK
+nodes, a local registry inside the cluster's namespace, and every image of every release published there."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+from devcluster.cluster import Cluster
+from devcluster.publish import Published, publish
+from devcluster.realnode import CGROUPS
+
+
+@pytest.fixture(scope="package")
+def real_cluster() -> Iterator[Cluster]:
+    with Cluster(real_node=True) as running:
+        assert running.node is not None
+        pids, cgroup = running.pids(), running.node.cgroup
+        yield running
+    assert not [pid for pid in pids if Path(f"/proc/{pid}").exists()], "real-node cluster processes outlived it"
+    assert not [h for h in CGROUPS.iterdir() if (h / cgroup).exists()], "the real node's cgroups outlived it"
+
+
+@pytest.fixture(scope="package")
+def published(real_cluster: Cluster) -> Published:
+    assert real_cluster.registry is not None
+    return publish(real_cluster.registry.host)
