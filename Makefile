@@ -1,0 +1,63 @@
+# Node Maintenance Operator — developer entry points.
+# `make demo` runs the main job; `make test` runs every test (unit, upstream validators, end to end).
+
+PYTHON     ?= python3
+VENV       := .venv
+PY         := $(VENV)/bin/python
+PYTEST     := $(VENV)/bin/pytest
+export PYTHONPATH := $(CURDIR)/hack
+# Everything the tests need from the OS, installed only when missing.
+SYSTEM_PACKAGES := buildah skopeo umoci docker-registry iproute2 mmdebstrap containerd runc containernetworking-plugins iptables conntrack busybox-static
+
+.PHONY: help venv system-deps tools render check test unit demo bench bench-smoke clean
+
+help:
+	@echo "make demo   - start a local control plane and put a node into maintenance with the operator"
+	@echo "make test   - unit tests, upstream validators and end-to-end tests on a local control plane"
+	@echo "make bench  - the drain measured against kubectl drain, API cost, many nodes, scale, conversion"
+	@echo "             (report in bench/results: report.json, report.txt, PNG charts)"
+	@echo "make render - re-render CRD, bundle, catalog and OLM deploy manifests; make check verifies them"
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+system-deps:
+	@missing=""; for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+tools: venv
+	$(PY) -m devcluster build
+
+render: venv
+	$(VENV)/bin/nmo-pack all
+
+check: venv
+	$(VENV)/bin/nmo-pack all --check
+
+unit: venv
+	$(PYTEST) -q tests/unit
+
+test: venv system-deps tools
+	$(PYTEST) -q -ra
+
+demo: venv tools
+	$(PY) hack/demo.py
+
+bench: venv tools
+	$(PY) -m bench
+
+# One round of 30 pods: checks the report is written and well formed (tests/e2e/test_bench_smoke.py runs it in `make test`).
+bench-smoke: venv tools
+	$(PY) -m bench --smoke --out $(CURDIR)/build/bench-smoke
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info

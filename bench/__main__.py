@@ -1,0 +1,236 @@
+"""Run the benchmark: ``python -m bench`` (everything) or ``python -m bench --smoke`` (one small round)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from devcluster.operator import CRD_NAME, NAMESPACE, OperatorProcess, grant_csv_permissions, point_conversion_at
+
+from node_maintenance.leader import LEASE_NAME
+from node_maintenance.kube import AsyncKube, nm_path
+
+from . import drains, report, scale
+from .cluster import KUBECTL_USER, OPERATOR_USER, AuditCounter, BenchCluster
+from .workload import Shape, node_pair
+
+ROOT = Path(__file__).resolve().parents[1]
+CRD_FILE = ROOT / "bundle" / "manifests" / "nodemaintenance.kubevirt.io_nodemaintenances.yaml"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    parser.add_argument("--smoke", action="store_true", help="one round of 30 pods: checks the report is written, not any speed")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--grace-rounds", type=int, default=1, help="rounds of the 30 s grace-period variant")
+    parser.add_argument("--pods", type=int, default=110)
+    parser.add_argument("--many", type=int, default=20, help="nodes drained at once")
+    parser.add_argument("--scale-nodes", type=int, default=1000)
+    parser.add_argument("--scale-pods", type=int, default=30000)
+    parser.add_argument("--curve", default="10,30,110,250", help="pods per node of the scaling curve")
+    parser.add_argument("--profile", action=argparse.BooleanOptionalAction, default=True,
+                        help="profile the operator with py-spy during the slowest case")
+    return parser.parse_args(argv)
+
+
+class Bench:
+    def __init__(self, cluster: BenchCluster, api: AsyncKube, operator: OperatorProcess, kubectl_config: Path) -> None:
+        self.cluster, self.api, self.operator, self.kubectl_config = cluster, api, operator, kubectl_config
+        self.audit = AuditCounter(cluster.audit_log)
+        self.tags = 0
+
+    def tag(self, kind: str) -> str:
+        self.tags += 1
+        return f"{kind}-{self.tags}"
+
+    async def pair(self, shape: Shape) -> tuple[str, str]:
+        """Two identical loaded nodes (each with its spare), set up together."""
+        (a, _), (b, _) = await asyncio.gather(node_pair(self.cluster, self.api, self.tag("k"), shape),
+                                              node_pair(self.cluster, self.api, self.tag("o"), shape))
+        return a, b
+
+    async def measured(self, user: str, drain: Any) -> tuple[float, Counter[str]]:
+        await asyncio.sleep(1)  # let the previous case's stragglers reach the audit log
+        self.audit.mark()
+        seconds = await drain
+        await asyncio.sleep(1)
+        return seconds, self.audit.since_mark(user)
+
+    async def round(self, shape: Shape, operator_first: bool) -> dict[str, Any]:
+        k_node, o_node = await self.pair(shape)
+        cases = [("operator", OPERATOR_USER, lambda: drains.with_operator(self.api, [o_node])),
+                 ("kubectl", KUBECTL_USER, lambda: drains.with_kubectl(self.cluster, self.kubectl_config, k_node))]
+        if not operator_first:
+            cases.reverse()
+        result: dict[str, Any] = {"first": cases[0][0]}
+        for name, user, run in cases:
+            result[name], result[f"{name}_requests"] = await self.measured(user, run())
+        return result
+
+    async def single(self, rounds: int, grace_rounds: int, shape: Shape) -> dict[str, Any]:
+        done = []
+        for i in range(rounds):
+            done.append(await self.round(shape, operator_first=i % 2 == 0))
+            print(f"round {i + 1}: kubectl {done[-1]['kubectl']:.2f}s operator {done[-1]['operator']:.2f}s", flush=True)
+        grace = [await self.round(Shape(**{**shape.__dict__, "grace": 30}), operator_first=i % 2 == 0) for i in range(grace_rounds)]
+        k = statistics.median(r["kubectl"] for r in done)
+        o = statistics.median(r["operator"] for r in done)
+        result = {"pods": shape.drained, "rounds": _plain(done), "grace_30s": _plain(grace),
+                  "kubectl_median": round(k, 2), "operator_median": round(o, 2), "ratio": round(o / k, 2)}
+        if grace:
+            gk, go = statistics.median(r["kubectl"] for r in grace), statistics.median(r["operator"] for r in grace)
+            result["grace_30s_ratio"] = round(go / gk, 2)
+        self.requests = {who: sum((r[f"{who}_requests"] for r in done), Counter()) for who in ("operator", "kubectl")}
+        self.drained = shape.drained * len(done)
+        return result
+
+    def api_cost(self) -> dict[str, Any]:
+        out = {}
+        for who, counts in self.requests.items():
+            drain_counts = {k: v for k, v in counts.items() if "leases" not in k}
+            out[who] = {"per_pod": {k: round(v / self.drained, 3) for k, v in sorted(drain_counts.items())},
+                        "per_pod_total": round(sum(drain_counts.values()) / self.drained, 3),
+                        "lease_renewals_per_pod": round(sum(v for k, v in counts.items() if "leases" in k) / self.drained, 3)}
+        return out
+
+    async def wave(self, shape: Shape) -> float:
+        node, _ = await node_pair(self.cluster, self.api, self.tag("w"), shape)
+        return await drains.budget_wave(self.api, node, node, shape.deployments)
+
+    async def no_budgets(self, pods: int) -> dict[str, Any]:
+        shape = Shape(deployments=0, statefulset=0, bare=pods)
+        node, _ = await node_pair(self.cluster, self.api, self.tag("b"), shape)
+        seconds, counts = await self.measured(OPERATOR_USER, drains.with_operator(self.api, [node]))
+        drain_counts = {k: v for k, v in counts.items() if "leases" not in k}
+        return {"pods": pods, "seconds": round(seconds, 2), "per_pod_total": round(sum(drain_counts.values()) / pods, 3),
+                "per_pod": {k: round(v / pods, 3) for k, v in sorted(drain_counts.items())}}
+
+    async def many(self, count: int, shape: Shape) -> dict[str, Any]:
+        pairs = await asyncio.gather(*(node_pair(self.cluster, self.api, self.tag("m"), shape) for _ in range(count)))
+        seconds = await drains.with_operator(self.api, [node for node, _ in pairs])
+        # How fast the controllers replaced the evicted pods: the pace every drain of the nodes waits on.
+        created = []
+        for node, spare in pairs:
+            listing = await self.api.request("GET", f"/api/v1/namespaces/{node}/pods", query={"fieldSelector": f"spec.nodeName={spare}"})
+            created += [p["metadata"]["creationTimestamp"] for p in listing["items"]]
+        stamps = sorted(time.mktime(time.strptime(c, "%Y-%m-%dT%H:%M:%SZ")) for c in created)
+        rate = len(stamps) / max(1.0, stamps[-1] - stamps[0]) if stamps else None
+        return {"nodes": count, "seconds": round(seconds, 2), "replacements": len(stamps),
+                "replacements_per_second": round(rate, 1) if rate else None}
+
+    async def curve(self, sizes: list[int]) -> dict[str, Any]:
+        points = []
+        for pods in sizes:
+            node, _ = await node_pair(self.cluster, self.api, self.tag("c"), Shape.of_size(pods))
+            points.append({"pods": pods, "seconds": round(await drains.with_operator(self.api, [node]), 2)})
+            print(f"curve: {pods} pods {points[-1]['seconds']}s", flush=True)
+        per_pod = [p["seconds"] / p["pods"] for p in points]
+        return {"points": points, "linearity": round(max(b / a for a, b in zip(per_pod, per_pod[1:])), 2) if len(points) > 1 else None}
+
+
+def _plain(rounds: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: (round(v, 2) if isinstance(v, float) else dict(v) if isinstance(v, Counter) else v) for k, v in r.items()} for r in rounds]
+
+
+def profile(pid: int, seconds: int, out: Path) -> subprocess.Popen:
+    """py-spy samples the operator (flame graph as SVG, plus raw stacks for the summary)."""
+    return subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(pid), "--duration", str(seconds),
+                             "--format", "raw", "--output", str(out), "--nonblocking"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def hottest(raw: Path, top: int = 12) -> list[dict[str, Any]]:
+    """The functions the operator spent most samples in (self time), from py-spy's collapsed stacks."""
+    own: Counter[str] = Counter()
+    total = 0
+    for line in (raw.read_text() if raw.exists() else "").splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack:
+            continue
+        total += int(count)
+        own[stack.split(";")[-1]] += int(count)
+    return [{"function": name, "share": round(n / total, 3)} for name, n in own.most_common(top)] if total else []
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    started = time.monotonic()
+    shape = Shape.of_size(30) if args.smoke else Shape.of_size(args.pods)
+    result: dict[str, Any] = {"smoke": args.smoke}
+    with tempfile.TemporaryDirectory(prefix="nmo-bench-") as scratch, BenchCluster() as cluster:
+        api = cluster.admin()
+        cluster.kubectl("apply", "--server-side", "-f", str(CRD_FILE))
+        cluster.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}")
+        operator_config = grant_csv_permissions(cluster, NAMESPACE)
+        kubectl_config = cluster.kubectl_drain_kubeconfig()
+        if not args.smoke:  # conversion first, by a replica that serves webhooks only (another holds the Lease)
+            webhook = OperatorProcess(cluster, Path(scratch) / "webhook", operator_config, identity="webhook-only")
+            cluster.kubectl("apply", "-f", "-", input=_held_lease())
+            point_conversion_at(cluster, webhook.webhook_url + "/convert", webhook.ca_pem)
+            webhook.start()
+            result["conversion"] = await scale.conversion(cluster, api, webhook, 1000)
+            webhook.stop()
+            cluster.kubectl("delete", "lease", LEASE_NAME, "-n", NAMESPACE)
+            print(f"conversion: {result['conversion']}", flush=True)
+        operator = OperatorProcess(cluster, Path(scratch) / "operator", operator_config)
+        point_conversion_at(cluster, operator.webhook_url + "/convert", operator.ca_pem)
+        operator.start()
+        bench = Bench(cluster, api, operator, kubectl_config)
+        wave = await bench.wave(shape)
+        result["single_node"] = await bench.single(1 if args.smoke else args.rounds, 0 if args.smoke else args.grace_rounds, shape)
+        # No drain beats one wave per pod of a budget, plus the grace period of the last pods.
+        limit = wave * shape.replicas + shape.grace
+        result["single_node"].update(wave_seconds=round(wave, 2), waves=shape.replicas, limit_seconds=round(limit, 2),
+                                     operator_vs_limit=round(result["single_node"]["operator_median"] / limit, 2))
+        result["api_cost"] = bench.api_cost()
+        if not args.smoke:
+            result["no_budgets"] = await bench.no_budgets(shape.drained)
+            stacks = args.out / "profile-many-nodes.txt"
+            args.out.mkdir(parents=True, exist_ok=True)
+            spy = profile(operator.process.pid, 900, stacks) if args.profile else None
+            many = await bench.many(args.many, shape)
+            if spy:
+                spy.send_signal(signal.SIGINT)  # py-spy writes what it sampled when interrupted
+                spy.wait()
+                result["profile"] = {"case": f"{args.many} nodes at once", "stacks": stacks.name, "hottest": hottest(stacks)}
+            result["twenty_nodes"] = {**many, "ratio_to_single": round(many["seconds"] / result["single_node"]["operator_median"], 2)}
+            print(f"{args.many} nodes: {result['twenty_nodes']}", flush=True)
+            result["curve"] = await bench.curve([int(n) for n in args.curve.split(",")])
+            result["scale"] = await scale.many_nodes(cluster, api, operator, args.scale_nodes, args.scale_pods, 10, 15)
+        operator.stop()
+        await api.close()
+    result["wall_seconds"] = round(time.monotonic() - started, 1)
+    return result
+
+
+def _held_lease() -> str:
+    import json
+
+    now = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
+    return json.dumps({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": LEASE_NAME, "namespace": NAMESPACE},
+                       "spec": {"holderIdentity": "bench-elsewhere", "leaseDurationSeconds": 3600, "renewTime": now, "acquireTime": now}})
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    result = asyncio.run(run(args))
+    report.write(result, args.out)
+    problems = report.check(args.out)
+    print((args.out / "report.txt").read_text())
+    if problems:
+        print("bench: the report is not well formed:\n" + "\n".join(problems), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""The local control plane as the benchmark needs it: every request of the two clients compared is
+audited, so their API cost is counted by verb and resource; plus an admin client on the event loop."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import yaml
+from devcluster.cluster import Cluster
+from kubernetes import config
+
+from node_maintenance.kube import AsyncKube
+
+OPERATOR_USER = "system:serviceaccount:node-maintenance-operator:node-maintenance-operator"
+KUBECTL_NAMESPACE, KUBECTL_ACCOUNT = "bench", "kubectl-drain"
+KUBECTL_USER = f"system:serviceaccount:{KUBECTL_NAMESPACE}:{KUBECTL_ACCOUNT}"
+
+
+class BenchCluster(Cluster):
+    """A Cluster whose audit log holds every request of the operator and of the `kubectl drain` user."""
+
+    def _write_audit_policy(self) -> Path:
+        policy = {
+            "apiVersion": "audit.k8s.io/v1",
+            "kind": "Policy",
+            # A watch is logged when it starts (ResponseStarted); every other request once, when answered.
+            "omitStages": ["RequestReceived"],
+            "rules": [{"level": "Metadata", "users": [OPERATOR_USER, KUBECTL_USER]}, {"level": "None"}],
+        }
+        path = self.workdir / "audit-policy.yaml"
+        path.write_text(yaml.safe_dump(policy))
+        return path
+
+    def admin(self) -> AsyncKube:
+        return AsyncKube(config.new_client_from_config(config_file=str(self.kubeconfig)).configuration)
+
+    def kubectl_drain_kubeconfig(self) -> Path:
+        """A cluster-admin ServiceAccount used only by `kubectl drain`, so its requests can be told apart."""
+        path = self.service_account_kubeconfig(KUBECTL_NAMESPACE, KUBECTL_ACCOUNT)
+        self.kubectl("create", "clusterrolebinding", "bench-kubectl-drain", "--clusterrole=cluster-admin",
+                     f"--serviceaccount={KUBECTL_NAMESPACE}:{KUBECTL_ACCOUNT}", check=False)
+        return path
+
+
+class AuditCounter:
+    """Counts requests per user from the audit log, between two marks (the log is read incrementally)."""
+
+    def __init__(self, log: Path) -> None:
+        self.log = log
+        self.offset = 0
+
+    def mark(self) -> None:
+        """Skip everything logged so far."""
+        self.offset = self.log.stat().st_size if self.log.exists() else 0
+
+    def since_mark(self, user: str) -> Counter[str]:
+        """Requests of ``user`` logged since the mark, keyed "verb resource[/subresource]" (429s as "... refused")."""
+        counts: Counter[str] = Counter()
+        if not self.log.exists():
+            return counts
+        with self.log.open("rb") as handle:
+            handle.seek(self.offset)
+            data = handle.read()
+        for line in data.splitlines():
+            if not line.strip():
+                continue
+            event = json.loads(line)
+            if event.get("user", {}).get("username") != user:
+                continue
+            verb = event.get("verb", "")
+            if (verb == "watch") != (event.get("stage") == "ResponseStarted"):
+                continue  # each request once: a watch when it starts, the rest when answered
+            ref = event.get("objectRef") or {}
+            resource = ref.get("resource", event.get("requestURI", "?"))
+            if ref.get("subresource"):
+                resource += "/" + ref["subresource"]
+            key = f"{verb} {resource}"
+            if (event.get("responseStatus") or {}).get("code") == 429:
+                key += " refused"
+            counts[key] += 1
+        return counts

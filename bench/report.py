@@ -1,0 +1,138 @@
+"""The report: JSON for machines, a text table for people, PNG charts, and which goals were met."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no display
+import matplotlib.pyplot as plt  # noqa: E402
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+REQUIRED = ("single_node", "api_cost", "goals")
+
+
+def goals(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each goal of the drain engine with the figure measured for it (None when that part did not run)."""
+    single, cost = report.get("single_node") or {}, report.get("api_cost") or {}
+    twenty, scale, conv, curve = (report.get(k) or {} for k in ("twenty_nodes", "scale", "conversion", "curve"))
+    op, kc = cost.get("operator", {}).get("per_pod_total"), cost.get("kubectl", {}).get("per_pod_total")
+    rows = [
+        ("operator/kubectl median drain time", single.get("ratio"), "<=", 0.6),
+        ("operator median / budget-recovery limit", single.get("operator_vs_limit"), "<=", 1.5),
+        ("API requests per pod, operator/kubectl", round(op / kc, 2) if op and kc else None, "<=", 0.5),
+        ("API requests per pod without budgets (operator)", (report.get("no_budgets") or {}).get("per_pod_total"), "<=", 2),
+        ("20 nodes at once / single node", twenty.get("ratio_to_single"), "<=", 1.5),
+        ("idle RSS at scale (MiB)", (scale.get("idle") or {}).get("rss_mib"), "<=", 100),
+        ("idle RSS growth with pods elsewhere (MiB)", scale.get("idle_growth_mib"), "<=", 5),
+        ("conversion of 500 objects, p99 (ms)", (conv.get("review_500") or {}).get("p99_ms"), "<=", 50),
+        ("drain time per pod, largest/smallest node", curve.get("linearity"), "<=", 1.5),
+    ]
+    return [{"goal": name, "measured": value, "target": f"{op_} {target}",
+             "met": None if value is None else bool(value <= target)} for name, value, op_, target in rows]
+
+
+def write(report: dict[str, Any], out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    report["goals"] = goals(report)
+    (out / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    (out / "report.txt").write_text(text(report))
+    charts(report, out)
+
+
+def text(report: dict[str, Any]) -> str:
+    console = Console(record=True, width=110, file=open("/dev/null", "w"))
+    single = report.get("single_node") or {}
+    table = Table(title=f"Single node, {single.get('pods')} pods, {len(single.get('rounds', []))} round(s)")
+    for column in ("case", "kubectl drain (s)", "operator (s)", "ratio"):
+        table.add_column(column)
+    for case in ("rounds", "grace_30s"):
+        for i, r in enumerate(single.get(case) or []):
+            table.add_row(f"{case} {i + 1} ({r['first']} first)", f"{r['kubectl']:.2f}", f"{r['operator']:.2f}", f"{r['operator'] / r['kubectl']:.2f}")
+    table.add_row("median", f"{single.get('kubectl_median', 0):.2f}", f"{single.get('operator_median', 0):.2f}", f"{single.get('ratio', 0):.2f}")
+    console.print(table)
+    console.print(f"budget-recovery limit: {single.get('limit_seconds')} s ({single.get('waves')} waves x {single.get('wave_seconds')} s"
+                  " with every budget recovering at once, plus the grace period)")
+    cost = report.get("api_cost") or {}
+    table = Table(title="API requests per drained pod")
+    for column in ("request", "operator", "kubectl drain"):
+        table.add_column(column)
+    keys = sorted(set(cost.get("operator", {}).get("per_pod", {})) | set(cost.get("kubectl", {}).get("per_pod", {})))
+    for key in keys:
+        table.add_row(key, str(cost["operator"]["per_pod"].get(key, 0)), str(cost["kubectl"]["per_pod"].get(key, 0)))
+    table.add_row("total", str(cost.get("operator", {}).get("per_pod_total")), str(cost.get("kubectl", {}).get("per_pod_total")))
+    console.print(table)
+    for name in ("no_budgets", "twenty_nodes", "curve", "scale", "conversion", "profile"):
+        if report.get(name):
+            console.print(f"{name}: {json.dumps(report[name], sort_keys=True)}")
+    table = Table(title="Goals")
+    for column in ("goal", "measured", "target", "met"):
+        table.add_column(column)
+    for g in report["goals"]:
+        table.add_row(g["goal"], str(g["measured"]), g["target"], {True: "yes", False: "NO", None: "not run"}[g["met"]])
+    console.print(table)
+    return console.export_text()
+
+
+def charts(report: dict[str, Any], out: Path) -> None:
+    single = report.get("single_node") or {}
+    if single.get("rounds"):
+        figure, axes = plt.subplots(figsize=(7, 4))
+        rounds = single["rounds"]
+        x = range(1, len(rounds) + 1)
+        axes.bar([i - 0.2 for i in x], [r["kubectl"] for r in rounds], 0.4, label="kubectl drain")
+        axes.bar([i + 0.2 for i in x], [r["operator"] for r in rounds], 0.4, label="NodeMaintenance")
+        if single.get("limit_seconds"):
+            axes.axhline(single["limit_seconds"], linestyle="--", color="grey", label="budget-recovery limit")
+        axes.set(xlabel="round", ylabel="seconds", title=f"Drain of {single.get('pods')} pods")
+        axes.legend()
+        figure.savefig(out / "single-node.png", dpi=100, bbox_inches="tight")
+        plt.close(figure)
+    cost = report.get("api_cost") or {}
+    if cost:
+        figure, axes = plt.subplots(figsize=(7, 4))
+        keys = sorted(set(cost["operator"]["per_pod"]) | set(cost["kubectl"]["per_pod"]))
+        for i, who in enumerate(("operator", "kubectl")):
+            bottom = 0.0
+            for key in keys:
+                value = cost[who]["per_pod"].get(key, 0)
+                axes.bar(i, value, bottom=bottom, label=key if i == 0 or key not in cost["operator"]["per_pod"] else None)
+                bottom += value
+        axes.set_xticks([0, 1], ["operator", "kubectl drain"])
+        axes.set(ylabel="requests per drained pod", title="API cost")
+        axes.legend(fontsize=6)
+        figure.savefig(out / "api-cost.png", dpi=100, bbox_inches="tight")
+        plt.close(figure)
+    curve = (report.get("curve") or {}).get("points")
+    if curve:
+        figure, axes = plt.subplots(figsize=(7, 4))
+        axes.plot([p["pods"] for p in curve], [p["seconds"] for p in curve], marker="o")
+        axes.set(xlabel="pods per node", ylabel="drain seconds", title="Operator drain time by pods per node")
+        figure.savefig(out / "scaling-curve.png", dpi=100, bbox_inches="tight")
+        plt.close(figure)
+
+
+def check(out: Path) -> list[str]:
+    """What is wrong with a written report (an empty list when it is well formed)."""
+    problems = []
+    path = out / "report.json"
+    if not path.exists():
+        return [f"{path} missing"]
+    report = json.loads(path.read_text())
+    problems += [f"report.json lacks {key}" for key in REQUIRED if key not in report]
+    single = report.get("single_node") or {}
+    for key in ("kubectl_median", "operator_median", "ratio"):
+        if not isinstance(single.get(key), (int, float)) or single[key] <= 0:
+            problems.append(f"single_node.{key} is not a positive number: {single.get(key)!r}")
+    for who in ("operator", "kubectl"):
+        if not (report.get("api_cost") or {}).get(who, {}).get("per_pod"):
+            problems.append(f"api_cost.{who}.per_pod is empty")
+    if not (out / "report.txt").read_text().strip() if (out / "report.txt").exists() else True:
+        problems.append("report.txt missing or empty")
+    if not (out / "single-node.png").exists():
+        problems.append("single-node.png missing")
+    return problems

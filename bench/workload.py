@@ -1,0 +1,130 @@
+"""The measured workload: per node, Deployments of 10 under `maxUnavailable: 1` budgets, a StatefulSet,
+bare pods and a DaemonSet pod, all pinned to the node and its spare (where replacements land)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from devcluster.cluster import Cluster
+
+from node_maintenance.kube import AsyncKube, Conflict
+
+IMAGE = "registry.invalid/app:1"
+
+
+@dataclass(frozen=True)
+class Shape:
+    """How many pods of each kind one node carries."""
+
+    deployments: int = 10
+    replicas: int = 10
+    statefulset: int = 5
+    bare: int = 5
+    grace: int = 1
+
+    @property
+    def drained(self) -> int:
+        """Pods a drain removes (the DaemonSet pod stays)."""
+        return self.deployments * self.replicas + self.statefulset + self.bare
+
+    @classmethod
+    def of_size(cls, pods: int, grace: int = 1) -> Shape:
+        """About ``pods`` pods a node, in the same proportions: Deployments of 10 make up the bulk."""
+        small = min(5, pods // 22)
+        deployments = (pods - 2 * small) // 10
+        return cls(deployments=deployments, statefulset=small, bare=pods - 10 * deployments - small, grace=grace)
+
+
+def _affinity(pool: list[str]) -> dict[str, Any]:
+    term = {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": pool}]}
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
+
+
+def _template(labels: dict[str, str], pool: list[str], grace: int) -> dict[str, Any]:
+    return {"metadata": {"labels": labels},
+            "spec": {"terminationGracePeriodSeconds": grace, "affinity": _affinity(pool), "containers": [{"name": "c", "image": IMAGE}]}}
+
+
+def objects(namespace: str, node: str, spare: str, shape: Shape) -> list[dict[str, Any]]:
+    pool = [node, spare]
+    items: list[dict[str, Any]] = []
+    for i in range(shape.deployments):
+        labels = {"app": f"web-{i}"}
+        items.append({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": f"web-{i}", "namespace": namespace},
+                      "spec": {"replicas": shape.replicas, "selector": {"matchLabels": labels}, "template": _template(labels, pool, shape.grace)}})
+        items.append({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": f"web-{i}", "namespace": namespace},
+                      "spec": {"maxUnavailable": 1, "selector": {"matchLabels": labels}}})
+    if shape.statefulset:
+        labels = {"app": "db"}
+        items.append({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db", "namespace": namespace},
+                      "spec": {"serviceName": "db", "replicas": shape.statefulset, "podManagementPolicy": "Parallel",
+                               "selector": {"matchLabels": labels}, "template": _template(labels, pool, shape.grace)}})
+    labels = {"app": "agent"}
+    items.append({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent", "namespace": namespace},
+                  "spec": {"selector": {"matchLabels": labels}, "template": _template(labels, [node], shape.grace)}})
+    for i in range(shape.bare):
+        items.append({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"bare-{i}", "namespace": namespace},
+                      "spec": {"nodeName": node, "terminationGracePeriodSeconds": shape.grace, "containers": [{"name": "c", "image": IMAGE}]}})
+    return items
+
+
+_PATHS = {"Deployment": "/apis/apps/v1/namespaces/{ns}/deployments", "StatefulSet": "/apis/apps/v1/namespaces/{ns}/statefulsets",
+          "DaemonSet": "/apis/apps/v1/namespaces/{ns}/daemonsets", "Pod": "/api/v1/namespaces/{ns}/pods",
+          "PodDisruptionBudget": "/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets"}
+
+
+async def create_all(api: AsyncKube, items: list[dict[str, Any]], concurrency: int = 32) -> None:
+    slots = asyncio.Semaphore(concurrency)
+
+    async def create(item: dict[str, Any]) -> None:
+        async with slots:
+            try:
+                await api.request("POST", _PATHS[item["kind"]].format(ns=item["metadata"]["namespace"]), body=item)
+            except Conflict:
+                pass  # already there
+
+    await asyncio.gather(*(create(item) for item in items))
+
+
+async def node_pair(cluster: Cluster, api: AsyncKube, tag: str, shape: Shape) -> tuple[str, str]:
+    """A node carrying the workload, every pod Running and every budget settled, and its spare (schedulable)."""
+    node, spare, namespace = f"{tag}", f"{tag}-spare", tag
+    await asyncio.to_thread(cluster.create_kwok_node, node)
+    await asyncio.to_thread(cluster.create_kwok_node, spare, unschedulable=True)
+    await api.request("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    await wait_nodes_ready(api, [node, spare])
+    await create_all(api, objects(namespace, node, spare, shape))
+    expected = shape.drained + 1
+
+    async def settled() -> bool:
+        pods = (await api.request("GET", f"/api/v1/namespaces/{namespace}/pods"))["items"]
+        running = sum(p["status"].get("phase") == "Running" and p["spec"].get("nodeName") == node for p in pods)
+        budgets = (await api.request("GET", f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets"))["items"]
+        return running == expected and all((b.get("status") or {}).get("disruptionsAllowed") == 1 for b in budgets)
+
+    await until(settled, f"the workload on {node} running", 300)
+    await api.patch(f"/api/v1/nodes/{spare}", {"spec": {"unschedulable": None}})
+    return node, spare
+
+
+async def wait_nodes_ready(api: AsyncKube, names: list[str]) -> None:
+    async def ready() -> bool:
+        for name in names:
+            node = await api.get(f"/api/v1/nodes/{name}")
+            conditions = ((node or {}).get("status") or {}).get("conditions") or []
+            if not any(c["type"] == "Ready" and c["status"] == "True" for c in conditions):
+                return False
+        return True
+
+    await until(ready, f"nodes {names[:3]} Ready", 120)
+
+
+async def until(check: Any, what: str, timeout: float, interval: float = 0.5) -> None:
+    deadline = time.monotonic() + timeout
+    while not await check():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"bench: timed out after {timeout:.0f}s waiting for {what}")
+        await asyncio.sleep(interval)
