@@ -9,7 +9,6 @@ hub always has an explicit ``nodeName`` and remembers, in a second annotation, t
 
 from __future__ import annotations
 
-import copy
 import json
 from functools import cache
 from typing import Any
@@ -100,6 +99,15 @@ def _from_hub(obj: dict[str, Any], version: str) -> dict[str, Any]:
     return obj
 
 
+def _json_copy(value: Any) -> Any:
+    """A deep copy of a JSON document; several times faster than copy.deepcopy, which the webhook feels."""
+    if isinstance(value, dict):
+        return {key: _json_copy(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_json_copy(item) for item in value]
+    return value
+
+
 def convert(obj: dict[str, Any], desired_api_version: str) -> dict[str, Any]:
     """Return ``obj`` converted to ``desired_api_version``; the input is not modified.
 
@@ -117,7 +125,7 @@ def convert(obj: dict[str, Any], desired_api_version: str) -> dict[str, Any]:
     annotations = obj.get("metadata", {}).get("annotations", {})
     if not isinstance(annotations, dict):
         raise ConversionError("metadata.annotations must be an object")
-    out = copy.deepcopy(obj)
+    out = _json_copy(obj)
     if source != target:
         out = _from_hub(_to_hub(out, source), target)
     out["apiVersion"] = f"{api.GROUP}/{target}"

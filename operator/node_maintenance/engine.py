@@ -25,7 +25,7 @@ from .watch import Mirror
 
 # While the phase stays the same, the status is written at most this often (a drain of many pods
 # would otherwise write it once per pod); a new phase is written at once.
-STATUS_INTERVAL_SECONDS = 1.0
+STATUS_INTERVAL_SECONDS = 2.0
 ERROR_RETRY_SECONDS = 5.0
 
 
