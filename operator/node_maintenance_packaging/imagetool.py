@@ -141,6 +141,9 @@ class Builder:
     tool: str
     tls_verify: bool = True
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="nmo-images-")))
+    # host:container[:options] mounts for RUN steps only (an engine's --volume), e.g. the build
+    # machine's CA bundle where a proxy re-signs TLS; nothing of them goes into the image.
+    run_volumes: tuple[str, ...] = ()
 
     def _buildah(self) -> list[str]:
         # Private storage per run: nothing outside it is touched, and it is removed at the end.
@@ -152,6 +155,7 @@ class Builder:
         if self.tool == "umoci":
             return self.assemble_and_push(context, dockerfile, reference, build_args)
         arg_flags = [flag for key, value in build_args.items() for flag in ("--build-arg", f"{key}={value}")]
+        arg_flags += [flag for volume in self.run_volumes for flag in ("--volume", volume)]
         tls = [f"--tls-verify={str(self.tls_verify).lower()}"] if self.tool != "docker" else []
         digest_file = self.workdir / "digest"
         if self.tool == "buildah":

@@ -1,0 +1,111 @@
+"""The operator image: the Dockerfile built by a container engine from a Python base and nmo-pack's
+daemonless build of the same Dockerfile give the same file tree and the same configuration."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+from devcluster.registry import Registry
+from node_maintenance_packaging.imagetool import Builder, pick
+from node_maintenance_packaging.operator_image import BASE_PACKAGES, base_layout, build_operator_image
+
+pytestmark = pytest.mark.tools
+ROOT = Path(__file__).resolve().parents[2]
+VERSION = "0.3.0"
+APP = "opt/node-maintenance-operator"
+
+
+@pytest.fixture(scope="module")
+def registry() -> Iterator[Registry]:
+    with Registry() as running:
+        yield running
+
+
+def _push(source: str, reference: str) -> None:
+    subprocess.run(["skopeo", "copy", "--dest-tls-verify=false", source, f"docker://{reference}"], check=True, capture_output=True)
+
+
+def _unpack(reference: str, into: Path) -> tuple[Path, dict]:
+    layout = into / "layout"
+    subprocess.run(["skopeo", "copy", "--src-tls-verify=false", f"docker://{reference}", f"oci:{layout}:pulled"], check=True, capture_output=True)
+    rootfs = into / "rootfs"
+    subprocess.run(["umoci", "raw", "unpack", "--rootless", "--image", f"{layout}:pulled", str(rootfs)], check=True, capture_output=True)
+    config = json.loads(subprocess.run(["skopeo", "inspect", "--config", "--tls-verify=false", f"docker://{reference}"],
+                                       check=True, capture_output=True, text=True).stdout)["config"]
+    return rootfs, config
+
+
+def _tree(root: Path) -> dict[str, tuple[str, int, str]]:
+    """Every path under ``root``: its type, permission bits and (for files) content hash."""
+    tree = {}
+    for path in sorted(root.rglob("*")):
+        info = path.lstat()
+        if path.is_symlink():
+            tree[str(path.relative_to(root))] = ("link", 0, os.readlink(path))
+        elif path.is_dir():
+            tree[str(path.relative_to(root))] = ("dir", info.st_mode & 0o7777, "")
+        else:
+            tree[str(path.relative_to(root))] = ("file", info.st_mode & 0o7777, hashlib.sha256(path.read_bytes()).hexdigest())
+    return tree
+
+
+@pytest.fixture(scope="module")
+def both(registry: Registry, tmp_path_factory: pytest.TempPathFactory) -> tuple[tuple[Path, dict], tuple[Path, dict]]:
+    base, build_base = f"{registry.host}/python-base:test", f"{registry.host}/python-build:test"
+    _push(base_layout(), base)
+    _push(base_layout(packages=(*BASE_PACKAGES, "python3-pip")), build_base)  # a build stage needs pip
+    # The build stage fetches wheels: it trusts what this machine trusts.
+    engine = Builder(pick("buildah"), tls_verify=False, run_volumes=("/etc/ssl/certs:/etc/ssl/certs:ro",))
+    try:
+        engine.build_and_push(ROOT, ROOT / "Dockerfile", f"{registry.host}/engine:{VERSION}",
+                              {"PYTHON_IMAGE": base, "BUILD_IMAGE": build_base, "VERSION": VERSION})
+    finally:
+        engine.close()
+    assembler = Builder(pick("umoci"), tls_verify=False)
+    try:
+        build_operator_image(assembler, ROOT, VERSION, f"{registry.host}/daemonless:{VERSION}", base_image=base)
+    finally:
+        assembler.close()
+    return (_unpack(f"{registry.host}/engine:{VERSION}", tmp_path_factory.mktemp("engine")),
+            _unpack(f"{registry.host}/daemonless:{VERSION}", tmp_path_factory.mktemp("daemonless")))
+
+
+def _own_record(path: str) -> bool:
+    """Files each build writes with its own tools: bytecode of its own interpreter's patch release, and
+    pip's record of the install (whose layout differs between pip releases). Their paths must still agree."""
+    return path.endswith(".pyc") or path.endswith(".dist-info/RECORD")
+
+
+def test_both_ways_install_the_same_files(both) -> None:
+    (engine_root, _), (daemonless_root, _) = both
+    engine, daemonless = _tree(engine_root / APP), _tree(daemonless_root / APP)
+    assert engine.keys() == daemonless.keys()
+    assert {p: v[:2] for p, v in engine.items()} == {p: v[:2] for p, v in daemonless.items()}  # types and modes
+    assert {p: v for p, v in engine.items() if daemonless[p] != v and not _own_record(p)} == {}
+    assert any(p.startswith("node_maintenance/") for p in engine)
+    # The base is the same image both ways: the whole root filesystem matches outside the application.
+    outside = {p: v for p, v in _tree(engine_root).items() if not p.startswith(APP)}
+    assert outside == {p: v for p, v in _tree(daemonless_root).items() if not p.startswith(APP)}
+
+
+def test_both_ways_configure_the_image_alike(both) -> None:
+    (_, engine), (_, daemonless) = both
+    for key in ("User", "Env", "Entrypoint", "ExposedPorts", "WorkingDir"):
+        assert engine.get(key) == daemonless.get(key), key
+    labels = {k: v for k, v in engine["Labels"].items() if k != "io.buildah.version"}
+    assert labels == daemonless["Labels"] and labels["org.opencontainers.image.version"] == VERSION
+
+
+def test_the_image_holds_no_compiler_pip_or_source_tree(both) -> None:
+    _, (root, config) = both
+    assert config["User"] == "65532:65532"
+    for absent in ("usr/bin/gcc", "usr/bin/cc", "usr/lib/python3/dist-packages/pip", "src", f"{APP}/bin"):
+        assert not (root / absent).exists(), absent
+    assert not list((root / APP).glob("pip")) and not list((root / APP).rglob("pyproject.toml"))
+    assert (root / "usr/bin/python3").exists()
