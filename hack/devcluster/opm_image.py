@@ -14,6 +14,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from node_maintenance_packaging.catalog import OPM_REPOSITORY, OPM_VERSION
 from node_maintenance_packaging.imagetool import Builder, pick
 
 from . import toolchain
@@ -40,7 +41,7 @@ def _install(binary: Path, rootfs: Path, name: str) -> None:
         shutil.copy(library.resolve(), copy)
 
 
-def _build(registry_host: str, name: str, binaries: dict[str, Path], entrypoint: str, builder_tool: str) -> str:
+def _build(registry: str, name: str, binaries: dict[str, Path], entrypoint: str, builder_tool: str, tag: str = "local") -> str:
     context = Path(tempfile.mkdtemp(prefix=f"nmo-{name}-image-"))
     builder = Builder(pick(builder_tool), tls_verify=False)
     try:
@@ -50,21 +51,21 @@ def _build(registry_host: str, name: str, binaries: dict[str, Path], entrypoint:
         for target, binary in binaries.items():
             _install(binary, rootfs, target)
         (context / "Containerfile").write_text(CONTAINERFILE.format(entrypoint=entrypoint))
-        digest = builder.build_and_push(context, context / "Containerfile", f"{registry_host}/{name}:local")
-        return f"{registry_host}/{name}@{digest}"
+        digest = builder.build_and_push(context, context / "Containerfile", f"{registry}/{name}:{tag}")
+        return f"{registry}/{name}@{digest}"
     finally:
         builder.close()
         shutil.rmtree(context, ignore_errors=True)
 
 
-def build_opm_image(registry_host: str, builder_tool: str = "auto") -> str:
-    """Build and push ``<registry>/opm``; return the pushed reference by digest."""
+def build_opm_image(registry: str, builder_tool: str = "auto") -> str:
+    """Build and push ``<registry>/opm:<version>``, where the catalog image expects it; return it by digest."""
     tools = toolchain.ensure(["opm", "grpc_health_probe"])
-    return _build(registry_host, "opm", tools, "/bin/opm", builder_tool)
+    return _build(registry, OPM_REPOSITORY, tools, "/bin/opm", builder_tool, OPM_VERSION)
 
 
-def build_util_image(registry_host: str, builder_tool: str = "auto") -> str:
+def build_util_image(registry: str, builder_tool: str = "auto") -> str:
     """Build and push ``<registry>/olm-util`` (OLM's ``-util-image``); return it by digest."""
     if not BUSYBOX.exists():
         raise RuntimeError("busybox is needed for the OLM util image's /bin/cp: install Debian's busybox-static")
-    return _build(registry_host, "olm-util", {"cpb": toolchain.binary("cpb"), "cp": BUSYBOX}, "/bin/cpb", builder_tool)
+    return _build(registry, "olm-util", {"cpb": toolchain.binary("cpb"), "cp": BUSYBOX}, "/bin/cpb", builder_tool)

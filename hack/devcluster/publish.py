@@ -44,9 +44,9 @@ class Published:
 def publish(registry_host: str, *, through: str | None = None) -> Published:
     """Build and push the opm and util images, then every release's images (up to ``through``)."""
     started = time.monotonic()
-    opm_image = build_opm_image(registry_host)
-    util_image = build_util_image(registry_host)
     registry = f"{registry_host}/{REPOSITORY}"
+    opm_image = build_opm_image(registry)
+    util_image = build_util_image(registry)
     built = build_images(ROOT, registry=registry, opm_image=opm_image, all_releases=True, through=through,
                          tls_verify=False, pin_digests=True)
     return Published(registry, opm_image, util_image, tuple(built), time.monotonic() - started)

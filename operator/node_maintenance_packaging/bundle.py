@@ -1,4 +1,6 @@
-"""One release's registry+v1 bundle: manifests, metadata, scorecard config and its Dockerfile."""
+"""One release's registry+v1 bundle: manifests, metadata and its Dockerfile.
+
+No scorecard configuration: it would name scorecard's test image, which this project does not build."""
 
 from __future__ import annotations
 
@@ -13,16 +15,6 @@ from .imagerefs import ImageRefs
 from .releases import Release, Releases
 from .templating import Templates
 
-# The scorecard-test image matching the operator-sdk release the project validates bundles with.
-SCORECARD_IMAGE = "quay.io/operator-framework/scorecard-test:v1.42.2"
-SCORECARD_TESTS = (
-    ("basic", "basic-check-spec"),
-    ("olm", "olm-bundle-validation"),
-    ("olm", "olm-crds-have-validation"),
-    ("olm", "olm-crds-have-resources"),
-    ("olm", "olm-spec-descriptors"),
-    ("olm", "olm-status-descriptors"),
-)
 METRICS_SERVICE_FILE = "node-maintenance-operator-metrics_v1_service.yaml"
 
 
@@ -35,8 +27,6 @@ def bundle_annotations(releases: Releases, release: Release) -> dict[str, str]:
         "operators.operatorframework.io.bundle.package.v1": releases.package,
         "operators.operatorframework.io.bundle.channels.v1": ",".join(release.channels),
         "operators.operatorframework.io.bundle.channel.default.v1": releases.default_channel,
-        "operators.operatorframework.io.test.mediatype.v1": "scorecard+v1",
-        "operators.operatorframework.io.test.config.v1": "tests/scorecard/",
     }
 
 
@@ -58,9 +48,6 @@ def render_bundle_tree(templates: Templates, releases: Releases, images: ImageRe
     ]
     files.append(RenderedFile.text("bundle/metadata/annotations.yaml", yamlout.dump(
         templates.yaml("annotations.yaml.j2", annotations=annotations)
-    )))
-    files.append(RenderedFile.text("bundle/tests/scorecard/config.yaml", yamlout.dump(
-        templates.yaml("scorecard-config.yaml.j2", tests=SCORECARD_TESTS, scorecard_image=SCORECARD_IMAGE)
     )))
     files.append(RenderedFile.text("bundle.Dockerfile", templates.text(
         "bundle.Dockerfile.j2", package=releases.package, version=release.version, annotations=annotations

@@ -20,8 +20,15 @@ from .imagerefs import ImageRefs
 from .releases import Release, Releases
 from .templating import Templates
 
-# The opm image the catalog image is built on by default; the Dockerfile's OPM_IMAGE argument overrides it.
-OPM_IMAGE = "quay.io/operator-framework/opm:v1.63.0"
+# The catalog image stands on an opm image of this project's own build (opm and grpc_health_probe from
+# their pinned modules, as hack/tools/opm pins them), published next to our other images; the
+# Dockerfile's OPM_IMAGE argument names another.
+OPM_REPOSITORY = "opm"
+OPM_VERSION = "v1.63.0"
+
+
+def opm_image(releases: Releases) -> str:
+    return f"{releases.registry}/{OPM_REPOSITORY}:{OPM_VERSION}"
 
 
 def render_catalog(templates: Templates, releases: Releases, images: ImageRefs) -> Output:
@@ -35,7 +42,7 @@ def render_catalog(templates: Templates, releases: Releases, images: ImageRefs) 
         bundle = _bundle(releases, images, release, manifests[release.version])
         files.append(RenderedFile.text(f"{base}/bundles/{bundle['name']}.yaml", yamlout.dump(bundle)))
     files.append(RenderedFile.text("catalog.Dockerfile", templates.text(
-        "catalog.Dockerfile.j2", package=releases.package, opm_image=OPM_IMAGE
+        "catalog.Dockerfile.j2", package=releases.package, opm_image=opm_image(releases)
     )))
     return Output(tuple(files), owned_dirs=(PurePosixPath("catalog"),))
 

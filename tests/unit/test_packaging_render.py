@@ -100,7 +100,6 @@ def test_bundle_dockerfile_labels_equal_the_annotations() -> None:
     )
     assert labels == annotations
     assert annotations["operators.operatorframework.io.bundle.mediatype.v1"] == "registry+v1"
-    assert annotations["operators.operatorframework.io.test.config.v1"] == "tests/scorecard/"
     assert annotations["operators.operatorframework.io.bundle.channel.default.v1"] == "stable"
 
 
@@ -302,3 +301,35 @@ def test_registry_flag_renames_every_image(tmp_path: Path) -> None:
 def test_bad_digest_pins_are_refused(digests: dict[str, str], message: str) -> None:
     with pytest.raises(PackagingError, match=re.escape(message)):
         load_inputs(ROOT / "releases.yaml", digests=digests)
+
+
+def test_committed_artifacts_name_only_images_this_project_builds() -> None:
+    """Every image the bundle, the catalog, the deploy manifests and the Dockerfiles name is under the
+    registry releases.yaml names, the one this project publishes to."""
+    registry = yaml.safe_load((ROOT / "releases.yaml").read_text())["registry"]
+    found: list[str] = []
+
+    def images(node: object) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in ("image", "containerImage") and isinstance(value, str):
+                    found.append(value)
+                images(value)
+        elif isinstance(node, list):
+            for item in node:
+                images(item)
+
+    for top in ("bundle", "catalog", "olm-deploy-manifests"):
+        for path in (ROOT / top).rglob("*.yaml"):
+            for doc in yaml.safe_load_all(path.read_text()):
+                images(doc)
+    for dockerfile in ("bundle.Dockerfile", "catalog.Dockerfile"):
+        found += [line.split("=", 1)[1] for line in (ROOT / dockerfile).read_text().splitlines() if line.startswith("ARG ") and "IMAGE=" in line]
+    assert len(found) > 10
+    assert [image for image in found if not image.startswith(registry + "/")] == []
+
+
+def test_the_opm_version_is_the_pinned_one() -> None:
+    from node_maintenance_packaging.catalog import OPM_VERSION
+
+    assert f"github.com/operator-framework/operator-registry {OPM_VERSION}" in (ROOT / "hack/tools/opm/go.mod").read_text()
