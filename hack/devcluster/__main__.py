@@ -3,8 +3,9 @@
     python -m devcluster build [TOOL ...]   build (or reuse cached) binaries and print their paths
     python -m devcluster up [--nodes N]     start the cluster, print its kubeconfig, wait for Ctrl-C
     python -m devcluster up --real-node     the same with a real kubelet node and a local image registry (root)
-    python -m devcluster up --olm           the same with OLM running and our catalog as a CatalogSource;
-                                            then `kubectl apply -f olm-deploy-manifests/kubernetes/nm-{ns,op-group,sub}.yaml`
+    python -m devcluster up --olm           the same with a real node, every image published to its registry, OLM
+                                            and our catalog image as a CatalogSource (root); then
+                                            `kubectl apply -f olm-deploy-manifests/kubernetes/nm-{ns,op-group,sub}.yaml`
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 from . import toolchain
 from .cluster import Cluster
 from .olm import OLM
+from .publish import publish
 
 
 def _build(names: list[str]) -> int:
@@ -36,9 +38,12 @@ def _up(nodes: int, with_olm: bool, real_node: bool) -> int:
     # SIGTERM and SIGINT both end the run through the same clean teardown.
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    with Cluster(pod_network=with_olm, real_node=real_node) as cluster, contextlib.ExitStack() as stack:
+    with Cluster(real_node=real_node or with_olm) as cluster, contextlib.ExitStack() as stack:
         if with_olm:
-            olm = OLM(cluster, Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="nmo-olm-")))).start()
+            assert cluster.registry is not None
+            published = publish(cluster.registry.host)
+            print(f"images published to {published.registry} in {published.seconds:.1f}s")
+            olm = OLM(cluster, Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="nmo-olm-"))), published).start()
             stack.callback(olm.stop)
             print(f"OLM ready in {olm.startup_seconds:.1f}s; CatalogSource {olm.catalog_source} in namespace olm")
         for index in range(nodes):
@@ -61,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     build.add_argument("tools", nargs="*", help=f"any of: {', '.join(sorted(toolchain.BINARIES))} (default: all)")
     up = sub.add_parser("up", help="run the local control plane until interrupted")
     up.add_argument("--nodes", type=int, default=2, help="KWOK nodes to create (default 2)")
-    up.add_argument("--olm", action="store_true", help="also run OLM with our catalog (processes in a pod network namespace)")
+    up.add_argument("--olm", action="store_true", help="also run OLM, installing from our images (implies --real-node)")
     up.add_argument("--real-node", action="store_true", help="add a real kubelet node (containerd, runc) and a local registry; needs root")
     args = parser.parse_args(argv)
     try:

@@ -99,7 +99,7 @@ class Cluster:
             directory.mkdir(parents=True, exist_ok=True)
         pki.write_cluster_pki(pki_dir, service_ip=SERVICE_IP)
         if self._want_pod_network:
-            self.network = PodNetwork(KWOK_POD_CIDR, self.logs_dir, privileged=self.real_node)
+            self.network = PodNetwork(KWOK_POD_CIDR, self.logs_dir, privileged=self.real_node, service_cidr=SERVICE_CIDR)
         self._start_etcd()
         self._start_apiserver(pki_dir)
         self._start_controllers(pki_dir)

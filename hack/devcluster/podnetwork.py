@@ -62,7 +62,7 @@ class PodNetwork:
     mount namespaces owned by root instead of a user namespace, with the node's address on loopback.
     """
 
-    def __init__(self, pod_cidr: str, log_dir: Path, *, privileged: bool = False) -> None:
+    def __init__(self, pod_cidr: str, log_dir: Path, *, privileged: bool = False, service_cidr: str = "") -> None:
         self.log_dir = log_dir
         self._forwarders: list[Process] = []
         script = f"ip link set lo up; ip route add local {pod_cidr} dev lo; "
@@ -73,7 +73,10 @@ class PodNetwork:
             resolv_conf.write_text(f"nameserver {NODE_IP}\nsearch cluster.local\noptions ndots:5\n")
             # Private propagation first: without it the host would see every container mount.
             script += (f"mount --make-rprivate /; mount --bind {resolv_conf} /etc/resolv.conf; "
-                       f"ip addr add {NODE_IP}/32 dev lo; echo 1 > /proc/sys/net/ipv4/ip_forward; ")
+                       f"ip addr add {NODE_IP}/32 dev lo; echo 1 > /proc/sys/net/ipv4/ip_forward; "
+                       # A route for Service IPs, as a node's default route gives them: kube-proxy's
+                       # rules rewrite them to pod addresses once the packet is routed at all.
+                       f"ip route add {service_cidr} dev lo; ")
         self._holder = Process(
             "pod-network",
             ["sh", "-ec", script + "echo ready; exec sleep infinity"],

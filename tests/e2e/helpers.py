@@ -6,10 +6,12 @@ import json
 import time
 from typing import Any, Callable, TypeVar
 
-from devcluster.cluster import Cluster
+from devcluster.cluster import KWOK_TAINT, Cluster
 
 T = TypeVar("T")
 NM = "nodemaintenances.v1beta1.nodemaintenance.kubevirt.io"
+# Test workloads run on KWOK nodes, which carry this taint in a cluster with a real node.
+KWOK_TOLERATION = {"key": KWOK_TAINT["key"], "operator": "Exists", "effect": KWOK_TAINT["effect"]}
 
 
 def eventually(check: Callable[[], T], what: str, timeout: float = 60, interval: float = 0.25) -> T:
@@ -59,7 +61,8 @@ def delete_nm(cluster: Cluster, name: str) -> None:
 
 
 def pod(name: str, namespace: str, node: str, **extra: Any) -> dict:
-    spec = {"nodeName": node, "terminationGracePeriodSeconds": 1, "containers": [{"name": "c", "image": "registry.invalid/app:1"}]}
+    spec = {"nodeName": node, "terminationGracePeriodSeconds": 1, "tolerations": [KWOK_TOLERATION],
+            "containers": [{"name": "c", "image": "registry.invalid/app:1"}]}
     spec.update(extra.pop("spec", {}))
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace, **extra}, "spec": spec}
 
@@ -86,7 +89,8 @@ def deployment(name: str, namespace: str, pool: list[str], replicas: int, labels
             "selector": {"matchLabels": labels},
             "template": {
                 "metadata": {"labels": labels},
-                "spec": {"terminationGracePeriodSeconds": 1, "affinity": pinned(pool), "containers": [{"name": "c", "image": "registry.invalid/app:1"}]},
+                "spec": {"terminationGracePeriodSeconds": 1, "affinity": pinned(pool), "tolerations": [KWOK_TOLERATION],
+                         "containers": [{"name": "c", "image": "registry.invalid/app:1"}]},
             },
         },
     }

@@ -1,5 +1,5 @@
-"""OLM end to end: a control plane of its own (in a pod network namespace, so OLM's webhook Services
-reach the operator process), OLM's operators, our catalog, and one fresh install per test."""
+"""OLM end to end, the way an admin's cluster runs it: a control plane of its own with a real node, every
+image published to its registry, OLM's operators, our catalog image, and one fresh install per test."""
 
 from __future__ import annotations
 
@@ -10,15 +10,19 @@ from typing import Iterator
 
 import pytest
 from devcluster.cluster import Cluster
-from devcluster.olm import OLM, OperatorPod
+from devcluster.olm import OLM
+from devcluster.publish import Published, publish
 
 from .install import CRD_NAME, Install
+
+# How often OLM looks for a new catalog image under the CatalogSource's tag (the manifests say 30m).
+REGISTRY_POLL = "15s"
 
 
 @pytest.fixture(scope="package")
 def cluster() -> Iterator[Cluster]:
-    """Overrides the session cluster for these tests: OLM needs simulated pod IPs to be reachable."""
-    with Cluster(pod_network=True) as running:
+    """Overrides the session cluster for these tests: OLM runs pods (registry, unpack Jobs, our operator)."""
+    with Cluster(real_node=True) as running:
         yield running
         pids = running.pids()
     survivors = [pid for pid in pids if Path(f"/proc/{pid}").exists()]
@@ -26,11 +30,14 @@ def cluster() -> Iterator[Cluster]:
 
 
 @pytest.fixture(scope="package")
-def olm(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OLM]:
-    running = OLM(cluster, tmp_path_factory.mktemp("olm")).start()
-    # A worker for the pods OLM deploys; nodes the tests put into maintenance come and go beside it.
-    cluster.create_kwok_node("worker")
-    cluster.wait_node_ready("worker")
+def published(cluster: Cluster) -> Published:
+    assert cluster.registry is not None
+    return publish(cluster.registry.host)
+
+
+@pytest.fixture(scope="package")
+def olm(cluster: Cluster, published: Published, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OLM]:
+    running = OLM(cluster, tmp_path_factory.mktemp("olm"), published).start(registry_poll=REGISTRY_POLL)
     yield running
     pids = running.pids()
     running.stop()
@@ -39,13 +46,12 @@ def olm(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 
 
 @pytest.fixture
-def install(request: pytest.FixtureRequest, cluster: Cluster, olm: OLM, tmp_path: Path) -> Iterator[Install]:
+def install(request: pytest.FixtureRequest, cluster: Cluster, olm: OLM, published: Published) -> Iterator[Install]:
     """A namespace to install into, and afterwards no trace: no operator, no CSV, no CRD, no NodeMaintenance."""
     namespace = f"nmo-{uuid.uuid4().hex[:6]}"
-    operator = OperatorPod(cluster, tmp_path / "operator", namespace)
-    request.node.olm_logs = lambda: f"{olm.logs()}\n----- operator -----\n{operator.logs()}"
-    yield Install(cluster, namespace, operator)
-    operator.stop()
+    installed = Install(cluster, namespace, published)
+    request.node.olm_logs = lambda: f"{olm.logs()}\n{installed.report()}"
+    yield installed
     for kind in ("subscriptions", "clusterserviceversions", "installplans", "operatorgroups"):
         cluster.kubectl("delete", kind, "--all", "-n", namespace, "--wait=false", check=False)
     _remove_crd(cluster)

@@ -9,7 +9,9 @@ from typing import Any
 
 import yaml
 from devcluster.cluster import Cluster
-from devcluster.olm import DEPLOY_DIR, OperatorPod
+from devcluster.olm import DEPLOY_DIR, NAMESPACE as OLM_NAMESPACE
+from devcluster.publish import Published
+from devcluster.realnode import NAME as REAL_NODE
 
 from ..helpers import eventually, get
 
@@ -43,10 +45,10 @@ def deploy_manifests(namespace: str, *, target_namespaces: list[str] | None = No
 class Install:
     """What a test does to and reads from one OLM install."""
 
-    def __init__(self, cluster: Cluster, namespace: str, operator: OperatorPod) -> None:
+    def __init__(self, cluster: Cluster, namespace: str, published: Published) -> None:
         self.cluster = cluster
         self.namespace = namespace
-        self.operator = operator
+        self.published = published
 
     def apply(self, **options: Any) -> None:
         items = deploy_manifests(self.namespace, **options)
@@ -74,7 +76,6 @@ class Install:
         last: dict = {}
 
         def complete() -> dict | None:
-            self.operator.poll()
             plan = self._current_plan(version)
             if plan is None:
                 return None
@@ -98,18 +99,37 @@ class Install:
         return self._get("csv", csv_name(version))
 
     def wait_succeeded(self, version: str, timeout: float = 180) -> dict:
-        """The CSV reaches Succeeded; the operator process follows its pod (and serves its webhooks)."""
+        """The CSV reaches Succeeded: OLM's Deployment runs our operator image and its pod is Ready."""
 
         def succeeded() -> dict | None:
-            self.operator.poll()
             csv = self.csv(version)
             phase = (csv or {}).get("status", {}).get("phase")
             assert phase != "Failed", f"CSV {version} failed: {(csv or {}).get('status', {}).get('message')}"
             return csv if phase == "Succeeded" else None
 
-        csv = eventually(succeeded, f"CSV {csv_name(version)} Succeeded", timeout=timeout, interval=0.5)
-        self.operator.sync()
-        return csv
+        return eventually(succeeded, f"CSV {csv_name(version)} Succeeded", timeout=timeout, interval=0.5)
+
+    def operator_pods(self) -> list[dict]:
+        pods = (self._get("pods", "-l", f"app.kubernetes.io/name={PACKAGE}") or {}).get("items", [])
+        return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+
+    def assert_operator_image(self, version: str) -> dict:
+        """The operator runs as OLM deployed it: one pod, on the real node, from the image nmo-pack pushed for ``version``."""
+        pods = eventually(lambda: [p for p in self.operator_pods() if _image_digest(p, "manager") == self.published.digest("operator", version)] or None,
+                          f"the operator pod of {version} running its own image")
+        assert len(pods) == 1 and pods[0]["spec"]["nodeName"] == REAL_NODE, [p["spec"].get("nodeName") for p in pods]
+        return pods[0]
+
+    def report(self) -> str:
+        """What an admin would look at when an install goes wrong: describe of the CSV, InstallPlans and
+        Subscription, and the operator's log."""
+        parts = []
+        for kind in ("csv", "installplan", "subscription"):
+            out = self.cluster.kubectl("describe", kind, "-n", self.namespace, check=False)
+            parts.append(f"----- describe {kind} -----\n{out.stdout}{out.stderr}")
+        logs = self.cluster.kubectl("logs", "-n", self.namespace, "-l", f"app.kubernetes.io/name={PACKAGE}", "--tail=80", check=False)
+        parts.append(f"----- operator -----\n{logs.stdout}{logs.stderr}")
+        return "\n".join(parts)
 
     def subscription(self) -> dict:
         sub = self._get("subscription", PACKAGE)
@@ -121,6 +141,23 @@ class Install:
         installed = self.subscription()["status"]["installedCSV"]
         self.cluster.kubectl("delete", "subscription", PACKAGE, "-n", self.namespace)
         self.cluster.kubectl("delete", "csv", installed, "-n", self.namespace, "--timeout=60s")
+
+
+def _image_digest(pod: dict, container: str) -> str | None:
+    for status in pod.get("status", {}).get("containerStatuses", []) + pod.get("status", {}).get("initContainerStatuses", []):
+        if status["name"] == container and "@" in status.get("imageID", ""):
+            return status["imageID"].rsplit("@", 1)[1]
+    return None
+
+
+def olm_pods(cluster: Cluster) -> list[dict]:
+    """The pods OLM ran in its namespace: the catalog's registry pod and the bundle unpack Jobs' pods."""
+    return (get(cluster, "pods", "-n", OLM_NAMESPACE) or {}).get("items", [])
+
+
+def image_digests(pod: dict) -> set[str]:
+    statuses = pod.get("status", {}).get("containerStatuses", []) + pod.get("status", {}).get("initContainerStatuses", [])
+    return {s["imageID"].rsplit("@", 1)[1] for s in statuses if "@" in s.get("imageID", "")}
 
 
 def crd(cluster: Cluster) -> dict:

@@ -8,7 +8,7 @@ import yaml
 from devcluster.cluster import Cluster
 
 from ..helpers import apply, create_nm, delete_nm, deployment, eventually, get, node, nm_status, our_taint, pods_on
-from .install import BUNDLE_CRD, Install, crd, csv_name, served_versions
+from .install import BUNDLE_CRD, Install, crd, csv_name, image_digests, olm_pods, served_versions
 
 pytestmark = pytest.mark.e2e
 HEAD = "0.3.0"
@@ -21,6 +21,17 @@ def test_fresh_install_on_default_channel_drains_a_node(cluster: Cluster, instal
     csv = install.wait_succeeded(HEAD)
     assert csv["status"]["reason"] == "InstallSucceeded"
     assert install.subscription()["status"]["installedCSV"] == csv_name(HEAD)
+
+    # Every pod on this path runs an image nmo-pack pushed, or one built from OLM's and opm's pinned modules.
+    published = install.published
+    install.assert_operator_image(HEAD)
+    pods = olm_pods(cluster)
+    registry_images = [image_digests(p) for p in pods if "olm.catalogSource" in p["metadata"].get("labels", {})]
+    started = [digests for digests in registry_images if digests]  # a catalog poll's new pod may still be pulling
+    assert started and all(digests == {published.digest("catalog")} for digests in started), registry_images
+    unpacked = set().union(*(image_digests(p) for p in pods if "job-name" in p["metadata"].get("labels", {})))
+    tools = {published.opm_image.rsplit("@", 1)[1], published.util_image.rsplit("@", 1)[1]}
+    assert unpacked >= {published.digest("bundle", HEAD), *tools}, "OLM unpacked our bundle image with its util and opm images"
 
     # The CRD is the one our bundle ships, every version served, conversion wired by OLM to our webhook.
     ours = yaml.safe_load(BUNDLE_CRD.read_text())
@@ -35,7 +46,7 @@ def test_fresh_install_on_default_channel_drains_a_node(cluster: Cluster, instal
     service = conversion["webhook"]["clientConfig"]["service"]
     assert service["namespace"] == install.namespace and service["path"] == "/convert"
 
-    # The operator OLM deployed (its process behind the pod, under the CSV's RBAC) drains a node end to end.
+    # The operator OLM deployed (our image, under the CSV's RBAC) drains a KWOK node end to end.
     target, spare = nodes(2)
     workload = f"{install.namespace}-app"
     cluster.kubectl("create", "namespace", workload)
