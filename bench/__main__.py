@@ -75,7 +75,12 @@ class Bench:
         result: dict[str, Any] = {"first": cases[0][0]}
         for name, user, run in cases:
             result[name], result[f"{name}_requests"] = await self.measured(user, run())
+        await self.release(o_node)
         return result
+
+    async def release(self, node: str) -> None:
+        """Delete a measured NodeMaintenance, so its watches do not run into the next measurement."""
+        await self.api.request("DELETE", nm_path(node))
 
     async def single(self, rounds: int, grace_rounds: int, shape: Shape) -> dict[str, Any]:
         done = []
@@ -111,6 +116,7 @@ class Bench:
         shape = Shape(deployments=0, statefulset=0, bare=pods)
         node, _ = await node_pair(self.cluster, self.api, self.tag("b"), shape)
         seconds, counts = await self.measured(OPERATOR_USER, drains.with_operator(self.api, [node]))
+        await self.release(node)
         drain_counts = {k: v for k, v in counts.items() if "leases" not in k}
         return {"pods": pods, "seconds": round(seconds, 2), "per_pod_total": round(sum(drain_counts.values()) / pods, 3),
                 "per_pod": {k: round(v / pods, 3) for k, v in sorted(drain_counts.items())}}
@@ -133,6 +139,7 @@ class Bench:
         for pods in sizes:
             node, _ = await node_pair(self.cluster, self.api, self.tag("c"), Shape.of_size(pods))
             points.append({"pods": pods, "seconds": round(await drains.with_operator(self.api, [node]), 2)})
+            await self.release(node)
             print(f"curve: {pods} pods {points[-1]['seconds']}s", flush=True)
         per_pod = [p["seconds"] / p["pods"] for p in points]
         return {"points": points, "linearity": round(max(b / a for a, b in zip(per_pod, per_pod[1:])), 2) if len(points) > 1 else None}
@@ -153,10 +160,10 @@ def hottest(raw: Path, top: int = 12) -> list[dict[str, Any]]:
     """The functions the operator spent most samples in (self time), from py-spy's collapsed stacks."""
     own: Counter[str] = Counter()
     total = 0
-    for line in (raw.read_text() if raw.exists() else "").splitlines():
+    for line in (raw.read_text(errors="replace") if raw.exists() else "").splitlines():
         stack, _, count = line.rpartition(" ")
-        if not stack:
-            continue
+        if not stack or not count.isdigit():
+            continue  # not a "stack count" line
         total += int(count)
         own[stack.split(";")[-1]] += int(count)
     return [{"function": name, "share": round(n / total, 3)} for name, n in own.most_common(top)] if total else []
@@ -193,23 +200,42 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                                      operator_vs_limit=round(result["single_node"]["operator_median"] / limit, 2))
         result["api_cost"] = bench.api_cost()
         if not args.smoke:
-            result["no_budgets"] = await bench.no_budgets(shape.drained)
-            stacks = args.out / "profile-many-nodes.txt"
-            args.out.mkdir(parents=True, exist_ok=True)
-            spy = profile(operator.process.pid, 900, stacks) if args.profile else None
-            many = await bench.many(args.many, shape)
-            if spy:
-                spy.send_signal(signal.SIGINT)  # py-spy writes what it sampled when interrupted
-                spy.wait()
-                result["profile"] = {"case": f"{args.many} nodes at once", "stacks": stacks.name, "hottest": hottest(stacks)}
-            result["twenty_nodes"] = {**many, "ratio_to_single": round(many["seconds"] / result["single_node"]["operator_median"], 2)}
-            print(f"{args.many} nodes: {result['twenty_nodes']}", flush=True)
-            result["curve"] = await bench.curve([int(n) for n in args.curve.split(",")])
-            result["scale"] = await scale.many_nodes(cluster, api, operator, args.scale_nodes, args.scale_pods, 10, 15)
+            report.write(result, args.out)
+            await part(result, "no_budgets", bench.no_budgets(shape.drained), args.out)
+            await part(result, "twenty_nodes", many_profiled(bench, args, shape, result), args.out)
+            await part(result, "curve", bench.curve([int(n) for n in args.curve.split(",")]), args.out)
+            await part(result, "scale", scale.many_nodes(cluster, api, operator, args.scale_nodes, args.scale_pods, 10, 15), args.out)
         operator.stop()
         await api.close()
     result["wall_seconds"] = round(time.monotonic() - started, 1)
     return result
+
+
+async def part(result: dict[str, Any], name: str, measured: Any, out: Path) -> None:
+    """One later part of the run: a failure is reported in its place, and the report is written after
+    each part, so what was measured is kept whatever happens later."""
+    try:
+        result[name] = await measured
+    except Exception as error:  # noqa: BLE001 (the report says what failed; the run goes on)
+        result[name] = {"error": f"{type(error).__name__}: {error}"}
+    print(f"{name}: {result[name]}", flush=True)
+    report.write(result, out)
+
+
+async def many_profiled(bench: Bench, args: argparse.Namespace, shape: Shape, result: dict[str, Any]) -> dict[str, Any]:
+    """Many nodes at once (the slowest case), with py-spy sampling the operator meanwhile."""
+    stacks = args.out / "profile-many-nodes.txt"
+    args.out.mkdir(parents=True, exist_ok=True)
+    spy = profile(bench.operator.process.pid, 900, stacks) if args.profile else None
+    try:
+        many = await bench.many(args.many, shape)
+    finally:
+        if spy:
+            spy.send_signal(signal.SIGINT)  # py-spy writes what it sampled when interrupted
+            spy.wait()
+    if spy:
+        result["profile"] = {"case": f"{args.many} nodes at once", "stacks": stacks.name, "hottest": hottest(stacks)}
+    return {**many, "ratio_to_single": round(many["seconds"] / result["single_node"]["operator_median"], 2)}
 
 
 def _held_lease() -> str:

@@ -131,7 +131,8 @@ def check(out: Path) -> list[str]:
     for who in ("operator", "kubectl"):
         if not (report.get("api_cost") or {}).get(who, {}).get("per_pod"):
             problems.append(f"api_cost.{who}.per_pod is empty")
-    if not (out / "report.txt").read_text().strip() if (out / "report.txt").exists() else True:
+    table = out / "report.txt"
+    if not table.exists() or not table.read_text().strip():
         problems.append("report.txt missing or empty")
     if not (out / "single-node.png").exists():
         problems.append("single-node.png missing")

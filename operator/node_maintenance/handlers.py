@@ -45,7 +45,8 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
 async def maintain(body: kopf.Body, stopped: kopf.DaemonStopped, memo: kopf.Memo, **_: Any) -> None:
     """Drive the drain until kopf stops the daemon (the object is deleted, or the operator stops)."""
     name = body["metadata"]["name"]
-    engine = Engine(memo.akube, memo.budgets, memo.active, lambda: copy.deepcopy(dict(body)), memo.version, _event, _logger(body))
+    # kopf keeps `body` current; the engine reads it through the conversion, which copies it.
+    engine = Engine(memo.akube, memo.budgets, memo.active, lambda: dict(body), memo.version, _event, _logger(body))
     running = asyncio.create_task(engine.run())
     memo.engines[name] = (engine, running)
     try:

@@ -23,6 +23,7 @@ MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 # Watch events are one JSON object a line; a line holds one whole object.
 MAX_EVENT_BYTES = 16 * 1024 * 1024
+MAX_REQUEST_CONNECTIONS = 64
 
 
 class ApiError(Exception):
@@ -139,7 +140,7 @@ class AsyncKube:
 
     def __init__(self, configuration: client.Configuration) -> None:
         self._configuration = configuration
-        self._session: aiohttp.ClientSession | None = None
+        self._sessions: dict[bool, aiohttp.ClientSession] = {}
 
     def _ssl(self) -> ssl.SSLContext | bool:
         c = self._configuration
@@ -157,16 +158,18 @@ class AsyncKube:
             headers["Authorization"] = bearer["value"]
         return headers
 
-    @property
-    def session(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            connector = aiohttp.TCPConnector(ssl=self._ssl(), limit=64)
-            self._session = aiohttp.ClientSession(self._configuration.host, connector=connector)
-        return self._session
+    def _session(self, watching: bool) -> aiohttp.ClientSession:
+        """Watches hold their connection for minutes, so they get a pool of their own without a limit:
+        sharing one bounded pool, enough open watches would leave no connection for a request."""
+        session = self._sessions.get(watching)
+        if session is None or session.closed:
+            connector = aiohttp.TCPConnector(ssl=self._ssl(), limit=0 if watching else MAX_REQUEST_CONNECTIONS)
+            session = self._sessions[watching] = aiohttp.ClientSession(self._configuration.host, connector=connector)
+        return session
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
+        for session in self._sessions.values():
+            await session.close()
 
     async def request(
         self,
@@ -178,7 +181,7 @@ class AsyncKube:
         content_type: str = "application/json",
         timeout: float = 30,
     ) -> dict[str, Any]:
-        async with self.session.request(
+        async with self._session(False).request(
             method, path, params=query, data=None if body is None else json.dumps(body),
             headers=self._headers(content_type), timeout=aiohttp.ClientTimeout(total=timeout),
         ) as response:
@@ -198,7 +201,7 @@ class AsyncKube:
 
     async def watch(self, path: str, query: dict[str, str]) -> AsyncIterator[dict[str, Any]]:
         """The events of one watch request until the server ends it; an ERROR event raises its typed error."""
-        async with self.session.get(
+        async with self._session(True).get(
             path, params={**query, "watch": "true"}, headers=self._headers("application/json"),
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=30),
         ) as response:

@@ -67,7 +67,7 @@ class Mirror:
             except asyncio.CancelledError:
                 raise
             except Exception as error:  # the server may be briefly away; resume from where we were
-                log.warning("watch of %s failed, resuming in %.1fs: %s", self.path, delay, error)
+                log.warning("watch of %s failed, resuming in %.1fs: %s", self.path, delay, str(error) or type(error).__name__)
                 await asyncio.sleep(delay)
                 delay = min(RETRY_MAX_SECONDS, delay * 2)
 
