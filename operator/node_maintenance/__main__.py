@@ -12,6 +12,7 @@ import contextlib
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 from pathlib import Path
@@ -139,7 +140,10 @@ def _run_kopf(kube: Kube, version: str, stop: threading.Event) -> None:
         budgets = BudgetWatch(akube)
         memo = kopf.Memo(kube=kube, akube=akube, budgets=budgets, active=Active(), engines={}, version=version)
         try:
-            await kopf.operator(registry=handlers.registry(version), clusterwide=True, standalone=True, stop_flag=stop, memo=memo)
+            # An explicit identity: kopf would otherwise ask the password database for a user name, and
+            # the image's numeric user has no entry there.
+            await kopf.operator(registry=handlers.registry(version), clusterwide=True, standalone=True, stop_flag=stop,
+                                memo=memo, identity=socket.gethostname())
         finally:
             await budgets.stop()
             await akube.close()
