@@ -26,7 +26,7 @@ from .waiting import ClusterError, wait_for
 
 SERVICE_CIDR = "10.96.0.0/24"
 SERVICE_IP = "10.96.0.1"
-# Addresses KWOK hands simulated pods: unreachable, unless the cluster runs with a PodNetwork.
+# Addresses KWOK hands simulated pods: nothing answers there.
 KWOK_POD_CIDR = "10.244.0.0/16"
 KWOK_SELECTOR = ("kwok.x-k8s.io/node", "fake")
 # With a real node, simulated nodes carry this taint: only workloads that tolerate it (drain targets
@@ -47,15 +47,13 @@ COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-schedul
 class Cluster:
     """A running local control plane. Use as a context manager, or call start()/stop().
 
-    With ``pod_network`` every component runs in a private network namespace where simulated pod IPs
-    are local addresses (see ``podnetwork``), so Services backed by KWOK pods can reach local processes.
-    With ``real_node`` (root only) that namespace also holds a local image registry and one real node
+    With ``real_node`` (root only) every component runs in network and mount namespaces of the
+    cluster's own (``podnetwork``), which also hold a local image registry and one real node
     (``realnode``) whose kubelet runs pods from it; KWOK nodes then carry ``KWOK_TAINT``.
     """
 
-    def __init__(self, workdir: Path | None = None, *, pod_network: bool = False, real_node: bool = False) -> None:
+    def __init__(self, workdir: Path | None = None, *, real_node: bool = False) -> None:
         self._own_workdir = workdir is None
-        self._want_pod_network = pod_network or real_node
         self.real_node = real_node
         self.network: PodNetwork | None = None
         self.registry: Registry | None = None
@@ -98,8 +96,8 @@ class Cluster:
         for directory in (pki_dir, self.logs_dir, self.workdir / "etcd"):
             directory.mkdir(parents=True, exist_ok=True)
         pki.write_cluster_pki(pki_dir, service_ip=SERVICE_IP)
-        if self._want_pod_network:
-            self.network = PodNetwork(KWOK_POD_CIDR, self.logs_dir, privileged=self.real_node, service_cidr=SERVICE_CIDR)
+        if self.real_node:
+            self.network = PodNetwork(self.logs_dir, service_cidr=SERVICE_CIDR, kwok_pod_cidr=KWOK_POD_CIDR)
         self._start_etcd()
         self._start_apiserver(pki_dir)
         self._start_controllers(pki_dir)
@@ -220,7 +218,7 @@ class Cluster:
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--allow-privileged=true",
                 "--profiling=false",
-                # Webhook Services are dialled at their endpoints' (pod) IPs: there is no kube-proxy.
+                # Webhook Services are dialled at their endpoints (pod IPs), as by an API server outside the pod network.
                 "--enable-aggregator-routing=true",
                 f"--audit-policy-file={self._write_audit_policy()}",
                 f"--audit-log-path={self.audit_log}",

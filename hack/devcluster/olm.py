@@ -45,8 +45,8 @@ class OLM:
         self.processes: list[Process] = []
         self.catalog_source = ""
 
-    def start(self, *, registry_poll: str | None = None) -> "OLM":
-        """Start OLM and add our CatalogSource; ``registry_poll`` shortens how often OLM looks for a new catalog image."""
+    def start(self) -> "OLM":
+        """Start OLM and add our CatalogSource, and wait until OLM reaches the catalog."""
         started = time.monotonic()
         binaries = toolchain.ensure(["olm", "catalog"])
         crds = toolchain.module_source("olm", "github.com/operator-framework/api") / OLM_CRDS
@@ -65,8 +65,6 @@ class OLM:
         self.cluster.kubectl("apply", "-f", "-", input=json.dumps(
             {"apiVersion": "operators.coreos.com/v1", "kind": "OLMConfig", "metadata": {"name": "cluster"}}))
         source = catalog_source(self.published.registry)
-        if registry_poll:
-            source["spec"]["updateStrategy"]["registryPoll"]["interval"] = registry_poll
         self.cluster.kubectl("apply", "-f", "-", input=json.dumps(source))
         self.catalog_source = source["metadata"]["name"]
         wait_for("the CatalogSource READY (its registry pod runs our catalog image)", self.catalog_ready, 120, details=self.logs)

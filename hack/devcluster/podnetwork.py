@@ -1,12 +1,10 @@
-"""A network namespace of the cluster's own, in which simulated pod IPs are real local addresses.
+"""The cluster's own network and mount namespaces, where a real node runs and nothing touches the host.
 
-A Service reaches its pods through their Endpoints, and the API refuses loopback addresses there. So
-when the API server must call a webhook Service backed by a KWOK pod (OLM wires conversion webhooks
-that way), the pod's IP has to be an address a local process can listen on. Every component then runs
-inside a private network namespace (entered through a user namespace, so no privilege is needed) where
-KWOK's whole pod range is routed to the loopback device: a process listening on 0.0.0.0 there answers
-at every simulated pod IP. The host's network is never touched. Ports the test process itself talks to
-(the API server, etcd, an operator's probes) are forwarded from the host's 127.0.0.1 into the namespace.
+The kubelet's pods get addresses on a bridge, kube-proxy writes its rules, CoreDNS answers and every
+component of the control plane listens, all inside a namespace that lives as long as its holder
+process; mounts made there (container root filesystems, volumes) go with it. Ports the test process
+itself talks to (the API server, etcd, the image registry) are forwarded from the host's 127.0.0.1
+into the namespace. Needs root and iproute2.
 """
 
 from __future__ import annotations
@@ -21,10 +19,9 @@ from pathlib import Path
 from .processes import Process, die_with_parent
 
 _CLONE_NEWNS = 0x00020000
-_CLONE_NEWUSER = 0x10000000
 _CLONE_NEWNET = 0x40000000
-# With a real node, the node's own address inside the namespace: the kubelet and the API server's
-# endpoint live there (a node address cannot be a loopback one).
+# The node's own address inside the namespace: the kubelet and the API server's endpoint live there
+# (a node address cannot be a loopback one).
 NODE_IP = "10.241.0.2"
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -35,72 +32,50 @@ def _check(result: int, what: str) -> None:
         raise OSError(errno, f"{what}: {os.strerror(errno)}")
 
 
-def _unshare_as_root_of_own_namespace() -> None:
-    """Runs in the holder before exec: a new user namespace mapping us to root, and a new network namespace."""
-    uid, gid = os.getuid(), os.getgid()
-    _check(_libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET), "unshare(user, net)")
-    Path("/proc/self/setgroups").write_text("deny")
-    Path("/proc/self/uid_map").write_text(f"0 {uid} 1")
-    Path("/proc/self/gid_map").write_text(f"0 {gid} 1")
-    die_with_parent()  # after the credential change, which clears a parent-death signal set before it
-
-
 def _unshare_network_and_mounts() -> None:
-    """Runs in the holder before exec (as real root): new network and mount namespaces.
-
-    Mounts a kubelet and containerd make then live in a namespace that ends with its last process,
-    so nothing stays mounted on the host after a teardown, however it ends.
-    """
+    """Runs in the holder before exec: new network and mount namespaces."""
     _check(_libc.unshare(_CLONE_NEWNET | _CLONE_NEWNS), "unshare(net, mount)")
     die_with_parent()
 
 
 class PodNetwork:
-    """The namespace holder process, the forwarders into it, and how to start a process inside it.
+    """The namespace holder process, the forwarders into it, and how to start a process inside it."""
 
-    ``privileged`` (for a real node, which needs real root for cgroups and mounts) makes network and
-    mount namespaces owned by root instead of a user namespace, with the node's address on loopback.
-    """
-
-    def __init__(self, pod_cidr: str, log_dir: Path, *, privileged: bool = False, service_cidr: str = "") -> None:
+    def __init__(self, log_dir: Path, *, service_cidr: str, kwok_pod_cidr: str) -> None:
         self.log_dir = log_dir
         self._forwarders: list[Process] = []
-        script = f"ip link set lo up; ip route add local {pod_cidr} dev lo; "
-        if privileged:
-            # Processes here resolve cluster names (OLM dials its catalog Service by name) through the
-            # cluster DNS the real node serves; the host's /etc/resolv.conf is untouched.
-            resolv_conf = log_dir.parent / "resolv.conf"
-            resolv_conf.write_text(f"nameserver {NODE_IP}\nsearch cluster.local\noptions ndots:5\n")
+        # Processes here resolve cluster names (OLM dials its catalog Service by name) through the
+        # cluster DNS the real node serves; the host's /etc/resolv.conf is untouched.
+        resolv_conf = log_dir.parent / "resolv.conf"
+        resolv_conf.write_text(f"nameserver {NODE_IP}\nsearch cluster.local\noptions ndots:5\n")
+        script = (
             # Private propagation first: without it the host would see every container mount.
-            script += (f"mount --make-rprivate /; mount --bind {resolv_conf} /etc/resolv.conf; "
-                       f"ip addr add {NODE_IP}/32 dev lo; echo 1 > /proc/sys/net/ipv4/ip_forward; "
-                       # A route for Service IPs, as a node's default route gives them: kube-proxy's
-                       # rules rewrite them to pod addresses once the packet is routed at all.
-                       f"ip route add {service_cidr} dev lo; ")
-        self._holder = Process(
-            "pod-network",
-            ["sh", "-ec", script + "echo ready; exec sleep infinity"],
-            log_dir,
-            setup=_unshare_network_and_mounts if privileged else _unshare_as_root_of_own_namespace,
+            f"mount --make-rprivate /; mount --bind {resolv_conf} /etc/resolv.conf; "
+            f"ip link set lo up; ip addr add {NODE_IP}/32 dev lo; echo 1 > /proc/sys/net/ipv4/ip_forward; "
+            # A route for Service IPs, as a node's default route gives them: kube-proxy's rules
+            # rewrite them to pod addresses once the packet is routed at all.
+            f"ip route add {service_cidr} dev lo; "
+            # Simulated pods' addresses answer locally, so nothing sent to them leaves the namespace.
+            f"ip route add local {kwok_pod_cidr} dev lo; "
         )
+        self._holder = Process("pod-network", ["sh", "-ec", script + "echo ready; exec sleep infinity"], log_dir,
+                               setup=_unshare_network_and_mounts)
         self._wait_ready()
-        self._namespaces = [
-            (os.open(f"/proc/{self._holder.pid}/ns/{name}", os.O_RDONLY | os.O_CLOEXEC), flag)
-            for name, flag in ((("net", _CLONE_NEWNET), ("mnt", _CLONE_NEWNS)) if privileged else (("user", _CLONE_NEWUSER), ("net", _CLONE_NEWNET)))
-        ]
+        self._namespaces = [(os.open(f"/proc/{self._holder.pid}/ns/{name}", os.O_RDONLY | os.O_CLOEXEC), flag)
+                            for name, flag in (("net", _CLONE_NEWNET), ("mnt", _CLONE_NEWNS))]
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + 10
         while "ready" not in self._holder.log_path.read_text(errors="replace"):
             if not self._holder.alive() or time.monotonic() > deadline:
                 raise RuntimeError(
-                    "cannot set up the pod network namespace (needs unprivileged user namespaces and iproute2's `ip`):\n"
+                    "cannot set up the cluster's network namespace (needs root and iproute2's `ip`):\n"
                     + self._holder.log_tail()
                 )
             time.sleep(0.05)
 
     def enter(self) -> None:
-        """Runs in a child before exec: join the namespaces (a user namespace first: it grants the right to join the network)."""
+        """Runs in a child before exec: join the network and mount namespaces."""
         for fd, flag in self._namespaces:
             _check(_libc.setns(fd, flag), f"setns({flag:#x})")
         die_with_parent()

@@ -15,9 +15,6 @@ from devcluster.publish import Published, publish
 
 from .install import CRD_NAME, Install
 
-# How often OLM looks for a new catalog image under the CatalogSource's tag (the manifests say 30m).
-REGISTRY_POLL = "15s"
-
 
 @pytest.fixture(scope="package")
 def cluster() -> Iterator[Cluster]:
@@ -37,7 +34,7 @@ def published(cluster: Cluster) -> Published:
 
 @pytest.fixture(scope="package")
 def olm(cluster: Cluster, published: Published, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OLM]:
-    running = OLM(cluster, tmp_path_factory.mktemp("olm"), published).start(registry_poll=REGISTRY_POLL)
+    running = OLM(cluster, tmp_path_factory.mktemp("olm"), published).start()
     yield running
     pids = running.pids()
     running.stop()
