@@ -24,6 +24,7 @@ DEPLOY_DIR = ROOT / "olm-deploy-manifests" / "kubernetes"
 NAMESPACE = "olm"  # OLM's own namespace and its global catalog namespace, as upstream deploys it
 OLM_CRDS = "crds"  # directory in the github.com/operator-framework/api module
 CATALOG_SOURCE = "nm-catalog-source.yaml"
+RESYNC = "30s"
 
 
 def catalog_source(registry: str) -> dict:
@@ -61,6 +62,9 @@ class OLM:
             str(binaries["catalog"]), f"--namespace={NAMESPACE}", "--writeStatusName=", f"--kubeconfig={self.cluster.kubeconfig}",
             f"--opmImage={self.published.opm_image}", f"--util-image={self.published.util_image}",
             "--set-workload-user-id=true",
+            # OLM resolves a Subscription again on this timer too (upstream: 15m). A resolution that ran
+            # while the replaced CSV was still being removed fails, and only the timer retries it.
+            f"--interval={RESYNC}",
         ], env)
         self.cluster.kubectl("apply", "-f", "-", input=json.dumps(
             {"apiVersion": "operators.coreos.com/v1", "kind": "OLMConfig", "metadata": {"name": "cluster"}}))
