@@ -17,12 +17,16 @@ import sys
 import threading
 from pathlib import Path
 
-import kopf
+# kopf imports the official Kubernetes client whenever it is installed (kubectl-nm uses it), only to
+# recognise that client's objects, which this process never hands it: keep its ~20 MiB out.
+sys.modules.setdefault("kubernetes", None)  # type: ignore[assignment]
+
+import kopf  # noqa: E402
 
 from . import handlers, logs
 from .conversion import HUB
 from .health import Health
-from .kube import ApiError, AsyncKube, Kube, load_api_client
+from .kube import ApiError, AsyncKube, Kube, load_credentials
 from .leader import LeaderElector
 from .metrics import Active
 from .pacing import BudgetWatch
@@ -53,7 +57,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 async def run(args: argparse.Namespace) -> int:
     shutdown = asyncio.Event()
     _on_signals(shutdown)
-    kube = Kube(load_api_client())
+    kube = Kube(load_credentials())
     health = Health()
     runners = [await health.start(args.bind_address, args.health_port)]
     try:
@@ -136,7 +140,7 @@ def _run_kopf(kube: Kube, version: str, stop: threading.Event) -> None:
     webhooks (which must answer during a restart, for the storage migration above all) are not among them."""
 
     async def operate() -> None:
-        akube = AsyncKube(kube.api_client.configuration)
+        akube = AsyncKube(kube.credentials)
         budgets = BudgetWatch(akube)
         memo = kopf.Memo(kube=kube, akube=akube, budgets=budgets, active=Active(), engines={}, version=version)
         try:

@@ -33,6 +33,15 @@ def _logger(body: kopf.Body) -> logging.LoggerAdapter:
     )
 
 
+def login(memo: kopf.Memo, **_: Any) -> kopf.ConnectionInfo:
+    """kopf talks to the API with our own credentials (its helper for this would load the official client)."""
+    c = memo.akube.credentials
+    token = c.bearer()
+    return kopf.ConnectionInfo(server=c.server, ca_path=c.ca_file, ca_data=c.ca_data, insecure=c.insecure,
+                               scheme="Bearer" if token else None, token=token, certificate_path=c.cert_file,
+                               certificate_data=c.cert_data, private_key_path=c.key_file, private_key_data=c.key_data)
+
+
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.finalizer = f"{api.GROUP}/finalizer"
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=api.GROUP)
@@ -78,7 +87,7 @@ async def remove(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
 def registry(version: str) -> kopf.OperatorRegistry:
     """The handlers for NodeMaintenances served as ``version``."""
     handlers = kopf.OperatorRegistry()
-    kopf.on.login(registry=handlers)(kopf.login_via_client)  # the same credentials as our own client
+    kopf.on.login(registry=handlers)(login)
     kopf.on.startup(registry=handlers)(configure)
     kopf.daemon(api.GROUP, version, api.PLURAL, cancellation_timeout=5.0, registry=handlers)(maintain)
     kopf.on.event(api.GROUP, version, api.PLURAL, registry=handlers)(changed)
