@@ -15,7 +15,7 @@ import logging
 import time
 from typing import Any, Callable
 
-from . import api, metrics, node as nodes, status as st
+from . import api, metrics, node as nodes, pods, status as st
 from .conversion import HUB, convert, status_fields
 from .executor import EventSink, Executor
 from .kube import AsyncKube, nm_path, node_path
@@ -43,7 +43,7 @@ class Engine:
         self.node_name = first["spec"]["nodeName"]
         self.executor = Executor(kube, self.name, version, event, log)
         self.node = Mirror(kube, node_path(), self.wake, field_selector=f"metadata.name={self.node_name}")
-        self.pods = Mirror(kube, "/api/v1/pods", self.wake, field_selector=f"spec.nodeName={self.node_name}")
+        self.pods = Mirror(kube, "/api/v1/pods", self.wake, field_selector=f"spec.nodeName={self.node_name}", slim=pods.slim)
         self.attempts: dict[str, Attempt] = {}
         self.stored: dict[str, Any] = dict(first.get("status") or {})  # the status as last written (or read)
         self.written_at = 0.0

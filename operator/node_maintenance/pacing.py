@@ -42,7 +42,7 @@ class BudgetWatch:
             await asyncio.gather(self._task, return_exceptions=True)
 
     def in_namespaces(self, namespaces: set[str]) -> list[dict[str, Any]]:
-        return [b for b in self.mirror.objects.values() if b["metadata"].get("namespace") in namespaces]
+        return [b for namespace in sorted(namespaces) for b in self.mirror.in_namespace(namespace)]
 
     def sent(self, budget: str, pod: str) -> None:
         self._sent.setdefault(budget, {})[pod] = time.monotonic()

@@ -65,5 +65,17 @@ def must_go(pod: dict[str, Any], selector: dict[str, Any] | None = None) -> bool
     return classify(pod, selector) in (Action.EVICT, Action.DELETE_FINISHED)
 
 
+def slim(pod: dict[str, Any]) -> dict[str, Any]:
+    """What the drain's decisions read of a pod: its metadata, node, phase and conditions.
+
+    A draining node's pods are held in memory until it is drained; their spec and container
+    statuses are most of their size, and no decision reads them (a new one that does keeps them here).
+    """
+    metadata = {k: v for k, v in (pod.get("metadata") or {}).items() if k != "managedFields"}
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    return {"metadata": metadata, "spec": {k: spec[k] for k in ("nodeName",) if k in spec},
+            "status": {k: status[k] for k in ("phase", "conditions") if k in status}}
+
+
 def ref(pod: dict[str, Any]) -> str:
     return f"{pod['metadata'].get('namespace', '')}/{pod['metadata']['name']}"

@@ -2,14 +2,14 @@
 
 The watch resumes from the last resourceVersion it saw (bookmarks included) when the server ends
 it, and lists again only when that version is gone (410). Callers are told of every change through
-a callback; they read ``objects`` then.
+a callback; they read ``objects`` (or one namespace's, indexed) then.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from .kube import AsyncKube, Gone
 
@@ -25,7 +25,7 @@ def key_of(obj: dict[str, Any]) -> str:
     return f"{meta.get('namespace', '')}/{meta['name']}"
 
 
-def _slim(obj: dict[str, Any]) -> dict[str, Any]:
+def without_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
     """Drop what no decision reads and costs the most memory."""
     obj.get("metadata", {}).pop("managedFields", None)
     return obj
@@ -34,12 +34,15 @@ def _slim(obj: dict[str, Any]) -> dict[str, Any]:
 class Mirror:
     """The objects at ``path`` matching ``field_selector``; ``synced`` once the first listing is in."""
 
-    def __init__(self, kube: AsyncKube, path: str, on_change: Callable[[], None], *, field_selector: str | None = None) -> None:
+    def __init__(self, kube: AsyncKube, path: str, on_change: Callable[[], None], *, field_selector: str | None = None,
+                 slim: Callable[[dict[str, Any]], dict[str, Any]] = without_managed_fields) -> None:
         self.kube = kube
+        self.slim = slim  # what of each object is kept
         self.path = path
         self.query = {"fieldSelector": field_selector} if field_selector else {}
         self.on_change = on_change
         self.objects: dict[str, dict[str, Any]] = {}
+        self._by_namespace: dict[str, dict[str, dict[str, Any]]] = {}
         self.synced = asyncio.Event()
         self.relists = 0
 
@@ -57,9 +60,9 @@ class Mirror:
                     if event["type"] == "BOOKMARK":
                         continue
                     if event["type"] == "DELETED":
-                        self.objects.pop(key_of(obj), None)
+                        self._drop(obj)
                     else:
-                        self.objects[key_of(obj)] = _slim(obj)
+                        self._put(self.slim(obj))
                     self.on_change()
                 delay = RETRY_FIRST_SECONDS
             except Gone:
@@ -71,9 +74,28 @@ class Mirror:
                 await asyncio.sleep(delay)
                 delay = min(RETRY_MAX_SECONDS, delay * 2)
 
+    def in_namespace(self, namespace: str) -> Iterable[dict[str, Any]]:
+        """The objects of one namespace, without a pass over all of them (many drains ask at every change)."""
+        return self._by_namespace.get(namespace, {}).values()
+
+    def _put(self, obj: dict[str, Any]) -> None:
+        key = key_of(obj)
+        self.objects[key] = obj
+        self._by_namespace.setdefault(obj["metadata"].get("namespace", ""), {})[key] = obj
+
+    def _drop(self, obj: dict[str, Any]) -> None:
+        key, namespace = key_of(obj), obj["metadata"].get("namespace", "")
+        self.objects.pop(key, None)
+        same = self._by_namespace.get(namespace, {})
+        same.pop(key, None)
+        if not same:
+            self._by_namespace.pop(namespace, None)
+
     async def _list(self) -> str:
         listing = await self.kube.request("GET", self.path, query=self.query or None)
-        self.objects = {key_of(obj): _slim(obj) for obj in listing.get("items") or []}
+        self.objects, self._by_namespace = {}, {}
+        for obj in listing.get("items") or []:
+            self._put(self.slim(obj))
         self.relists += 1
         self.synced.set()
         self.on_change()

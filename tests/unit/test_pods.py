@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from node_maintenance.pods import Action, classify, matches_selector, must_go
+from node_maintenance import budgets
+from node_maintenance.pods import Action, classify, matches_selector, must_go, ref, slim
 
 
 def pod(*, owner: str | None = None, phase: str = "Running", labels: dict | None = None, annotations: dict | None = None, volumes: list | None = None) -> dict:
@@ -68,3 +69,19 @@ def test_match_expressions(expression: dict, labels: dict, matches: bool) -> Non
 
 def test_absent_or_empty_selector_matches_everything() -> None:
     assert matches_selector({"x": "y"}, None) and matches_selector({}, {})
+
+
+def test_a_slimmed_pod_gets_every_decision_the_full_pod_gets() -> None:
+    budget = {"metadata": {"name": "b", "namespace": "ns", "generation": 1}, "spec": {"selector": {"matchLabels": {"app": "a"}}},
+              "status": {"observedGeneration": 1, "desiredHealthy": 1, "currentHealthy": 2}}
+    full = [pod(owner="DaemonSet"), pod(annotations={"kubernetes.io/config.mirror": "x"}), pod(phase="Failed"), pod(phase="Pending"),
+            pod(owner="ReplicaSet", labels={"app": "a"}, volumes=[{"name": "tmp", "emptyDir": {}}])]
+    full[-1]["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    full[-1]["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    full[-1]["metadata"]["managedFields"] = [{"manager": "kubelet"}]
+    for subject in full:
+        small = slim(subject)
+        assert (classify(small), must_go(small), ref(small)) == (classify(subject), must_go(subject), ref(subject))
+        assert (budgets.covers(budget, small), budgets.ignores_budgets(small), budgets.bypasses(small, budget)) == (
+            budgets.covers(budget, subject), budgets.ignores_budgets(subject), budgets.bypasses(subject, budget))
+    assert "managedFields" not in slim(full[-1])["metadata"] and "volumes" not in slim(full[-1])["spec"]

@@ -9,8 +9,8 @@ from node_maintenance.kube import Gone
 from node_maintenance.watch import Mirror
 
 
-def _obj(name: str, version: str) -> dict[str, Any]:
-    return {"metadata": {"name": name, "namespace": "ns", "resourceVersion": version, "managedFields": [{"manager": "x"}]}}
+def _obj(name: str, version: str, namespace: str = "ns") -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": namespace, "resourceVersion": version, "managedFields": [{"manager": "x"}]}}
 
 
 class ScriptedApi:
@@ -20,7 +20,8 @@ class ScriptedApi:
         self.listings = [{"metadata": {"resourceVersion": "10"}, "items": [_obj("a", "9")]},
                          {"metadata": {"resourceVersion": "20"}, "items": [_obj("c", "19")]}]
         self.streams: list[list[dict[str, Any]] | Exception] = [
-            [{"type": "ADDED", "object": _obj("b", "11")}, {"type": "DELETED", "object": _obj("a", "12")},
+            [{"type": "ADDED", "object": _obj("b", "11")}, {"type": "ADDED", "object": _obj("d", "11", "other")},
+             {"type": "DELETED", "object": _obj("a", "12")}, {"type": "DELETED", "object": _obj("d", "12", "other")},
              {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "13"}}}],
             Gone(410, "Expired", "too old resource version"),
         ]
@@ -59,6 +60,24 @@ def test_resumes_from_the_last_version_and_relists_on_gone() -> None:
     mirror = asyncio.run(scenario())
     assert api.watched_from == ["10", "13", "20"]  # after the bookmark, then from the fresh listing
     assert mirror.relists == 2 and set(mirror.objects) == {"ns/c"}
-    assert changes == [{"ns/a"}, {"ns/a", "ns/b"}, {"ns/b"}, {"ns/c"}]
+    assert changes == [{"ns/a"}, {"ns/a", "ns/b"}, {"ns/a", "ns/b", "other/d"}, {"ns/b", "other/d"}, {"ns/b"}, {"ns/c"}]
     assert all(q["fieldSelector"] == "spec.nodeName=n1" for q in api.queries)
     assert "managedFields" not in mirror.objects["ns/c"]["metadata"]
+
+
+def test_objects_are_indexed_by_namespace_through_changes_and_relists() -> None:
+    api = ScriptedApi()
+    seen: list[tuple[list[str], list[str]]] = []
+
+    def names(namespace: str) -> list[str]:
+        return sorted(o["metadata"]["name"] for o in mirror.in_namespace(namespace))
+
+    async def scenario() -> None:
+        task = asyncio.create_task(mirror.run())
+        await asyncio.wait_for(api.idle.wait(), 5)
+        task.cancel()
+
+    mirror = Mirror(api, "/apis/policy/v1/poddisruptionbudgets", lambda: seen.append((names("ns"), names("other"))))  # type: ignore[arg-type]
+    asyncio.run(scenario())
+    assert seen == [(["a"], []), (["a", "b"], []), (["a", "b"], ["d"]), (["b"], ["d"]), (["b"], []), (["c"], [])]
+    assert names("absent") == []
