@@ -17,8 +17,9 @@ import sys
 import threading
 from pathlib import Path
 
-# kopf imports the official Kubernetes client whenever it is installed (kubectl-nm uses it), only to
-# recognise that client's objects, which this process never hands it: keep its ~20 MiB out.
+# kopf imports the official Kubernetes client whenever it is installed (a development environment has it,
+# for the tests), only to recognise that client's objects, which this process never hands it: keep its
+# ~20 MiB out, so the operator weighs what it weighs in its image, which lacks it.
 sys.modules.setdefault("kubernetes", None)  # type: ignore[assignment]
 
 import kopf  # noqa: E402

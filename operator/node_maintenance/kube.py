@@ -108,7 +108,7 @@ def _from_kubeconfig(file: Path, context: str | None) -> Credentials:
     try:
         config = yaml.safe_load(file.read_text()) or {}
     except (OSError, yaml.YAMLError) as error:
-        raise ConfigError(f"cannot read kubeconfig {file}: {error}") from None
+        raise ConfigError(f"cannot read kubeconfig {file} ({error}); set KUBECONFIG or pass --kubeconfig naming a readable one") from None
 
     def entry(kind: str, name: str | None) -> dict[str, Any]:
         for item in config.get(kind) or []:
@@ -168,6 +168,10 @@ class TooManyRequests(ApiError):
         self.retry_after = retry_after
 
 
+class Unauthorized(ApiError):
+    """The credentials were refused (an expired token, a wrong certificate)."""
+
+
 class Forbidden(ApiError):
     """RBAC refused the request."""
 
@@ -176,7 +180,7 @@ class Invalid(ApiError):
     """The request's body or parameters were refused as malformed."""
 
 
-_KINDS: dict[int, type[ApiError]] = {400: Invalid, 403: Forbidden, 404: NotFound, 409: Conflict, 410: Gone, 412: Conflict, 422: Invalid}
+_KINDS: dict[int, type[ApiError]] = {400: Invalid, 401: Unauthorized, 403: Forbidden, 404: NotFound, 409: Conflict, 410: Gone, 412: Conflict, 422: Invalid}
 
 
 def api_error(status: int, reason: str, body: str | dict[str, Any], retry_after: str | None = None) -> ApiError:

@@ -1,19 +1,19 @@
 """The plugin's API access: kubeconfig like kubectl, plain dicts out, and every failure as a CliError
-that names the object and the fix (callers never see HTTP statuses)."""
+that names the object and the fix (callers never see HTTP statuses).
+
+It stands on the operator's own API layer (``node_maintenance.kube``), whose typed errors it translates.
+"""
 
 from __future__ import annotations
 
 import contextlib
-import json
-import os
 from collections.abc import Iterator
 from typing import Any
-
-import urllib3
-from kubernetes import client, config
-from kubernetes.client import exceptions as kerr
+from urllib.parse import quote
 
 from node_maintenance import api
+from node_maintenance.kube import (ApiError, ConfigError, Conflict, Invalid, Kube, NotFound, Unauthorized, load_credentials, nm_path,
+                                  node_path)
 
 from .errors import CliError, Exit
 
@@ -21,30 +21,20 @@ VERSION = "v1beta1"
 NM = f"{api.PLURAL}.{api.GROUP}"
 
 
-def _message(error: kerr.ApiException) -> str:
-    """The API server's own explanation, which names the object and usually the field."""
-    try:
-        return json.loads(error.body or "")["message"]
-    except (ValueError, KeyError, TypeError):
-        return f"{error.status} {error.reason}"
-
-
 @contextlib.contextmanager
 def _translated(what: str) -> Iterator[None]:
-    """Turn the client's errors about ``what`` into CliErrors; callers catch what they can explain better first."""
+    """Turn the API layer's errors about ``what`` into CliErrors; callers catch what they can explain better first."""
     try:
         yield
-    except kerr.NotFoundException as error:
-        raise CliError(Exit.NOT_FOUND, f"{what}: {_message(error)}") from None
-    except kerr.UnauthorizedException:
+    except NotFound as error:
+        raise CliError(Exit.NOT_FOUND, f"{what}: {error.message or error}") from None
+    except Unauthorized:
         raise CliError(Exit.CLUSTER, f"{what}: the cluster refused the credentials; log in again or pick another --context") from None
-    except kerr.ForbiddenException as error:
-        raise CliError(Exit.CLUSTER, f"{what}: {_message(error)}") from None
-    except kerr.UnprocessableEntityException as error:
-        raise CliError(Exit.USAGE, f"{what}: {_message(error)}") from None
-    except kerr.ApiException as error:
-        raise CliError(Exit.CLUSTER, f"{what}: {_message(error)}") from None
-    except urllib3.exceptions.HTTPError as error:
+    except Invalid as error:
+        raise CliError(Exit.USAGE, f"{what}: {error.message or error}") from None
+    except ApiError as error:  # Forbidden and the rest: the server's message says what was refused
+        raise CliError(Exit.CLUSTER, f"{what}: {error.message or error}") from None
+    except OSError as error:  # refused, unresolvable, TLS: the server is not where the kubeconfig says
         raise CliError(Exit.CLUSTER, f"{what}: cannot reach the API server ({error}); check the server in your kubeconfig "
                                      "or pick another --kubeconfig / --context") from None
 
@@ -54,46 +44,32 @@ class Cluster:
 
     def __init__(self, kubeconfig: str | None = None, context: str | None = None) -> None:
         try:
-            if kubeconfig or context or not _in_cluster():
-                self._client = config.new_client_from_config(config_file=kubeconfig, context=context)
-            else:
-                configuration = client.Configuration()
-                config.load_incluster_config(client_configuration=configuration)
-                self._client = client.ApiClient(configuration)
-        except (config.ConfigException, OSError) as error:
-            source = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
-            raise CliError(Exit.CLUSTER, f"no usable kubeconfig in {source} ({error}); set KUBECONFIG or pass "
+            self._kube = Kube(load_credentials(kubeconfig, context))
+        except ConfigError as error:  # its message names the file and the fix
+            raise CliError(Exit.CLUSTER, str(error)) from None
+        except OSError as error:  # a certificate or key the kubeconfig names cannot be loaded
+            raise CliError(Exit.CLUSTER, f"the kubeconfig's certificates cannot be loaded ({error}); fix them or pass "
                                          "--kubeconfig (and --context) naming a kubeconfig of your cluster") from None
-        self._client.configuration.retries = 1
-        self._core = client.CoreV1Api(self._client)
-        self._policy = client.PolicyV1Api(self._client)
-        self._custom = client.CustomObjectsApi(self._client)
-
-    def _plain(self, obj: Any) -> Any:
-        return self._client.sanitize_for_serialization(obj)
 
     # ------------------------------------------------------------------ NodeMaintenances
     def maintenances(self) -> list[dict[str, Any]]:
         with _translated(f"list {NM}"):
             try:
-                return self._custom.list_cluster_custom_object(api.GROUP, VERSION, api.PLURAL)["items"]
-            except kerr.NotFoundException:
+                return self._kube.request("GET", nm_path(version=VERSION))["items"]
+            except NotFound:
                 raise CliError(Exit.NOT_FOUND, f"this cluster does not serve {NM}/{VERSION}; install the Node Maintenance "
                                                "Operator (docs/install.md)") from None
 
     def maintenance(self, name: str) -> dict[str, Any] | None:
         with _translated(f"get NodeMaintenance {name}"):
-            try:
-                return self._custom.get_cluster_custom_object(api.GROUP, VERSION, api.PLURAL, name)
-            except kerr.NotFoundException:
-                return None
+            return self._kube.get(nm_path(name, version=VERSION))
 
     def create_maintenance(self, body: dict[str, Any]) -> dict[str, Any]:
         name = body["metadata"]["name"]
         with _translated(f"create NodeMaintenance {name}"):
             try:
-                return self._custom.create_cluster_custom_object(api.GROUP, VERSION, api.PLURAL, body)
-            except kerr.ConflictException:
+                return self._kube.request("POST", nm_path(version=VERSION), body=body)
+            except Conflict:
                 raise CliError(Exit.CONFLICT, f"NodeMaintenance {name} already exists; stop it first (kubectl nm stop "
                                               f"{body['spec']['nodeName']}) or pass another --name") from None
 
@@ -101,34 +77,27 @@ class Cluster:
         """Ask for deletion; False when it is already gone."""
         with _translated(f"delete NodeMaintenance {name}"):
             try:
-                self._custom.delete_cluster_custom_object(api.GROUP, VERSION, api.PLURAL, name)
+                self._kube.request("DELETE", nm_path(name, version=VERSION))
                 return True
-            except kerr.NotFoundException:
+            except NotFound:
                 return False
 
     # ------------------------------------------------------------------ what a drain touches
     def node(self, name: str) -> dict[str, Any]:
         with _translated(f"get node {name}"):
-            try:
-                return self._plain(self._core.read_node(name))
-            except kerr.NotFoundException:
-                raise CliError(Exit.NOT_FOUND, f"node {name} not found; name an existing node (kubectl get nodes)") from None
+            node = self._kube.get(node_path(name))
+        if node is None:
+            raise CliError(Exit.NOT_FOUND, f"node {name} not found; name an existing node (kubectl get nodes)")
+        return node
 
     def pods_on(self, node: str) -> list[dict[str, Any]]:
         with _translated(f"list the pods of node {node}"):
-            return self._plain(self._core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}"))["items"]
+            return self._kube.request("GET", "/api/v1/pods", query={"fieldSelector": f"spec.nodeName={node}"})["items"]
 
     def pods_in(self, namespace: str) -> list[dict[str, Any]]:
         with _translated(f"list the pods of namespace {namespace}"):
-            return self._plain(self._core.list_namespaced_pod(namespace))["items"]
+            return self._kube.request("GET", f"/api/v1/namespaces/{quote(namespace)}/pods")["items"]
 
     def budgets_in(self, namespace: str) -> list[dict[str, Any]]:
         with _translated(f"list the PodDisruptionBudgets of namespace {namespace}"):
-            return self._plain(self._policy.list_namespaced_pod_disruption_budget(namespace))["items"]
-
-
-def _in_cluster() -> bool:
-    """Inside a pod without a kubeconfig, use its ServiceAccount, as kubectl does."""
-    return "KUBERNETES_SERVICE_HOST" in os.environ and not os.environ.get("KUBECONFIG") and not os.path.exists(
-        os.path.expanduser("~/.kube/config")
-    )
+            return self._kube.request("GET", f"/apis/policy/v1/namespaces/{quote(namespace)}/poddisruptionbudgets")["items"]

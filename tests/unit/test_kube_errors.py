@@ -14,7 +14,7 @@ from node_maintenance.pacing import BudgetWatch
 @pytest.mark.parametrize(
     ("status", "kind"),
     [(400, kube.Invalid), (403, kube.Forbidden), (404, kube.NotFound), (409, kube.Conflict), (410, kube.Gone),
-     (412, kube.Conflict), (422, kube.Invalid), (429, kube.TooManyRequests), (500, kube.ApiError)],
+     (401, kube.Unauthorized), (412, kube.Conflict), (422, kube.Invalid), (429, kube.TooManyRequests), (500, kube.ApiError)],
 )
 def test_each_answer_gets_its_type(status: int, kind: type) -> None:
     error = kube.api_error(status, "Reason", json.dumps({"message": "what happened"}))
