@@ -18,41 +18,50 @@ DOCS_FILE = "docs/api.md"
 VERSIONS_DIR = PurePosixPath("docs/api")  # one page per version; nmo-pack owns the directory
 
 
+def page_name(resource: api.Resource, version: str) -> str:
+    """NodeMaintenance pages are named by version alone (they came first); other kinds' by kind and version."""
+    return f"{version}.md" if resource is api.NODE_MAINTENANCE else f"{resource.singular}-{version}.md"
+
+
 def render_docs(templates: Templates, releases: Releases) -> Output:
     current = releases.current
-    versions = [_version(name, releases) for name in api.VERSIONS]
-    index = templates.text(
-        "api.md.j2",
-        group=api.GROUP,
-        plural=api.PLURAL,
-        short_names=api.SHORT_NAMES,
-        current=current.version,
-        served=current.served,
-        storage=current.storage,
-        versions=versions,
-    )
+    kinds = [
+        {
+            "kind": resource.kind,
+            "plural": resource.plural,
+            "short_names": resource.short_names,
+            "owned": next((o for o in current.crds if o.resource is resource), None),
+            "versions": [_version(resource, name, releases) for name in resource.versions],
+        }
+        for resource in api.RESOURCES
+    ]
+    index = templates.text("api.md.j2", group=api.GROUP, current=current.version, kinds=kinds)
     pages = [
-        RenderedFile.text(str(VERSIONS_DIR / f"{version['name']}.md"), templates.text("api-version.md.j2", group=api.GROUP, version=version))
-        for version in versions
+        RenderedFile.text(str(VERSIONS_DIR / version["page"]), templates.text("api-version.md.j2", group=api.GROUP, version=version))
+        for kind in kinds
+        for version in kind["versions"]
     ]
     return Output((RenderedFile.text(DOCS_FILE, index), *pages), owned_dirs=(VERSIONS_DIR,))
 
 
-def _version(name: str, releases: Releases) -> dict[str, Any]:
-    document = api.load(name)
-    schema = api.openapi_schema(name)
+def _version(resource: api.Resource, name: str, releases: Releases) -> dict[str, Any]:
+    document = resource.load(name)
+    schema = resource.openapi_schema(name)
     spec = schema["properties"]["spec"]
+    served_by = [r.version for r in releases.releases for o in r.crds if o.resource is resource and name in o.served]
     return {
         "name": name,
+        "kind": resource.kind,
+        "page": page_name(resource, name),
         "deprecation": document.get("deprecation"),
         "description": schema["description"],
-        "example": yaml.safe_dump({"apiVersion": f"{api.GROUP}/{name}", "kind": api.KIND, **document["example"]}, sort_keys=False),
-        "releases": [r.version for r in releases.releases if name in r.served],
+        "example": yaml.safe_dump({"apiVersion": f"{api.GROUP}/{name}", "kind": resource.kind, **document["example"]}, sort_keys=False),
+        "releases": served_by,
         "sections": [
             {"title": "spec", "rows": _rows(spec, "spec")},
             {"title": "status", "rows": _rows(schema["properties"]["status"], "status")},
         ],
-        "rules": spec.get("x-kubernetes-validations", []),
+        "rules": _rules(spec, "spec"),
     }
 
 
@@ -70,7 +79,19 @@ def _rows(node: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
     return rows
 
 
+def _rules(node: dict[str, Any], path: str) -> list[dict[str, str]]:
+    """Every CEL validation rule at or under ``node``, with the path of the field it is declared on."""
+    found = [{"path": path, **rule} for rule in node.get("x-kubernetes-validations", [])]
+    for field, child in node.get("properties", {}).items():
+        found += _rules(child, f"{path}.{field}")
+    if "properties" in node.get("items", {}):
+        found += _rules(node["items"], f"{path}[]")
+    return found
+
+
 def _type(node: dict[str, Any]) -> str:
+    if node.get("x-kubernetes-int-or-string"):
+        return "integer or string"
     kind = node.get("type", "object")
     if kind == "array":
         return f"[]{_type(node.get('items', {}))}"

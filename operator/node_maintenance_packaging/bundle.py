@@ -9,7 +9,7 @@ from typing import Any
 
 from . import yamlout
 from .clusterserviceversion import CSV_FILE, DEPLOYMENT, HEALTH_PORT, build_csv
-from .crd import CRD_FILE, build_crd
+from .crd import build_crds
 from .files import Output, RenderedFile
 from .imagerefs import ImageRefs
 from .releases import Release, Releases
@@ -34,7 +34,7 @@ def bundle_manifests(templates: Templates, releases: Releases, images: ImageRefs
     """The objects in manifests/, by file name; the catalog embeds the same objects."""
     return {
         CSV_FILE: build_csv(templates, releases, images, release),
-        CRD_FILE: build_crd(release),
+        **build_crds(release),
         METRICS_SERVICE_FILE: templates.yaml("metrics-service.yaml.j2", deployment=DEPLOYMENT, health_port=HEALTH_PORT),
     }
 

@@ -82,8 +82,9 @@ def _channel(releases: Releases, channel: str) -> dict[str, Any]:
 def _bundle(releases: Releases, images: ImageRefs, release: Release, manifests: dict[str, dict[str, Any]]) -> dict[str, Any]:
     csv = _csv(manifests)
     properties: list[dict[str, Any]] = [
-        {"type": "olm.gvk", "value": {"group": api.GROUP, "kind": api.KIND, "version": version}}
-        for version in sorted(release.served)
+        {"type": "olm.gvk", "value": {"group": api.GROUP, "kind": owned.resource.kind, "version": version}}
+        for owned in release.crds
+        for version in sorted(owned.served)
     ]
     properties.append({"type": "olm.package", "value": {"packageName": releases.package, "version": release.version}})
     properties.append({"type": "olm.csv.metadata", "value": _csv_metadata(csv)})

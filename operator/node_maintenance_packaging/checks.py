@@ -141,15 +141,27 @@ def _channel_graphs(releases: Releases) -> Iterator[PackagingError]:
 
 def _dropped_stored_versions(releases: Releases) -> Iterator[PackagingError]:
     for release in releases.releases:
+        served = {owned.resource.kind: owned.served for owned in release.crds}
         for field, previous in _edges(releases, release):
-            if previous.storage not in release.served:
-                yield release_error(
-                    release.version, "served",
-                    f"drops {previous.storage}, which {previous.version} stores, although it upgrades from {previous.version} "
-                    f"({field}); clusters upgrading keep {previous.storage} in the CRD's status.storedVersions and OLM "
-                    "refuses a CRD update that removes a stored version",
-                    f"keep serving {previous.storage} in {release.version} or remove the upgrade edge from {previous.version}",
-                )
+            for before in previous.crds:
+                kind = before.resource.kind
+                nm = before.resource is api.NODE_MAINTENANCE
+                where, label = ("served", "") if nm else (f"owns.{kind}", f"{kind} ")
+                if kind not in served:
+                    yield release_error(
+                        release.version, where,
+                        f"no longer owns the {kind} CRD, which {previous.version} owns, although it upgrades from "
+                        f"{previous.version} ({field}); OLM would leave the CRD without an owner",
+                        f"keep owning {kind} in {release.version} or remove the upgrade edge from {previous.version}",
+                    )
+                elif before.storage not in served[kind]:
+                    yield release_error(
+                        release.version, where,
+                        f"drops {label}{before.storage}, which {previous.version} stores, although it upgrades from {previous.version} "
+                        f"({field}); clusters upgrading keep {before.storage} in the CRD's status.storedVersions and OLM "
+                        "refuses a CRD update that removes a stored version",
+                        f"keep serving {before.storage} in {release.version} or remove the upgrade edge from {previous.version}",
+                    )
 
 
 def _unconvertible_versions(releases: Releases) -> Iterator[PackagingError]:

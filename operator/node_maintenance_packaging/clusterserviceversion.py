@@ -18,7 +18,12 @@ NAMESPACE = "node-maintenance-operator"
 WEBHOOK_PORT = 9443
 HEALTH_PORT = 8081
 CSV_FILE = "node-maintenance-operator.clusterserviceversion.yaml"
-RELATED_KINDS = ("Node", "Pod", "PodDisruptionBudget", "Event")
+# The objects each kind works on, listed in its owned-CRD entry; listing PodDisruptionBudget and Event
+# also tells validators that the RBAC on them targets their v1 APIs, not the removed v1beta1 ones.
+RELATED_KINDS = {
+    api.NODE_MAINTENANCE.kind: (("Node", "v1"), ("Pod", "v1"), ("PodDisruptionBudget", "v1"), ("Event", "v1")),
+    api.POLICY.kind: (("Node", "v1"), ("Job", "v1")),
+}
 
 
 def build_csv(templates: Templates, releases: Releases, images: ImageRefs, release: Release) -> dict[str, Any]:
@@ -36,12 +41,13 @@ def build_csv(templates: Templates, releases: Releases, images: ImageRefs, relea
         webhook_port=WEBHOOK_PORT,
         health_port=HEALTH_PORT,
         crd_name=api.CRD_NAME,
+        policy_plural=api.POLICY.plural if release.owns_kind(api.POLICY.kind) else None,
         operator_image=images.ref("operator", release),
         alm_examples=json.dumps(_examples(release), indent=2),
         description=_description(templates, release),
         icon=assets.icon_svg(),
         icon_mediatype=assets.ICON_MEDIATYPE,
-        owned_crds=[_owned(version) for version in release.served],
+        owned_crds=[_owned(owned.resource, version) for owned in release.crds for version in owned.served],
         webhook_definitions=_webhooks(release),
         related_images=[{"name": role, "image": images.ref(role, release)} for role in release.related_images],
     )
@@ -50,15 +56,16 @@ def build_csv(templates: Templates, releases: Releases, images: ImageRefs, relea
 
 
 def _examples(release: Release) -> list[dict[str, Any]]:
-    examples = []
-    for version in release.served:
-        example = api.load(version)["example"]
-        examples.append({"apiVersion": f"{api.GROUP}/{version}", "kind": api.KIND, **example})
-    return examples
+    return [
+        {"apiVersion": f"{api.GROUP}/{version}", "kind": owned.resource.kind, **owned.resource.load(version)["example"]}
+        for owned in release.crds
+        for version in owned.served
+    ]
 
 
 def _description(templates: Templates, release: Release) -> str:
     spec = api.load(release.storage)["example"]["spec"]
+    policy = next((owned for owned in release.owns if owned.resource is api.POLICY), None)
     return templates.text(
         "description.md.j2",
         served=release.served,
@@ -66,21 +73,21 @@ def _description(templates: Templates, release: Release) -> str:
         example_spec=yamlout.dump(spec).splitlines(),
         conversion=release.has("conversion"),
         validation=release.has("validation"),
+        policy_version=policy.storage if policy else None,
+        policy_spec=yamlout.dump(api.POLICY.load(policy.storage)["example"]["spec"]).splitlines() if policy else [],
     )
 
 
-def _owned(version: str) -> dict[str, Any]:
-    schema = api.load(version)["openAPIV3Schema"]
+def _owned(resource: api.Resource, version: str) -> dict[str, Any]:
+    schema = resource.load(version)["openAPIV3Schema"]
     properties = schema["properties"]
     return {
-        "name": api.CRD_NAME,
+        "name": resource.crd_name,
         "version": version,
-        "kind": api.KIND,
-        "displayName": "Node Maintenance",
+        "kind": resource.kind,
+        "displayName": resource.display_name,
         "description": schema["description"],
-        # The objects a NodeMaintenance works on; listing PodDisruptionBudget and Event also tells validators
-        # that the RBAC on them targets their v1 APIs, not the removed v1beta1 ones.
-        "resources": [{"kind": kind, "name": "", "version": "v1"} for kind in RELATED_KINDS],
+        "resources": [{"kind": kind, "name": "", "version": v} for kind, v in RELATED_KINDS[resource.kind]],
         "specDescriptors": _descriptors(properties["spec"]),
         "statusDescriptors": _descriptors(properties["status"]),
     }

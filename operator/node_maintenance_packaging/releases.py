@@ -24,6 +24,15 @@ _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
 
 
 @dataclass(frozen=True)
+class OwnedCrd:
+    """One CRD a release owns: the resource, the versions it serves and the one it stores."""
+
+    resource: api.Resource
+    served: tuple[str, ...]
+    storage: str
+
+
+@dataclass(frozen=True)
 class Release:
     """One released operator version and what its bundle declares."""
 
@@ -38,10 +47,20 @@ class Release:
     skips: tuple[str, ...]
     skip_range: str | None
     related_images: tuple[str, ...]
+    # CRDs the release owns besides the NodeMaintenance's, by kind.
+    owns: tuple[OwnedCrd, ...] = ()
 
     @property
     def semver(self) -> semver.Version:
         return semver.Version.parse(self.version)
+
+    @property
+    def crds(self) -> tuple[OwnedCrd, ...]:
+        """Every CRD the release owns, the NodeMaintenance's first."""
+        return (OwnedCrd(api.NODE_MAINTENANCE, self.served, self.storage), *self.owns)
+
+    def owns_kind(self, kind: str) -> bool:
+        return any(crd.resource.kind == kind for crd in self.crds)
 
     def has(self, feature: str) -> bool:
         return feature in self.features
@@ -165,12 +184,7 @@ def _parse_release(raw: Any, channels: tuple[str, ...], images: dict[str, str]) 
     if not release_channels:
         raise release_error(version, "channels", "empty", "publish the release in at least one channel")
 
-    served = tuple(_string_list(raw, "served", where))
-    for api_version in served:
-        if api_version not in api.VERSIONS:
-            raise release_error(version, "served", f"{api_version!r} has no schema", f"use versions from {', '.join(api.VERSIONS)}")
-    if not served:
-        raise release_error(version, "served", "empty", "serve at least the storage version")
+    served = _served(raw, version, api.NODE_MAINTENANCE, "served")
     storage = _storage(raw, version, served)
 
     features = frozenset(_string_list(raw, "features", where))
@@ -200,24 +214,56 @@ def _parse_release(raw: Any, channels: tuple[str, ...], images: dict[str, str]) 
         skips=tuple(str(s) for s in raw.get("skips") or ()),
         skip_range=skip_range,
         related_images=related,
+        owns=_owns(raw, version),
     )
 
 
-def _storage(raw: dict[str, Any], version: str, served: tuple[str, ...]) -> str:
+def _served(raw: dict[str, Any], version: str, resource: api.Resource, field: str) -> tuple[str, ...]:
+    parent = field.rpartition(".")[0]
+    served = tuple(_string_list(raw, "served", f"release {version}: {parent}" if parent else f"release {version}"))
+    for api_version in served:
+        if api_version not in resource.versions:
+            raise release_error(version, field, f"{api_version!r} has no {resource.kind} schema", f"use versions from {', '.join(resource.versions)}")
+    if not served:
+        raise release_error(version, field, "empty", "serve at least the storage version")
+    return served
+
+
+def _owns(raw: dict[str, Any], version: str) -> tuple[OwnedCrd, ...]:
+    owns = raw.get("owns") or {}
+    if not isinstance(owns, dict):
+        raise release_error(version, "owns", f"expected a mapping of kind to versions, got {owns!r}", "write e.g. `NodeMaintenancePolicy: {served: [v1beta1], storage: v1beta1}`")
+    owned = []
+    for kind, declared in owns.items():
+        field = f"owns.{kind}"
+        try:
+            resource = api.resource(kind)
+        except KeyError:
+            raise release_error(version, "owns", f"{kind!r} is not a kind of this operator", f"use one of {', '.join(r.kind for r in api.RESOURCES[1:])}") from None
+        if resource is api.NODE_MAINTENANCE:
+            raise release_error(version, field, "NodeMaintenance is declared by the release's served and storage", f"remove {field}")
+        if not isinstance(declared, dict):
+            raise release_error(version, field, f"expected a mapping, got {declared!r}", "write `{served: [v1beta1], storage: v1beta1}`")
+        served = _served(declared, version, resource, f"{field}.served")
+        owned.append(OwnedCrd(resource, served, _storage(declared, version, served, f"{field}.storage")))
+    return tuple(owned)
+
+
+def _storage(raw: dict[str, Any], version: str, served: tuple[str, ...], field: str = "storage") -> str:
     storage = raw.get("storage")
     if isinstance(storage, list):
         if len(storage) != 1:
             raise release_error(
                 version,
-                "storage",
+                field,
                 f"lists {len(storage)} versions ({', '.join(map(str, storage))}) but a CRD stores exactly one",
                 "keep only the version new objects are written in",
             )
         storage = storage[0]
     if not isinstance(storage, str):
-        raise release_error(version, "storage", "missing", "name the one API version the CRD stores")
+        raise release_error(version, field, "missing", "name the one API version the CRD stores")
     if storage not in served:
-        raise release_error(version, "storage", f"{storage} is not served", f"add it to served {list(served)} or store a served version")
+        raise release_error(version, field, f"{storage} is not served", f"add it to served {list(served)} or store a served version")
     return storage
 
 

@@ -13,7 +13,7 @@ from . import checks, releases as releases_module, yamlout
 from .apidocs import render_docs
 from .bundle import render_bundle_tree
 from .catalog import render_catalog
-from .crd import CRD_FILE, build_crd
+from .crd import build_crds
 from .deploy import DeployParameters, render_deploy
 from .files import Output, RenderedFile, write
 from .imagerefs import ImageRefs
@@ -55,9 +55,9 @@ def load_inputs(
 
 
 def crd_output(inputs: Inputs) -> Output:
-    """The current release's CRD, the one end-to-end tests install."""
-    crd = build_crd(inputs.releases.current)
-    return Output((RenderedFile(PurePosixPath("bundle/manifests") / CRD_FILE, yamlout.dump(crd).encode()),))
+    """The current release's CRDs, the ones end-to-end tests install."""
+    crds = build_crds(inputs.releases.current)
+    return Output(tuple(RenderedFile(PurePosixPath("bundle/manifests") / name, yamlout.dump(crd).encode()) for name, crd in crds.items()))
 
 
 def bundle_output(inputs: Inputs, version: str | None = None) -> Output:

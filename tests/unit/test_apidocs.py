@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from node_maintenance import api
-from node_maintenance_packaging import cli
+from node_maintenance_packaging import apidocs, cli
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,15 +33,19 @@ def _paths(node: dict, prefix: str) -> list[str]:
 def test_every_version_has_a_page_with_every_field_of_its_schema(tmp_path: Path) -> None:
     docs = _render(tmp_path / "repo")
     index = (docs / "api.md").read_text()
-    for version in api.VERSIONS:
-        assert f"](api/{version}.md)" in index
-        page = (docs / "api" / f"{version}.md").read_text()
-        assert f"apiVersion: {api.GROUP}/{version}" in page
-        schema = api.openapi_schema(version)
-        for path in _paths(schema["properties"]["spec"], "spec") + _paths(schema["properties"]["status"], "status"):
-            assert f"| `{path}` |" in page, f"{version}: {path} missing"
-        assert ("(deprecated)" in page.splitlines()[0]) == ("deprecation" in api.load(version))
-    assert sorted(p.name for p in (docs / "api").iterdir()) == sorted(f"{v}.md" for v in api.VERSIONS)
+    pages = []
+    for resource in api.RESOURCES:
+        for version in resource.versions:
+            name = apidocs.page_name(resource, version)
+            pages.append(name)
+            assert f"](api/{name})" in index
+            page = (docs / "api" / name).read_text()
+            assert f"apiVersion: {api.GROUP}/{version}" in page and f"kind: {resource.kind}" in page
+            schema = resource.openapi_schema(version)
+            for path in _paths(schema["properties"]["spec"], "spec") + _paths(schema["properties"]["status"], "status"):
+                assert f"| `{path}` |" in page, f"{resource.kind} {version}: {path} missing"
+            assert ("(deprecated)" in page.splitlines()[0]) == ("deprecation" in resource.load(version))
+    assert sorted(p.name for p in (docs / "api").iterdir()) == sorted(pages)
 
 
 def test_links_between_the_pages_resolve(tmp_path: Path) -> None:

@@ -29,19 +29,21 @@ def _append_release(text: str, release: str) -> str:
 
 
 def test_an_upgrade_dropping_the_stored_version_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, err = _run(tmp_path, lambda t: _append_release(t, """  - version: 0.4.0
-    createdAt: "2025-09-01T00:00:00Z"
+    code, err = _run(tmp_path, lambda t: _append_release(t, """  - version: 0.5.0
+    createdAt: "2026-03-01T00:00:00Z"
     maturity: beta
     channels: [stable, candidate]
     served: [v1alpha1, v1alpha3]
     storage: v1alpha1
     features: [conversion]
-    replaces: 0.3.0
+    owns:
+      NodeMaintenancePolicy: {served: [v1beta1], storage: v1beta1}
+    replaces: 0.4.0
     relatedImages: [operator]
 """), capsys)
     assert code == 2
-    assert "release 0.4.0: served: drops v1beta1, which 0.3.0 stores" in err
-    assert "status.storedVersions" in err and "keep serving v1beta1 in 0.4.0" in err
+    assert "release 0.5.0: served: drops v1beta1, which 0.4.0 stores" in err
+    assert "status.storedVersions" in err and "keep serving v1beta1 in 0.5.0" in err
     assert "Traceback" not in err
 
 
@@ -96,13 +98,13 @@ def test_releases_listed_out_of_order_are_refused(tmp_path: Path, capsys: pytest
 
     code, err = _run(tmp_path, edit, capsys)
     assert code == 2
-    assert "release 0.1.0: version: listed after 0.3.0 but not newer" in err
+    assert "release 0.1.0: version: listed after 0.4.0 but not newer" in err
 
 
 def test_a_channel_with_two_heads_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, err = _run(tmp_path, lambda t: t.replace("    features: [conversion]\n    replaces: 0.1.0\n", "    features: [conversion]\n"), capsys)
     assert code == 2
-    assert "channel stable: 2 heads (0.1.0, 0.3.0)" in err
+    assert "channel stable: 2 heads (0.1.0, 0.4.0)" in err
 
 
 def test_a_replaced_release_missing_from_the_channel_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -66,11 +66,11 @@ def test_check_fails_with_a_diff_when_releases_change(tmp_path: Path, capsys: py
     args = ["all", "--check", "--root", str(root), "--templates", str(root / "templates")]
     assert cli.main(args) == 0
     releases = root / "releases.yaml"
-    releases.write_text(releases.read_text().replace('createdAt: "2025-02-10T00:00:00Z"', 'createdAt: "2025-03-01T00:00:00Z"'))
+    releases.write_text(releases.read_text().replace('createdAt: "2025-09-01T00:00:00Z"', 'createdAt: "2025-09-02T00:00:00Z"'))
     capsys.readouterr()
     assert cli.main(args) == 1
     diff = capsys.readouterr().out
-    assert "+    createdAt: '2025-03-01T00:00:00Z'" in diff
+    assert "+    createdAt: '2025-09-02T00:00:00Z'" in diff
     assert f"a/{CSV}" in diff
 
 
@@ -108,6 +108,7 @@ def test_each_release_crd_serves_its_versions_and_stores_one(tmp_path: Path) -> 
         "0.1.0": (["v1alpha1"], "v1alpha1", True),
         "0.2.0": (["v1alpha1", "v1alpha3"], "v1alpha1", False),
         "0.3.0": (["v1alpha1", "v1alpha3", "v1beta1"], "v1beta1", False),
+        "0.4.0": (["v1alpha1", "v1alpha3", "v1beta1"], "v1beta1", False),
     }
     for version, (served, storage, strategy_none) in expected.items():
         crd = _load(_bundle(tmp_path, version) / CRD)
@@ -165,6 +166,8 @@ def test_csv_rbac_is_exactly_the_operators_needs() -> None:
         ("nodemaintenance.kubevirt.io", "nodemaintenances", ()): {"get", "list", "watch", "update", "patch"},
         ("nodemaintenance.kubevirt.io", "nodemaintenances/status", ()): {"get", "update", "patch"},
         ("nodemaintenance.kubevirt.io", "nodemaintenances/finalizers", ()): {"update"},
+        ("nodemaintenance.kubevirt.io", "nodemaintenancepolicies", ()): {"list", "watch"},
+        ("nodemaintenance.kubevirt.io", "nodemaintenancepolicies/status", ()): {"patch"},
         ("", "nodes", ()): {"get", "list", "watch", "update", "patch"},
         ("", "pods", ()): {"list", "watch", "delete"},
         ("", "pods/eviction", ()): {"create"},
@@ -176,7 +179,8 @@ def test_csv_rbac_is_exactly_the_operators_needs() -> None:
         ("apiextensions.k8s.io", "customresourcedefinitions/status", ("nodemaintenances.nodemaintenance.kubevirt.io",)): {"update", "patch"},
     }
     assert strategy["permissions"][0]["rules"] == [
-        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]}
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]},
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "list", "watch"]},
     ]
     assert "*" not in json.dumps(strategy["clusterPermissions"]) + json.dumps(strategy["permissions"])
 
@@ -188,7 +192,7 @@ def test_csv_deployment_is_restricted_and_probed() -> None:
     pod = deployment["spec"]["template"]["spec"]
     container = pod["containers"][0]
     assert "command" not in container  # the image's entry point runs the operator
-    assert container["image"] == csv["metadata"]["annotations"]["containerImage"] == "ghcr.io/node-maintenance-operator/node-maintenance-operator:0.3.0"
+    assert container["image"] == csv["metadata"]["annotations"]["containerImage"] == "ghcr.io/node-maintenance-operator/node-maintenance-operator:0.4.0"
     assert container["env"][0] == {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}
     assert (container["livenessProbe"]["httpGet"], container["readinessProbe"]["httpGet"]) == (
         {"path": "/healthz", "port": 8081},
@@ -210,13 +214,15 @@ def test_csv_lists_an_example_and_descriptors_for_every_served_version() -> None
     csv = _load(ROOT / CSV)
     examples = json.loads(csv["metadata"]["annotations"]["alm-examples"])
     owned = csv["spec"]["customresourcedefinitions"]["owned"]
-    assert sorted(e["apiVersion"].split("/")[1] for e in examples) == sorted(o["version"] for o in owned) == ["v1alpha1", "v1alpha3", "v1beta1"]
-    for crd in owned:
+    assert sorted((e["kind"], e["apiVersion"].split("/")[1]) for e in examples) == sorted((o["kind"], o["version"]) for o in owned) == [
+        ("NodeMaintenance", "v1alpha1"), ("NodeMaintenance", "v1alpha3"), ("NodeMaintenance", "v1beta1"), ("NodeMaintenancePolicy", "v1beta1")
+    ]
+    for crd in (o for o in owned if o["kind"] == "NodeMaintenance"):
         node_name = next(d for d in crd["specDescriptors"] if d["path"] == "nodeName")
         assert node_name["x-descriptors"] == ["urn:alm:descriptor:io.kubernetes:Node"]
         assert any(d["path"] == "phase" for d in crd["statusDescriptors"])
-    assert csv["metadata"]["annotations"]["olm.skipRange"] == ">=0.1.0 <0.3.0"
-    assert csv["spec"]["replaces"] == "node-maintenance-operator.v0.2.0"
+    assert csv["metadata"]["annotations"]["olm.skipRange"] == ">=0.1.0 <0.4.0"
+    assert csv["spec"]["replaces"] == "node-maintenance-operator.v0.3.0"
     assert base64.b64decode(csv["spec"]["icon"][0]["base64data"]).startswith(b"<svg")
 
 
@@ -229,8 +235,8 @@ def test_catalog_channels_have_one_head_and_bundles_embed_their_manifests() -> N
         names = {e["name"] for e in channel["entries"]}
         replaced = {e["replaces"] for e in channel["entries"] if "replaces" in e}
         assert replaced <= names
-        assert names - replaced == {"node-maintenance-operator.v0.3.0"}
-    for version in ("0.1.0", "0.2.0", "0.3.0"):
+        assert names - replaced == {"node-maintenance-operator.v0.4.0"}
+    for version in ("0.1.0", "0.2.0", "0.3.0", "0.4.0"):
         bundle = _load(ROOT / f"catalog/node-maintenance-operator/bundles/node-maintenance-operator.v{version}.yaml")
         assert bundle["image"] == f"ghcr.io/node-maintenance-operator/node-maintenance-operator-bundle:v{version}"
         kinds = {
@@ -245,11 +251,11 @@ def test_catalog_channels_have_one_head_and_bundles_embed_their_manifests() -> N
 def test_stable_skips_to_the_head_and_candidate_steps_through_every_release() -> None:
     docs = list(yaml.safe_load_all((ROOT / "catalog/node-maintenance-operator/index.yaml").read_text()))
     entries = {d["name"]: {e["name"]: e for e in d["entries"]} for d in docs if d["schema"] == "olm.channel"}
-    head = "node-maintenance-operator.v0.3.0"
-    assert entries["stable"][head]["skipRange"] == ">=0.1.0 <0.3.0"
+    head = "node-maintenance-operator.v0.4.0"
+    assert entries["stable"][head]["skipRange"] == ">=0.1.0 <0.4.0"
     for entry in entries["candidate"].values():
         assert "skipRange" not in entry and "skips" not in entry, entry
-    assert entries["candidate"][head]["replaces"] == "node-maintenance-operator.v0.2.0"
+    assert entries["candidate"][head]["replaces"] == "node-maintenance-operator.v0.3.0"
 
 
 def test_stepwise_channels_must_be_declared_channels(tmp_path: Path) -> None:
@@ -274,12 +280,12 @@ def test_deploy_manifests_target_each_platforms_catalog_namespace(tmp_path: Path
 
 
 def test_pinned_digests_replace_tags_everywhere(tmp_path: Path) -> None:
-    operator = "ghcr.io/node-maintenance-operator/node-maintenance-operator:0.3.0"
-    bundle = "ghcr.io/node-maintenance-operator/node-maintenance-operator-bundle:v0.3.0"
+    operator = "ghcr.io/node-maintenance-operator/node-maintenance-operator:0.4.0"
+    bundle = "ghcr.io/node-maintenance-operator/node-maintenance-operator-bundle:v0.4.0"
     render_all(tmp_path, releases_file=ROOT / "releases.yaml", digests={operator: DIGEST, bundle: DIGEST})
     csv_text = (tmp_path / CSV).read_text()
     assert f"ghcr.io/node-maintenance-operator/node-maintenance-operator@{DIGEST}" in csv_text and operator not in csv_text
-    catalog_bundle = _load(tmp_path / "catalog/node-maintenance-operator/bundles/node-maintenance-operator.v0.3.0.yaml")
+    catalog_bundle = _load(tmp_path / "catalog/node-maintenance-operator/bundles/node-maintenance-operator.v0.4.0.yaml")
     assert catalog_bundle["image"] == f"ghcr.io/node-maintenance-operator/node-maintenance-operator-bundle@{DIGEST}"
 
 

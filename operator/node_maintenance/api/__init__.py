@@ -1,13 +1,15 @@
-"""The NodeMaintenance API: names shared by the runtime and the packaging, and each version's schema.
+"""The operator's APIs: names shared by the runtime and the packaging, and each version's schema.
 
-Each version's schema lives in ``schemas/<version>.yaml``, the single source the CRD, the CSV
-descriptors and the API reference are rendered from. Schemas carry ``csvDescriptor`` hints for
-the ClusterServiceVersion, which :func:`openapi_schema` removes so the CRD gets a plain schema.
+Each resource's schemas live in ``schemas/`` (NodeMaintenance at the top, other kinds in a directory
+named after their plural), one file per version: the single source the CRDs, the CSV descriptors and
+the API reference are rendered from. Schemas carry ``csvDescriptor`` hints for the
+ClusterServiceVersion, which :meth:`Resource.openapi_schema` removes so the CRD gets a plain schema.
 """
 
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -15,32 +17,78 @@ from typing import Any
 import yaml
 
 GROUP = "nodemaintenance.kubevirt.io"
-KIND = "NodeMaintenance"
-LIST_KIND = "NodeMaintenanceList"
-PLURAL = "nodemaintenances"
-SINGULAR = "nodemaintenance"
-SHORT_NAMES = ("nm",)
-CRD_NAME = f"{PLURAL}.{GROUP}"
-VERSIONS = ("v1alpha1", "v1alpha3", "v1beta1")
 DESCRIPTOR_HINT = "csvDescriptor"
 
 
+@dataclass(frozen=True)
+class Resource:
+    """One custom resource of the group: its names and the versions it has schemas for."""
+
+    kind: str
+    plural: str
+    singular: str
+    short_names: tuple[str, ...]
+    versions: tuple[str, ...]
+    display_name: str
+    schema_dir: str = ""  # under schemas/; empty for NodeMaintenance, whose schemas predate other kinds
+
+    @property
+    def list_kind(self) -> str:
+        return f"{self.kind}List"
+
+    @property
+    def crd_name(self) -> str:
+        return f"{self.plural}.{GROUP}"
+
+    def load(self, version: str) -> dict[str, Any]:
+        """The whole schema document of one version (a copy, so callers may change it)."""
+        return copy.deepcopy(self._document(version))
+
+    def openapi_schema(self, version: str) -> dict[str, Any]:
+        """The version's openAPIV3Schema exactly as the CRD declares it, without descriptor hints."""
+        return _without_hints(self._document(version)["openAPIV3Schema"])
+
+    def _document(self, version: str) -> dict[str, Any]:
+        if version not in self.versions:
+            raise KeyError(f"unknown {self.kind} API version {version!r}; known: {', '.join(self.versions)}")
+        return _read(self.schema_dir, version)
+
+
+NODE_MAINTENANCE = Resource(
+    kind="NodeMaintenance", plural="nodemaintenances", singular="nodemaintenance", short_names=("nm",),
+    versions=("v1alpha1", "v1alpha3", "v1beta1"), display_name="Node Maintenance",
+)
+POLICY = Resource(
+    kind="NodeMaintenancePolicy", plural="nodemaintenancepolicies", singular="nodemaintenancepolicy", short_names=("nmp",),
+    versions=("v1beta1",), display_name="Node Maintenance Policy", schema_dir="nodemaintenancepolicies",
+)
+RESOURCES = (NODE_MAINTENANCE, POLICY)
+
+# The NodeMaintenance's names, which most of the code speaks of.
+KIND = NODE_MAINTENANCE.kind
+LIST_KIND = NODE_MAINTENANCE.list_kind
+PLURAL = NODE_MAINTENANCE.plural
+SINGULAR = NODE_MAINTENANCE.singular
+SHORT_NAMES = NODE_MAINTENANCE.short_names
+CRD_NAME = NODE_MAINTENANCE.crd_name
+VERSIONS = NODE_MAINTENANCE.versions
+load = NODE_MAINTENANCE.load
+openapi_schema = NODE_MAINTENANCE.openapi_schema
+
+
+def resource(kind: str) -> Resource:
+    for candidate in RESOURCES:
+        if candidate.kind == kind:
+            return candidate
+    raise KeyError(f"unknown kind {kind!r}; known: {', '.join(r.kind for r in RESOURCES)}")
+
+
 @cache
-def _document(version: str) -> dict[str, Any]:
-    if version not in VERSIONS:
-        raise KeyError(f"unknown NodeMaintenance API version {version!r}; known: {', '.join(VERSIONS)}")
-    text = resources.files(__package__).joinpath("schemas", f"{version}.yaml").read_text(encoding="utf-8")
-    return yaml.safe_load(text)
-
-
-def load(version: str) -> dict[str, Any]:
-    """The whole schema document of one version (a copy, so callers may change it)."""
-    return copy.deepcopy(_document(version))
-
-
-def openapi_schema(version: str) -> dict[str, Any]:
-    """The version's openAPIV3Schema exactly as the CRD declares it, without descriptor hints."""
-    return _without_hints(_document(version)["openAPIV3Schema"])
+def _read(schema_dir: str, version: str) -> dict[str, Any]:
+    folder = resources.files(__package__).joinpath("schemas")
+    if schema_dir:
+        folder = folder.joinpath(schema_dir)
+    return yaml.safe_load(folder.joinpath(f"{version}.yaml").read_text(encoding="utf-8"))
 
 
 def _without_hints(node: dict[str, Any]) -> dict[str, Any]:

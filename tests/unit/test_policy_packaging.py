@@ -1,0 +1,102 @@
+"""Release 0.4.0 owns a second CRD, the NodeMaintenancePolicy: bundle, CSV, catalog and checks carry it."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from node_maintenance import api
+from node_maintenance_packaging import cli
+
+from .test_packaging_checks import _append_release, _run
+
+ROOT = Path(__file__).resolve().parents[2]
+CSV = "bundle/manifests/node-maintenance-operator.clusterserviceversion.yaml"
+POLICY_CRD = "bundle/manifests/nodemaintenance.kubevirt.io_nodemaintenancepolicies.yaml"
+
+
+def _load(path: Path) -> dict:
+    return yaml.safe_load(path.read_text())
+
+
+def _bundle(tmp_path: Path, version: str) -> Path:
+    out = tmp_path / version
+    assert cli.main(["bundle", "--root", str(ROOT), "--release", version, "--out", str(out)]) == 0
+    return out
+
+
+def test_the_policy_crd_is_cluster_scoped_v1beta1_from_its_schema() -> None:
+    crd = _load(ROOT / POLICY_CRD)
+    assert crd["metadata"]["name"] == api.POLICY.crd_name == "nodemaintenancepolicies.nodemaintenance.kubevirt.io"
+    assert crd["spec"]["scope"] == "Cluster" and crd["spec"]["names"]["shortNames"] == ["nmp"]
+    assert crd["spec"]["conversion"] == {"strategy": "None"}
+    (version,) = crd["spec"]["versions"]
+    assert (version["name"], version["served"], version["storage"]) == ("v1beta1", True, True)
+    assert version["schema"]["openAPIV3Schema"] == api.POLICY.openapi_schema("v1beta1")
+    assert "csvDescriptor" not in json.dumps(crd) and version["subresources"] == {"status": {}}
+
+
+def test_the_csv_owns_both_crds_with_descriptors_and_an_example_policy() -> None:
+    csv = _load(ROOT / CSV)
+    owned = {(o["kind"], o["version"]): o for o in csv["spec"]["customresourcedefinitions"]["owned"]}
+    policy = owned[("NodeMaintenancePolicy", "v1beta1")]
+    assert policy["name"] == api.POLICY.crd_name and policy["displayName"] == "Node Maintenance Policy"
+    assert {d["path"] for d in policy["specDescriptors"]} >= {"nodeSelector", "maxParallel", "maxUnavailable", "preDrain", "drainRules"}
+    assert {d["path"] for d in policy["statusDescriptors"]} >= {"queue", "inMaintenance", "conditions"}
+    assert {r["kind"] for r in policy["resources"]} == {"Node", "Job"}
+    examples = json.loads(csv["metadata"]["annotations"]["alm-examples"])
+    example = next(e for e in examples if e["kind"] == "NodeMaintenancePolicy")
+    assert example["apiVersion"] == "nodemaintenance.kubevirt.io/v1beta1" and example["spec"]["maxParallel"] == 2
+    assert "NodeMaintenancePolicy" in csv["spec"]["description"]
+
+
+def test_older_releases_stay_without_the_policy_crd_and_its_permissions(tmp_path: Path) -> None:
+    bundle = _bundle(tmp_path, "0.3.0")
+    assert not (bundle / POLICY_CRD).exists()
+    csv = _load(bundle / CSV)
+    assert "nodemaintenancepolicies" not in json.dumps(csv) and "jobs" not in json.dumps(csv["spec"]["install"])
+
+
+def test_the_catalog_lists_the_policy_gvk_and_embeds_both_crds_for_0_4_0_only() -> None:
+    def kinds(version: str) -> tuple[set[str], set[str]]:
+        bundle = _load(ROOT / f"catalog/node-maintenance-operator/bundles/node-maintenance-operator.v{version}.yaml")
+        gvks = {p["value"]["kind"] for p in bundle["properties"] if p["type"] == "olm.gvk"}
+        objects = [json.loads(base64.b64decode(p["value"]["data"])) for p in bundle["properties"] if p["type"] == "olm.bundle.object"]
+        return gvks, {o["metadata"]["name"] for o in objects if o["kind"] == "CustomResourceDefinition"}
+
+    assert kinds("0.4.0") == ({"NodeMaintenance", "NodeMaintenancePolicy"}, {api.CRD_NAME, api.POLICY.crd_name})
+    assert kinds("0.3.0") == ({"NodeMaintenance"}, {api.CRD_NAME})
+
+
+NEXT = """  - version: 0.5.0
+    createdAt: "2026-03-01T00:00:00Z"
+    maturity: beta
+    channels: [stable, candidate]
+    served: [v1alpha1, v1alpha3, v1beta1]
+    storage: v1beta1
+    features: [conversion, validation]
+    {owns}
+    replaces: 0.4.0
+    relatedImages: [operator]
+"""
+
+
+@pytest.mark.parametrize(
+    ("owns", "message"),
+    [
+        ("owns: {}", "release 0.5.0: owns.NodeMaintenancePolicy: no longer owns the NodeMaintenancePolicy CRD, which 0.4.0 owns"),
+        ("owns: {NodeMaintenancePolicy: {served: [v1alpha1], storage: v1alpha1}}",
+         "release 0.5.0: owns.NodeMaintenancePolicy.served: 'v1alpha1' has no NodeMaintenancePolicy schema; use versions from v1beta1"),
+        ("owns: {Widget: {served: [v1beta1], storage: v1beta1}}", "release 0.5.0: owns: 'Widget' is not a kind of this operator"),
+        ("owns: {NodeMaintenancePolicy: {served: [v1beta1]}}", "release 0.5.0: owns.NodeMaintenancePolicy.storage: missing"),
+        ("owns: {NodeMaintenance: {served: [v1beta1], storage: v1beta1}}", "declared by the release's served and storage"),
+    ],
+)
+def test_bad_owned_crds_are_refused_naming_the_field(tmp_path: Path, capsys: pytest.CaptureFixture[str], owns: str, message: str) -> None:
+    code, err = _run(tmp_path, lambda t: _append_release(t, NEXT.format(owns=owns)), capsys)
+    assert code == 2 and message in err, err
+    assert "Traceback" not in err
