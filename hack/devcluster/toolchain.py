@@ -1,4 +1,4 @@
-"""Build the upstream Go tools (Kubernetes, etcd, KWOK, opm, operator-sdk, OLM) from pinned modules.
+"""Build the upstream Go tools (Kubernetes, etcd, KWOK, opm, operator-sdk, OLM, Toxiproxy) from pinned modules.
 
 Each tool module under ``hack/tools/<name>/`` pins its upstream release in ``go.mod``/``go.sum`` and
 lists the binaries it provides as ``tool`` directives. Binaries are cached outside the work tree,
@@ -79,6 +79,8 @@ MODULES: dict[str, ToolModule] = {
         ToolModule("coredns", cgo=False),
         # Runs inside the catalog image, which carries no C library for it.
         ToolModule("grpc-health-probe", cgo=False, renames=(("grpc-health-probe", "grpc_health_probe"),)),
+        # Network faults between the operator and the API server in the fault tests and the soak.
+        ToolModule("toxiproxy", renames=(("server", "toxiproxy"),)),
     )
 }
 
@@ -99,6 +101,7 @@ BINARIES: dict[str, str] = {
     "cpb": "olm-util",
     "grpc_health_probe": "grpc-health-probe",
     "coredns": "coredns",
+    "toxiproxy": "toxiproxy",
 }
 
 
