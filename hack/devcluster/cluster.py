@@ -132,6 +132,18 @@ class Cluster:
         if self._own_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
+    def restart(self, name: str) -> Process:
+        """Stop one component (SIGTERM) and start it again as it was, on the same data and ports; fault tests
+        use it to take the API server or etcd away from the clients in the middle of their work."""
+        index = next(i for i, p in enumerate(self.processes) if p.name == name)
+        old = self.processes[index]
+        old.stop()
+        self.processes[index] = process = self.spawn(name, old.argv)
+        ready = {"etcd": lambda: self._http_ok(f"{self.etcd_url}/health"), "kube-apiserver": lambda: self._api_ok("/readyz")}
+        if name in ready:
+            wait_for(f"{name} ready after its restart", ready[name], 60, process)
+        return process
+
     def pids(self) -> list[int]:
         return ([p.pid for p in self.processes] + (self.network.pids() if self.network else [])
                 + (self.node.pids() if self.node else []) + ([self.registry.process.pid] if self.registry and self.registry.process else []))
@@ -389,13 +401,20 @@ class Cluster:
 
     def etcd_get(self, key: str) -> bytes | None:
         """The raw value etcd holds for ``key``, through etcd's JSON gateway (no etcdctl needed)."""
-        body = json.dumps({"key": base64.b64encode(key.encode()).decode()}).encode()
-        request = urllib.request.Request(
-            f"{self.etcd_url}/v3/kv/range", data=body, headers={"Content-Type": "application/json"}
-        )
-        with urllib.request.urlopen(request, timeout=5) as response:
-            kvs = json.load(response).get("kvs") or []
+        kvs = self._etcd_call("/v3/kv/range", {"key": base64.b64encode(key.encode()).decode()}).get("kvs") or []
         return base64.b64decode(kvs[0]["value"]) if kvs else None
+
+    def etcd_compact(self) -> int:
+        """Compact etcd's history up to its current revision (what the API server's compactor does every few
+        minutes); a watch resuming from an older revision then ends with 410 Gone. Returns that revision."""
+        revision = int(self._etcd_call("/v3/kv/range", {"key": base64.b64encode(b"/").decode()})["header"]["revision"])
+        self._etcd_call("/v3/kv/compaction", {"revision": str(revision), "physical": True})
+        return revision
+
+    def _etcd_call(self, path: str, body: dict) -> dict:
+        request = urllib.request.Request(self.etcd_url + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.load(response)
 
     def service_account_kubeconfig(self, namespace: str, name: str) -> Path:
         """A kubeconfig authenticating as ServiceAccount ``namespace/name`` (created if missing)."""

@@ -39,6 +39,7 @@ class Process:
         pass_fds: tuple[int, ...] = (),
     ) -> None:
         self.name = name
+        self.argv = argv  # what a restart runs again
         self.log_path = log_dir / f"{name}.log"
         self._log = open(self.log_path, "ab")
         self.popen = subprocess.Popen(
