@@ -71,22 +71,29 @@ async def run(args: argparse.Namespace) -> int:
         if await _until_crd_installed(kube, shutdown) is None:
             return 0
         elector = LeaderElector(kube, args.namespace, args.leader_elect_identity) if args.leader_elect else None
-        if elector:
-            acquiring = asyncio.create_task(elector.acquire())
-            stopping = asyncio.create_task(shutdown.wait())
-            await asyncio.wait([acquiring, stopping], return_when=asyncio.FIRST_COMPLETED)
-            if shutdown.is_set():
-                acquiring.cancel()
-                return 0
-            stopping.cancel()
-        holding = asyncio.create_task(elector.hold()) if elector else asyncio.create_task(asyncio.Event().wait())
-        try:
-            lost = await _reconcile(kube, holding, shutdown)
-        finally:
-            holding.cancel()
+        while True:
+            if elector:
+                acquiring = asyncio.create_task(elector.acquire())
+                stopping = asyncio.create_task(shutdown.wait())
+                await asyncio.wait([acquiring, stopping], return_when=asyncio.FIRST_COMPLETED)
+                if shutdown.is_set():
+                    acquiring.cancel()
+                    return 0
+                stopping.cancel()
+            holding = asyncio.create_task(elector.hold()) if elector else asyncio.create_task(asyncio.Event().wait())
+            try:
+                lost = await _reconcile(kube, holding, shutdown)
+                lost_lease = lost and holding.done()
+            finally:
+                holding.cancel()
+            if not lost_lease:
+                break
+            # The API server was out of reach for longer than the Lease allows (a restart of it, say): the
+            # reconciler has stopped, so no other replica is ever raced; compete again in this process.
+            log.warning("leadership lost; competing for it again")
         if elector and not lost:
             await asyncio.to_thread(elector.release)
-        # Leadership lost: exit non-zero so the pod restarts and competes again.
+        # The reconciler failed by itself: exit non-zero so the pod restarts.
         return 1 if lost else 0
     finally:
         for runner in runners:

@@ -22,6 +22,11 @@ from . import api, maintenance
 from .engine import Engine
 
 
+FINALIZER = f"{api.GROUP}/finalizer"
+# How often a new NodeMaintenance's daemon looks whether kopf's finalizer is on it yet.
+FINALIZER_POLL_SECONDS = 0.2
+
+
 def _event(obj: dict[str, Any], type_: str, reason: str, message: str) -> None:
     kopf.event(obj, type=type_, reason=reason, message=message[:1024])
 
@@ -43,7 +48,7 @@ def login(memo: kopf.Memo, **_: Any) -> kopf.ConnectionInfo:
 
 
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
-    settings.persistence.finalizer = f"{api.GROUP}/finalizer"
+    settings.persistence.finalizer = FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=api.GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=api.GROUP, key="last-handled-configuration")
     settings.scanning.disabled = True  # we serve one known resource; no cluster-wide CRD/namespace watches
@@ -54,6 +59,11 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
 async def maintain(body: kopf.Body, stopped: kopf.DaemonStopped, memo: kopf.Memo, **_: Any) -> None:
     """Drive the drain until kopf stops the daemon (the object is deleted, or the operator stops)."""
     name = body["metadata"]["name"]
+    # kopf starts daemons before its finalizer is on the object: a node taken then would stay cordoned if the
+    # NodeMaintenance were deleted before the finalizer landed, since nothing would give it back. Take nothing till then.
+    while FINALIZER not in (body["metadata"].get("finalizers") or []):
+        if await stopped.wait(FINALIZER_POLL_SECONDS):
+            return
     # kopf keeps `body` current; the engine reads it through the conversion, which copies it.
     engine = Engine(memo.akube, memo.budgets, memo.active, lambda: dict(body), memo.version, _event, _logger(body))
     running = asyncio.create_task(engine.run())

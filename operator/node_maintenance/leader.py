@@ -80,9 +80,17 @@ class LeaderElector:
             except ApiError as error:
                 log.warning("could not release the lease: %s", error)
 
+    async def _attempt(self) -> bool:
+        try:
+            return await asyncio.to_thread(self.try_acquire_or_renew)
+        except Exception as error:  # the apiserver may be briefly unreachable
+            log.warning("lease renewal failed: %s", error)
+            return False
+
     async def acquire(self) -> None:
+        """Return once this replica holds the Lease; an API server out of reach is waited for."""
         log.info("waiting for leadership", extra={"lease": LEASE_NAME, "identity": self.identity})
-        while not await asyncio.to_thread(self.try_acquire_or_renew):
+        while not await self._attempt():
             await asyncio.sleep(RENEW_SECONDS / 2)
         log.info("became leader", extra={"lease": LEASE_NAME, "identity": self.identity})
 
@@ -91,12 +99,9 @@ class LeaderElector:
         last_ok = asyncio.get_running_loop().time()
         while True:
             await asyncio.sleep(RENEW_SECONDS)
-            try:
-                if await asyncio.to_thread(self.try_acquire_or_renew):
-                    last_ok = asyncio.get_running_loop().time()
-                    continue
-            except Exception as error:  # the apiserver may be briefly unreachable
-                log.warning("lease renewal failed: %s", error)
+            if await self._attempt():
+                last_ok = asyncio.get_running_loop().time()
+                continue
             if asyncio.get_running_loop().time() - last_ok > LEASE_SECONDS - RENEW_SECONDS:
                 log.error("lost leadership", extra={"lease": LEASE_NAME})
                 return

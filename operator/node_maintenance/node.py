@@ -30,9 +30,11 @@ def has_taint(node: dict[str, Any]) -> bool:
 
 
 def begin_patch(node: dict[str, Any], holder: str) -> dict[str, Any]:
-    """Cordon, taint and record the holder; remember schedulability only on first acquisition."""
+    """Cordon, taint and record the holder; remember schedulability only when nobody held the node.
+
+    Taking over from a holder that is gone keeps its record: the cordon on the node is that holder's."""
     annotations = {HOLDER: holder}
-    if holder_of(node) != holder:
+    if holder_of(node) is None or WAS_UNSCHEDULABLE not in (node.get("metadata", {}).get("annotations") or {}):
         annotations[WAS_UNSCHEDULABLE] = "true" if node.get("spec", {}).get("unschedulable") else "false"
     taints = _taints(node) if has_taint(node) else [*_taints(node), dict(TAINT)]
     return {
