@@ -31,6 +31,7 @@ from .kube import ApiError, AsyncKube, Kube, load_credentials
 from .leader import LeaderElector
 from .metrics import Active
 from .pacing import BudgetWatch
+from .policies import Policies
 from .storage_migration import migrate_storage_version, read_crd, storage_version, working_version
 from .webhook_server import start_webhook_server
 
@@ -82,7 +83,7 @@ async def run(args: argparse.Namespace) -> int:
                 stopping.cancel()
             holding = asyncio.create_task(elector.hold()) if elector else asyncio.create_task(asyncio.Event().wait())
             try:
-                lost = await _reconcile(kube, holding, shutdown)
+                lost = await _reconcile(kube, holding, shutdown, args.namespace)
                 lost_lease = lost and holding.done()
             finally:
                 holding.cancel()
@@ -100,7 +101,7 @@ async def run(args: argparse.Namespace) -> int:
             await runner.cleanup()
 
 
-async def _reconcile(kube: Kube, holding: asyncio.Task, shutdown: asyncio.Event) -> bool:
+async def _reconcile(kube: Kube, holding: asyncio.Task, shutdown: asyncio.Event, namespace: str) -> bool:
     """Run kopf in the version the CRD serves best; restart it in v1beta1 once the CRD starts serving it.
 
     Returns whether leadership was lost (otherwise the process was asked to stop).
@@ -126,7 +127,7 @@ async def _reconcile(kube: Kube, holding: asyncio.Task, shutdown: asyncio.Event)
         stop = threading.Event()
         upgraded = asyncio.create_task(_until_hub_served(kube) if version != HUB else asyncio.Event().wait())
         stopping = asyncio.create_task(shutdown.wait())
-        operator = asyncio.create_task(asyncio.to_thread(_run_kopf, kube, version, stop))
+        operator = asyncio.create_task(asyncio.to_thread(_run_kopf, kube, version, stop, namespace))
         done, _ = await asyncio.wait([operator, holding, stopping, upgraded], return_when=asyncio.FIRST_COMPLETED)
         stop.set()
         with contextlib.suppress(Exception):
@@ -143,20 +144,33 @@ async def _reconcile(kube: Kube, holding: asyncio.Task, shutdown: asyncio.Event)
         return holding in done
 
 
-def _run_kopf(kube: Kube, version: str, stop: threading.Event) -> None:
+def _run_kopf(kube: Kube, version: str, stop: threading.Event, namespace: str) -> None:
     """kopf on an event loop of its own: when it stops it cancels every task of its loop, and the
     webhooks (which must answer during a restart, for the storage migration above all) are not among them."""
 
     async def operate() -> None:
         akube = AsyncKube(kube.credentials)
         budgets = BudgetWatch(akube)
-        memo = kopf.Memo(kube=kube, akube=akube, budgets=budgets, active=Active(), engines={}, version=version)
+        engines: dict = {}
+
+        def wake_all() -> None:
+            for engine, _ in engines.values():
+                engine.wake()
+
+        # Policies need the 0.4.0 CRD, which serves v1beta1; their hook Jobs run in our own namespace.
+        policies = Policies(akube, namespace, wake_all) if version == HUB else None
+        watching = asyncio.create_task(policies.run(), name="policies") if policies else None
+        memo = kopf.Memo(kube=kube, akube=akube, budgets=budgets, active=Active(), engines=engines, version=version,
+                         policies=policies)
         try:
             # An explicit identity: kopf would otherwise ask the password database for a user name, and
             # the image's numeric user has no entry there.
             await kopf.operator(registry=handlers.registry(version), clusterwide=True, standalone=True, stop_flag=stop,
                                 memo=memo, identity=socket.gethostname())
         finally:
+            if watching:
+                watching.cancel()
+                await asyncio.gather(watching, return_exceptions=True)
             await budgets.stop()
             await akube.close()
 

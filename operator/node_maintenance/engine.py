@@ -20,7 +20,8 @@ from .conversion import HUB, convert, status_fields
 from .executor import EventSink, Executor
 from .kube import AsyncKube, nm_path, node_path
 from .pacing import BudgetWatch
-from .planner import Attempt, Maintenance, plan
+from .planner import Attempt, Plan, plan
+from .policies import Gate, Policies
 from .watch import Mirror
 
 # While the phase stays the same, the status is written at most this often (a drain of many pods
@@ -31,7 +32,7 @@ ERROR_RETRY_SECONDS = 5.0
 
 class Engine:
     def __init__(self, kube: AsyncKube, budgets: BudgetWatch, active: metrics.Active, body: Callable[[], dict[str, Any]],
-                 version: str, event: EventSink, log: logging.LoggerAdapter) -> None:
+                 version: str, event: EventSink, log: logging.LoggerAdapter, policies: Policies | None = None) -> None:
         self.kube = kube
         self.budgets = budgets
         self.active = active
@@ -44,6 +45,7 @@ class Engine:
         self.executor = Executor(kube, self.name, version, event, log)
         self.node = Mirror(kube, node_path(), self.wake, field_selector=f"metadata.name={self.node_name}")
         self.pods = Mirror(kube, "/api/v1/pods", self.wake, field_selector=f"spec.nodeName={self.node_name}", slim=pods.slim)
+        self.policies = policies
         self.attempts: dict[str, Attempt] = {}
         self.stored: dict[str, Any] = dict(first.get("status") or {})  # the status as last written (or read)
         self.written_at = 0.0
@@ -56,7 +58,8 @@ class Engine:
         watches = [asyncio.create_task(self.node.run()), asyncio.create_task(self.pods.run())]
         self.budgets.subscribe(self.wake)
         try:
-            await asyncio.gather(self.node.synced.wait(), self.pods.synced.wait(), self.budgets.mirror.synced.wait())
+            await asyncio.gather(self.node.synced.wait(), self.pods.synced.wait(), self.budgets.mirror.synced.wait(),
+                                 *([self.policies.ready.wait()] if self.policies else []))
             while True:
                 self._changed.clear()
                 try:
@@ -80,13 +83,19 @@ class Engine:
         # Our last write may not have come back through kopf's watch yet, and an old version drops fields.
         body["status"] = {**(body.get("status") or {}), **self.stored}
         node = next(iter(self.node.objects.values()), None)
+        now = datetime.datetime.now(datetime.timezone.utc)
+        gate = await self.policies.gate(body, node, now) if self.policies else Gate()
+        if gate.unknown:  # new, and not yet seen by the policies: decided once it is
+            return gate.recheck_in
+        if gate.waiting:  # a policy has no slot for it yet: nothing but the status is written
+            return await self._wait(gate.waiting, body, node)
         holder = nodes.holder_of(node) if node else None
         holder_exists = bool(holder and holder != self.name and await self.kube.get(nm_path(holder, version=self.version)))
         node_pods = list(self.pods.objects.values())
         budgets = self.budgets.in_namespaces({p["metadata"]["namespace"] for p in node_pods})
-        now = datetime.datetime.now(datetime.timezone.utc)
-        decided = plan(Maintenance.of(body), node, node_pods, budgets, now, holder_exists=holder_exists,
+        decided = plan(gate.maintenance(body), node, node_pods, budgets, now, holder_exists=holder_exists,
                        attempts=self.attempts, in_flight=self.budgets.in_flight())
+        gate.record(decided.status, body["metadata"].get("generation", 1), now)
         for removal in decided.removals:  # counted before any await, so concurrent drains see it
             if removal.budget:
                 self.budgets.sent(removal.budget, removal.name)
@@ -108,13 +117,22 @@ class Engine:
                 self.attempts[removal.uid] = attempt
         live = {p["metadata"]["uid"] for p in node_pods}
         self.attempts = {uid: a for uid, a in self.attempts.items() if uid in live}
-        recheck = decided.recheck_in
+        recheck = min((r for r in (decided.recheck_in, gate.recheck_in) if r is not None), default=None)
         if write:
             self.stored, self.written_at = decided.status, time.monotonic()
         elif _differs(self.stored, decided.status, self.version):
             flush = self.written_at + STATUS_INTERVAL_SECONDS - time.monotonic()
             recheck = flush if recheck is None else min(recheck, flush)
         return recheck
+
+    async def _wait(self, waiting: Plan, body: dict[str, Any], node: dict[str, Any] | None) -> float | None:
+        self.active.holding(self.name, False)
+        write = self._status_due(waiting.phase) or bool(waiting.events)
+        await self.executor.run(waiting, body, node, {}, self.stored if write else waiting.status)
+        if write:
+            self.stored, self.written_at = waiting.status, time.monotonic()
+            return None
+        return STATUS_INTERVAL_SECONDS if _differs(self.stored, waiting.status, self.version) else None
 
     def _status_due(self, phase: str) -> bool:
         return phase != self.stored.get("phase") or time.monotonic() - self.written_at >= STATUS_INTERVAL_SECONDS

@@ -65,7 +65,8 @@ async def maintain(body: kopf.Body, stopped: kopf.DaemonStopped, memo: kopf.Memo
         if await stopped.wait(FINALIZER_POLL_SECONDS):
             return
     # kopf keeps `body` current; the engine reads it through the conversion, which copies it.
-    engine = Engine(memo.akube, memo.budgets, memo.active, lambda: dict(body), memo.version, _event, _logger(body))
+    engine = Engine(memo.akube, memo.budgets, memo.active, lambda: dict(body), memo.version, _event, _logger(body),
+                    policies=memo.policies)
     running = asyncio.create_task(engine.run())
     memo.engines[name] = (engine, running)
     try:
@@ -91,6 +92,8 @@ async def changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
 async def remove(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     # The drain stops first: it must not take the node again once it is given back.
     await _stop(memo, body["metadata"]["name"])
+    if memo.policies:  # a policy's postMaintenance Job runs before the node is given back
+        await memo.policies.before_handback(dict(body), memo.version)
     await maintenance.end(memo.akube, copy.deepcopy(dict(body)), _event, _logger(body), memo.active)
 
 

@@ -16,7 +16,7 @@ import datetime
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from . import budgets as pdbs, node as nodes, pods, status as st
+from . import budgets as pdbs, drainrules, node as nodes, pods, status as st
 
 # A maintenance failed because another one holds its node looks again this often (the other may be
 # gone without giving the node back); every other wait ends on a change the watches report.
@@ -35,6 +35,11 @@ class Maintenance:
     grace: int | None = None
     timeout: int = 0  # seconds from drainStartTime; 0 waits forever
     status: Mapping[str, Any] = field(default_factory=dict)
+    # From a NodeMaintenancePolicy: its drain rules (None: no policy, and pod annotations count for nothing),
+    # and why no pod may be evicted yet (its preDrain Job), failed or still to come.
+    rules: tuple[drainrules.Rule, ...] | None = None
+    hold: str = ""
+    hold_failed: bool = False
 
     @classmethod
     def of(cls, body: Mapping[str, Any]) -> Maintenance:
@@ -131,7 +136,8 @@ def plan(
     # Totals and the start describe the node when this maintenance took it; a restarted operator keeps them.
     started_text = previous.get("drainStartTime") if not fresh else None
     started = st.parse_rfc3339(started_text) if started_text else now
-    to_go = sorted((p for p in node_pods if pods.must_go(p, m.selector)), key=pods.ref)
+    to_go = sorted((p for p in node_pods if pods.must_go(p, m.selector) and not (m.rules is not None and drainrules.skipped(p, m.rules))),
+                   key=pods.ref)
     keep = not fresh and "evictionPods" in previous
     total = previous["totalpods"] if keep else len(node_pods)
     to_evict = previous["evictionPods"] if keep else len(to_go)
@@ -155,6 +161,9 @@ def plan(
         if previous.get("phase") != st.FAILED:
             events.append(Event(False, "Warning", "FailedMaintenance", error))
         return Plan(st.FAILED, status(st.FAILED, error), patch, (), tuple(events), None, True)
+    if m.hold:  # nothing is evicted before the policy's preDrain Job has succeeded
+        return Plan(st.FAILED if m.hold_failed else st.RUNNING, status(st.FAILED if m.hold_failed else st.RUNNING, m.hold), patch, (),
+                    tuple(events), None, True)
     step = _removals(m, to_go, budgets, now, attempts or {}, in_flight or {})
     recheck = step.recheck_in
     if m.timeout:
@@ -190,6 +199,7 @@ def _allowed(budget: dict[str, Any]) -> int:
 def _removals(m: Maintenance, to_go: list[dict[str, Any]], budgets: list[dict[str, Any]], now: datetime.datetime,
               attempts: Mapping[str, Attempt], in_flight: Mapping[str, int]) -> _Step:
     step = _Step()
+    held = drainrules.held(to_go, m.rules) if m.rules is not None else {}
     clock = now.timestamp()
     left: dict[str, int] = {}
     for pod in to_go:
@@ -198,6 +208,10 @@ def _removals(m: Maintenance, to_go: list[dict[str, Any]], budgets: list[dict[st
         attempt = attempts.get(meta["uid"])
         if meta.get("deletionTimestamp"):
             continue  # on its way out
+        if meta["uid"] in held:  # a later order, or a pod left to complete by itself
+            if held[meta["uid"]]:
+                step.errors[ref] = held[meta["uid"]]
+            continue
         if attempt and attempt.accepted and attempt.not_before > clock:
             step.wake_in(attempt.not_before - clock)  # accepted: the watch shows it terminating soon
             continue

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-RUNNING, SUCCEEDED, FAILED = "Running", "Succeeded", "Failed"
+PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed"
 
 
 def rfc3339(moment: datetime.datetime) -> str:
@@ -23,19 +23,19 @@ def progress(eviction_pods: int, pending: int) -> int:
     return max(0, min(100, round(100 * (eviction_pods - pending) / eviction_pods)))
 
 
-def drained_condition(previous: list[dict[str, Any]], *, drained: bool, reason: str, message: str, generation: int, now: str) -> list[dict[str, Any]]:
-    """The conditions list with ``Drained`` set; lastTransitionTime moves only when the status flips."""
-    status = "True" if drained else "False"
-    old = next((c for c in previous if c.get("type") == "Drained"), None)
+def set_condition(previous: list[dict[str, Any]], type_: str, status: str, reason: str, message: str, *,
+                  generation: int, now: str) -> list[dict[str, Any]]:
+    """The conditions list with ``type_`` set; lastTransitionTime moves only when the status flips."""
+    old = next((c for c in previous if c.get("type") == type_), None)
     condition = {
-        "type": "Drained",
+        "type": type_,
         "status": status,
         "reason": reason,
         "message": message,
         "observedGeneration": generation,
         "lastTransitionTime": old["lastTransitionTime"] if old and old.get("status") == status else now,
     }
-    return [c for c in previous if c.get("type") != "Drained"] + [condition]
+    return [c for c in previous if c.get("type") != type_] + [condition]
 
 
 def build(
@@ -71,9 +71,8 @@ def build(
         "pendingPodsRefs": [{"namespace": ns, "name": name} for ns, name in pending],
         "lastError": last_error,
         "lastUpdate": now,
-        "conditions": drained_condition(
-            previous.get("conditions") or [], drained=drained, reason=reason, message=message, generation=generation, now=now
-        ),
+        "conditions": set_condition(previous.get("conditions") or [], "Drained", "True" if drained else "False", reason, message,
+                                    generation=generation, now=now),
     }
     if drain_started:
         built["drainStartTime"] = drain_started

@@ -1,0 +1,252 @@
+"""NodeMaintenancePolicies at run time: watches what the policy decisions read, serves each drain
+engine its verdict, creates hook Jobs and writes the policies' status.
+
+Releases before 0.4.0 install no policy CRD, and their RBAC grants nothing on policies or Jobs, so
+nothing here runs (and every drain goes on as before) until the CRD is served; it is looked for every
+few seconds, since an upgrade installs it while the operator runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import datetime
+import logging
+from typing import Any, Callable, Mapping
+
+import kopf
+
+from . import api, hooks, node as nodes, policy as pol, status as st
+from .kube import ApiError, AsyncKube, Conflict, nm_path, node_path
+from .planner import Maintenance, Plan
+from .watch import Mirror
+
+CRD_PATH = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{api.POLICY.crd_name}"
+POLICY_VERSION = "v1beta1"
+CRD_CHECK_SECONDS = 5.0
+SYNC_TIMEOUT_SECONDS = 30.0
+STATUS_INTERVAL_SECONDS = 1.0
+HOOK_RECHECK_SECONDS = {hooks.RUNNING: 2.0, hooks.MISSING: 1.0, hooks.FAILED: 10.0}
+log = logging.getLogger(__name__)
+
+
+def policy_path(name: str = "", subresource: str = "") -> str:
+    path = f"/apis/{api.GROUP}/{POLICY_VERSION}/{api.POLICY.plural}"
+    return path + (f"/{name}" if name else "") + (f"/{subresource}" if subresource else "")
+
+
+def jobs_path(namespace: str) -> str:
+    return f"/apis/batch/v1/namespaces/{namespace}/jobs"
+
+
+@dataclasses.dataclass
+class Gate:
+    """What the policies mean for one step of a drain."""
+
+    waiting: Plan | None = None  # waiting for a slot or a conflict's end: carry this out instead of a drain
+    unknown: bool = False  # the policies' watch has not brought this maintenance yet: do nothing until it has
+    policy: pol.Policy | None = None
+    hold: str = ""  # why no pod may be evicted yet (a preDrain Job)
+    hold_failed: bool = False
+    conditions: list[tuple[str, str, str, str]] = dataclasses.field(default_factory=list)  # (type, status, reason, message)
+    recheck_in: float | None = None
+
+    def maintenance(self, body: Mapping[str, Any]) -> Maintenance:
+        """The planner's view: the policy's drain defaults, rules and hold, when one governs the node."""
+        if self.policy is None:
+            return Maintenance.of(body)
+        m = Maintenance.of(pol.with_defaults(body, self.policy))
+        return dataclasses.replace(m, rules=self.policy.rules, hold=self.hold, hold_failed=self.hold_failed)
+
+    def record(self, status: dict[str, Any], generation: int, now: datetime.datetime) -> None:
+        """Add the policy's conditions (Queued, PreDrain) to a drain's status."""
+        for condition in self.conditions:
+            status["conditions"] = st.set_condition(status["conditions"], *condition, generation=generation, now=st.rfc3339(now))
+
+
+class Policies:
+    def __init__(self, kube: AsyncKube, namespace: str, on_change: Callable[[], None]) -> None:
+        self.kube = kube
+        self.namespace = namespace  # where hook Jobs run: the operator's own
+        self.on_change = on_change
+        self.ready = asyncio.Event()  # set once it is known whether policies apply, and they are read
+        self.served = False
+        self._mirrors: dict[str, Mirror] = {}
+        self._tasks: list[asyncio.Task] = []
+        self._decision: pol.Decision | None = None
+        self._written: dict[str, dict[str, Any]] = {}
+        self._dirty = asyncio.Event()
+
+    # ----------------------------------------------------------------- lifecycle
+    async def run(self) -> None:
+        try:
+            while True:
+                try:
+                    served = await self._crd_served()
+                    if served and not self.served:
+                        await self._start()
+                    elif not served and self.served:
+                        await self._stop()
+                        self.on_change()
+                except Exception as error:  # the API briefly away: decide at the next look
+                    log.warning("looking for NodeMaintenancePolicies failed: %s", str(error) or type(error).__name__)
+                self.ready.set()  # drains wait for the first look only, whatever it found
+                await asyncio.sleep(CRD_CHECK_SECONDS)
+        finally:
+            await self._stop()
+
+    async def _crd_served(self) -> bool:
+        try:
+            crd = await self.kube.get(CRD_PATH)
+        except ApiError as error:  # e.g. an older release's RBAC: policies stay off
+            log.warning("cannot read the NodeMaintenancePolicy CRD; policies are off: %s", error)
+            return False
+        if crd is None:
+            return False
+        established = any(c.get("type") == "Established" and c.get("status") == "True" for c in (crd.get("status") or {}).get("conditions") or [])
+        return established and any(v["name"] == POLICY_VERSION and v.get("served") for v in crd["spec"]["versions"])
+
+    async def _start(self) -> None:
+        self._mirrors = {
+            "policies": Mirror(self.kube, policy_path(), self._changed),
+            "nodes": Mirror(self.kube, node_path(), self._changed),
+            "maintenances": Mirror(self.kube, nm_path(), self._changed),
+            "jobs": Mirror(self.kube, jobs_path(self.namespace), self._changed),
+        }
+        self._tasks = [asyncio.create_task(m.run(), name=f"policy {k} watch") for k, m in self._mirrors.items()]
+        try:
+            await asyncio.wait_for(asyncio.gather(*(m.synced.wait() for m in self._mirrors.values())), SYNC_TIMEOUT_SECONDS)
+        except TimeoutError:  # e.g. the CRD installed by hand under an older release's RBAC
+            await self._stop()
+            log.warning("NodeMaintenancePolicies, nodes, NodeMaintenances or hook Jobs cannot be listed; policies are off")
+            return
+        self._tasks.append(asyncio.create_task(self._publish(), name="policy status"))
+        self.served = True
+        log.info("NodeMaintenancePolicies are served: maintenances follow them")
+        self.on_change()
+
+    async def _stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks, self._mirrors, self.served, self._decision = [], {}, False, None
+
+    def _changed(self) -> None:
+        self._decision = None
+        self._dirty.set()
+        if self.served:
+            self.on_change()
+
+    # ----------------------------------------------------------------- decisions
+    def decision(self) -> pol.Decision:
+        if self._decision is None:
+            self._decision = pol.decide(
+                (pol.Policy.of(p) for p in self._mirrors["policies"].objects.values()),
+                self._mirrors["nodes"].objects.values(),
+                self._mirrors["maintenances"].objects.values(),
+            )
+        return self._decision
+
+    def _job(self, hook: str, body: Mapping[str, Any]) -> dict[str, Any] | None:
+        return self._mirrors["jobs"].objects.get(f"{self.namespace}/{hooks.job_name(hook, body)}")
+
+    async def _hook(self, hook: str, template: Mapping[str, Any], policy: str, body: Mapping[str, Any]) -> hooks.Outcome:
+        """The hook Job's outcome, creating the Job when there is none yet."""
+        job = self._job(hook, body)
+        if job is None:
+            try:
+                job = await self.kube.request("POST", jobs_path(self.namespace), body=hooks.build_job(hook, template, body, self.namespace))
+            except Conflict:  # created meanwhile; the watch brings it
+                pass
+            except ApiError as error:  # a template the API refuses: say which field to fix
+                return hooks.Outcome(hooks.FAILED, f"the {hooks.FIELDS[hook]} Job of NodeMaintenancePolicy {policy} was refused: {error}; "
+                                                   f"fix spec.{hooks.FIELDS[hook]}.jobTemplate")
+        return hooks.outcome(hook, policy, job, self.namespace)
+
+    async def gate(self, body: Mapping[str, Any], node: Mapping[str, Any] | None, now: datetime.datetime) -> Gate:
+        """The policies' say in one drain step of ``body`` (in v1beta1, its stored status merged in)."""
+        if not self.served or node is None:
+            return Gate()
+        name = body["metadata"]["name"]
+        verdict = self.decision().verdicts.get(name)
+        if verdict is None and f"/{name}" not in self._mirrors["maintenances"].objects:
+            if any(pol.Policy.of(p).selects(node) for p in self._mirrors["policies"].objects.values()):
+                return Gate(unknown=True, recheck_in=HOOK_RECHECK_SECONDS[hooks.MISSING])
+        if verdict is None or verdict.policy is None or verdict.kind == pol.UNGOVERNED:
+            return Gate()
+        holds = nodes.holder_of(dict(node)) == name
+        if not holds and verdict.kind in (pol.WAITING, pol.CONFLICT):
+            return Gate(waiting=pol.waiting_plan(body, verdict, now))
+        policy = verdict.policy
+        gate = Gate(policy=policy, conditions=[pol.queued_condition(verdict, body["spec"]["nodeName"])])
+        if verdict.kind == pol.CONFLICT:  # taken before the second policy appeared: evict nothing until it is resolved
+            gate.hold, gate.hold_failed = verdict.message(body["spec"]["nodeName"]), True
+        elif policy.pre_drain is not None:
+            if not holds:
+                gate.hold = "the preDrain Job starts once the node is cordoned"
+            else:
+                outcome = await self._hook(hooks.PRE_DRAIN, policy.pre_drain, policy.name, body)
+                gate.conditions.append(pol.hook_condition(hooks.PRE_DRAIN, outcome))
+                if outcome.state != hooks.SUCCEEDED:
+                    gate.hold, gate.hold_failed = outcome.message, outcome.state == hooks.FAILED
+                    gate.recheck_in = HOOK_RECHECK_SECONDS[outcome.state]
+        return gate
+
+    async def before_handback(self, body: Mapping[str, Any], version: str) -> None:
+        """Run the postMaintenance Job of the policy governing the node before it is given back; raises
+        kopf.TemporaryError (kopf calls again later) until it has succeeded. A NodeMaintenance that never
+        held its node (one still waiting) runs nothing."""
+        if not self.served:
+            return
+        node = self._mirrors["nodes"].objects.get(f"/{body['spec']['nodeName']}")
+        if node is None or nodes.holder_of(node) != body["metadata"]["name"]:
+            return
+        governing = [p for p in map(pol.Policy.of, self._mirrors["policies"].objects.values()) if p.selects(node)]
+        if len(governing) > 1:
+            message = pol.Verdict(pol.CONFLICT, policies=tuple(sorted(p.name for p in governing))).message(node["metadata"]["name"])
+            await self._note(body, version, ("PostMaintenance", "False", "PolicyConflict", message))
+            raise kopf.TemporaryError(message, delay=HOOK_RECHECK_SECONDS[hooks.FAILED])
+        if not governing or governing[0].post_maintenance is None:
+            return
+        outcome = await self._hook(hooks.POST_MAINTENANCE, governing[0].post_maintenance, governing[0].name, body)
+        await self._note(body, version, pol.hook_condition(hooks.POST_MAINTENANCE, outcome))
+        if outcome.state != hooks.SUCCEEDED:
+            raise kopf.TemporaryError(outcome.message, delay=HOOK_RECHECK_SECONDS[outcome.state])
+
+    async def _note(self, body: Mapping[str, Any], version: str, condition: tuple[str, str, str, str]) -> None:
+        """Record a hook's condition on a NodeMaintenance being deleted (its drain engine has stopped)."""
+        status = body.get("status") or {}
+        conditions = st.set_condition(list(status.get("conditions") or []), *condition, generation=body["metadata"].get("generation", 1),
+                                      now=st.rfc3339(datetime.datetime.now(datetime.timezone.utc)))
+        last_error = condition[3] if condition[1] != "True" else ""
+        if conditions != status.get("conditions") or last_error != status.get("lastError"):
+            with contextlib.suppress(ApiError):
+                await self.kube.patch(nm_path(body["metadata"]["name"], version=version, subresource="status"),
+                                      {"status": {"conditions": conditions, "lastError": last_error}})
+
+    # ----------------------------------------------------------------- policy status
+    async def _publish(self) -> None:
+        """Write each policy's status when it changes, at most once a STATUS_INTERVAL_SECONDS."""
+        while True:
+            await self._dirty.wait()
+            self._dirty.clear()
+            try:
+                await self._write_statuses()
+            except Exception as error:  # tried again after the pause
+                log.warning("writing NodeMaintenancePolicy statuses failed: %s", str(error) or type(error).__name__)
+                self._dirty.set()
+            await asyncio.sleep(STATUS_INTERVAL_SECONDS)
+
+    async def _write_statuses(self) -> None:
+        decision = self.decision()
+        now = st.rfc3339(datetime.datetime.now(datetime.timezone.utc))
+        for body in list(self._mirrors["policies"].objects.values()):
+            name = body["metadata"]["name"]
+            summary = decision.summaries.get(name)
+            if summary is None:
+                continue
+            status = pol.policy_status(body.get("status") or {}, summary, body["metadata"].get("generation", 1), now)
+            if status != self._written.get(name) and not pol.same_status(body.get("status") or {}, status):
+                await self.kube.patch(policy_path(name, "status"), {"status": status})
+                self._written[name] = status

@@ -1,0 +1,250 @@
+"""NodeMaintenancePolicy decisions, as pure functions: which policy governs a node, how many of its
+nodes may be in maintenance and unavailable, and which NodeMaintenances get a slot or wait in line.
+
+A NodeMaintenance holds a slot exactly while its node names it as holder (the Node records it, so an
+operator restart changes nothing). Waiting ones get slots strictly in creation order: the first in
+line that does not fit keeps every later one waiting too, so none overtakes another.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from . import drainrules, node as nodes, pods, status as st
+from .planner import Event, Plan
+
+WAITING, ADMITTED, CONFLICT, UNGOVERNED = "Waiting", "Admitted", "Conflict", "Ungoverned"
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A NodeMaintenancePolicy as the decisions read it."""
+
+    name: str
+    generation: int = 1
+    node_selector: Mapping[str, Any] = field(default_factory=dict)
+    max_parallel: int | str | None = None
+    max_unavailable: int | str | None = None
+    pre_drain: Mapping[str, Any] | None = None  # the Job template
+    post_maintenance: Mapping[str, Any] | None = None
+    drain: Mapping[str, Any] = field(default_factory=dict)
+    rules: tuple[drainrules.Rule, ...] = ()
+
+    @classmethod
+    def of(cls, body: Mapping[str, Any]) -> Policy:
+        spec = body.get("spec") or {}
+        return cls(
+            name=body["metadata"]["name"],
+            generation=body["metadata"].get("generation", 1),
+            node_selector=spec.get("nodeSelector") or {},
+            max_parallel=spec.get("maxParallel"),
+            max_unavailable=spec.get("maxUnavailable"),
+            pre_drain=(spec.get("preDrain") or {}).get("jobTemplate"),
+            post_maintenance=(spec.get("postMaintenance") or {}).get("jobTemplate"),
+            drain=spec.get("drain") or {},
+            rules=tuple(drainrules.Rule.of(rule) for rule in spec.get("drainRules") or ()),
+        )
+
+    def selects(self, node: Mapping[str, Any]) -> bool:
+        return pods.matches_selector(node.get("metadata", {}).get("labels") or {}, dict(self.node_selector))
+
+
+def resolve(value: int | str | None, total: int) -> int | None:
+    """A count, or a percentage of ``total`` nodes rounded down but at least 1 unless it is 0%; None: no limit.
+
+    Rounding down keeps the limit on the safe side; the floor of 1 keeps a small pool from deadlocking
+    (10% of 5 nodes would otherwise never let one go).
+    """
+    if value is None:
+        return None
+    if isinstance(value, int):
+        return value
+    percent = int(value.rstrip("%"))
+    return max(1, math.floor(total * percent / 100)) if percent > 0 else 0
+
+
+def unavailable(node: Mapping[str, Any]) -> bool:
+    """Unschedulable or not Ready: out of service whatever the reason."""
+    if (node.get("spec") or {}).get("unschedulable"):
+        return True
+    ready = next((c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), None)
+    return not ready or ready.get("status") != "True"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Where one NodeMaintenance stands with the policies."""
+
+    kind: str  # UNGOVERNED, ADMITTED, WAITING or CONFLICT
+    policy: Policy | None = None
+    position: int = 0  # 1-based place in the policy's queue while WAITING
+    queued: int = 0  # how many wait in that queue
+    policies: tuple[str, ...] = ()  # every policy selecting the node, for CONFLICT
+
+    def message(self, node_name: str) -> str:
+        if self.kind == CONFLICT:
+            return (f"node {node_name} is selected by more than one NodeMaintenancePolicy ({', '.join(self.policies)}); "
+                    "change their nodeSelectors so that at most one selects it")
+        if self.kind == WAITING and self.policy:
+            return (f"waiting for a slot of NodeMaintenancePolicy {self.policy.name}: position {self.position} of "
+                    f"{self.queued} in its queue; the node is not touched until then")
+        if self.kind == ADMITTED and self.policy:
+            return f"slot of NodeMaintenancePolicy {self.policy.name} granted"
+        return "no NodeMaintenancePolicy selects the node"
+
+
+@dataclass(frozen=True)
+class Summary:
+    """One policy's standing, for its status."""
+
+    selected: int
+    max_parallel: int | None
+    max_unavailable: int | None
+    in_maintenance: int
+    unavailable: int
+    queue: tuple[str, ...]
+    conflicts: tuple[tuple[str, tuple[str, ...]], ...]  # (node, every policy selecting it)
+
+
+@dataclass(frozen=True)
+class Decision:
+    verdicts: dict[str, Verdict]  # NodeMaintenance name -> verdict
+    summaries: dict[str, Summary]  # policy name -> summary
+
+
+def _order(maintenance: Mapping[str, Any]) -> tuple[str, str]:
+    meta = maintenance["metadata"]
+    return meta.get("creationTimestamp") or "", meta["name"]
+
+
+def decide(policies: Iterable[Policy], node_list: Iterable[Mapping[str, Any]], maintenances: Iterable[Mapping[str, Any]]) -> Decision:
+    """Every NodeMaintenance's verdict and every policy's summary, from the cluster as it is."""
+    policies = sorted(policies, key=lambda p: p.name)
+    by_node = {n["metadata"]["name"]: n for n in node_list}
+    governing = {name: tuple(p.name for p in policies if p.selects(node)) for name, node in by_node.items()}
+    verdicts: dict[str, Verdict] = {}
+    summaries: dict[str, Summary] = {}
+    live = sorted((m for m in maintenances if not m["metadata"].get("deletionTimestamp")), key=_order)
+    for policy in policies:
+        selected = [n for name, n in by_node.items() if policy.name in governing[name]]
+        held = {n["metadata"]["name"] for n in selected if nodes.holder_of(dict(n))}
+        down = held | {n["metadata"]["name"] for n in selected if unavailable(n)}
+        parallel = resolve(policy.max_parallel, len(selected))
+        limit = resolve(policy.max_unavailable, len(selected))
+        conflicts = tuple((n, governing[n]) for n in sorted(by_node) if policy.name in governing[n] and len(governing[n]) > 1)
+        in_conflict = {n for n, _ in conflicts}
+        waiting: list[Mapping[str, Any]] = []
+        for m in live:
+            node_name = (m.get("spec") or {}).get("nodeName")
+            if node_name not in by_node or policy.name not in governing[node_name]:
+                continue
+            holder = nodes.holder_of(dict(by_node[node_name]))
+            if node_name in in_conflict:
+                verdicts[m["metadata"]["name"]] = Verdict(CONFLICT, policy, policies=governing[node_name])
+            elif holder == m["metadata"]["name"]:
+                verdicts[m["metadata"]["name"]] = Verdict(ADMITTED, policy)
+            elif holder:  # another maintenance holds the node: the drain reports it and touches nothing
+                verdicts[m["metadata"]["name"]] = Verdict(UNGOVERNED, policy)
+            else:
+                waiting.append(m)
+        used, out = len(held), len(down)
+        queue: list[str] = []
+        for m in waiting:
+            node_name = m["spec"]["nodeName"]
+            adds = 0 if node_name in down else 1
+            fits = (parallel is None or used + 1 <= parallel) and (limit is None or out + adds <= limit)
+            if fits and not queue:
+                used, out = used + 1, out + adds
+                verdicts[m["metadata"]["name"]] = Verdict(ADMITTED, policy)
+            else:
+                queue.append(m["metadata"]["name"])
+        for position, name in enumerate(queue, start=1):
+            verdicts[name] = Verdict(WAITING, policy, position, len(queue))
+        summaries[policy.name] = Summary(len(selected), parallel, limit, len(held), len(down), tuple(queue), conflicts)
+    return Decision(verdicts, summaries)
+
+
+def with_defaults(body: Mapping[str, Any], policy: Policy) -> dict[str, Any]:
+    """The NodeMaintenance with the policy's drain defaults filled in where its own spec.drain is silent."""
+    spec = dict(body.get("spec") or {})
+    spec["drain"] = {**policy.drain, **(spec.get("drain") or {})}
+    return {**body, "spec": spec}
+
+
+# ----------------------------------------------------------------- statuses
+QUEUED = "Queued"
+HOOK_CONDITIONS = {"pre-drain": "PreDrain", "post-maintenance": "PostMaintenance"}
+
+
+def queued_condition(verdict: Verdict, node_name: str) -> tuple[str, str, str, str]:
+    """The NodeMaintenance's Queued condition: (type, status, reason, message)."""
+    if verdict.kind == WAITING:
+        return QUEUED, "True", "WaitingForSlot", verdict.message(node_name)
+    if verdict.kind == CONFLICT:
+        return QUEUED, "True", "PolicyConflict", verdict.message(node_name)
+    return QUEUED, "False", "SlotGranted", verdict.message(node_name)
+
+
+def hook_condition(hook: str, outcome: Any) -> tuple[str, str, str, str]:
+    """PreDrain or PostMaintenance from a hooks.Outcome."""
+    reason = {"Succeeded": "JobSucceeded", "Failed": "JobFailed"}.get(outcome.state, "JobRunning")
+    return HOOK_CONDITIONS[hook], "True" if outcome.state == "Succeeded" else "False", reason, outcome.message
+
+
+def waiting_plan(body: Mapping[str, Any], verdict: Verdict, now: datetime.datetime) -> Plan:
+    """Phase Pending while the maintenance waits for a slot (or for a conflict to end): the node is untouched.
+
+    An event marks the start of the wait and each change of its cause, not every move up the queue."""
+    meta, previous = body["metadata"], body.get("status") or {}
+    node_name = body["spec"]["nodeName"]
+    condition = queued_condition(verdict, node_name)
+    moment = st.rfc3339(now)
+    generation = meta.get("generation", 1)
+    conditions = st.set_condition(list(previous.get("conditions") or []), *condition, generation=generation, now=moment)
+    conditions = st.set_condition(conditions, "Drained", "False", condition[2], condition[3], generation=generation, now=moment)
+    before = next((c for c in previous.get("conditions") or [] if c.get("type") == QUEUED), {})
+    events: tuple[Event, ...] = ()
+    if previous.get("phase") != st.PENDING or before.get("reason") != condition[2]:
+        conflict = verdict.kind == CONFLICT
+        events = (Event(False, "Warning" if conflict else "Normal", condition[2], condition[3]),)
+    status = {
+        "phase": st.PENDING,
+        "drainProgress": 0,
+        "totalpods": 0,
+        "evictionPods": 0,
+        "pendingPods": [],
+        "pendingPodsRefs": [],
+        "lastError": condition[3] if verdict.kind == CONFLICT else "",
+        "lastUpdate": moment,
+        "conditions": conditions,
+    }
+    return Plan(st.PENDING, status, events=events)
+
+
+def policy_status(previous: Mapping[str, Any], summary: Summary, generation: int, now: str) -> dict[str, Any]:
+    """The policy's status; None values remove a field (a limit that became unlimited)."""
+    if summary.conflicts:
+        listing = "; ".join(f"node {node} is selected by {', '.join(names)}" for node, names in summary.conflicts)
+        condition = ("Conflict", "True", "NodeSelectedTwice",
+                     f"{listing}; their maintenances wait until only one NodeMaintenancePolicy selects each node")
+    else:
+        condition = ("Conflict", "False", "NoConflict", "no selected node is selected by another NodeMaintenancePolicy")
+    return {
+        "observedGeneration": generation,
+        "selectedNodes": summary.selected,
+        "maxParallel": summary.max_parallel,
+        "maxUnavailable": summary.max_unavailable,
+        "inMaintenance": summary.in_maintenance,
+        "unavailable": summary.unavailable,
+        "queued": len(summary.queue),
+        "queue": list(summary.queue),
+        "conflicts": [{"node": node, "policies": list(names)} for node, names in summary.conflicts],
+        "conditions": st.set_condition(list(previous.get("conditions") or []), *condition, generation=generation, now=now),
+    }
+
+
+def same_status(stored: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    return {k: v for k, v in stored.items() if v is not None} == {k: v for k, v in new.items() if v is not None}

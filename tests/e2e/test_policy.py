@@ -1,0 +1,361 @@
+"""NodeMaintenancePolicy end to end: slots and the queue, hook Jobs, drain rules, conflicts.
+
+Hook Jobs: KWOK completes every Job pod it runs with success at once (its stock pod-complete stage),
+and it has no stage that fails one, so the test could not see a Job still running nor make one fail.
+Hook Jobs here therefore run on a node KWOK does not manage (``hook_runner``), where the test plays the
+kubelet: it writes each pod's status (Succeeded with exit code 0, or Failed with exit code 1) through
+the status subresource, as a kubelet reports a container's end. The Job controller then does the rest,
+a retry by backoffLimit included.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from typing import Any, Callable, Iterator
+
+import pytest
+from devcluster.cluster import Cluster
+from devcluster.operator import NAMESPACE as OPERATOR_NAMESPACE
+
+from .conftest import ROOT
+from .helpers import NM, apply, create_nm, eventually, get, nm, nm_status, pod, pods_on
+
+pytestmark = pytest.mark.e2e
+
+POLICY_CRD = ROOT / "bundle" / "manifests" / "nodemaintenance.kubevirt.io_nodemaintenancepolicies.yaml"
+NMP = "nodemaintenancepolicies.v1beta1.nodemaintenance.kubevirt.io"
+
+
+@pytest.fixture(scope="module")
+def policy_crd(cluster: Cluster, operator) -> Iterator[str]:
+    """The policy CRD, installed while the operator runs (as an upgrade installs it): the operator finds it by itself."""
+    cluster.kubectl("apply", "--server-side", "-f", str(POLICY_CRD))
+    cluster.kubectl("wait", "--for=condition=Established", "crd/nodemaintenancepolicies.nodemaintenance.kubevirt.io", "--timeout=60s")
+    yield "nodemaintenancepolicies.nodemaintenance.kubevirt.io"
+    cluster.kubectl("delete", NMP, "--all", "--wait=false", check=False)
+
+
+@pytest.fixture
+def policies(cluster: Cluster, policy_crd: str) -> Iterator[Callable[..., str]]:
+    created: list[str] = []
+
+    def make(selector: dict[str, str], **spec: Any) -> str:
+        name = f"p-{uuid.uuid4().hex[:6]}"
+        apply(cluster, {"apiVersion": "nodemaintenance.kubevirt.io/v1beta1", "kind": "NodeMaintenancePolicy", "metadata": {"name": name},
+                        "spec": {"nodeSelector": {"matchLabels": selector}, **spec}})
+        created.append(name)
+        return name
+
+    yield make
+    if created:
+        cluster.kubectl("delete", NMP, *created, "--ignore-not-found", "--wait=false", check=False)
+
+
+@pytest.fixture
+def hook_runner(cluster: Cluster) -> Iterator[str]:
+    """A node no kubelet (and no KWOK) runs: the test reports its pods' ends itself."""
+    name = f"hooks-{uuid.uuid4().hex[:6]}"
+    cluster.kubectl("create", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"role": "hook-runner"}}}))
+    yield name
+    cluster.kubectl("delete", "node", name, "--wait=false", "--ignore-not-found", check=False)
+
+
+def _pool() -> dict[str, str]:
+    return {"e2e-pool": uuid.uuid4().hex[:8]}
+
+
+class CordonWatch:
+    """Every change of the pool's nodes, as a watch sees it: how many were cordoned at once, and in which order."""
+
+    def __init__(self, cluster: Cluster, selector: dict[str, str]) -> None:
+        self.cluster = cluster
+        self.selector = ",".join(f"{k}={v}" for k, v in selector.items())
+        self.cordoned: set[str] = set()
+        self.order: list[str] = []  # in the order they were cordoned
+        self.released: list[str] = []  # in the order they were uncordoned
+        self.most = 0
+        self.events = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> CordonWatch:
+        self._thread.start()
+        eventually(lambda: self.events > 0, "the node watch to start")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        from kubernetes import client, watch
+
+        api = client.CoreV1Api(self.cluster.api_client())
+        while not self._stop.is_set():
+            stream = watch.Watch()
+            for event in stream.stream(api.list_node, label_selector=self.selector, timeout_seconds=5):
+                node_obj = event["object"]
+                name = node_obj.metadata.name
+                if node_obj.spec.unschedulable and event["type"] != "DELETED":
+                    if name not in self.cordoned:
+                        self.order.append(name)
+                    self.cordoned.add(name)
+                elif name in self.cordoned:
+                    self.cordoned.discard(name)
+                    self.released.append(name)
+                self.most = max(self.most, len(self.cordoned))
+                self.events += 1
+                if self._stop.is_set():
+                    stream.stop()
+
+
+def _condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next((c for c in status.get("conditions") or [] if c["type"] == kind), {})
+
+
+def _policy_status(cluster: Cluster, name: str) -> dict[str, Any]:
+    return (get(cluster, NMP, name) or {}).get("status") or {}
+
+
+def test_ten_maintenances_under_max_parallel_two_take_turns_in_creation_order(cluster: Cluster, operator, nodes, policies) -> None:
+    pool = _pool()
+    workers = nodes(10, labels=pool)
+    policy = policies(pool, maxParallel=2)
+    names = [f"roll-{i:02d}-{workers[i]}" for i in range(10)]
+    with CordonWatch(cluster, pool) as watch:
+        for name, worker in zip(names, workers):
+            create_nm(cluster, name, worker)
+        # Two take their node; the other eight wait in line, in creation order, and their nodes are untouched.
+        for position, name in enumerate(names[2:], start=1):
+            status = eventually(lambda: (s := nm_status(cluster, name)).get("phase") == "Pending" and s, f"{name} Pending")
+            queued = _condition(status, "Queued")
+            assert queued["status"] == "True" and queued["reason"] == "WaitingForSlot", queued
+            assert f"NodeMaintenancePolicy {policy}" in queued["message"], queued
+        eventually(lambda: all(nm_status(cluster, n).get("phase") == "Succeeded" for n in names[:2]), "the first two drained")
+        for position, name in enumerate(names[2:], start=1):
+            eventually(lambda: f"position {position} of 8 " in _condition(nm_status(cluster, name), "Queued")["message"], f"{name} at {position}")
+        assert eventually(lambda: _policy_status(cluster, policy).get("queue") == names[2:] and _policy_status(cluster, policy),
+                          "the policy's queue")["inMaintenance"] == 2
+
+        # Deleting a waiting one frees no slot and touches nothing: still two in maintenance, one fewer in line.
+        cluster.kubectl("delete", NM, names[6], "--timeout=60s")
+        time.sleep(2)
+        assert watch.cordoned == set(workers[:2])
+        status = eventually(lambda: (s := _policy_status(cluster, policy)).get("queued") == 7 and s, "the queue without the deleted one")
+        assert status["inMaintenance"] == 2
+        untouched = get(cluster, "node", workers[6])
+        assert not untouched["spec"].get("unschedulable") and not (untouched["metadata"].get("annotations") or {}).get("nodemaintenance.kubevirt.io/holder")
+        remaining = [n for i, n in enumerate(names) if i != 6]
+
+        # The admin works through the line, handing back each node once drained; the next in line takes the slot.
+        for name in remaining:
+            eventually(lambda: nm_status(cluster, name).get("phase") == "Succeeded", f"{name} drained", timeout=60)
+            cluster.kubectl("delete", NM, name, "--wait=false")
+        eventually(lambda: all(nm(cluster, n) is None for n in remaining), "every maintenance gone")
+        eventually(lambda: not watch.cordoned, "every node handed back")
+    in_line = [w for i, w in enumerate(workers) if i != 6]
+    assert watch.order == in_line, "nodes were taken out of creation order"
+    assert watch.released == in_line, "nodes were handed back out of creation order"
+    assert watch.most == 2, f"{watch.most} nodes were cordoned at once under maxParallel: 2"
+
+
+def _job_template(runner: str, backoff_limit: int) -> dict[str, Any]:
+    return {"jobTemplate": {"spec": {"backoffLimit": backoff_limit, "template": {"spec": {
+        "nodeName": runner, "restartPolicy": "Never",
+        "containers": [{"name": "hook", "image": "registry.invalid/hook:1", "command": ["hook", "$(NODE_NAME)"]}],
+    }}}}}
+
+
+def _hook_pods(cluster: Cluster, hook: str) -> list[dict[str, Any]]:
+    listing = get(cluster, "pods", "-n", OPERATOR_NAMESPACE, "-l", "job-name") or {"items": []}
+    return [p for p in listing["items"] if p["metadata"]["labels"]["job-name"].startswith(f"nm-{hook}-")]
+
+
+def _finish(cluster: Cluster, hook_pod: dict[str, Any], exit_code: int) -> None:
+    """Report the pod's container as ended, as its kubelet would."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    status = {"phase": "Succeeded" if exit_code == 0 else "Failed", "containerStatuses": [{
+        "name": "hook", "image": "registry.invalid/hook:1", "imageID": "", "ready": False, "restartCount": 0,
+        "state": {"terminated": {"exitCode": exit_code, "reason": "Completed" if exit_code == 0 else "Error", "startedAt": now, "finishedAt": now}},
+    }]}
+    cluster.kubectl("patch", "pod", hook_pod["metadata"]["name"], "-n", OPERATOR_NAMESPACE, "--subresource=status", "--type=merge",
+                    "-p", json.dumps({"status": status}))
+
+
+def _one_hook_pod(cluster: Cluster, hook: str, node_name: str, *, count: int = 1) -> dict[str, Any]:
+    def running() -> dict[str, Any] | None:
+        pods = [p for p in _hook_pods(cluster, hook) if p["status"].get("phase") == "Pending"]
+        everything = _hook_pods(cluster, hook)
+        return pods[0] if pods and len(everything) == count else None
+
+    hook_pod = eventually(running, f"{hook} pod #{count}")
+    env = {e["name"]: e.get("value") for e in hook_pod["spec"]["containers"][0]["env"]}
+    assert env["NODE_NAME"] == node_name
+    return hook_pod
+
+
+def test_pre_drain_and_post_maintenance_jobs_gate_the_drain_and_the_handback(cluster: Cluster, operator, namespace: str, nodes,
+                                                                           policies, hook_runner: str) -> None:
+    pool = _pool()
+    (worker,) = nodes(1, labels=pool)
+    policies(pool, preDrain=_job_template(hook_runner, 0), postMaintenance=_job_template(hook_runner, 0))
+    apply(cluster, pod("app", namespace, worker))
+    eventually(lambda: any(p["status"].get("phase") == "Running" for p in pods_on(cluster, worker)), "the app pod running")
+    name = f"hooks-{worker}"
+    create_nm(cluster, name, worker)
+
+    # The node is taken, the preDrain Job runs, and nothing is evicted while it does.
+    pre = _one_hook_pod(cluster, "pre-drain", worker)
+    status = eventually(lambda: (s := nm_status(cluster, name)).get("phase") == "Running" and _condition(s, "PreDrain") and s, "PreDrain reported")
+    assert _condition(status, "PreDrain")["reason"] == "JobRunning" and "preDrain Job" in status["lastError"]
+    assert get(cluster, "node", worker)["spec"].get("unschedulable")
+    time.sleep(2)
+    assert [p["metadata"]["name"] for p in pods_on(cluster, worker)] == ["app"]
+    assert not pods_on(cluster, worker)[0]["metadata"].get("deletionTimestamp"), "a pod was evicted before preDrain succeeded"
+
+    _finish(cluster, pre, 0)
+    status = eventually(lambda: (s := nm_status(cluster, name)).get("phase") == "Succeeded" and s, "drained once preDrain succeeded")
+    assert _condition(status, "PreDrain")["status"] == "True" and not pods_on(cluster, worker)
+
+    # Deleting the maintenance runs postMaintenance; the node stays cordoned until it succeeds.
+    cluster.kubectl("delete", NM, name, "--wait=false")
+    post = _one_hook_pod(cluster, "post-maintenance", worker)
+    time.sleep(2)
+    assert get(cluster, "node", worker)["spec"].get("unschedulable"), "handed back before postMaintenance succeeded"
+    assert _condition(nm_status(cluster, name), "PostMaintenance")["reason"] == "JobRunning"
+    _finish(cluster, post, 0)
+    eventually(lambda: nm(cluster, name) is None, "the maintenance gone once postMaintenance succeeded", timeout=60)
+    assert not get(cluster, "node", worker)["spec"].get("unschedulable")
+
+
+def test_failed_hook_jobs_are_retried_by_their_backoff_limit_then_reported(cluster: Cluster, operator, namespace: str, nodes,
+                                                                           policies, hook_runner: str) -> None:
+    pool = _pool()
+    (worker,) = nodes(1, labels=pool)
+    policies(pool, preDrain=_job_template(hook_runner, 1), postMaintenance=_job_template(hook_runner, 0))
+    apply(cluster, pod("app", namespace, worker))
+    eventually(lambda: any(p["status"].get("phase") == "Running" for p in pods_on(cluster, worker)), "the app pod running")
+    name = f"fails-{worker}"
+    create_nm(cluster, name, worker)
+
+    _finish(cluster, _one_hook_pod(cluster, "pre-drain", worker), 1)
+    # backoffLimit: 1 — the Job controller runs a second pod; only when that fails too does the Job fail.
+    status = eventually(lambda: "1 failed pod(s) so far" in (s := nm_status(cluster, name)).get("lastError", "") and s, "the retry reported")
+    assert status["phase"] == "Running"
+    _finish(cluster, _one_hook_pod(cluster, "pre-drain", worker, count=2), 1)
+    status = eventually(lambda: (s := nm_status(cluster, name)).get("phase") == "Failed" and s, "Failed once the Job failed", timeout=60)
+    assert _condition(status, "PreDrain")["reason"] == "JobFailed"
+    assert "BackoffLimitExceeded" in status["lastError"] and "delete the Job to run it again" in status["lastError"], status["lastError"]
+    assert not pods_on(cluster, worker)[0]["metadata"].get("deletionTimestamp"), "a pod was evicted although preDrain failed"
+    assert get(cluster, "node", worker)["spec"].get("unschedulable")
+
+    # A failed postMaintenance keeps the node cordoned and the maintenance in place, saying why.
+    cluster.kubectl("delete", NM, name, "--wait=false")
+    _finish(cluster, _one_hook_pod(cluster, "post-maintenance", worker), 1)
+    status = eventually(lambda: _condition(s := nm_status(cluster, name), "PostMaintenance").get("reason") == "JobFailed" and s,
+                        "postMaintenance failure reported", timeout=60)
+    assert "postMaintenance Job" in status["lastError"] and "BackoffLimitExceeded" in status["lastError"]
+    time.sleep(2)
+    assert nm(cluster, name) is not None and get(cluster, "node", worker)["spec"].get("unschedulable")
+
+    # Deleting the failed Job runs it again; this time it succeeds and the node is handed back.
+    failed_job = _hook_pods(cluster, "post-maintenance")[0]["metadata"]["labels"]["job-name"]
+    cluster.kubectl("delete", "job", failed_job, "-n", OPERATOR_NAMESPACE, "--cascade=foreground", "--timeout=60s")
+    _finish(cluster, _one_hook_pod(cluster, "post-maintenance", worker), 0)
+    eventually(lambda: nm(cluster, name) is None, "the maintenance gone after the rerun succeeded", timeout=60)
+    assert not get(cluster, "node", worker)["spec"].get("unschedulable")
+
+
+class PodWatch:
+    """The pods of one namespace: when each began terminating and when it was gone, in order."""
+
+    def __init__(self, cluster: Cluster, namespace: str) -> None:
+        self.cluster, self.namespace = cluster, namespace
+        self.log: list[tuple[str, str]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> PodWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        from kubernetes import client, watch
+
+        api = client.CoreV1Api(self.cluster.api_client())
+        while not self._stop.is_set():
+            for event in watch.Watch().stream(api.list_namespaced_pod, self.namespace, timeout_seconds=3):
+                name = event["object"].metadata.name
+                if event["type"] == "DELETED":
+                    self.log.append(("gone", name))
+                elif event["object"].metadata.deletion_timestamp and ("terminating", name) not in self.log:
+                    self.log.append(("terminating", name))
+
+    def index(self, what: str, name: str) -> int:
+        return self.log.index((what, name))
+
+
+def test_drain_rules_order_skip_and_wait_completed(cluster: Cluster, operator, namespace: str, nodes, policies) -> None:
+    pool = _pool()
+    (worker,) = nodes(1, labels=pool)
+    policies(pool, drainRules=[
+        {"podSelector": {"matchLabels": {"tier": "front"}}, "order": 0},
+        {"podSelector": {"matchLabels": {"tier": "db"}}, "order": 10},
+        {"podSelector": {"matchLabels": {"tier": "batch"}}, "behavior": "WaitCompleted"},
+    ])
+    # A finalizer keeps front-2 terminating until the test lets it go: order 10 must wait for it.
+    apply(cluster,
+          pod("front-1", namespace, worker, labels={"tier": "front"}),
+          pod("front-2", namespace, worker, labels={"tier": "front"}, finalizers=["e2e.test/hold"]),
+          pod("db", namespace, worker, labels={"tier": "db"}),
+          pod("batch", namespace, worker, labels={"tier": "batch"}),
+          pod("kept", namespace, worker, labels={"tier": "db"}, annotations={"nodemaintenance.kubevirt.io/drain": "skip"}))
+    eventually(lambda: sum(p["status"].get("phase") == "Running" for p in pods_on(cluster, worker)) == 5, "five pods running")
+    name = f"rules-{worker}"
+    with PodWatch(cluster, namespace) as watch:
+        create_nm(cluster, name, worker)
+        eventually(lambda: ("gone", "front-1") in watch.log and ("terminating", "front-2") in watch.log, "order 0 evicted")
+        time.sleep(2)
+        assert ("terminating", "db") not in watch.log, "order 10 began before order 0 had left the node"
+        cluster.kubectl("patch", "pod", "front-2", "-n", namespace, "--type=json", "-p", '[{"op":"remove","path":"/metadata/finalizers"}]')
+        eventually(lambda: ("gone", "db") in watch.log, "order 10 evicted once order 0 had left")
+        assert watch.index("terminating", "db") > watch.index("gone", "front-2")
+
+        # The WaitCompleted pod is never evicted: the drain waits until it completes by itself.
+        status = eventually(lambda: (s := nm_status(cluster, name)).get("pendingPods") == ["batch"] and s, "only batch left")
+        assert status["phase"] == "Running" and "WaitCompleted" in status["lastError"]
+        time.sleep(2)
+        assert ("terminating", "batch") not in watch.log
+        cluster.kubectl("patch", "pod", "batch", "-n", namespace, "--subresource=status", "--type=merge", "-p", '{"status":{"phase":"Succeeded"}}')
+        eventually(lambda: nm_status(cluster, name).get("phase") == "Succeeded", "drained once batch completed")
+    # The pod annotated skip stays, and the drain never waited for it.
+    assert [p["metadata"]["name"] for p in pods_on(cluster, worker)] == ["kept"]
+    cluster.kubectl("delete", NM, name, "--timeout=60s")
+
+
+def test_a_node_selected_by_two_policies_is_reported_everywhere_and_not_touched(cluster: Cluster, operator, nodes, policies) -> None:
+    pool = _pool()
+    (worker,) = nodes(1, labels={**pool, "zone": pool["e2e-pool"]})
+    first = policies(pool)
+    second = policies({"zone": pool["e2e-pool"]})
+    name = f"conflict-{worker}"
+    create_nm(cluster, name, worker)
+    status = eventually(lambda: (s := nm_status(cluster, name)).get("phase") == "Pending" and s.get("lastError") and s, "the conflict reported")
+    assert first in status["lastError"] and second in status["lastError"] and "more than one NodeMaintenancePolicy" in status["lastError"]
+    assert _condition(status, "Queued")["reason"] == "PolicyConflict"
+    for policy in (first, second):
+        conflict = eventually(lambda: _condition(_policy_status(cluster, policy), "Conflict").get("status") == "True" and _policy_status(cluster, policy),
+                              f"{policy} reports the conflict")
+        assert conflict["conflicts"] == [{"node": worker, "policies": sorted([first, second])}]
+    assert not get(cluster, "node", worker)["spec"].get("unschedulable")
+    # Once only one policy selects the node, the maintenance goes ahead.
+    cluster.kubectl("delete", NMP, second)
+    eventually(lambda: nm_status(cluster, name).get("phase") == "Succeeded", "drained after the conflict ended")
+    cluster.kubectl("delete", NM, name, "--timeout=60s")

@@ -1,0 +1,161 @@
+"""NodeMaintenancePolicy decisions without a cluster: limits, slots, queue order, conflicts, statuses."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import pytest
+
+from node_maintenance import node as nodes, policy as pol
+
+NOW = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
+
+
+def a_node(name: str, *, holder: str | None = None, unschedulable: bool = False, ready: bool = True,
+           labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "labels": {"pool": "a", **(labels or {})}, "annotations": {nodes.HOLDER: holder} if holder else {}},
+        "spec": {"unschedulable": unschedulable or bool(holder)},
+        "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
+    }
+
+
+def an_nm(name: str, node: str, created: int, *, deleting: bool = False) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "uid": f"uid-{name}", "creationTimestamp": f"2026-01-01T10:00:{created:02d}Z"}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T11:00:00Z"
+    return {"metadata": meta, "spec": {"nodeName": node}}
+
+
+def a_policy(name: str = "p", selector: dict[str, Any] | None = None, **spec: Any) -> pol.Policy:
+    return pol.Policy.of({"metadata": {"name": name}, "spec": {"nodeSelector": selector or {"matchLabels": {"pool": "a"}}, **spec}})
+
+
+@pytest.mark.parametrize(
+    ("value", "total", "expected"),
+    [
+        (None, 10, None),
+        (0, 10, 0),
+        (3, 10, 3),
+        ("0%", 10, 0),
+        ("20%", 10, 2),
+        ("25%", 10, 2),  # rounded down
+        ("10%", 5, 1),  # never below 1 while non-zero, or a small pool would never move
+        ("1%", 0, 1),
+        ("100%", 7, 7),
+        ("150%", 4, 6),
+    ],
+)
+def test_counts_and_percentages_resolve_to_node_counts(value: int | str | None, total: int, expected: int | None) -> None:
+    assert pol.resolve(value, total) == expected
+
+
+@pytest.mark.parametrize(
+    ("node", "expected"),
+    [
+        (a_node("n"), False),
+        (a_node("n", unschedulable=True), True),
+        (a_node("n", ready=False), True),
+        ({"metadata": {"name": "n"}, "spec": {}, "status": {}}, True),  # no Ready condition yet
+    ],
+)
+def test_unavailable_means_unschedulable_or_not_ready(node: dict[str, Any], expected: bool) -> None:
+    assert pol.unavailable(node) is expected
+
+
+def _kinds(decision: pol.Decision) -> dict[str, tuple[str, int]]:
+    return {name: (v.kind, v.position) for name, v in decision.verdicts.items()}
+
+
+def test_slots_go_in_creation_order_and_the_rest_wait_in_line() -> None:
+    node_list = [a_node(f"n{i}") for i in range(5)]
+    # Created out of name order: creation time decides.
+    nms = [an_nm("e", "n4", 1), an_nm("a", "n0", 5), an_nm("c", "n2", 2), an_nm("b", "n1", 4), an_nm("d", "n3", 3)]
+    decision = pol.decide([a_policy(maxParallel=2)], node_list, nms)
+    assert _kinds(decision) == {"e": ("Admitted", 0), "c": ("Admitted", 0), "d": ("Waiting", 1), "b": ("Waiting", 2), "a": ("Waiting", 3)}
+    assert decision.summaries["p"].queue == ("d", "b", "a")
+
+
+def test_maintenances_holding_their_node_keep_their_slot_and_count() -> None:
+    node_list = [a_node("n0", holder="late"), a_node("n1"), a_node("n2")]
+    nms = [an_nm("early", "n1", 1), an_nm("late", "n0", 9), an_nm("middle", "n2", 5)]
+    decision = pol.decide([a_policy(maxParallel=2)], node_list, nms)
+    assert _kinds(decision) == {"late": ("Admitted", 0), "early": ("Admitted", 0), "middle": ("Waiting", 1)}
+    assert decision.summaries["p"].in_maintenance == 1
+
+
+@pytest.mark.parametrize(
+    ("spec", "node_list", "expected"),
+    [
+        # Unavailable counts nodes already unschedulable or NotReady, not only ours.
+        ({"maxUnavailable": 1}, [a_node("n0", ready=False), a_node("n1"), a_node("n2")], {"m1": ("Waiting", 1), "m2": ("Waiting", 2)}),
+        ({"maxUnavailable": 2}, [a_node("n0", ready=False), a_node("n1"), a_node("n2")], {"m1": ("Admitted", 0), "m2": ("Waiting", 1)}),
+        # Taking a node that is already out of service adds nothing to the unavailable count.
+        ({"maxUnavailable": 1}, [a_node("n0"), a_node("n1", unschedulable=True), a_node("n2")], {"m1": ("Admitted", 0), "m2": ("Waiting", 1)}),
+        # Both limits hold: the tighter one decides.
+        ({"maxParallel": 3, "maxUnavailable": "50%"}, [a_node(f"n{i}") for i in range(4)], {"m1": ("Admitted", 0), "m2": ("Admitted", 0)}),
+        ({"maxParallel": 1, "maxUnavailable": "50%"}, [a_node(f"n{i}") for i in range(4)], {"m1": ("Admitted", 0), "m2": ("Waiting", 1)}),
+        ({"maxParallel": 0}, [a_node(f"n{i}") for i in range(3)], {"m1": ("Waiting", 1), "m2": ("Waiting", 2)}),
+        ({}, [a_node(f"n{i}") for i in range(3)], {"m1": ("Admitted", 0), "m2": ("Admitted", 0)}),
+    ],
+)
+def test_limits(spec: dict[str, Any], node_list: list[dict[str, Any]], expected: dict[str, tuple[str, int]]) -> None:
+    decision = pol.decide([a_policy(**spec)], node_list, [an_nm("m1", "n1", 1), an_nm("m2", "n2", 2)])
+    assert _kinds(decision) == expected
+
+
+def test_no_maintenance_overtakes_the_first_in_line() -> None:
+    # m1's node would raise the unavailable count past the limit; m2's node is already down and would fit,
+    # but slots go strictly in creation order.
+    node_list = [a_node("n0", holder="m0"), a_node("n1"), a_node("n2", ready=False)]
+    decision = pol.decide([a_policy(maxUnavailable=2)], node_list, [an_nm("m0", "n0", 0), an_nm("m1", "n1", 1), an_nm("m2", "n2", 2)])
+    assert _kinds(decision) == {"m0": ("Admitted", 0), "m1": ("Waiting", 1), "m2": ("Waiting", 2)}
+
+
+def test_a_waiting_maintenance_being_deleted_frees_nothing_and_leaves_the_line() -> None:
+    node_list = [a_node("n0", holder="m0"), a_node("n1"), a_node("n2")]
+    nms = [an_nm("m0", "n0", 0), an_nm("m1", "n1", 1, deleting=True), an_nm("m2", "n2", 2)]
+    decision = pol.decide([a_policy(maxParallel=1)], node_list, nms)
+    assert _kinds(decision) == {"m0": ("Admitted", 0), "m2": ("Waiting", 1)}
+
+
+def test_nodes_outside_every_policy_are_not_governed() -> None:
+    node_list = [a_node("n0"), a_node("other", labels={"pool": "b"})]
+    decision = pol.decide([a_policy(maxParallel=0)], node_list, [an_nm("m", "other", 1), an_nm("w", "n0", 2)])
+    assert "m" not in decision.verdicts and decision.verdicts["w"].kind == pol.WAITING
+    assert decision.summaries["p"].selected == 1
+
+
+def test_a_node_selected_by_two_policies_is_a_conflict_for_both_and_its_maintenance() -> None:
+    node_list = [a_node("n0", labels={"zone": "z1"}), a_node("n1")]
+    policies = [a_policy("pool"), a_policy("zone", {"matchLabels": {"zone": "z1"}})]
+    decision = pol.decide(policies, node_list, [an_nm("m", "n0", 1), an_nm("ok", "n1", 2)])
+    assert decision.verdicts["m"].kind == pol.CONFLICT and decision.verdicts["m"].policies == ("pool", "zone")
+    assert "pool, zone" in decision.verdicts["m"].message("n0") and "nodeSelectors" in decision.verdicts["m"].message("n0")
+    assert decision.verdicts["ok"].kind == pol.ADMITTED
+    assert decision.summaries["pool"].conflicts == decision.summaries["zone"].conflicts == (("n0", ("pool", "zone")),)
+    status = pol.policy_status({}, decision.summaries["zone"], 1, "2026-01-01T12:00:00Z")
+    assert status["conditions"][0]["type"] == "Conflict" and status["conditions"][0]["status"] == "True"
+    assert "node n0 is selected by pool, zone" in status["conditions"][0]["message"]
+
+
+def test_waiting_is_phase_pending_with_a_condition_naming_the_policy_and_the_position() -> None:
+    decision = pol.decide([a_policy("rolling", maxParallel=0)], [a_node("n0"), a_node("n1")], [an_nm("a", "n0", 1), an_nm("b", "n1", 2)])
+    body = {**an_nm("b", "n1", 2), "status": {}}
+    plan = pol.waiting_plan(body, decision.verdicts["b"], NOW)
+    assert plan.phase == "Pending" and plan.node_patch is None and not plan.removals and not plan.holds_node
+    queued = next(c for c in plan.status["conditions"] if c["type"] == "Queued")
+    assert (queued["status"], queued["reason"]) == ("True", "WaitingForSlot")
+    assert "NodeMaintenancePolicy rolling" in queued["message"] and "position 2 of 2" in queued["message"]
+    assert [e.reason for e in plan.events] == ["WaitingForSlot"]
+    # Moving up the line rewrites the condition but posts no new event.
+    again = pol.waiting_plan({**body, "status": plan.status}, pol.Verdict(pol.WAITING, decision.verdicts["b"].policy, 1, 1), NOW)
+    assert not again.events and "position 1 of 1" in next(c for c in again.status["conditions"] if c["type"] == "Queued")["message"]
+
+
+def test_drain_defaults_fill_only_what_the_maintenance_leaves_out() -> None:
+    policy = a_policy(drain={"gracePeriodSeconds": 60, "timeoutSeconds": 600})
+    body = {"metadata": {"name": "m"}, "spec": {"nodeName": "n0", "drain": {"timeoutSeconds": 30}}}
+    assert pol.with_defaults(body, policy)["spec"]["drain"] == {"gracePeriodSeconds": 60, "timeoutSeconds": 30}
+    assert body["spec"]["drain"] == {"timeoutSeconds": 30}

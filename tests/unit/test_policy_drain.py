@@ -1,0 +1,145 @@
+"""Drain rules and hook Jobs of a NodeMaintenancePolicy, and what the planner makes of them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from node_maintenance import drainrules as dr, hooks
+from node_maintenance.planner import plan
+
+from .test_planner import HELD, NOW, RUNNING, a_pod, maintenance
+
+DB = {"podSelector": {"matchLabels": {"app": "db"}}, "order": 10}
+WEB = {"podSelector": {"matchLabels": {"app": "web"}}, "order": -5}
+BATCH = {"podSelector": {"matchLabels": {"app": "batch"}}, "behavior": "WaitCompleted"}
+CACHE = {"podSelector": {"matchLabels": {"app": "cache"}}, "namespaces": ["infra"], "behavior": "Skip"}
+RULES = tuple(dr.Rule.of(r) for r in (WEB, DB, BATCH, CACHE))
+
+
+def _annotated(value: str, **kw: Any) -> dict[str, Any]:
+    return a_pod("x", annotations={dr.ANNOTATION: value}, **kw)
+
+
+@pytest.mark.parametrize(
+    ("pod", "behavior", "order"),
+    [
+        (a_pod("p", labels={"app": "db"}), dr.Behavior.DRAIN, 10),
+        (a_pod("p", labels={"app": "web"}), dr.Behavior.DRAIN, -5),
+        (a_pod("p", labels={"app": "other"}), dr.Behavior.DRAIN, 0),
+        (a_pod("p", labels={"app": "batch"}), dr.Behavior.WAIT_COMPLETED, 0),
+        (a_pod("p", ns="infra", labels={"app": "cache"}), dr.Behavior.SKIP, 0),
+        (a_pod("p", ns="app", labels={"app": "cache"}), dr.Behavior.DRAIN, 0),  # the rule is limited to namespace infra
+        # The annotation overrides every rule, in either case.
+        (_annotated("skip", labels={"app": "db"}), dr.Behavior.SKIP, 0),
+        (_annotated("Wait-Completed", labels={"app": "web"}), dr.Behavior.WAIT_COMPLETED, 0),
+        (_annotated("sikp"), dr.Behavior.INVALID, 0),
+    ],
+)
+def test_each_pod_gets_its_annotation_or_first_matching_rule(pod: dict[str, Any], behavior: dr.Behavior, order: int) -> None:
+    treatment = dr.treatment(pod, RULES)
+    assert (treatment.behavior, treatment.order) == (behavior, order)
+
+
+def test_first_matching_rule_wins() -> None:
+    rules = (dr.Rule.of({"podSelector": {}, "behavior": "Skip"}), dr.Rule.of(DB))
+    assert dr.treatment(a_pod("p", labels={"app": "db"}), rules).behavior is dr.Behavior.SKIP
+
+
+def test_a_misspelt_annotation_protects_the_pod_and_says_how_to_fix_it() -> None:
+    why = dr.treatment(_annotated("sikp"), ()).why
+    assert "app/x" in why and "'sikp'" in why and "neither skip nor wait-completed" in why
+
+
+@pytest.mark.parametrize(
+    ("pods", "held"),
+    [
+        # Lowest order first: the others wait.
+        ([a_pod("w", labels={"app": "web"}), a_pod("d", labels={"app": "db"}), a_pod("o")], {"uid-d": "", "uid-o": ""}),
+        # A terminating pod of the lowest order still holds the next order back.
+        ([a_pod("w", labels={"app": "web"}, terminating=True), a_pod("o")], {"uid-o": ""}),
+        # Finished pods may always go, whatever their order; the next order starts.
+        ([a_pod("w", labels={"app": "web"}, phase="Succeeded"), a_pod("o"), a_pod("d", labels={"app": "db"})], {"uid-d": ""}),
+        # WaitCompleted pods are never removed while running, and do not hold orders back.
+        ([a_pod("b", labels={"app": "batch"}), a_pod("d", labels={"app": "db"})], {"uid-b": "app/b is left to complete by itself (WaitCompleted)"}),
+        ([a_pod("b", labels={"app": "batch"}, phase="Succeeded")], {}),
+    ],
+)
+def test_held_pods(pods: list[dict[str, Any]], held: dict[str, str]) -> None:
+    assert dr.held(pods, RULES) == held
+
+
+def test_the_planner_evicts_order_by_order_and_leaves_skipped_pods() -> None:
+    pods = [a_pod("w", labels={"app": "web"}), a_pod("d", labels={"app": "db"}), a_pod("c", ns="infra", labels={"app": "cache"})]
+    m = maintenance(dict(RUNNING), rules=RULES)
+    first = plan(m, HELD, pods, [], NOW)
+    assert [r.name for r in first.removals] == ["w"]
+    assert [p["name"] for p in first.status["pendingPodsRefs"]] == ["d", "w"]  # the skipped cache pod is not waited for
+    second = plan(m, HELD, pods[1:], [], NOW)
+    assert [r.name for r in second.removals] == ["d"]
+    assert plan(m, HELD, pods[2:], [], NOW).phase == "Succeeded"
+
+
+def test_the_planner_waits_for_wait_completed_pods_and_deletes_them_once_done() -> None:
+    m = maintenance(dict(RUNNING), rules=RULES)
+    running = plan(m, HELD, [a_pod("b", labels={"app": "batch"})], [], NOW)
+    assert running.phase == "Running" and not running.removals
+    assert "app/b is left to complete by itself (WaitCompleted)" in running.status["lastError"]
+    done = plan(m, HELD, [a_pod("b", labels={"app": "batch"}, phase="Succeeded")], [], NOW)
+    assert [(r.name, r.delete) for r in done.removals] == [("b", True)]
+
+
+def test_without_a_policy_annotations_change_nothing() -> None:
+    decided = plan(maintenance(dict(RUNNING)), HELD, [_annotated("skip")], [], NOW)
+    assert [r.name for r in decided.removals] == ["x"]
+
+
+def test_a_hold_takes_the_node_but_evicts_nothing() -> None:
+    node = {**HELD, "metadata": {**HELD["metadata"], "annotations": {}}, "spec": {}}
+    decided = plan(maintenance(hold="preDrain Job running", rules=()), node, [a_pod("p")], [], NOW)
+    assert decided.node_patch is not None and decided.holds_node and not decided.removals
+    assert decided.phase == "Running" and decided.status["lastError"] == "preDrain Job running"
+    failed = plan(maintenance(dict(RUNNING), hold="preDrain Job failed", hold_failed=True, rules=()), HELD, [a_pod("p")], [], NOW)
+    assert failed.phase == "Failed" and not failed.removals and failed.holds_node
+
+
+NM = {"metadata": {"name": "worker-3", "uid": "1234"}, "spec": {"nodeName": "worker-3"}}
+TEMPLATE = {
+    "metadata": {"labels": {"team": "storage"}},
+    "spec": {"backoffLimit": 2, "template": {"spec": {"containers": [{"name": "c", "image": "tools:1", "env": [{"name": "NODE_NAME", "value": "stale"}, {"name": "X", "value": "1"}]}]}}},
+}
+
+
+def test_a_hook_job_runs_in_our_namespace_with_the_node_name_and_belongs_to_the_maintenance() -> None:
+    job = hooks.build_job(hooks.PRE_DRAIN, TEMPLATE, NM, "nmo")
+    assert job["metadata"]["namespace"] == "nmo" and job["metadata"]["name"] == hooks.job_name(hooks.PRE_DRAIN, NM)
+    assert len(job["metadata"]["name"]) <= 63 and job["metadata"]["name"] != hooks.job_name(hooks.POST_MAINTENANCE, NM)
+    assert job["metadata"]["labels"] == {"team": "storage", hooks.HOOK_LABEL: "pre-drain"}
+    assert job["metadata"]["ownerReferences"][0]["uid"] == "1234"
+    pod = job["spec"]["template"]["spec"]
+    assert pod["restartPolicy"] == "Never" and job["spec"]["backoffLimit"] == 2
+    assert pod["containers"][0]["env"] == [{"name": "NODE_NAME", "value": "worker-3"}, {"name": "NODE_MAINTENANCE", "value": "worker-3"},
+                                           {"name": "X", "value": "1"}]
+    assert TEMPLATE["spec"]["template"]["spec"]["containers"][0]["env"][0]["value"] == "stale"  # the policy is not changed
+
+
+def _job(conditions: list[dict[str, str]], failed: int = 0) -> dict[str, Any]:
+    return {"metadata": {"name": "j"}, "status": {"conditions": conditions, "failed": failed}}
+
+
+@pytest.mark.parametrize(
+    ("job", "state", "words"),
+    [
+        (None, hooks.MISSING, "being created"),
+        (_job([]), hooks.RUNNING, "nmo/j of NodeMaintenancePolicy p is running"),
+        (_job([], failed=1), hooks.RUNNING, "1 failed pod(s) so far, retried up to its backoffLimit"),
+        (_job([{"type": "Complete", "status": "True"}]), hooks.SUCCEEDED, "succeeded"),
+        (_job([{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": "Job has reached the specified backoff limit"}], 3),
+         hooks.FAILED, "failed (BackoffLimitExceeded: Job has reached the specified backoff limit); see its pods' logs, then delete the Job"),
+        (_job([{"type": "Failed", "status": "False"}]), hooks.RUNNING, "running"),
+    ],
+)
+def test_hook_outcomes(job: dict[str, Any] | None, state: str, words: str) -> None:
+    outcome = hooks.outcome(hooks.PRE_DRAIN, "p", job, "nmo")
+    assert outcome.state == state and words in outcome.message and outcome.message.startswith("preDrain Job")
