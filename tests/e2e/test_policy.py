@@ -359,3 +359,18 @@ def test_a_node_selected_by_two_policies_is_reported_everywhere_and_not_touched(
     cluster.kubectl("delete", NMP, second)
     eventually(lambda: nm_status(cluster, name).get("phase") == "Succeeded", "drained after the conflict ended")
     cluster.kubectl("delete", NM, name, "--timeout=60s")
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"maxParallel": "two"}, 'maxParallel must be a count of 0 or more, or a percentage such as "20%"'),
+        ({"maxUnavailable": -1}, 'maxUnavailable must be a count of 0 or more, or a percentage such as "10%"'),
+        ({"drainRules": [{"podSelector": {}, "behavior": "Skip", "order": 3}]}, "order applies to behavior Drain only; remove order or set behavior: Drain"),
+    ],
+)
+def test_bad_policies_are_refused_naming_the_field_and_the_fix(cluster: Cluster, policy_crd: str, spec: dict[str, Any], message: str) -> None:
+    policy = {"apiVersion": "nodemaintenance.kubevirt.io/v1beta1", "kind": "NodeMaintenancePolicy", "metadata": {"name": f"bad-{uuid.uuid4().hex[:6]}"},
+              "spec": {"nodeSelector": {"matchLabels": _pool()}, **spec}}
+    result = cluster.kubectl("apply", "-f", "-", input=json.dumps(policy), check=False)
+    assert result.returncode != 0 and message in result.stderr, result.stderr
