@@ -1,0 +1,133 @@
+"""``make soak``: NodeMaintenances created and deleted at random on ten nodes for ``--minutes``, while the
+operator is SIGKILLed every few seconds (the first half) and its link to the API server meets latency,
+resets and blackouts through Toxiproxy (all along). The invariants are checked after every step.
+
+The second half runs one operator process without kills, so its memory is compared from when it has
+warmed up to the end. Writes report.json and report.txt; exits 1 on any invariant violation, a
+maintenance left unfinished, or memory at the end more than 10% above the start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from devcluster.cluster import Cluster
+from devcluster.operator import CRD_NAME, NAMESPACE, OperatorProcess, grant_csv_permissions
+from devcluster.toxiproxy import Toxiproxy, kubeconfig_through
+from rich.console import Console
+from rich.table import Table
+
+from .chaos import Api, BudgetMonitor, Loop, Supervisor, Tally, build_workload
+
+ROOT = Path(__file__).resolve().parent.parent
+CRD_FILE = ROOT / "bundle" / "manifests" / "nodemaintenance.kubevirt.io_nodemaintenances.yaml"
+MEMORY_BAR = 1.10
+SETTLE_SECONDS = 180
+
+
+def soak(minutes: float, seed: int, workdir: Path) -> dict:
+    """Run the soak on a fresh local control plane; return the report."""
+    tally = Tally()
+    seconds = minutes * 60
+    with Cluster() as cluster, Toxiproxy(cluster.logs_dir) as toxiproxy:
+        cluster.kubectl("apply", "--server-side", "-f", str(CRD_FILE))
+        cluster.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
+        proxy = toxiproxy.proxy("apiserver", urlsplit(cluster.server).netloc)
+        kubeconfig = kubeconfig_through(proxy, grant_csv_permissions(cluster, NAMESPACE), workdir / "proxied.kubeconfig")
+        operator = OperatorProcess(cluster, workdir / "operator", kubeconfig, identity="soak")
+        admin = Api(cluster)
+        cluster.kubectl("create", "namespace", "soak")
+        workload = build_workload(cluster, admin, "soak", "soak", nodes=10, spares=2, cordoned=2, scale=2)
+        operator.start()
+        with Supervisor(operator, tally) as supervisor, BudgetMonitor(admin, "soak", tally) as monitor:
+            loop = Loop(admin, workload, supervisor, tally, random.Random(seed), proxy=proxy, prefix="soak")
+            first = loop.run(seconds / 2)
+            # The second half: one process, no kills; its memory once warm against its memory at the end.
+            loop.kill_every = None
+            starts = operator.starts
+            warmup = min(120.0, seconds / 6)
+            second = loop.run(warmup)
+            rss_start = operator.rss_bytes()
+            third = loop.run(seconds / 2 - warmup)
+            rss_end = operator.rss_bytes()
+            one_process = operator.starts == starts
+            settled = third.settled(SETTLE_SECONDS)
+            given_back = loop.clean_up(SETTLE_SECONDS)
+        operator.stop()
+    faults = dict(tally.faults)
+    return {
+        "minutes": minutes,
+        "seed": seed,
+        "operations": dict(tally.operations),
+        "faults": faults,
+        "faults_total": sum(faults.values()),
+        "toxics_added": dict(proxy.injected),
+        "invariant_checks": first.checks + second.checks + third.checks,
+        "budget_samples": monitor.samples,
+        "violations": tally.violations + settled + given_back,
+        "operator_exits": tally.exits,
+        "memory": {"start_mib": round(rss_start / 2**20, 1), "end_mib": round(rss_end / 2**20, 1),
+                   "ratio": round(rss_end / rss_start, 3), "one_process": one_process},
+    }
+
+
+def failures(report: dict) -> list[str]:
+    found = [f"{len(report['violations'])} invariant violation(s)"] if report["violations"] else []
+    memory = report["memory"]
+    if not memory["one_process"]:
+        found.append("the operator restarted during the memory comparison")
+    if memory["ratio"] > MEMORY_BAR:
+        found.append(f"memory grew {memory['ratio']:.2f}x (bar {MEMORY_BAR:.2f}x)")
+    if not report["operations"].get("create") or not report["faults_total"]:
+        found.append("no work or no fault happened")
+    return found
+
+
+def render(report: dict) -> Table:
+    table = Table(title=f"soak: {report['minutes']:g} min, seed {report['seed']}")
+    table.add_column("what")
+    table.add_column("count", justify="right")
+    for name, count in sorted(report["operations"].items()):
+        table.add_row(f"operation: {name}", str(count))
+    for name, count in sorted(report["faults"].items()):
+        table.add_row(f"fault: {name}", str(count))
+    table.add_row("invariant checks", str(report["invariant_checks"]))
+    table.add_row("budget samples", str(report["budget_samples"]))
+    table.add_row("invariant violations", str(len(report["violations"])))
+    table.add_row("operator exits by itself", str(len(report["operator_exits"])))
+    memory = report["memory"]
+    table.add_row("operator memory start / end", f"{memory['start_mib']} / {memory['end_mib']} MiB ({memory['ratio']:.3f}x)")
+    return table
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m soak", description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=30.0)
+    parser.add_argument("--seed", type=int, default=None, help="random seed (default: the time)")
+    parser.add_argument("--out", type=Path, default=ROOT / "build" / "soak")
+    args = parser.parse_args(argv)
+    seed = args.seed if args.seed is not None else int(time.time())
+    with tempfile.TemporaryDirectory(prefix="nmo-soak-") as workdir:
+        report = soak(args.minutes, seed, Path(workdir))
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    console = Console(record=True, width=100)
+    console.print(render(report))
+    for line in report["violations"]:
+        console.print(f"[red]violation[/red] {line}")
+    found = failures(report)
+    for line in found:
+        console.print(f"[red]FAILED[/red] {line}")
+    (args.out / "report.txt").write_text(console.export_text())
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

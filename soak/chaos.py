@@ -1,0 +1,387 @@
+"""Faults against a working operator, with the invariants (``soak.invariants``) checked after every step.
+
+Used by the fault tests (tests/e2e/faults) and by ``make soak``: a workload of nodes, Deployments and
+PodDisruptionBudgets; a monitor that watches the budgets from outside the operator; a supervisor that
+restarts the operator when it exits (as the kubelet restarts its container); and the random loop that
+creates and deletes NodeMaintenances while the operator is SIGKILLed and its link to the API server
+suffers latency, resets and blackouts.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from devcluster.cluster import Cluster
+from devcluster.operator import OperatorProcess
+from devcluster.toxiproxy import Proxy
+from kubernetes import client
+
+from node_maintenance import api
+from node_maintenance.conversion import HUB
+
+from .invariants import NodeBefore, node_violations, pdb_violations, settled_violations
+
+# A node's state read apart from the NodeMaintenances can look wrong for an instant (one changed in
+# between); a node violation counts only if it is still there when looked at again after this long.
+CONFIRM_SECONDS = 3.0
+IMAGE = "registry.invalid/app:1"
+
+
+def _json(response: Any) -> dict[str, Any]:
+    return json.loads(response.data)
+
+
+@dataclass
+class Tally:
+    """What a run did and found; ``violations`` must stay empty."""
+
+    operations: Counter[str] = field(default_factory=Counter)
+    faults: Counter[str] = field(default_factory=Counter)
+    violations: list[str] = field(default_factory=list)
+    exits: list[int] = field(default_factory=list)  # exit codes of operator processes that ended by themselves
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def count(self, kind: str, what: str, n: int = 1) -> None:
+        with self._lock:
+            (self.operations if kind == "op" else self.faults)[what] += n
+
+    def violate(self, found: list[str]) -> None:
+        with self._lock:
+            self.violations.extend(f"{time.strftime('%H:%M:%S')} {v}" for v in found)
+
+
+class Api:
+    """The admin's view of the cluster, as plain JSON (the invariants read what the API returns)."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.client = cluster.api_client()
+        self.core = client.CoreV1Api(self.client)
+        self.policy = client.PolicyV1Api(self.client)
+        self.custom = client.CustomObjectsApi(self.client)
+        self.apps = client.AppsV1Api(self.client)
+
+    def nodes(self, selector: str) -> list[dict[str, Any]]:
+        return _json(self.core.list_node(label_selector=selector, _preload_content=False))["items"]
+
+    def pods(self, namespace: str) -> list[dict[str, Any]]:
+        return _json(self.core.list_namespaced_pod(namespace, _preload_content=False, _request_timeout=10))["items"]
+
+    def budgets(self, namespace: str) -> list[dict[str, Any]]:
+        return _json(self.policy.list_namespaced_pod_disruption_budget(namespace, _preload_content=False, _request_timeout=10))["items"]
+
+    def maintenances(self) -> list[dict[str, Any]]:
+        return _json(self.custom.list_cluster_custom_object(api.GROUP, HUB, api.PLURAL, _preload_content=False))["items"]
+
+    def create_maintenance(self, name: str, node: str) -> None:
+        body = {"apiVersion": f"{api.GROUP}/{HUB}", "kind": "NodeMaintenance", "metadata": {"name": name},
+                "spec": {"nodeName": node, "reason": "fault test"}}
+        self.custom.create_cluster_custom_object(api.GROUP, HUB, api.PLURAL, body)
+
+    def delete_maintenance(self, name: str) -> None:
+        self.custom.delete_cluster_custom_object(api.GROUP, HUB, api.PLURAL, name)
+
+
+@dataclass
+class Workload:
+    """Nodes to maintain, spare nodes never maintained, and budgeted Deployments spread over all of them."""
+
+    namespace: str
+    selector: str  # label selector of every node of the workload
+    nodes: list[str]
+    spares: list[str]
+    before: dict[str, NodeBefore]
+    deployments: dict[str, int]  # name -> replicas
+
+    @property
+    def pods(self) -> int:
+        return sum(self.deployments.values())
+
+
+# (name, replicas, budget spec): the budgets allow one disruption at a time, in each of their forms.
+BUDGETED = (("paced", 6, {"maxUnavailable": 1}), ("quorum", 5, {"minAvailable": 4}), ("half", 4, {"minAvailable": "50%"}))
+
+
+def build_workload(cluster: Cluster, api_: Api, namespace: str, run: str, *, nodes: int, spares: int,
+                   cordoned: int = 0, scale: int = 1, on_targets_only: bool = False) -> Workload:
+    """Create the nodes (the first ``cordoned`` of them cordoned beforehand, to be given back so) and the
+    Deployments with their budgets (``scale`` times the replicas of ``BUDGETED``); return once every pod is ready.
+
+    With ``on_targets_only`` every pod starts on the nodes to maintain and the spares stay cordoned until
+    :func:`open_spares`: a drain evicts one pod per budget, whose replacement waits for room, and holds there."""
+    names = [f"{run}-n{i}" for i in range(nodes)]
+    spare_names = [f"{run}-s{i}" for i in range(spares)]
+    labels = {"fault-run": run}
+    for index, name in enumerate(names + spare_names):
+        cluster.create_kwok_node(name, labels=labels, unschedulable=index < cordoned or (on_targets_only and name in spare_names))
+    for name in names + spare_names:
+        cluster.wait_node_ready(name)
+    pool = names + spare_names
+    deployments = {}
+    objects: list[dict[str, Any]] = []
+    for name, replicas, budget in BUDGETED:
+        deployments[name] = replicas * scale
+        objects.append(_deployment(name, namespace, pool, replicas * scale))
+        objects.append({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": name, "namespace": namespace},
+                        "spec": {"selector": {"matchLabels": {"app": name}}, **budget}})
+    cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    workload = Workload(namespace, f"fault-run={run}", names, spare_names, {}, deployments)
+    _until(lambda: _all_ready(api_, workload), "every pod of the workload ready and counted by its budget", 180)
+    workload.before = {n["metadata"]["name"]: NodeBefore.of(n) for n in api_.nodes(workload.selector)}
+    return workload
+
+
+def open_spares(cluster: Cluster, api_: Api, workload: Workload) -> None:
+    """Uncordon the spare nodes: evicted pods find room again."""
+    for name in workload.spares:
+        cluster.kubectl("uncordon", name)
+    for node in api_.nodes(workload.selector):
+        if node["metadata"]["name"] in workload.spares:
+            workload.before[node["metadata"]["name"]] = NodeBefore.of(node)
+
+
+def _deployment(name: str, namespace: str, pool: list[str], replicas: int) -> dict[str, Any]:
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": pool}]}]}}}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"terminationGracePeriodSeconds": 1, "affinity": affinity,
+                                           "containers": [{"name": "c", "image": IMAGE}]}}}}
+
+
+def _all_ready(api_: Api, workload: Workload) -> bool:
+    ready = [p for p in api_.pods(workload.namespace)
+             if any(c["type"] == "Ready" and c["status"] == "True" for c in p.get("status", {}).get("conditions") or [])]
+    counted = all((b.get("status") or {}).get("expectedPods") for b in api_.budgets(workload.namespace))
+    return len(ready) == workload.pods and counted
+
+
+def _until(check: Callable[[], Any], what: str, timeout: float, interval: float = 0.5) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if result := check():
+                return result
+        except Exception:  # the API server may be restarting under a fault test
+            pass
+        time.sleep(interval)
+    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+class BudgetMonitor:
+    """Reads the workload's pods and budgets every ``interval`` from outside the operator and records
+    every moment a budget has fewer healthy pods than it demands."""
+
+    def __init__(self, api_: Api, namespace: str, tally: Tally, interval: float = 0.2) -> None:
+        self.api, self.namespace, self.tally, self.interval = api_, namespace, tally, interval
+        self.samples = 0
+        self.errors = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="budget monitor", daemon=True)
+
+    def __enter__(self) -> "BudgetMonitor":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                found = pdb_violations(self.api.budgets(self.namespace), self.api.pods(self.namespace))
+            except Exception:  # the API server may be away under a fault test; the next sample looks again
+                self.errors += 1
+                continue
+            self.samples += 1
+            if found:
+                self.tally.violate(found)
+
+
+class Supervisor:
+    """Keeps the operator running as the kubelet keeps a container: started again when it exits by itself
+    (its exit code is recorded), and SIGKILLed on request (``kill``).
+
+    Every start happens on the supervisor's own thread: a child dies with the thread that started it
+    (``processes.die_with_parent``), so no short-lived thread may start the operator. On exit the
+    supervisor stops the operator it started, cleanly (the Lease is released)."""
+
+    def __init__(self, operator: OperatorProcess, tally: Tally, backoff: float = 1.0) -> None:
+        self.operator, self.tally, self.backoff = operator, tally, backoff
+        self.kills = 0
+        self._killed: set[int] = set()  # pids SIGKILLed on request: their end is no exit by themselves
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="operator supervisor", daemon=True)
+
+    def __enter__(self) -> "Supervisor":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._thread.join()
+
+    def kill(self) -> None:
+        """SIGKILL the operator, like the OOM killer; it is started again at once."""
+        with self._lock:
+            if self.operator.process is not None:
+                self._killed.add(self.operator.process.pid)
+            self.operator.kill()
+            self.kills += 1
+            self.tally.count("fault", "operator SIGKILL")
+        self._wake.set()
+
+    def _run(self) -> None:
+        started = False
+        while not self._stop.is_set():
+            self._wake.wait(self.backoff)
+            self._wake.clear()
+            with self._lock:
+                process = self.operator.process
+                if self._stop.is_set() or process is None or process.alive():
+                    continue
+                if process.pid not in self._killed:
+                    self.tally.exits.append(process.popen.returncode)
+                try:
+                    self.operator.start()
+                except Exception:  # it exited during its start (the API server away): the next round tries again
+                    pass
+                started = True
+        if started:
+            self.operator.stop()
+
+
+class Checker:
+    """The instant node invariants over the workload's nodes, each confirmed by a second look."""
+
+    def __init__(self, api_: Api, workload: Workload, tally: Tally) -> None:
+        self.api, self.workload, self.tally = api_, workload, tally
+        self.checks = 0
+
+    def _found(self) -> list[str]:
+        nodes = self.api.nodes(self.workload.selector)
+        maintenances = self.api.maintenances()
+        return [v for n in nodes for v in node_violations(n, self.workload.before[n["metadata"]["name"]], maintenances)]
+
+    def check(self) -> None:
+        self.checks += 1
+        try:
+            first = self._found()
+            if not first:
+                return
+            time.sleep(CONFIRM_SECONDS)
+            confirmed = sorted(set(first) & set(self._found()))
+        except Exception:  # the API server away: the next step looks again
+            return
+        self.tally.violate(confirmed)
+
+    def settled(self, timeout: float) -> list[str]:
+        """Wait until the operator has caught up; what still fails at the deadline."""
+        left: list[str] = []
+
+        def caught_up() -> bool:
+            nonlocal left
+            maintenances = [m for m in self.api.maintenances() if m["spec"].get("nodeName") in self.workload.before]
+            nodes = self.api.nodes(self.workload.selector)
+            left = settled_violations(nodes, maintenances, self.api.pods(self.workload.namespace)) + [
+                v for n in nodes for v in node_violations(n, self.workload.before[n["metadata"]["name"]], maintenances)]
+            return not left
+
+        try:
+            _until(caught_up, "the operator to catch up", timeout, interval=1.0)
+        except TimeoutError:
+            return left
+        return []
+
+
+@dataclass
+class Loop:
+    """The random create/delete loop over ``workload``, with kills and network faults on their own clocks."""
+
+    api: Api
+    workload: Workload
+    supervisor: Supervisor
+    tally: Tally
+    rng: random.Random
+    proxy: Proxy | None = None
+    kill_every: tuple[float, float] | None = (3.0, 7.0)  # seconds between SIGKILLs
+    fault_every: tuple[float, float] = (4.0, 10.0)  # seconds between network faults
+    step_every: tuple[float, float] = (0.5, 2.0)
+    prefix: str = "fault"
+    _serial: int = 0
+
+    def run(self, seconds: float) -> Checker:
+        checker = Checker(self.api, self.workload, self.tally)
+        stop = threading.Event()
+        threads = [threading.Thread(target=self._kills, args=(stop,), daemon=True)] if self.kill_every else []
+        if self.proxy is not None:
+            threads.append(threading.Thread(target=self._network, args=(stop,), daemon=True))
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + seconds
+        try:
+            while time.monotonic() < deadline:
+                self._step()
+                checker.check()
+                time.sleep(self.rng.uniform(*self.step_every))
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join()
+        return checker
+
+    def _mine(self) -> list[dict[str, Any]]:
+        return [m for m in self.api.maintenances() if m["spec"].get("nodeName") in self.workload.before]
+
+    def _step(self) -> None:
+        try:
+            existing = self._mine()
+            taken = {m["spec"]["nodeName"] for m in existing}
+            free = [n for n in self.workload.nodes if n not in taken]
+            live = [m["metadata"]["name"] for m in existing if not m["metadata"].get("deletionTimestamp")]
+            if free and (not live or self.rng.random() < 0.55):
+                self._serial += 1
+                self.api.create_maintenance(f"{self.prefix}-{self._serial}", self.rng.choice(free))
+                self.tally.count("op", "create")
+            elif live:
+                self.api.delete_maintenance(self.rng.choice(live))
+                self.tally.count("op", "delete")
+        except client.ApiException as error:
+            self.tally.count("op", f"refused ({error.status})")
+
+    def _kills(self, stop: threading.Event) -> None:
+        assert self.kill_every is not None
+        while not stop.wait(self.rng.uniform(*self.kill_every)):
+            self.supervisor.kill()
+
+    def _network(self, stop: threading.Event) -> None:
+        assert self.proxy is not None
+        while not stop.wait(self.rng.uniform(*self.fault_every)):
+            kind = self.rng.choice(("latency", "reset", "blackout"))
+            if kind == "latency":
+                with self.proxy.toxic("latency", {"latency": 300, "jitter": 200}):
+                    stop.wait(self.rng.uniform(2, 6))
+            elif kind == "reset":
+                self.proxy.reset_connections()
+            else:
+                with self.proxy.blackout():
+                    stop.wait(self.rng.uniform(1, 5))
+            self.tally.count("fault", f"network {kind}")
+
+    def clean_up(self, timeout: float) -> list[str]:
+        """Delete every NodeMaintenance of the run; what is left wrong once the operator gave the nodes back."""
+        for m in self._mine():
+            if not m["metadata"].get("deletionTimestamp"):
+                self.api.delete_maintenance(m["metadata"]["name"])
+        checker = Checker(self.api, self.workload, self.tally)
+        return checker.settled(timeout)

@@ -1,0 +1,89 @@
+"""A drain of nodes under budgets with a fault injected in the middle, and the checks every fault test makes."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from devcluster.cluster import Cluster
+from devcluster.operator import OperatorProcess
+from devcluster.toxiproxy import Proxy
+
+from soak.chaos import Api, BudgetMonitor, Checker, Tally, Workload, build_workload, open_spares
+
+from ..helpers import eventually
+
+
+@dataclass
+class Drain:
+    workload: Workload
+    monitor: BudgetMonitor
+    seconds: float
+
+
+def drain_with_fault(cluster: Cluster, admin: Api, namespace: str, run_id: str, tally: Tally,
+                     fault: Callable[[Callable[[], None]], None], *, nodes: int = 3, timeout: float = 240) -> Drain:
+    """Put ``nodes`` nodes carrying budgeted pods into maintenance and return once every maintenance Succeeded.
+
+    The spare nodes start cordoned, so the drain holds after one eviction per budget; ``fault`` is
+    called then, with a function that uncordons the spares (the drain goes on) for it to call when it
+    wants. The budgets are watched all along."""
+    workload = build_workload(cluster, admin, namespace, run_id, nodes=nodes, spares=2, on_targets_only=True)
+    started = time.monotonic()
+    with BudgetMonitor(admin, namespace, tally) as monitor:
+        for node in workload.nodes:
+            admin.create_maintenance(f"{node}-nm", node)
+        eventually(lambda: _waiting_for_room(admin, workload), "the drain holding on the budgets, replacements pending", timeout=60)
+        fault(lambda: open_spares(cluster, admin, workload))
+        eventually(lambda: _succeeded(admin, workload), f"the {nodes} maintenances Succeeded", timeout=timeout, interval=1)
+        left = Checker(admin, workload, tally).settled(60)
+    assert not left, left
+    assert monitor.samples > 10, f"the budgets were looked at only {monitor.samples} times"
+    return Drain(workload, monitor, time.monotonic() - started)
+
+
+def _waiting_for_room(admin: Api, workload: Workload) -> bool:
+    return any(p.get("status", {}).get("phase") == "Pending" for p in admin.pods(workload.namespace))
+
+
+def _succeeded(admin: Api, workload: Workload) -> bool:
+    try:
+        mine = [m for m in admin.maintenances() if m["spec"]["nodeName"] in workload.nodes]
+    except Exception:  # the API server may be restarting
+        return False
+    return len(mine) == len(workload.nodes) and all((m.get("status") or {}).get("phase") == "Succeeded" for m in mine)
+
+
+def give_back(admin: Api, workload: Workload, tally: Tally) -> None:
+    """Delete the maintenances; every node must return to how it was before."""
+    for node in workload.nodes:
+        admin.delete_maintenance(f"{node}-nm")
+    left = Checker(admin, workload, tally).settled(60)
+    assert not left, left
+
+
+def log_lines_since(operator: OperatorProcess, offset: int, needle: str) -> list[str]:
+    return [line for line in operator.logs()[offset:].splitlines() if needle in line]
+
+
+def request_seconds(proxy: Proxy, cluster: Cluster) -> float:
+    """How long one TLS handshake and GET /version through the proxy take."""
+    context = ssl.create_default_context(cafile=str(cluster.ca_file))
+    started = time.monotonic()
+    with socket.create_connection(("127.0.0.1", proxy.port), timeout=30) as raw, context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+        tls.sendall(b"GET /version HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        while tls.recv(65536):
+            pass
+    return time.monotonic() - started
+
+
+def refused(proxy: Proxy) -> bool:
+    """Whether the proxy refuses connections (its link blacked out)."""
+    try:
+        socket.create_connection(("127.0.0.1", proxy.port), timeout=5).close()
+    except ConnectionRefusedError:
+        return True
+    return False

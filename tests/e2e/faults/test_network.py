@@ -1,0 +1,94 @@
+"""Network faults between the operator and the API server (through Toxiproxy) in the middle of a drain
+of three nodes under PodDisruptionBudgets: the operator recovers, finishes, and no budget is broken."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import pytest
+from devcluster.cluster import Cluster
+from devcluster.operator import OperatorProcess
+from devcluster.toxiproxy import Proxy
+
+from soak.chaos import Api, Supervisor, Tally
+
+from ..helpers import eventually
+from .helpers import drain_with_fault, give_back, log_lines_since, refused, request_seconds
+
+pytestmark = pytest.mark.e2e
+
+LATENCY_MS = 400
+BLACKOUT_SECONDS = 30
+
+
+def test_added_latency(cluster: Cluster, admin: Api, namespace: str, run_id: str, tally: Tally, api_proxy: Proxy,
+                       supervised: Supervisor) -> None:
+    baseline = request_seconds(api_proxy, cluster)
+    measured: list[float] = []
+
+    def slow_link(go_on: Callable[[], None]) -> None:
+        api_proxy.add_toxic("latency", {"latency": LATENCY_MS, "jitter": 100})
+        api_proxy.add_toxic("latency", {"latency": LATENCY_MS, "jitter": 100}, stream="upstream")
+        measured.append(request_seconds(api_proxy, cluster))
+        go_on()
+
+    drain = drain_with_fault(cluster, admin, namespace, run_id, tally, slow_link)  # the toxics stay until the end
+    # The fault happened: a request through the proxy now takes at least the added delay both ways.
+    assert measured[0] >= 2 * (LATENCY_MS - 100) / 1000 > baseline, (baseline, measured)
+    assert tally.violations == [] and tally.exits == [], (tally.violations, tally.exits)
+    for toxic in api_proxy.toxics():
+        api_proxy.remove_toxic(toxic["name"])
+    give_back(admin, drain.workload, tally)
+    assert tally.violations == []
+
+
+def test_connections_reset_in_the_middle_of_watches(cluster: Cluster, admin: Api, namespace: str, run_id: str, tally: Tally,
+                                                    api_proxy: Proxy, proxied_operator: OperatorProcess, supervised: Supervisor) -> None:
+    resets: list[list[str]] = []
+
+    def reset_three_times(go_on: Callable[[], None]) -> None:
+        for round_ in range(3):
+            if round_ == 2:
+                go_on()  # two resets while the drain holds on its budgets, one while it goes on
+            offset = len(proxied_operator.logs())
+            with api_proxy.toxic("reset_peer", {"timeout": 0}):
+                # Events on the watches the operator holds (budgets, pods): each link is reset as one passes.
+                for kind in ("pdb", "pods"):
+                    cluster.kubectl("annotate", kind, "--all", "-n", namespace, f"fault-test/poke={round_}", "--overwrite")
+                # The fault happened: the operator's watches broke and resumed.
+                resets.append(eventually(lambda: log_lines_since(proxied_operator, offset, "watch of"), "the operator's watches reset", timeout=30))
+            time.sleep(1)
+
+    drain = drain_with_fault(cluster, admin, namespace, run_id, tally, reset_three_times)
+    assert all(resets), f"a reset broke none of the operator's watches: {resets}"
+    assert api_proxy.injected["reset_peer"] == 3
+    assert tally.violations == [] and tally.exits == [], (tally.violations, tally.exits)
+    give_back(admin, drain.workload, tally)
+    assert tally.violations == []
+
+
+def test_thirty_second_blackout(cluster: Cluster, admin: Api, namespace: str, run_id: str, tally: Tally, api_proxy: Proxy,
+                                proxied_operator: OperatorProcess, supervised: Supervisor) -> None:
+    seen: dict[str, object] = {}
+    pid = proxied_operator.process.pid
+
+    def blackout(go_on: Callable[[], None]) -> None:
+        offset = len(proxied_operator.logs())
+        with api_proxy.blackout():
+            started = time.monotonic()
+            seen["refused"] = refused(api_proxy)
+            go_on()  # the budgets free up while the operator cannot see it
+            time.sleep(BLACKOUT_SECONDS - (time.monotonic() - started))
+        seen["failures"] = len(log_lines_since(proxied_operator, offset, "failed"))
+
+    drain = drain_with_fault(cluster, admin, namespace, run_id, tally, blackout)
+    # The fault happened: the proxy refused connections, and the operator met failing requests.
+    assert seen["refused"] is True and seen["failures"], seen
+    assert drain.seconds >= BLACKOUT_SECONDS
+    # Longer than the Lease: the operator stopped reconciling and took the Lease again, in the same process.
+    assert "competing for it again" in proxied_operator.logs()
+    assert proxied_operator.process.pid == pid and tally.exits == [], tally.exits
+    assert tally.violations == [], tally.violations
+    give_back(admin, drain.workload, tally)
+    assert tally.violations == []

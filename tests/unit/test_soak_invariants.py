@@ -1,0 +1,133 @@
+"""The invariants the fault tests and the soak check after every step: each one finds what it must, and only that."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from node_maintenance.node import HOLDER, TAINT
+
+from soak.invariants import NodeBefore, desired_healthy, node_violations, pdb_violations, settled_violations
+
+OUR_TAINT = dict(TAINT)
+LIFECYCLE_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
+
+
+def node(name: str = "n1", *, unschedulable: bool = False, holder: str | None = None, taints: list[dict] | None = None) -> dict[str, Any]:
+    annotations = {HOLDER: holder} if holder else {}
+    return {"metadata": {"name": name, "annotations": annotations}, "spec": {"unschedulable": unschedulable, "taints": taints or []}}
+
+
+def held(name: str = "n1", holder: str = "m1") -> dict[str, Any]:
+    return node(name, unschedulable=True, holder=holder, taints=[OUR_TAINT, LIFECYCLE_TAINT])
+
+
+def nm(name: str = "m1", node_name: str = "n1", *, phase: str | None = None, deleting: bool = False) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "finalizers": ["nodemaintenance.kubevirt.io/finalizer"]}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return {"metadata": meta, "spec": {"nodeName": node_name}, "status": {"phase": phase} if phase else {}}
+
+
+def pod(name: str, *, node_name: str = "n1", labels: dict | None = None, ready: bool = True, deleting: bool = False,
+        owner: str | None = "ReplicaSet", phase: str = "Running") -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": "ns", "labels": labels or {"app": "a"}}
+    if owner:
+        meta["ownerReferences"] = [{"kind": owner, "name": "o", "controller": True}]
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return {"metadata": meta, "spec": {"nodeName": node_name},
+            "status": {"phase": phase, "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+
+
+def pdb(expected: int | None, **spec: Any) -> dict[str, Any]:
+    status = {"expectedPods": expected} if expected is not None else {}
+    return {"metadata": {"name": "b", "namespace": "ns"}, "spec": {"selector": {"matchLabels": {"app": "a"}}, **spec}, "status": status}
+
+
+FREE = NodeBefore(unschedulable=False, taints=frozenset())
+CORDONED = NodeBefore(unschedulable=True, taints=frozenset())
+
+
+class TestNode:
+    def test_a_node_nobody_holds_as_before_is_fine(self) -> None:
+        assert node_violations(node(), FREE, []) == []
+        assert node_violations(node(unschedulable=True), CORDONED, []) == []
+
+    def test_a_node_held_by_an_existing_maintenance_is_fine(self) -> None:
+        assert node_violations(held(), FREE, [nm(phase="Succeeded")]) == []
+        assert node_violations(held(), FREE, [nm(deleting=True)]) == []  # being given back
+
+    def test_wrongly_cordoned_without_a_holder(self) -> None:
+        (found,) = node_violations(node(unschedulable=True), FREE, [])
+        assert "cordoned while no NodeMaintenance holds it" in found
+
+    def test_wrongly_uncordoned_a_node_cordoned_before(self) -> None:
+        (found,) = node_violations(node(), CORDONED, [])
+        assert "uncordoned while no NodeMaintenance holds it" in found
+
+    def test_our_taint_left_behind(self) -> None:
+        (found,) = node_violations(node(taints=[OUR_TAINT]), FREE, [])
+        assert "drain taint" in found
+
+    def test_held_by_a_maintenance_that_is_gone(self) -> None:
+        (found,) = node_violations(held(holder="gone"), FREE, [nm("other")])
+        assert "held by NodeMaintenance gone, which no longer exists" in found
+
+    def test_held_by_a_maintenance_of_another_node(self) -> None:
+        (found,) = node_violations(held(), FREE, [nm(node_name="n2")])
+        assert "which is for node n2" in found
+
+    def test_held_but_not_cordoned(self) -> None:
+        (found,) = node_violations(node(holder="m1", taints=[OUR_TAINT]), FREE, [nm()])
+        assert "not cordoned and tainted" in found
+
+    def test_succeeded_maintenance_whose_node_is_not_held(self) -> None:
+        (found,) = node_violations(node(), FREE, [nm(phase="Succeeded")])
+        assert "reports Succeeded but the node is held by None" in found
+        assert node_violations(node(), FREE, [nm(phase="Succeeded", deleting=True)]) == []
+
+    def test_foreign_taints_must_stay_and_controller_taints_do_not_count(self) -> None:
+        before = NodeBefore.of(node(taints=[{"key": "team", "value": "x", "effect": "NoSchedule"}]))
+        (found,) = node_violations(node(), before, [])
+        assert "taints not ours changed" in found
+        assert node_violations(node(taints=[{"key": "team", "value": "x", "effect": "NoSchedule"}, LIFECYCLE_TAINT]), before, []) == []
+
+
+class TestBudgets:
+    @pytest.mark.parametrize(("spec", "expected", "desired"), [
+        ({"minAvailable": 2}, 4, 2),
+        ({"minAvailable": "50%"}, 5, 3),  # rounded up
+        ({"maxUnavailable": 1}, 4, 3),
+        ({"maxUnavailable": "30%"}, 4, 2),  # 1.2 unavailable rounds up to 2
+        ({"maxUnavailable": 1}, None, None),  # not counted by the controller yet
+        ({}, 3, None),
+    ])
+    def test_desired_healthy(self, spec: dict, expected: int | None, desired: int | None) -> None:
+        assert desired_healthy(pdb(expected, **spec)) == desired
+
+    def test_enough_healthy_pods(self) -> None:
+        assert pdb_violations([pdb(3, maxUnavailable=1)], [pod("a"), pod("b"), pod("c", ready=False)]) == []
+
+    def test_too_few_healthy_pods(self) -> None:
+        pods = [pod("a"), pod("b", deleting=True), pod("c", ready=False), pod("other", labels={"app": "z"})]
+        (found,) = pdb_violations([pdb(3, minAvailable=2)], pods)
+        assert found == "PodDisruptionBudget ns/b: 1 healthy pod(s), it demands 2"
+
+
+class TestSettled:
+    def test_drained_and_nothing_kept(self) -> None:
+        daemon = pod("ds", owner="DaemonSet")
+        assert settled_violations([held()], [nm(phase="Succeeded")], [daemon, pod("x", node_name="n2")]) == []
+
+    def test_a_deleted_maintenance_kept_by_its_finalizer(self) -> None:
+        (found,) = settled_violations([node()], [nm(deleting=True)], [])
+        assert "deleted but still kept by finalizers" in found
+
+    def test_a_stuck_maintenance(self) -> None:
+        found = settled_violations([held()], [nm(phase="Running")], [pod("x")])
+        assert any("Running, not Succeeded" in f for f in found)
+        assert any("not drained, ns/x still there" in f for f in found)
+
+    def test_a_maintenance_of_a_missing_node_waits(self) -> None:
+        assert settled_violations([], [nm(phase="Failed")], []) == []
