@@ -9,13 +9,15 @@ export PYTHONPATH := $(CURDIR)/hack
 # Everything the tests need from the OS, installed only when missing.
 SYSTEM_PACKAGES := buildah skopeo umoci docker-registry iproute2 mmdebstrap containerd runc containernetworking-plugins iptables conntrack busybox-static
 
-.PHONY: help venv system-deps tools render check test unit demo bench bench-smoke clean
+.PHONY: help venv system-deps tools render check test unit demo bench bench-smoke soak clean
 
 help:
 	@echo "make demo   - start a local control plane and put a node into maintenance with the operator"
 	@echo "make test   - unit tests, upstream validators and end-to-end tests on a local control plane"
 	@echo "make bench  - the drain measured against kubectl drain, API cost, many nodes, scale, conversion"
 	@echo "             (report in bench/results: report.json, report.txt, PNG charts)"
+	@echo "make soak   - NodeMaintenances at random for 30 min (SOAK_MINUTES) while the operator is killed and its"
+	@echo "             link to the API server faulted; report in build/soak (report.json, report.txt)"
 	@echo "make render - re-render CRD, bundle, catalog and OLM deploy manifests; make check verifies them"
 
 $(VENV)/.installed: pyproject.toml
@@ -58,6 +60,13 @@ bench: venv tools
 # One round of 30 pods: checks the report is written and well formed (tests/e2e/test_bench_smoke.py runs it in `make test`).
 bench-smoke: venv tools
 	$(PY) -m bench --smoke --out $(CURDIR)/build/bench-smoke
+
+# NodeMaintenances created and deleted at random while the operator is SIGKILLed and its link to the API server
+# meets latency, resets and blackouts; fails on any invariant violation or memory growth above 10%.
+# tests/e2e/faults/test_soak.py runs a one-minute soak in `make test`.
+SOAK_MINUTES ?= 30
+soak: venv tools
+	$(PY) -m soak --minutes $(SOAK_MINUTES) --out $(CURDIR)/build/soak
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info
