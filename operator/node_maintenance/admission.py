@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from . import quorum
 from .kube import Kube, nm_path, node_path
-
-CONTROL_PLANE_LABELS = ("node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master")
-ETCD_GUARD_NAMESPACE = "openshift-etcd"
-ETCD_GUARD_PDBS = ("etcd-guard-pdb", "etcd-quorum-guard")
 
 
 def node_name_of(obj: dict[str, Any]) -> str:
@@ -24,6 +21,7 @@ class Facts:
     node: dict[str, Any] | None
     maintenances: list[dict[str, Any]]
     etcd_guards: list[dict[str, Any]]
+    control_plane: list[dict[str, Any]] = field(default_factory=list)  # every control-plane node, read for one only
 
 
 def deny_reason(obj: dict[str, Any], facts: Facts) -> str | None:
@@ -42,26 +40,24 @@ def deny_reason(obj: dict[str, Any], facts: Facts) -> str | None:
                 f"NodeMaintenance {name}: node {node!r} is already in maintenance by NodeMaintenance {other_name}; "
                 f"delete {other_name} first, or keep using it"
             )
-    labels = facts.node.get("metadata", {}).get("labels") or {}
-    if any(label in labels for label in CONTROL_PLANE_LABELS):
-        for pdb in facts.etcd_guards:
-            if (pdb.get("status") or {}).get("disruptionsAllowed", 0) == 0:
-                return (
-                    f"NodeMaintenance {name}: node {node!r} is a control-plane node and the etcd quorum guard "
-                    f"{ETCD_GUARD_NAMESPACE}/{pdb['metadata']['name']} allows no disruption; "
-                    "wait until every etcd member is healthy and no other control-plane node is in maintenance"
-                )
-    return None
+    taken = {node_name_of(other) for other in facts.maintenances if other.get("metadata", {}).get("name") != name}
+    refused = quorum.refusal(facts.node, facts.control_plane, taken, facts.etcd_guards)
+    return f"NodeMaintenance {name}: {refused}" if refused else None
 
 
 def gather_facts(kube: Kube, obj: dict[str, Any]) -> Facts:
-    """Read the node, the existing NodeMaintenances and the etcd guard budgets (blocking calls)."""
+    """Read the node and the existing NodeMaintenances, and for a control-plane node the etcd guard
+    budgets and the other control-plane nodes (blocking calls)."""
     node_name = node_name_of(obj)
     node = kube.get(node_path(node_name)) if node_name else None
     maintenances = kube.request("GET", nm_path()).get("items", [])
+    if node is None or not quorum.is_control_plane(node):
+        return Facts(node=node, maintenances=maintenances, etcd_guards=[])
     guards = [
         pdb
-        for pdb_name in ETCD_GUARD_PDBS
-        if (pdb := kube.get(f"/apis/policy/v1/namespaces/{ETCD_GUARD_NAMESPACE}/poddisruptionbudgets/{pdb_name}"))
+        for pdb_name in quorum.ETCD_GUARD_PDBS
+        if (pdb := kube.get(f"/apis/policy/v1/namespaces/{quorum.ETCD_GUARD_NAMESPACE}/poddisruptionbudgets/{pdb_name}"))
     ]
-    return Facts(node=node, maintenances=maintenances, etcd_guards=guards)
+    members = {n["metadata"]["name"]: n for label in quorum.CONTROL_PLANE_LABELS
+               for n in kube.request("GET", node_path(), query={"labelSelector": label}).get("items", [])}
+    return Facts(node=node, maintenances=maintenances, etcd_guards=guards[:1], control_plane=list(members.values()))
