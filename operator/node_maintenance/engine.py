@@ -100,7 +100,7 @@ class Engine:
             if removal.budget:
                 self.budgets.sent(removal.budget, removal.name)
         self.active.holding(self.name, decided.holds_node)
-        write = self._status_due(decided.phase)
+        write = self._status_due(decided.phase) or bool(decided.events)  # an event's cause is recorded at once, so it fires once
         outcome = await self.executor.run(decided, body, node, self.attempts, self.stored if write else decided.status)
         if outcome.node_conflict:
             for removal in decided.removals:

@@ -16,7 +16,7 @@ import datetime
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from . import budgets as pdbs, drainrules, node as nodes, pods, status as st
+from . import budgets as pdbs, drainblock, drainrules, node as nodes, pods, status as st
 
 # A maintenance failed because another one holds its node looks again this often (the other may be
 # gone without giving the node back); every other wait ends on a change the watches report.
@@ -144,15 +144,24 @@ def plan(
     pending = [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in to_go]
     elapsed = (now - started).total_seconds()
 
-    def status(phase: str, error: str) -> dict[str, Any]:
+    def status(phase: str, error: str, blocking: list[dict[str, Any]]) -> dict[str, Any]:
         return st.build(dict(previous), phase=phase, total=total, eviction_pods=to_evict, pending=pending, last_error=error,
-                        generation=m.generation, now=st.rfc3339(now), drain_started=st.rfc3339(started))
+                        generation=m.generation, now=st.rfc3339(now), drain_started=st.rfc3339(started), blocking=blocking)
+
+    def blocked_by(step: _Step) -> list[dict[str, Any]]:
+        """The budgets holding the drain back; a structural block seen for the first time gets an event."""
+        going = {r.uid for r in step.removals} | {uid for uid, a in (attempts or {}).items() if a.accepted}
+        moving = {r.budget for r in step.removals if r.budget} | {name for name, count in (in_flight or {}).items() if count}
+        entries = drainblock.blocking(drainblock.waiting_pods(to_go, going, budgets), step.blocked, budgets, node_pods, moving)
+        for entry in drainblock.new_deadlocks(previous.get("blockingBudgets") or [], entries):
+            events.append(Event(False, "Warning", drainblock.DEADLOCK, entry["message"]))
+        return entries
 
     if not to_go:
         done = previous.get("phase") != st.SUCCEEDED
         if done:
             events.append(Event(False, "Normal", "SucceedMaintenance", f"node {m.node_name} drained"))
-        return Plan(st.SUCCEEDED, status(st.SUCCEEDED, ""), patch, (), tuple(events), None, True, elapsed if done else None)
+        return Plan(st.SUCCEEDED, status(st.SUCCEEDED, "", []), patch, (), tuple(events), None, True, elapsed if done else None)
     if m.timeout and elapsed > m.timeout:
         waiting = _removals(m, to_go, budgets, now, attempts or {}, in_flight or {})
         names = ", ".join(f"{ns}/{name}" for ns, name in pending)
@@ -160,16 +169,18 @@ def plan(
                  "the node stays cordoned until this NodeMaintenance is deleted")
         if previous.get("phase") != st.FAILED:
             events.append(Event(False, "Warning", "FailedMaintenance", error))
-        return Plan(st.FAILED, status(st.FAILED, error), patch, (), tuple(events), None, True)
+        blocking = blocked_by(_Step(blocked=waiting.blocked))
+        return Plan(st.FAILED, status(st.FAILED, error, blocking), patch, (), tuple(events), None, True)
     if m.hold:  # nothing is evicted before the policy's preDrain Job has succeeded
-        return Plan(st.FAILED if m.hold_failed else st.RUNNING, status(st.FAILED if m.hold_failed else st.RUNNING, m.hold), patch, (),
+        return Plan(st.FAILED if m.hold_failed else st.RUNNING, status(st.FAILED if m.hold_failed else st.RUNNING, m.hold, []), patch, (),
                     tuple(events), None, True)
     step = _removals(m, to_go, budgets, now, attempts or {}, in_flight or {})
     recheck = step.recheck_in
     if m.timeout:
         until_timeout = m.timeout - elapsed + 1
         recheck = until_timeout if recheck is None else min(recheck, until_timeout)
-    return Plan(st.RUNNING, status(st.RUNNING, step.text()), patch, tuple(step.removals), tuple(events), recheck, True)
+    blocking = blocked_by(step)
+    return Plan(st.RUNNING, status(st.RUNNING, step.text(), blocking), patch, tuple(step.removals), tuple(events), recheck, True)
 
 
 @dataclass

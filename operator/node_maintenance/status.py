@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from . import drainblock
+
 PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed"
 
 
@@ -49,10 +51,12 @@ def build(
     generation: int,
     now: str,
     drain_started: str | None = None,
+    blocking: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The full status; ``pending`` holds (namespace, name) of the pods still to go.
 
-    ``drain_started`` is when the node was taken (None while it is not).
+    ``drain_started`` is when the node was taken (None while it is not); ``blocking`` lists the
+    PodDisruptionBudgets holding the drain back (see ``drainblock``), None while nothing is drained.
     """
     drained = phase == SUCCEEDED and not pending
     if drained:
@@ -73,7 +77,12 @@ def build(
         "lastUpdate": now,
         "conditions": set_condition(previous.get("conditions") or [], "Drained", "True" if drained else "False", reason, message,
                                     generation=generation, now=now),
+        "blockingBudgets": blocking or [],
     }
+    # DrainBlocked appears once a budget held the drain back, and then says when none does any more.
+    if blocking or (blocking is not None and any(c.get("type") == drainblock.CONDITION for c in built["conditions"])):
+        built["conditions"] = set_condition(built["conditions"], drainblock.CONDITION, *drainblock.condition(blocking),
+                                            generation=generation, now=now)
     if drain_started:
         built["drainStartTime"] = drain_started
     return built

@@ -1,0 +1,92 @@
+"""A stuck drain explains itself: each PodDisruptionBudget holding it is named in the status with its counts
+and whether an admin must act (structural) or waiting helps (temporary), under the DrainBlocked condition;
+a structural block fires one event."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from devcluster.cluster import Cluster
+from node_maintenance import drainblock
+
+from .helpers import NM, apply, create_nm, delete_nm, deployment, eventually, get, nm_status, pdb
+
+pytestmark = pytest.mark.e2e
+
+
+def _blocked(cluster: Cluster, name: str, reason: str) -> dict | None:
+    status = nm_status(cluster, name)
+    condition = next((c for c in status.get("conditions") or [] if c["type"] == drainblock.CONDITION), {})
+    return status if condition.get("status") == "True" and condition.get("reason") == reason and status.get("blockingBudgets") else None
+
+
+def _deadlock_events(cluster: Cluster, name: str) -> list[dict]:
+    events = get(cluster, "events", "-A", "--field-selector", f"involvedObject.kind=NodeMaintenance,involvedObject.name={name}")
+    return [e for e in (events or {}).get("items", []) if e["reason"] == drainblock.DEADLOCK]
+
+
+def _replan(cluster: Cluster, name: str, times: int = 3) -> None:
+    """Changes of the NodeMaintenance make its engine plan again: the block is seen again each time."""
+    for round_ in range(times):
+        cluster.kubectl("annotate", NM, name, f"e2e/replan={round_}", "--overwrite")
+        time.sleep(1)
+
+
+def _ready(cluster: Cluster, namespace: str, app: str, count: int) -> None:
+    eventually(lambda: (get(cluster, "deployment", app, "-n", namespace) or {}).get("status", {}).get("readyReplicas") == count,
+               f"{count} {app} pods ready")
+
+
+def test_a_structural_block_is_named_fires_once_and_clears_when_the_admin_acts(cluster: Cluster, operator, namespace: str, nodes) -> None:
+    target, spare = nodes(2)
+    labels = {"app": "strict"}
+    cluster.kubectl("cordon", spare)
+    apply(cluster, deployment("strict", namespace, [target, spare], 2, labels), pdb("strict", namespace, labels, minAvailable=2))
+    _ready(cluster, namespace, "strict", 2)
+    cluster.kubectl("uncordon", spare)
+    name = f"nm-{target}"
+    create_nm(cluster, name, target)
+    status = eventually(lambda: _blocked(cluster, name, drainblock.DEADLOCK), "DrainBlocked: PodDisruptionBudgetDeadlock")
+    (entry,) = status["blockingBudgets"]
+    assert (entry["namespace"], entry["name"], entry["block"]) == (namespace, "strict", "Structural")
+    assert (entry["disruptionsAllowed"], entry["currentHealthy"], entry["desiredHealthy"], entry["expectedPods"]) == (0, 2, 2, 2)
+    assert entry["blockedPods"] == 2 and "minAvailable 2" in entry["message"]
+    eventually(lambda: _deadlock_events(cluster, name), "the deadlock event")
+    _replan(cluster, name)
+    events = _deadlock_events(cluster, name)
+    assert len(events) == 1 and events[0].get("count", 1) == 1 and f"{namespace}/strict" in events[0]["message"]
+
+    cluster.kubectl("patch", "pdb", "strict", "-n", namespace, "--type=merge", "-p", json.dumps({"spec": {"minAvailable": 1}}))
+    eventually(lambda: nm_status(cluster, name).get("phase") == "Succeeded", "drained once the budget allows it", timeout=60)
+    done = nm_status(cluster, name)
+    assert done["blockingBudgets"] == []
+    assert next(c for c in done["conditions"] if c["type"] == drainblock.CONDITION)["status"] == "False"
+    delete_nm(cluster, name)
+
+
+def test_a_temporary_block_waits_without_an_event_and_goes_on_by_itself(cluster: Cluster, operator, namespace: str, nodes) -> None:
+    target, spare = nodes(2)
+    labels = {"app": "web"}
+    cluster.kubectl("cordon", spare)
+    # Three pods on the node, and one more of the budget's pods that cannot start yet: 3 of 4 healthy,
+    # the budget needs 3, so it allows nothing now, and will once the fourth runs.
+    late = deployment("late", namespace, [f"{target}-absent"], 1, labels)
+    apply(cluster, deployment("web", namespace, [target, spare], 3, labels), late, pdb("web", namespace, labels, minAvailable=3))
+    _ready(cluster, namespace, "web", 3)
+    cluster.kubectl("uncordon", spare)
+    name = f"nm-{target}"
+    create_nm(cluster, name, target)
+    status = eventually(lambda: _blocked(cluster, name, drainblock.TEMPORARY), "DrainBlocked: PodDisruptionBudgetTemporary")
+    (entry,) = status["blockingBudgets"]
+    assert (entry["name"], entry["block"], entry["disruptionsAllowed"]) == ("web", "Temporary", 0)
+    assert (entry["currentHealthy"], entry["desiredHealthy"], entry["expectedPods"]) == (3, 3, 4)
+    _replan(cluster, name, 2)
+    assert _deadlock_events(cluster, name) == []
+
+    late["spec"]["template"]["spec"]["affinity"] = deployment("late", namespace, [spare], 1)["spec"]["template"]["spec"]["affinity"]
+    apply(cluster, late)
+    eventually(lambda: nm_status(cluster, name).get("phase") == "Succeeded", "drained once the fourth pod runs", timeout=90)
+    assert nm_status(cluster, name)["blockingBudgets"] == []
+    delete_nm(cluster, name)
