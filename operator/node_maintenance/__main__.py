@@ -24,7 +24,7 @@ sys.modules.setdefault("kubernetes", None)  # type: ignore[assignment]
 
 import kopf  # noqa: E402
 
-from . import handlers, logs
+from . import handlers, logs, remediation
 from .conversion import HUB
 from .health import Health
 from .kube import ApiError, AsyncKube, Kube, load_credentials
@@ -52,6 +52,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--health-port", type=int, default=8081, help="/healthz, /readyz and /metrics")
     parser.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--leader-elect-identity", default=None, help="Lease holder identity (default: the hostname, i.e. the pod name)")
+    parser.add_argument("--remediation-lease-namespace",
+                        default=os.environ.get(remediation.LEASE_NAMESPACE_ENV, remediation.DEFAULT_LEASE_NAMESPACE),
+                        help="namespace of the per-node Leases shared with remediation (medik8s); empty turns the "
+                             f"coordination off (default: ${remediation.LEASE_NAMESPACE_ENV}, else %(default)s)")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     return parser.parse_args(argv)
 
@@ -83,7 +87,7 @@ async def run(args: argparse.Namespace) -> int:
                 stopping.cancel()
             holding = asyncio.create_task(elector.hold()) if elector else asyncio.create_task(asyncio.Event().wait())
             try:
-                lost = await _reconcile(kube, holding, shutdown, args.namespace)
+                lost = await _reconcile(kube, holding, shutdown, args.namespace, args.remediation_lease_namespace)
                 lost_lease = lost and holding.done()
             finally:
                 holding.cancel()
@@ -101,7 +105,8 @@ async def run(args: argparse.Namespace) -> int:
             await runner.cleanup()
 
 
-async def _reconcile(kube: Kube, holding: asyncio.Task, shutdown: asyncio.Event, namespace: str) -> bool:
+async def _reconcile(kube: Kube, holding: asyncio.Task, shutdown: asyncio.Event, namespace: str,
+                     lease_namespace: str) -> bool:
     """Run kopf in the version the CRD serves best; restart it in v1beta1 once the CRD starts serving it.
 
     Returns whether leadership was lost (otherwise the process was asked to stop).
@@ -127,7 +132,7 @@ async def _reconcile(kube: Kube, holding: asyncio.Task, shutdown: asyncio.Event,
         stop = threading.Event()
         upgraded = asyncio.create_task(_until_hub_served(kube) if version != HUB else asyncio.Event().wait())
         stopping = asyncio.create_task(shutdown.wait())
-        operator = asyncio.create_task(asyncio.to_thread(_run_kopf, kube, version, stop, namespace))
+        operator = asyncio.create_task(asyncio.to_thread(_run_kopf, kube, version, stop, namespace, lease_namespace))
         done, _ = await asyncio.wait([operator, holding, stopping, upgraded], return_when=asyncio.FIRST_COMPLETED)
         stop.set()
         with contextlib.suppress(Exception):
@@ -144,7 +149,7 @@ async def _reconcile(kube: Kube, holding: asyncio.Task, shutdown: asyncio.Event,
         return holding in done
 
 
-def _run_kopf(kube: Kube, version: str, stop: threading.Event, namespace: str) -> None:
+def _run_kopf(kube: Kube, version: str, stop: threading.Event, namespace: str, lease_namespace: str) -> None:
     """kopf on an event loop of its own: when it stops it cancels every task of its loop, and the
     webhooks (which must answer during a restart, for the storage migration above all) are not among them."""
 
@@ -161,7 +166,7 @@ def _run_kopf(kube: Kube, version: str, stop: threading.Event, namespace: str) -
         policies = Policies(akube, namespace, wake_all) if version == HUB else None
         watching = asyncio.create_task(policies.run(), name="policies") if policies else None
         memo = kopf.Memo(kube=kube, akube=akube, budgets=budgets, active=Active(), engines=engines, version=version,
-                         policies=policies)
+                         policies=policies, lease_namespace=lease_namespace)
         try:
             # An explicit identity: kopf would otherwise ask the password database for a user name, and
             # the image's numeric user has no entry there.

@@ -15,7 +15,7 @@ import logging
 import time
 from typing import Any, Callable
 
-from . import api, metrics, node as nodes, pods, status as st
+from . import api, metrics, node as nodes, pods, remediation as rem, status as st
 from .conversion import HUB, convert, status_fields
 from .executor import EventSink, Executor
 from .kube import AsyncKube, nm_path, node_path
@@ -32,7 +32,9 @@ ERROR_RETRY_SECONDS = 5.0
 
 class Engine:
     def __init__(self, kube: AsyncKube, budgets: BudgetWatch, active: metrics.Active, body: Callable[[], dict[str, Any]],
-                 version: str, event: EventSink, log: logging.LoggerAdapter, policies: Policies | None = None) -> None:
+                 version: str, event: EventSink, log: logging.LoggerAdapter, policies: Policies | None = None,
+                 lease_namespace: str = "") -> None:
+        """``lease_namespace``: where the node's remediation Lease is held (empty: no coordination)."""
         self.kube = kube
         self.budgets = budgets
         self.active = active
@@ -46,6 +48,7 @@ class Engine:
         self.node = Mirror(kube, node_path(), self.wake, field_selector=f"metadata.name={self.node_name}")
         self.pods = Mirror(kube, "/api/v1/pods", self.wake, field_selector=f"spec.nodeName={self.node_name}", slim=pods.slim)
         self.policies = policies
+        self.lease = rem.LeaseKeeper(kube, lease_namespace, self.node_name) if lease_namespace else None
         self.attempts: dict[str, Attempt] = {}
         self.stored: dict[str, Any] = dict(first.get("status") or {})  # the status as last written (or read)
         self.written_at = 0.0
@@ -91,11 +94,16 @@ class Engine:
             return await self._wait(gate.waiting, body, node)
         holder = nodes.holder_of(node) if node else None
         holder_exists = bool(holder and holder != self.name and await self.kube.get(nm_path(holder, version=self.version)))
+        # The Lease is held before the node is taken, and kept while it is; never for a node another maintenance holds.
+        lease = await self.lease.hold(node) if self.lease and node and not holder_exists else None
         node_pods = list(self.pods.objects.values())
         budgets = self.budgets.in_namespaces({p["metadata"]["namespace"] for p in node_pods})
         decided = plan(gate.maintenance(body), node, node_pods, budgets, now, holder_exists=holder_exists,
-                       attempts=self.attempts, in_flight=self.budgets.in_flight())
+                       attempts=self.attempts, in_flight=self.budgets.in_flight(), lease=lease)
         gate.record(decided.status, body["metadata"].get("generation", 1), now)
+        if lease:
+            decided.status["conditions"] = st.set_condition(decided.status["conditions"], rem.CONDITION, *lease.condition(),
+                                                            generation=body["metadata"].get("generation", 1), now=st.rfc3339(now))
         for removal in decided.removals:  # counted before any await, so concurrent drains see it
             if removal.budget:
                 self.budgets.sent(removal.budget, removal.name)
@@ -117,7 +125,8 @@ class Engine:
                 self.attempts[removal.uid] = attempt
         live = {p["metadata"]["uid"] for p in node_pods}
         self.attempts = {uid: a for uid, a in self.attempts.items() if uid in live}
-        recheck = min((r for r in (decided.recheck_in, gate.recheck_in) if r is not None), default=None)
+        rechecks = (decided.recheck_in, gate.recheck_in, lease.recheck_in if lease else None)
+        recheck = min((r for r in rechecks if r is not None), default=None)
         if write:
             self.stored, self.written_at = decided.status, time.monotonic()
         elif _differs(self.stored, decided.status, self.version):

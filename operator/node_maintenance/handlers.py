@@ -66,7 +66,7 @@ async def maintain(body: kopf.Body, stopped: kopf.DaemonStopped, memo: kopf.Memo
             return
     # kopf keeps `body` current; the engine reads it through the conversion, which copies it.
     engine = Engine(memo.akube, memo.budgets, memo.active, lambda: dict(body), memo.version, _event, _logger(body),
-                    policies=memo.policies)
+                    policies=memo.policies, lease_namespace=memo.lease_namespace)
     running = asyncio.create_task(engine.run())
     memo.engines[name] = (engine, running)
     try:
@@ -94,7 +94,7 @@ async def remove(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     await _stop(memo, body["metadata"]["name"])
     if memo.policies:  # a policy's postMaintenance Job runs before the node is given back
         await memo.policies.before_handback(dict(body), memo.version)
-    await maintenance.end(memo.akube, copy.deepcopy(dict(body)), _event, _logger(body), memo.active)
+    await maintenance.end(memo.akube, copy.deepcopy(dict(body)), _event, _logger(body), memo.active, memo.lease_namespace)
 
 
 def registry(version: str) -> kopf.OperatorRegistry:

@@ -9,25 +9,32 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from . import metrics, node as nodes
+from . import metrics, node as nodes, remediation as rem
 from .executor import EventSink
 from .kube import AsyncKube, Conflict, node_path
 
 
-async def end(kube: AsyncKube, body: dict[str, Any], event: EventSink, log: logging.LoggerAdapter, active: metrics.Active) -> None:
-    """Give the node back if this NodeMaintenance holds it: remove our taint, uncordon unless it was cordoned before."""
+async def end(kube: AsyncKube, body: dict[str, Any], event: EventSink, log: logging.LoggerAdapter, active: metrics.Active,
+              lease_namespace: str = "") -> None:
+    """Give the node back if this NodeMaintenance holds it: remove our taint, uncordon unless it was cordoned before,
+    put the remediation label back as it was, then release the remediation Lease (held in ``lease_namespace``)."""
     name, node_name = body["metadata"]["name"], body["spec"]["nodeName"]
     active.holding(name, False)
     while True:
         node = await kube.get(node_path(node_name))
         if node is None or nodes.holder_of(node) != name:
+            if lease_namespace and (node is None or nodes.holder_of(node) is None):
+                # Deleted between taking the Lease and taking the node: no other maintenance uses that Lease.
+                await rem.LeaseKeeper(kube, lease_namespace, node_name).release()
             event(body, "Normal", "RemovedMaintenance", f"maintenance of node {node_name} removed")
             return
         try:
-            await kube.patch(node_path(node_name), nodes.end_patch(node))
+            await kube.patch(node_path(node_name), rem.restore(node, nodes.end_patch(node)))
             break
         except Conflict:  # the node changed meanwhile: decide again on the fresh node
             continue
+    if lease_namespace:
+        await rem.LeaseKeeper(kube, lease_namespace, node_name).release()
     log.info("removed maintenance")
     node_ref = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node_name, "uid": node["metadata"]["uid"]}}
     event(body, "Normal", "RemovedMaintenance", f"maintenance of node {node_name} removed")

@@ -16,7 +16,7 @@ import datetime
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from . import budgets as pdbs, drainblock, drainrules, node as nodes, pods, status as st
+from . import budgets as pdbs, drainblock, drainrules, node as nodes, pods, remediation as rem, status as st
 
 # A maintenance failed because another one holds its node looks again this often (the other may be
 # gone without giving the node back); every other wait ends on a change the watches report.
@@ -109,12 +109,14 @@ def plan(
     holder_exists: bool = True,
     attempts: Mapping[str, Attempt] | None = None,
     in_flight: Mapping[str, int] | None = None,
+    lease: rem.LeaseState | None = None,
 ) -> Plan:
     """Decide the next step of ``maintenance``.
 
     ``node_pods`` are the pods bound to the node, ``budgets`` the PodDisruptionBudgets of their
     namespaces; ``holder_exists`` says whether the NodeMaintenance the node names as its holder
-    exists (only read when that is another one).
+    exists (only read when that is another one); ``lease`` is what holding the node's remediation
+    Lease met (None: no coordination with remediation).
     """
     m = maintenance
     if node is None:
@@ -124,10 +126,15 @@ def plan(
         return _failed(m, now, f"node {m.node_name!r} is already in maintenance by NodeMaintenance {holder}; "
                        f"delete this NodeMaintenance, or delete {holder} to take over", HELD_RECHECK_SECONDS)
     fresh = holder != m.name
+    if fresh and lease is not None and lease.other:
+        return _failed(m, now, rem.held_message(lease.namespace, m.node_name, lease.other), lease.recheck_in)
     events: list[Event] = []
     patch = None
-    if fresh or not node.get("spec", {}).get("unschedulable") or not nodes.has_taint(dict(node)):
+    if (fresh or not node.get("spec", {}).get("unschedulable") or not nodes.has_taint(dict(node))
+            or (lease is not None and not rem.is_excluded(dict(node)))):
         patch = nodes.begin_patch(dict(node), m.name)
+        if lease is not None:
+            patch = rem.exclude(dict(node), patch)
     if fresh:
         message = f"node {m.node_name} cordoned and tainted for maintenance: {m.reason}"
         events += [Event(False, "Normal", "BeginMaintenance", message),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from node_maintenance import api
+from node_maintenance import api, remediation
 
 from . import assets, yamlout
 from .checks import check_related_images
@@ -42,6 +42,8 @@ def build_csv(templates: Templates, releases: Releases, images: ImageRefs, relea
         health_port=HEALTH_PORT,
         crd_name=api.CRD_NAME,
         policy_plural=api.POLICY.plural if release.owns_kind(api.POLICY.kind) else None,
+        lease_namespace_env=remediation.LEASE_NAMESPACE_ENV,
+        lease_namespace=remediation.DEFAULT_LEASE_NAMESPACE,
         operator_image=images.ref("operator", release),
         alm_examples=json.dumps(_examples(release), indent=2),
         description=_description(templates, release),

@@ -170,6 +170,8 @@ def test_csv_rbac_is_exactly_the_operators_needs() -> None:
         ("nodemaintenance.kubevirt.io", "nodemaintenancepolicies/status", ()): {"patch"},
         ("", "nodes", ()): {"get", "list", "watch", "update", "patch"},
         ("", "pods", ()): {"list", "watch", "delete"},
+        ("coordination.k8s.io", "leases", ()): {"get", "create", "update", "delete"},  # remediation Leases, any namespace
+        ("", "namespaces", ()): {"create"},  # the remediation Lease namespace when missing
         ("", "pods/eviction", ()): {"create"},
         ("apps", "daemonsets", ()): {"get"},
         ("policy", "poddisruptionbudgets", ()): {"get", "list", "watch"},
@@ -194,6 +196,7 @@ def test_csv_deployment_is_restricted_and_probed() -> None:
     assert "command" not in container  # the image's entry point runs the operator
     assert container["image"] == csv["metadata"]["annotations"]["containerImage"] == "ghcr.io/node-maintenance-operator/node-maintenance-operator:0.4.0"
     assert container["env"][0] == {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}
+    assert {"name": "REMEDIATION_LEASE_NAMESPACE", "value": "medik8s-leases"} in container["env"]
     assert (container["livenessProbe"]["httpGet"], container["readinessProbe"]["httpGet"]) == (
         {"path": "/healthz", "port": 8081},
         {"path": "/readyz", "port": 8081},

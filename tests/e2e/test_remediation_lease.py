@@ -1,0 +1,93 @@
+"""Coordination with remediation (medik8s): the node's Lease and the exclude-from-remediation label are held
+while the node is in maintenance, a Lease another holder owns keeps the maintenance from starting until it
+is released or expires, and the node is given back exactly as it was."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+from devcluster.cluster import Cluster
+from node_maintenance import remediation as rem
+
+from .helpers import apply, create_nm, delete_nm, eventually, get, nm_status, node
+
+pytestmark = pytest.mark.e2e
+NAMESPACE = rem.DEFAULT_LEASE_NAMESPACE
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _lease(cluster: Cluster, node_name: str) -> dict | None:
+    return get(cluster, "lease", rem.lease_name(node_name), "-n", NAMESPACE)
+
+
+def _foreign_lease(node_name: str, seconds: int) -> dict:
+    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": rem.lease_name(node_name), "namespace": NAMESPACE},
+            "spec": {"holderIdentity": "NodeHealthCheck", "leaseDurationSeconds": seconds, "renewTime": _now(), "acquireTime": _now()}}
+
+
+def _condition(status: dict, type_: str) -> dict:
+    return next((c for c in status.get("conditions") or [] if c["type"] == type_), {})
+
+
+def _reasons(cluster: Cluster, name: str) -> list[tuple[str, str]]:
+    events = get(cluster, "events", "-A", "--field-selector", f"involvedObject.kind=NodeMaintenance,involvedObject.name={name}")
+    return [(e["reason"], e["message"]) for e in (events or {}).get("items", [])]
+
+
+def _label(node_obj: dict) -> str | None:
+    return (node_obj["metadata"].get("labels") or {}).get(rem.EXCLUDE_LABEL)
+
+
+@pytest.fixture
+def lease_namespace(cluster: Cluster) -> str:
+    cluster.kubectl("create", "namespace", NAMESPACE, check=False)  # absent in a fresh cluster; the operator also creates it
+    return NAMESPACE
+
+
+def test_a_lease_held_by_remediation_keeps_the_node_until_released(cluster: Cluster, operator, nodes, lease_namespace: str) -> None:
+    (target,) = nodes(1)
+    apply(cluster, _foreign_lease(target, 3600))
+    name = f"nm-{target}"
+    create_nm(cluster, name, target)
+    refused = eventually(lambda: (s := nm_status(cluster, name)).get("phase") == "Failed" and s, "refused while the Lease is held")
+    assert "belongs to NodeHealthCheck" in refused["lastError"] and f"{NAMESPACE}/node-{target}" in refused["lastError"]
+    assert _condition(refused, rem.CONDITION)["reason"] == "HeldByAnother"
+    assert "NodeHealthCheck" in _condition(refused, rem.CONDITION)["message"]
+    eventually(lambda: any(r == "FailedMaintenance" and "NodeHealthCheck" in m for r, m in _reasons(cluster, name)), "an event naming the holder")
+    untouched = node(cluster, target)
+    assert not untouched["spec"].get("unschedulable") and _label(untouched) is None
+    assert _lease(cluster, target)["spec"]["holderIdentity"] == "NodeHealthCheck"
+
+    cluster.kubectl("delete", "lease", rem.lease_name(target), "-n", NAMESPACE)  # remediation gives it up
+    eventually(lambda: nm_status(cluster, name).get("phase") == "Succeeded", "maintenance once the Lease is free", timeout=30)
+    lease = _lease(cluster, target)
+    assert lease["spec"]["holderIdentity"] == rem.HOLDER_IDENTITY and lease["spec"]["leaseDurationSeconds"] == rem.LEASE_SECONDS
+    assert lease["metadata"]["ownerReferences"][0]["kind"] == "Node" and lease["metadata"]["ownerReferences"][0]["name"] == target
+    held = node(cluster, target)
+    assert held["spec"].get("unschedulable") and _label(held) == "true"
+    assert _condition(nm_status(cluster, name), rem.CONDITION)["status"] == "True"
+
+    delete_nm(cluster, name)
+    given_back = node(cluster, target)
+    assert not given_back["spec"].get("unschedulable") and _label(given_back) is None
+    assert rem.LABEL_BEFORE not in (given_back["metadata"].get("annotations") or {})
+    eventually(lambda: _lease(cluster, target) is None, "the Lease released")
+
+
+def test_an_expired_lease_is_taken_over_and_a_label_set_before_stays(cluster: Cluster, operator, nodes, lease_namespace: str) -> None:
+    (target,) = nodes(1, labels={rem.EXCLUDE_LABEL: "true"})
+    apply(cluster, _foreign_lease(target, 4))
+    name = f"nm-{target}"
+    create_nm(cluster, name, target)
+    eventually(lambda: "NodeHealthCheck" in nm_status(cluster, name).get("lastError", ""), "refused while the Lease is valid")
+    eventually(lambda: nm_status(cluster, name).get("phase") == "Succeeded", "maintenance once the Lease expired", timeout=30)
+    lease = _lease(cluster, target)["spec"]
+    assert lease["holderIdentity"] == rem.HOLDER_IDENTITY and lease["leaseTransitions"] == 1
+    delete_nm(cluster, name)
+    assert _label(node(cluster, target)) == "true"  # it was there before the maintenance: it stays
+    eventually(lambda: _lease(cluster, target) is None, "the Lease released")
