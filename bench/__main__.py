@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,7 @@ from node_maintenance.leader import LEASE_NAME
 from node_maintenance.kube import AsyncKube, nm_path
 
 from . import drains, report, scale
-from .cluster import KUBECTL_USER, OPERATOR_USER, AuditCounter, BenchCluster
+from .cluster import CONTROL_PLANE_FLAGS, KUBECTL_USER, OPERATOR_USER, AuditCounter, BenchCluster
 from .workload import Shape, node_pair
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,6 +50,7 @@ class Bench:
         self.cluster, self.api, self.operator, self.kubectl_config = cluster, api, operator, kubectl_config
         self.audit = AuditCounter(cluster.audit_log)
         self.tags = 0
+        self.cpu: list[float] = []  # the operator's CPU seconds in each single-node drain
 
     def tag(self, kind: str) -> str:
         self.tags += 1
@@ -68,7 +71,7 @@ class Bench:
 
     async def round(self, shape: Shape, operator_first: bool) -> dict[str, Any]:
         k_node, o_node = await self.pair(shape)
-        cases = [("operator", OPERATOR_USER, lambda: drains.with_operator(self.api, [o_node])),
+        cases = [("operator", OPERATOR_USER, lambda: self.timed_cpu(drains.with_operator(self.api, [o_node]))),
                  ("kubectl", KUBECTL_USER, lambda: drains.with_kubectl(self.cluster, self.kubectl_config, k_node))]
         if not operator_first:
             cases.reverse()
@@ -77,6 +80,13 @@ class Bench:
             result[name], result[f"{name}_requests"] = await self.measured(user, run())
         await self.release(o_node)
         return result
+
+    async def timed_cpu(self, drain: Any) -> float:
+        """``drain``'s seconds; the operator's CPU seconds meanwhile are added to ``self.cpu``."""
+        cpu = self.operator_cpu()
+        seconds = await drain
+        self.cpu.append(self.operator_cpu() - cpu)
+        return seconds
 
     async def release(self, node: str) -> None:
         """Delete a measured NodeMaintenance, so its watches do not run into the next measurement."""
@@ -95,6 +105,7 @@ class Bench:
         if grace:
             gk, go = statistics.median(r["kubectl"] for r in grace), statistics.median(r["operator"] for r in grace)
             result["grace_30s_ratio"] = round(go / gk, 2)
+        result["operator_cpu_ms_per_pod"] = round(1000 * statistics.median(self.cpu[:len(done)]) / shape.drained, 2)
         self.requests = {who: sum((r[f"{who}_requests"] for r in done), Counter()) for who in ("operator", "kubectl")}
         self.drained = shape.drained * len(done)
         return result
@@ -121,9 +132,14 @@ class Bench:
         return {"pods": pods, "seconds": round(seconds, 2), "per_pod_total": round(sum(drain_counts.values()) / pods, 3),
                 "per_pod": {k: round(v / pods, 3) for k, v in sorted(drain_counts.items())}}
 
+    def operator_cpu(self) -> float:
+        return scale.cpu_seconds(self.operator.process.pid)
+
     async def many(self, count: int, shape: Shape) -> dict[str, Any]:
         pairs = await asyncio.gather(*(node_pair(self.cluster, self.api, self.tag("m"), shape) for _ in range(count)))
+        cpu = self.operator_cpu()
         seconds = await drains.with_operator(self.api, [node for node, _ in pairs])
+        cpu = self.operator_cpu() - cpu
         # How fast the controllers replaced the evicted pods: the pace every drain of the nodes waits on.
         created = []
         for node, spare in pairs:
@@ -131,8 +147,10 @@ class Bench:
             created += [p["metadata"]["creationTimestamp"] for p in listing["items"]]
         stamps = sorted(time.mktime(time.strptime(c, "%Y-%m-%dT%H:%M:%SZ")) for c in created)
         rate = len(stamps) / max(1.0, stamps[-1] - stamps[0]) if stamps else None
+        # The operator's own work: CPU per drained pod, against the same figure for one node alone.
         return {"nodes": count, "seconds": round(seconds, 2), "replacements": len(stamps),
-                "replacements_per_second": round(rate, 1) if rate else None}
+                "replacements_per_second": round(rate, 1) if rate else None,
+                "operator_cpu_seconds": round(cpu, 2), "operator_cpu_ms_per_pod": round(1000 * cpu / (count * shape.drained), 2)}
 
     async def curve(self, sizes: list[int]) -> dict[str, Any]:
         points = []
@@ -172,7 +190,8 @@ def hottest(raw: Path, top: int = 12) -> list[dict[str, Any]]:
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     started = time.monotonic()
     shape = Shape.of_size(30) if args.smoke else Shape.of_size(args.pods)
-    result: dict[str, Any] = {"smoke": args.smoke}
+    result: dict[str, Any] = {"smoke": args.smoke, "cpus": os.cpu_count(), "load_average_before": round(os.getloadavg()[0], 1),
+                              "control_plane_flags": {k: list(v) for k, v in CONTROL_PLANE_FLAGS.items()}}
     with tempfile.TemporaryDirectory(prefix="nmo-bench-") as scratch, BenchCluster() as cluster:
         api = cluster.admin()
         cluster.kubectl("apply", "--server-side", "-f", str(CRD_FILE))
@@ -188,6 +207,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             webhook.stop()
             cluster.kubectl("delete", "lease", LEASE_NAME, "-n", NAMESPACE)
             print(f"conversion: {result['conversion']}", flush=True)
+            result.setdefault("load_average_after", {})["conversion"] = round(os.getloadavg()[0], 1)
         operator = OperatorProcess(cluster, Path(scratch) / "operator", operator_config)
         point_conversion_at(cluster, operator.webhook_url + "/convert", operator.ca_pem)
         operator.start()
@@ -199,6 +219,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         result["single_node"].update(wave_seconds=round(wave, 2), waves=shape.replicas, limit_seconds=round(limit, 2),
                                      operator_vs_limit=round(result["single_node"]["operator_median"] / limit, 2))
         result["api_cost"] = bench.api_cost()
+        result.setdefault("load_average_after", {})["single_node"] = round(os.getloadavg()[0], 1)
         if not args.smoke:
             report.write(result, args.out)
             await part(result, "no_budgets", bench.no_budgets(shape.drained), args.out)
@@ -217,7 +238,8 @@ async def part(result: dict[str, Any], name: str, measured: Any, out: Path) -> N
     try:
         result[name] = await measured
     except Exception as error:  # noqa: BLE001 (the report says what failed; the run goes on)
-        result[name] = {"error": f"{type(error).__name__}: {error}"}
+        result[name] = {"error": f"{type(error).__name__}: {error}", "where": traceback.format_exc(limit=-4).splitlines()[1:-1]}
+    result.setdefault("load_average_after", {})[name] = round(os.getloadavg()[0], 1)  # the machine may be shared
     print(f"{name}: {result[name]}", flush=True)
     report.write(result, out)
 

@@ -66,7 +66,7 @@ def text(report: dict[str, Any]) -> str:
         table.add_row(key, str(cost["operator"]["per_pod"].get(key, 0)), str(cost["kubectl"]["per_pod"].get(key, 0)))
     table.add_row("total", str(cost.get("operator", {}).get("per_pod_total")), str(cost.get("kubectl", {}).get("per_pod_total")))
     console.print(table)
-    for name in ("no_budgets", "twenty_nodes", "curve", "scale", "conversion", "profile"):
+    for name in ("no_budgets", "twenty_nodes", "curve", "scale", "conversion", "profile", "control_plane_flags", "load_average_after"):
         if report.get(name):
             console.print(f"{name}: {json.dumps(report[name], sort_keys=True)}")
     table = Table(title="Goals")

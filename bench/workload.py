@@ -13,6 +13,12 @@ from devcluster.cluster import Cluster
 from node_maintenance.kube import AsyncKube, Conflict
 
 IMAGE = "registry.invalid/app:1"
+# Setting up many nodes at once queues hundreds of requests for the client's connections, while the
+# controllers load the API server: a setup request may wait longer than the client's default.
+SETUP_TIMEOUT_SECONDS = 180
+# How long a node's workload may take to be Running with its budgets settled (twenty nodes set up at once
+# on a busy machine took longer than five minutes).
+SETTLE_SECONDS = 900
 
 
 @dataclass(frozen=True)
@@ -82,7 +88,8 @@ async def create_all(api: AsyncKube, items: list[dict[str, Any]], concurrency: i
     async def create(item: dict[str, Any]) -> None:
         async with slots:
             try:
-                await api.request("POST", _PATHS[item["kind"]].format(ns=item["metadata"]["namespace"]), body=item)
+                await api.request("POST", _PATHS[item["kind"]].format(ns=item["metadata"]["namespace"]), body=item,
+                                  timeout=SETUP_TIMEOUT_SECONDS)
             except Conflict:
                 pass  # already there
 
@@ -105,19 +112,20 @@ async def node_pair(cluster: Cluster, api: AsyncKube, tag: str, shape: Shape) ->
         budgets = (await api.request("GET", f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets"))["items"]
         return running == expected and all((b.get("status") or {}).get("disruptionsAllowed") == 1 for b in budgets)
 
-    await until(settled, f"the workload on {node} running", 300)
+    await until(settled, f"the workload on {node} running", SETTLE_SECONDS)
     await api.patch(f"/api/v1/nodes/{spare}", {"spec": {"unschedulable": None}})
     return node, spare
 
 
 async def wait_nodes_ready(api: AsyncKube, names: list[str]) -> None:
+    """One listing a look, however many nodes (a GET each made the scale setup wait on itself)."""
+    wanted = set(names)
+
     async def ready() -> bool:
-        for name in names:
-            node = await api.get(f"/api/v1/nodes/{name}")
-            conditions = ((node or {}).get("status") or {}).get("conditions") or []
-            if not any(c["type"] == "Ready" and c["status"] == "True" for c in conditions):
-                return False
-        return True
+        listing = await api.request("GET", "/api/v1/nodes")
+        up = {n["metadata"]["name"] for n in listing["items"]
+              if any(c["type"] == "Ready" and c["status"] == "True" for c in (n.get("status") or {}).get("conditions") or [])}
+        return wanted <= up
 
     await until(ready, f"nodes {names[:3]} Ready", 120)
 

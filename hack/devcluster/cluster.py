@@ -52,6 +52,9 @@ class Cluster:
     (``realnode``) whose kubelet runs pods from it; KWOK nodes then carry ``KWOK_TAINT``.
     """
 
+    # Further flags of a control-plane component, by its name: a subclass tunes one as a given cluster would.
+    component_flags: dict[str, tuple[str, ...]] = {}
+
     def __init__(self, workdir: Path | None = None, *, real_node: bool = False) -> None:
         self._own_workdir = workdir is None
         self.real_node = real_node
@@ -170,7 +173,7 @@ class Cluster:
             self.network.forward(port, port)
 
     def _spawn(self, name: str, argv: list[str]) -> Process:
-        process = self.spawn(name, argv)
+        process = self.spawn(name, [*argv, *self.component_flags.get(name, ())])
         self.processes.append(process)
         return process
 
