@@ -217,7 +217,6 @@ class Supervisor:
         self.operator, self.tally, self.backoff = operator, tally, backoff
         self.kills = 0
         self._killed: set[int] = set()  # pids SIGKILLed on request: their end is no exit by themselves
-        self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="operator supervisor", daemon=True)
@@ -232,13 +231,14 @@ class Supervisor:
         self._thread.join()
 
     def kill(self) -> None:
-        """SIGKILL the operator, like the OOM killer; it is started again at once."""
-        with self._lock:
-            if self.operator.process is not None:
-                self._killed.add(self.operator.process.pid)
-            self.operator.kill()
-            self.kills += 1
-            self.tally.count("fault", "operator SIGKILL")
+        """SIGKILL the operator, like the OOM killer, even while it starts; it is started again at once."""
+        process = self.operator.process
+        if process is None or not process.alive():
+            return
+        self._killed.add(process.pid)
+        process.popen.kill()
+        self.kills += 1
+        self.tally.count("fault", "operator SIGKILL")
         self._wake.set()
 
     def _run(self) -> None:
@@ -246,17 +246,17 @@ class Supervisor:
         while not self._stop.is_set():
             self._wake.wait(self.backoff)
             self._wake.clear()
-            with self._lock:
-                process = self.operator.process
-                if self._stop.is_set() or process is None or process.alive():
-                    continue
-                if process.pid not in self._killed:
-                    self.tally.exits.append(process.popen.returncode)
-                try:
-                    self.operator.start()
-                except Exception:  # it exited during its start (the API server away): the next round tries again
-                    pass
-                started = True
+            process = self.operator.process
+            if self._stop.is_set() or process is None or process.alive():
+                continue
+            process.stop()  # reaped already: closes its log
+            if process.pid not in self._killed:
+                self.tally.exits.append(process.popen.returncode)
+            try:
+                self.operator.start()
+            except Exception:  # it exited (or was killed) during its start: the next round starts it again
+                pass
+            started = True
         if started:
             self.operator.stop()
 

@@ -26,28 +26,34 @@ def toxiproxy(cluster: Cluster) -> Iterator[Toxiproxy]:
         yield server
 
 
-@pytest.fixture
+@pytest.fixture(scope="package")
 def api_proxy(cluster: Cluster, toxiproxy: Toxiproxy) -> Proxy:
-    """A fresh proxy to kube-apiserver, no toxics."""
-    return toxiproxy.proxy(f"apiserver-{uuid.uuid4().hex[:6]}", urlsplit(cluster.server).netloc)
+    """The proxy to kube-apiserver the operator under test talks through."""
+    return toxiproxy.proxy("apiserver", urlsplit(cluster.server).netloc)
 
 
-@pytest.fixture
+@pytest.fixture(scope="package")
 def proxied_operator(cluster: Cluster, operator: OperatorProcess, operator_kubeconfig: Path, api_proxy: Proxy,
-                     tmp_path: Path) -> Iterator[OperatorProcess]:
+                     tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
     """The operator with every request to the API server going through ``api_proxy``; the session's
     operator stands down meanwhile."""
-    kubeconfig = kubeconfig_through(api_proxy, operator_kubeconfig, tmp_path / "proxied.kubeconfig")
+    workdir = tmp_path_factory.mktemp("faults")
+    kubeconfig = kubeconfig_through(api_proxy, operator_kubeconfig, workdir / "proxied.kubeconfig")
     operator.stop()
-    process = OperatorProcess(cluster, tmp_path / "operator", kubeconfig, identity="under-faults",
+    process = OperatorProcess(cluster, workdir / "operator", kubeconfig, identity="under-faults",
                               cert_dir=operator.cert_dir, webhook_port=operator.webhook_port)
     try:
         process.start()
         yield process
     finally:
         process.stop()
-        print(f"operator under faults, last log lines:\n{process.logs()[-6000:]}")  # shown when the test failed
         operator.start()
+
+
+@pytest.fixture(scope="package")
+def supervisor(proxied_operator: OperatorProcess) -> Iterator[Supervisor]:
+    with Supervisor(proxied_operator, Tally()) as running:
+        yield running
 
 
 @pytest.fixture
@@ -61,9 +67,18 @@ def tally() -> Tally:
 
 
 @pytest.fixture
-def supervised(proxied_operator: OperatorProcess, tally: Tally) -> Iterator[Supervisor]:
-    with Supervisor(proxied_operator, tally) as supervisor:
-        yield supervisor
+def supervised(supervisor: Supervisor, tally: Tally, api_proxy: Proxy, proxied_operator: OperatorProcess) -> Iterator[Supervisor]:
+    """The operator under test kept running, what befalls it counted in this test's ``tally``; the proxy
+    is left without faults afterwards."""
+    supervisor.tally, supervisor.kills = tally, 0
+    api_proxy.injected.clear()
+    offset = len(proxied_operator.logs())
+    yield supervisor
+    for toxic in api_proxy.toxics():
+        api_proxy.remove_toxic(toxic["name"])
+    if not api_proxy.state()["enabled"]:
+        api_proxy.set_enabled(True)
+    print(f"operator under faults, its log during the test:\n{proxied_operator.logs()[offset:][-6000:]}")  # shown on failure
 
 
 @pytest.fixture

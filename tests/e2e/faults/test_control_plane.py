@@ -34,10 +34,10 @@ def test_apiserver_and_etcd_restarts_and_a_compaction(cluster: Cluster, admin: A
         old = cluster.processes[[p.name for p in cluster.processes].index("kube-apiserver")].pid
         seen["apiserver restarted"] = cluster.restart("kube-apiserver").pid != old
         seen["watches broke on the apiserver restart"] = bool(log_lines_since(proxied_operator, offset, "watch of"))
-        time.sleep(3)
+        time.sleep(1)
         old = cluster.processes[[p.name for p in cluster.processes].index("etcd")].pid
         seen["etcd restarted"] = cluster.restart("etcd").pid != old
-        time.sleep(3)
+        time.sleep(1)
         lists = _pod_lists(cluster)
         seen["compacted at"] = cluster.etcd_compact()
         # The API server's watch cache still holds recent history; a restart drops it, so resuming watches
