@@ -55,9 +55,11 @@ class Cluster:
     # Further flags of a control-plane component, by its name: a subclass tunes one as a given cluster would.
     component_flags: dict[str, tuple[str, ...]] = {}
 
-    def __init__(self, workdir: Path | None = None, *, real_node: bool = False) -> None:
+    def __init__(self, workdir: Path | None = None, *, real_node: bool = False, audit_users: tuple[str, ...] = ()) -> None:
+        """The audit log records requests about pods, and every request of ``audit_users``."""
         self._own_workdir = workdir is None
         self.real_node = real_node
+        self.audit_users = audit_users
         self.network: PodNetwork | None = None
         self.registry: Registry | None = None
         self.node: RealNode | None = None
@@ -263,13 +265,16 @@ class Cluster:
         return self.workdir / "audit.log"
 
     def _write_audit_policy(self) -> Path:
-        """Record who did what to pods (evictions included) so tests can count a client's requests."""
+        """Record who did what to pods (evictions included) so tests can count a client's requests, and
+        everything ``audit_users`` do (a watch also when it starts), so tests can check their permissions."""
+        every_request = [{"level": "Metadata", "users": list(self.audit_users)}] if self.audit_users else []
         policy = {
             "apiVersion": "audit.k8s.io/v1",
             "kind": "Policy",
-            "omitStages": ["RequestReceived", "ResponseStarted"],
+            "omitStages": ["RequestReceived"],
             "rules": [
-                {"level": "Metadata", "resources": [{"group": "", "resources": ["pods", "pods/eviction"]}]},
+                *every_request,
+                {"level": "Metadata", "resources": [{"group": "", "resources": ["pods", "pods/eviction"]}], "omitStages": ["ResponseStarted"]},
                 {"level": "None"},
             ],
         }
@@ -277,12 +282,17 @@ class Cluster:
         path.write_text(yaml.safe_dump(policy))
         return path
 
-    def audit_events(self, user: str | None = None) -> list[dict]:
-        """Audit events about pods recorded so far, optionally only those of one user."""
+    def audit_events(self, user: str | None = None, *, every_request: bool = False) -> list[dict]:
+        """Audit events about pods recorded so far (answered requests), optionally only those of one user;
+        with ``every_request``, all events recorded of ``audit_users``."""
         if not self.audit_log.exists():
             return []
         events = [json.loads(line) for line in self.audit_log.read_text().splitlines() if line.strip()]
-        return [e for e in events if user is None or e.get("user", {}).get("username") == user]
+        return [
+            e for e in events
+            if (user is None or e.get("user", {}).get("username") == user)
+            and (every_request or (e.get("objectRef", {}).get("resource") == "pods" and e.get("stage") == "ResponseComplete"))
+        ]
 
     def _component_token(self, name: str) -> str:
         if not hasattr(self, "_tokens"):

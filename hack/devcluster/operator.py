@@ -23,6 +23,8 @@ CSV_FILE = ROOT / "bundle" / "manifests" / "node-maintenance-operator.clusterser
 CRD_NAME = "nodemaintenances.nodemaintenance.kubevirt.io"
 NAMESPACE = "node-maintenance-operator"
 SERVICE_ACCOUNT = "node-maintenance-operator"
+# The user the operator's requests are made as (what the audit log records).
+USER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
 
 
 def csv_install_spec(csv_file: Path = CSV_FILE) -> dict:

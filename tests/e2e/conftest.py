@@ -9,7 +9,7 @@ from typing import Callable, Iterator
 
 import pytest
 from devcluster.cluster import Cluster
-from devcluster.operator import NAMESPACE, OperatorProcess, grant_csv_permissions, point_conversion_at
+from devcluster.operator import NAMESPACE, USER as OPERATOR_USER, OperatorProcess, grant_csv_permissions, point_conversion_at
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD_FILE = ROOT / "bundle" / "manifests" / "nodemaintenance.kubevirt.io_nodemaintenances.yaml"
@@ -22,7 +22,8 @@ def _suffix() -> str:
 
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[Cluster]:
-    with Cluster() as running:
+    # Every request of the operator is audited: tests/e2e/test_least_privilege.py checks them against the CSV.
+    with Cluster(audit_users=(OPERATOR_USER,)) as running:
         pids = running.pids()
         yield running
     survivors = [pid for pid in pids if Path(f"/proc/{pid}").exists()]

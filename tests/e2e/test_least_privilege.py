@@ -1,0 +1,160 @@
+"""Least privilege, proved from the API server's audit log: the operator runs under a ServiceAccount bound
+to exactly the CSV's rules, every request it made in this session was allowed, and every verb the CSV
+grants was needed by the drain, the give-back, the admission webhook, leader election and the
+storage-version migration that this test drives. The Deployment passes the `restricted` Pod Security
+Standard its namespace enforces."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+from devcluster.cluster import Cluster
+from devcluster.operator import NAMESPACE, USER as OPERATOR_USER, OperatorProcess, csv_install_spec
+from node_maintenance.api import CRD_NAME, GROUP, KIND, POLICY
+from node_maintenance.leader import LEASE_NAME
+
+from .helpers import apply, create_nm, delete_nm, deployment, eventually, get, nm_status, pdb, pod, pods_on
+
+pytestmark = pytest.mark.e2e
+ROOT = Path(__file__).resolve().parents[2]
+NAMESPACE_MANIFEST = ROOT / "olm-deploy-manifests" / "kubernetes" / "nm-ns.yaml"
+POLICY_CRD = ROOT / "bundle" / "manifests" / f"{GROUP}_{POLICY.plural}.yaml"
+RESTRICTED = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+POD_RESTRICTED = {"runAsNonRoot": True, "runAsUser": 65532, "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def _policy(name: str, labels: dict[str, str]) -> dict:
+    """A NodeMaintenancePolicy for the nodes with ``labels``, with a Job before the drain and one before the give-back."""
+    job = {"spec": {"backoffLimit": 0, "template": {"spec": {
+        "restartPolicy": "Never", "securityContext": POD_RESTRICTED,
+        "containers": [{"name": "hook", "image": "registry.invalid/hook:1", "securityContext": RESTRICTED}]}}}}
+    return {"apiVersion": f"{GROUP}/{POLICY.versions[-1]}", "kind": POLICY.kind, "metadata": {"name": name},
+            "spec": {"nodeSelector": {"matchLabels": labels}, "maxParallel": 1,
+                     "preDrain": {"jobTemplate": job}, "postMaintenance": {"jobTemplate": job}}}
+
+
+@dataclass(frozen=True)
+class Grant:
+    """One verb on one resource that the CSV grants (``namespace`` set for a Role's rules)."""
+
+    group: str
+    resource: str  # with its subresource, as RBAC names it: pods/eviction
+    verb: str
+    names: tuple[str, ...] = ()
+    namespace: str | None = None
+
+    def allows(self, event: dict) -> bool:
+        ref = event.get("objectRef") or {}
+        resource = ref.get("resource", "") + (f"/{ref['subresource']}" if ref.get("subresource") else "")
+        return (
+            event.get("verb") == self.verb
+            and ref.get("apiGroup", "") == self.group
+            and resource == self.resource
+            and (not self.names or ref.get("name") in self.names)
+            and (self.namespace is None or ref.get("namespace") == self.namespace)
+        )
+
+    def __str__(self) -> str:
+        where = f" in {self.namespace}" if self.namespace else ""
+        names = f" {list(self.names)}" if self.names else ""
+        return f"{self.verb} {self.group or 'core'}/{self.resource}{names}{where}"
+
+
+def csv_grants() -> list[Grant]:
+    spec = csv_install_spec()
+    grants = []
+    for scope, namespace in (("clusterPermissions", None), ("permissions", NAMESPACE)):
+        for entry in spec.get(scope) or []:
+            for rule in entry["rules"]:
+                assert "nonResourceURLs" not in rule, "the operator needs no non-resource URLs"
+                grants += [Grant(group, resource, verb, tuple(rule.get("resourceNames", ())), namespace)
+                           for group in rule["apiGroups"] for resource in rule["resources"] for verb in rule["verbs"]]
+    return grants
+
+
+def _code(event: dict) -> int:
+    return int((event.get("responseStatus") or {}).get("code") or 0)
+
+
+def _drive_every_permission(cluster: Cluster, operator: OperatorProcess, namespace: str, target: str, spare: str) -> None:
+    """A drain under a budget with a finished pod, through a policy with its Jobs, admission checks, a
+    storage-version migration with a leader election from scratch, and the give-back: what the operator
+    does in a cluster, each part needing its rules. A rule added to the CSV needs its scenario here."""
+    labels = {"app": "lp"}
+    # The target's maintenance goes through a policy: its slot, its Jobs, its status.
+    cluster.kubectl("apply", "--server-side", "-f", str(POLICY_CRD))
+    cluster.kubectl("wait", "--for=condition=Established", f"crd/{POLICY.plural}.{GROUP}", "--timeout=60s")
+    cluster.kubectl("label", "node", target, f"lp-policy={namespace}")
+    apply(cluster, _policy(f"lp-{namespace}", {"lp-policy": namespace}))
+    cluster.kubectl("cordon", spare)
+    apply(cluster, deployment("lp", namespace, [target, spare], 2, labels), pdb("lp", namespace, labels, maxUnavailable=1),
+          pod("done", namespace, target))
+    eventually(lambda: sum(p["status"].get("phase") == "Running" for p in pods_on(cluster, target)) == 3, "3 pods running")
+    # A finished pod is deleted, not evicted.
+    cluster.kubectl("patch", "pod", "done", "-n", namespace, "--subresource=status", "--type=merge", "-p", '{"status":{"phase":"Succeeded"}}')
+    cluster.kubectl("uncordon", spare)
+    # The node names a holder that does not exist: the operator looks it up and takes the node over.
+    cluster.kubectl("annotate", "node", target, "nodemaintenance.kubevirt.io/holder=gone-maintenance")
+    name = f"nm-{target}"
+    create_nm(cluster, name, target)
+    # The admission check of a control-plane node also reads the etcd quorum guard (a dry run: nothing is taken).
+    cluster.kubectl("label", "node", spare, "node-role.kubernetes.io/control-plane=")
+    cluster.kubectl("create", "--dry-run=server", "-f", "-", check=False, input=json.dumps(
+        {"apiVersion": f"{GROUP}/v1beta1", "kind": KIND, "metadata": {"name": f"nm-{spare}"}, "spec": {"nodeName": spare}}))
+    eventually(lambda: nm_status(cluster, name).get("phase") == "Succeeded", "the drain succeeds", timeout=90)
+    # A restart into a CRD that still lists an old stored version: the operator releases its Lease,
+    # creates it anew, and rewrites every NodeMaintenance before it sets storedVersions.
+    operator.stop()
+    cluster.kubectl("delete", "lease", LEASE_NAME, "-n", NAMESPACE, "--ignore-not-found")
+    cluster.kubectl("patch", "crd", CRD_NAME, "--subresource=status", "--type=merge", "-p",
+                    json.dumps({"status": {"storedVersions": ["v1alpha1", "v1beta1"]}}))
+    operator.start()
+    eventually(lambda: get(cluster, "crd", CRD_NAME)["status"]["storedVersions"] == ["v1beta1"], "storage migrated")
+    eventually(lambda: get(cluster, "lease", LEASE_NAME, "-n", NAMESPACE), "the Lease created again")
+    delete_nm(cluster, name)
+    eventually(lambda: not get(cluster, "node", target)["spec"].get("unschedulable"), "the node given back")
+    cluster.kubectl("delete", f"{POLICY.plural}.{GROUP}", f"lp-{namespace}")
+
+
+def test_every_csv_rule_is_needed_and_no_request_is_denied(cluster: Cluster, operator: OperatorProcess, admission_webhook: str,
+                                                           namespace: str, nodes) -> None:
+    target, spare = nodes(2)
+    _drive_every_permission(cluster, operator, namespace, target, spare)
+    # Renewals every few seconds update the Lease; wait for one so the log holds it.
+    eventually(lambda: any(e["verb"] == "update" and e.get("objectRef", {}).get("resource") == "leases"
+                           for e in cluster.audit_events(OPERATOR_USER, every_request=True)), "a Lease renewal", timeout=15)
+    events = [e for e in cluster.audit_events(OPERATOR_USER, every_request=True) if e.get("objectRef")]
+    assert len(events) > 50, "the audit log holds too few of the operator's requests to judge its permissions"
+    denied = Counter(f"{e['verb']} {e['requestURI']}" for e in events if _code(e) == 403)
+    assert not denied, f"requests of the operator denied by RBAC: {dict(denied)}"
+    grants = csv_grants()
+    used = {grant: sum(1 for e in events if grant.allows(e)) for grant in grants}
+    print("\nCSV grant -> requests of the operator it allowed:\n" + "\n".join(f"  {g}: {n}" for g, n in used.items()))
+    unused = [str(g) for g, n in used.items() if n == 0]
+    assert not unused, f"the CSV grants what the operator never needed: {unused}; remove these rules from the CSV template"
+    ungranted = {f"{e['verb']} {e['requestURI']}" for e in events if not any(g.allows(e) for g in grants)}
+    assert not ungranted, f"requests no CSV rule covers (allowed by something else?): {sorted(ungranted)[:5]}"
+
+
+def test_the_operator_namespace_enforces_restricted_and_the_deployment_passes(cluster: Cluster, operator_kubeconfig: Path) -> None:
+    shipped = yaml.safe_load(NAMESPACE_MANIFEST.read_text())
+    assert shipped["metadata"]["name"] == NAMESPACE
+    assert shipped["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    cluster.kubectl("apply", "-f", str(NAMESPACE_MANIFEST))
+    template = csv_install_spec()["deployments"][0]["spec"]["template"]
+    manager = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "manager", "namespace": NAMESPACE, **template["metadata"]},
+               "spec": template["spec"]}
+    admitted = cluster.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(manager), check=False)
+    assert admitted.returncode == 0 and "PodSecurity" not in admitted.stderr, admitted.stderr
+    # The namespace really enforces it: the same pod without its security settings is refused.
+    loose = json.loads(json.dumps(manager))
+    loose["spec"].pop("securityContext")
+    for container in loose["spec"]["containers"]:
+        container.pop("securityContext")
+    refused = cluster.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(loose), check=False)
+    assert refused.returncode != 0 and 'violates PodSecurity "restricted:latest"' in refused.stderr, refused.stderr
