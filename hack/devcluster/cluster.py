@@ -137,13 +137,16 @@ class Cluster:
         if self._own_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
-    def restart(self, name: str) -> Process:
-        """Stop one component (SIGTERM) and start it again as it was, on the same data and ports; fault tests
-        use it to take the API server or etcd away from the clients in the middle of their work."""
+    def restart(self, name: str, *flags: str) -> Process:
+        """Stop one component (SIGTERM) and start it again as first started plus ``flags``, on the same data and
+        ports; fault tests use it to take the API server or etcd away from the clients in the middle of their work."""
         index = next(i for i, p in enumerate(self.processes) if p.name == name)
         old = self.processes[index]
         old.stop()
-        self.processes[index] = process = self.spawn(name, old.argv)
+        if not hasattr(self, "_first_argv"):
+            self._first_argv: dict[str, list[str]] = {}
+        first = self._first_argv.setdefault(name, old.argv)
+        self.processes[index] = process = self.spawn(name, [*first, *flags])
         ready = {"etcd": lambda: self._http_ok(f"{self.etcd_url}/health"), "kube-apiserver": lambda: self._api_ok("/readyz")}
         if name in ready:
             wait_for(f"{name} ready after its restart", ready[name], 60, process)

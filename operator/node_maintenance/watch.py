@@ -66,6 +66,7 @@ class Mirror:
                     self.on_change()
                 delay = RETRY_FIRST_SECONDS
             except Gone:
+                log.info("watch of %s expired (410 Gone): listing again", self.path)
                 version = None  # too old to resume from: list again
             except asyncio.CancelledError:
                 raise
