@@ -77,6 +77,7 @@ class Policies:
         self._decision: pol.Decision | None = None
         self._written: dict[str, dict[str, Any]] = {}
         self._dirty = asyncio.Event()
+        self._unreadable = False  # the CRD could not be read at the last look (said once, not every look)
 
     # ----------------------------------------------------------------- lifecycle
     async def run(self) -> None:
@@ -99,9 +100,12 @@ class Policies:
     async def _crd_served(self) -> bool:
         try:
             crd = await self.kube.get(CRD_PATH)
-        except ApiError as error:  # e.g. an older release's RBAC: policies stay off
-            log.warning("cannot read the NodeMaintenancePolicy CRD; policies are off: %s", error)
+        except ApiError as error:  # e.g. RBAC without access to CRDs: policies stay off
+            if not self._unreadable:
+                log.warning("cannot read the NodeMaintenancePolicy CRD; policies are off: %s", error)
+            self._unreadable = True
             return False
+        self._unreadable = False
         if crd is None:
             return False
         established = any(c.get("type") == "Established" and c.get("status") == "True" for c in (crd.get("status") or {}).get("conditions") or [])
@@ -174,7 +178,7 @@ class Policies:
             if any(pol.Policy.of(p).selects(node) for p in self._mirrors["policies"].objects.values()):
                 return Gate(unknown=True, recheck_in=HOOK_RECHECK_SECONDS[hooks.MISSING])
         if verdict is None or verdict.policy is None or verdict.kind == pol.UNGOVERNED:
-            return Gate()
+            return Gate(conditions=pol.left_line(body.get("status") or {}))
         holds = nodes.holder_of(dict(node)) == name
         if not holds and verdict.kind in (pol.WAITING, pol.CONFLICT):
             return Gate(waiting=pol.waiting_plan(body, verdict, now))

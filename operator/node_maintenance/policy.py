@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from . import drainrules, node as nodes, pods, status as st
+from . import drainrules, hooks, node as nodes, pods, status as st
 from .planner import Event, Plan
 
 WAITING, ADMITTED, CONFLICT, UNGOVERNED = "Waiting", "Admitted", "Conflict", "Ungoverned"
@@ -176,7 +176,8 @@ def with_defaults(body: Mapping[str, Any], policy: Policy) -> dict[str, Any]:
 
 # ----------------------------------------------------------------- statuses
 QUEUED = "Queued"
-HOOK_CONDITIONS = {"pre-drain": "PreDrain", "post-maintenance": "PostMaintenance"}
+HOOK_CONDITIONS = {hooks.PRE_DRAIN: "PreDrain", hooks.POST_MAINTENANCE: "PostMaintenance"}
+NOT_GOVERNED = (QUEUED, "False", "NoPolicy", "no NodeMaintenancePolicy selects the node")
 
 
 def queued_condition(verdict: Verdict, node_name: str) -> tuple[str, str, str, str]:
@@ -188,10 +189,16 @@ def queued_condition(verdict: Verdict, node_name: str) -> tuple[str, str, str, s
     return QUEUED, "False", "SlotGranted", verdict.message(node_name)
 
 
-def hook_condition(hook: str, outcome: Any) -> tuple[str, str, str, str]:
-    """PreDrain or PostMaintenance from a hooks.Outcome."""
-    reason = {"Succeeded": "JobSucceeded", "Failed": "JobFailed"}.get(outcome.state, "JobRunning")
-    return HOOK_CONDITIONS[hook], "True" if outcome.state == "Succeeded" else "False", reason, outcome.message
+def hook_condition(hook: str, outcome: hooks.Outcome) -> tuple[str, str, str, str]:
+    """PreDrain or PostMaintenance, from how the hook's Job stands."""
+    reason = {hooks.SUCCEEDED: "JobSucceeded", hooks.FAILED: "JobFailed"}.get(outcome.state, "JobRunning")
+    return HOOK_CONDITIONS[hook], "True" if outcome.state == hooks.SUCCEEDED else "False", reason, outcome.message
+
+
+def left_line(status: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
+    """A maintenance that waited for a policy no longer selecting its node says so, instead of still waiting."""
+    queued = next((c for c in status.get("conditions") or [] if c.get("type") == QUEUED), {})
+    return [NOT_GOVERNED] if queued.get("status") == "True" else []
 
 
 def waiting_plan(body: Mapping[str, Any], verdict: Verdict, now: datetime.datetime) -> Plan:

@@ -47,6 +47,8 @@ def policies(cluster: Cluster, policy_crd: str) -> Iterator[Callable[..., str]]:
         apply(cluster, {"apiVersion": "nodemaintenance.kubevirt.io/v1beta1", "kind": "NodeMaintenancePolicy", "metadata": {"name": name},
                         "spec": {"nodeSelector": {"matchLabels": selector}, **spec}})
         created.append(name)
+        # In force once the operator has seen it: its status says so (the CRD may have been installed just now).
+        eventually(lambda: _policy_status(cluster, name).get("observedGeneration") == 1, f"policy {name} in force")
         return name
 
     yield make
@@ -61,6 +63,25 @@ def hook_runner(cluster: Cluster) -> Iterator[str]:
     cluster.kubectl("create", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"role": "hook-runner"}}}))
     yield name
     cluster.kubectl("delete", "node", name, "--wait=false", "--ignore-not-found", check=False)
+
+
+def _watch(stop: threading.Event, list_call: Callable[..., Any], on_event: Callable[[dict[str, Any]], None], **kwargs: Any) -> None:
+    """Every event of a list+watch until ``stop``, resuming each short watch where the last one ended, so no
+    change is lost between them (a fresh listing only after the server has forgotten that version)."""
+    from kubernetes import watch
+    from kubernetes.client.rest import ApiException
+
+    version = None
+    while not stop.is_set():
+        stream = watch.Watch()
+        try:
+            for event in stream.stream(list_call, timeout_seconds=3, **({"resource_version": version} if version else {}), **kwargs):
+                version = event["object"].metadata.resource_version
+                on_event(event)
+        except ApiException as error:
+            if error.status != 410:
+                raise
+            version = None
 
 
 def _pool() -> dict[str, str]:
@@ -91,25 +112,22 @@ class CordonWatch:
         self._thread.join(timeout=10)
 
     def _run(self) -> None:
-        from kubernetes import client, watch
+        from kubernetes import client
 
-        api = client.CoreV1Api(self.cluster.api_client())
-        while not self._stop.is_set():
-            stream = watch.Watch()
-            for event in stream.stream(api.list_node, label_selector=self.selector, timeout_seconds=5):
-                node_obj = event["object"]
-                name = node_obj.metadata.name
-                if node_obj.spec.unschedulable and event["type"] != "DELETED":
-                    if name not in self.cordoned:
-                        self.order.append(name)
-                    self.cordoned.add(name)
-                elif name in self.cordoned:
-                    self.cordoned.discard(name)
-                    self.released.append(name)
-                self.most = max(self.most, len(self.cordoned))
-                self.events += 1
-                if self._stop.is_set():
-                    stream.stop()
+        _watch(self._stop, client.CoreV1Api(self.cluster.api_client()).list_node, self._seen, label_selector=self.selector)
+
+    def _seen(self, event: dict[str, Any]) -> None:
+        node_obj = event["object"]
+        name = node_obj.metadata.name
+        if node_obj.spec.unschedulable and event["type"] != "DELETED":
+            if name not in self.cordoned:
+                self.order.append(name)
+            self.cordoned.add(name)
+        elif name in self.cordoned:
+            self.cordoned.discard(name)
+            self.released.append(name)
+        self.most = max(self.most, len(self.cordoned))
+        self.events += 1
 
 
 def _condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
@@ -275,11 +293,13 @@ class PodWatch:
     def __init__(self, cluster: Cluster, namespace: str) -> None:
         self.cluster, self.namespace = cluster, namespace
         self.log: list[tuple[str, str]] = []
+        self.seen = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def __enter__(self) -> PodWatch:
         self._thread.start()
+        eventually(lambda: self.seen > 0, "the pod watch to start")
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -287,16 +307,17 @@ class PodWatch:
         self._thread.join(timeout=10)
 
     def _run(self) -> None:
-        from kubernetes import client, watch
+        from kubernetes import client
 
-        api = client.CoreV1Api(self.cluster.api_client())
-        while not self._stop.is_set():
-            for event in watch.Watch().stream(api.list_namespaced_pod, self.namespace, timeout_seconds=3):
-                name = event["object"].metadata.name
-                if event["type"] == "DELETED":
-                    self.log.append(("gone", name))
-                elif event["object"].metadata.deletion_timestamp and ("terminating", name) not in self.log:
-                    self.log.append(("terminating", name))
+        _watch(self._stop, client.CoreV1Api(self.cluster.api_client()).list_namespaced_pod, self._seen, namespace=self.namespace)
+
+    def _seen(self, event: dict[str, Any]) -> None:
+        self.seen += 1
+        name = event["object"].metadata.name
+        if event["type"] == "DELETED":
+            self.log.append(("gone", name))
+        elif event["object"].metadata.deletion_timestamp and ("terminating", name) not in self.log:
+            self.log.append(("terminating", name))
 
     def index(self, what: str, name: str) -> int:
         return self.log.index((what, name))
@@ -357,7 +378,8 @@ def test_a_node_selected_by_two_policies_is_reported_everywhere_and_not_touched(
     assert not get(cluster, "node", worker)["spec"].get("unschedulable")
     # Once only one policy selects the node, the maintenance goes ahead.
     cluster.kubectl("delete", NMP, second)
-    eventually(lambda: nm_status(cluster, name).get("phase") == "Succeeded", "drained after the conflict ended")
+    status = eventually(lambda: (s := nm_status(cluster, name)).get("phase") == "Succeeded" and s, "drained after the conflict ended")
+    assert _condition(status, "Queued")["reason"] == "SlotGranted" and first in _condition(status, "Queued")["message"]
     cluster.kubectl("delete", NM, name, "--timeout=60s")
 
 

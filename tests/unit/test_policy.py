@@ -159,3 +159,9 @@ def test_drain_defaults_fill_only_what_the_maintenance_leaves_out() -> None:
     body = {"metadata": {"name": "m"}, "spec": {"nodeName": "n0", "drain": {"timeoutSeconds": 30}}}
     assert pol.with_defaults(body, policy)["spec"]["drain"] == {"gracePeriodSeconds": 60, "timeoutSeconds": 30}
     assert body["spec"]["drain"] == {"timeoutSeconds": 30}
+
+
+def test_a_maintenance_whose_policy_is_gone_stops_saying_it_waits() -> None:
+    waiting = pol.waiting_plan({**an_nm("m", "n0", 1), "status": {}}, pol.Verdict(pol.WAITING, a_policy(), 1, 1), NOW).status
+    assert pol.left_line(waiting) == [("Queued", "False", "NoPolicy", "no NodeMaintenancePolicy selects the node")]
+    assert pol.left_line({}) == []
