@@ -9,11 +9,12 @@ costs no requests until something changes on it.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import datetime
 import logging
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from . import api, metrics, node as nodes, pods, remediation as rem, status as st
 from .conversion import HUB, convert, status_fields
@@ -28,6 +29,8 @@ from .watch import Mirror
 # would otherwise write it once per pod); a new phase is written at once.
 STATUS_INTERVAL_SECONDS = 2.0
 ERROR_RETRY_SECONDS = 5.0
+# The statuses this engine wrote last: the object kopf shows may lag behind the newest write by a few.
+RECENT_WRITES = 16
 
 
 class Engine:
@@ -51,6 +54,7 @@ class Engine:
         self.lease = rem.LeaseKeeper(kube, lease_namespace, self.node_name) if lease_namespace else None
         self.attempts: dict[str, Attempt] = {}
         self.stored: dict[str, Any] = dict(first.get("status") or {})  # the status as last written (or read)
+        self.written: collections.deque[dict[str, Any]] = collections.deque([self.stored] if self.stored else [], maxlen=RECENT_WRITES)
         self.written_at = 0.0
         self._changed = asyncio.Event()
 
@@ -83,6 +87,8 @@ class Engine:
         body = convert(self.body(), f"{api.GROUP}/{HUB}")  # older versions park spec.drain in an annotation
         if body["metadata"].get("deletionTimestamp"):
             return None  # being deleted: the node is given back, never taken again
+        # Someone else wrote the status (a user's patch, another client): it is written again, whatever changed.
+        foreign = foreign_status(body.get("status") or {}, self.written, self.version)
         # Our last write may not have come back through kopf's watch yet, and an old version drops fields.
         body["status"] = {**(body.get("status") or {}), **self.stored}
         node = next(iter(self.node.objects.values()), None)
@@ -109,7 +115,7 @@ class Engine:
                 self.budgets.sent(removal.budget, removal.name)
         self.active.holding(self.name, decided.holds_node)
         write = self._status_due(decided.phase) or bool(decided.events)  # an event's cause is recorded at once, so it fires once
-        outcome = await self.executor.run(decided, body, node, self.attempts, self.stored if write else decided.status)
+        outcome = await self.executor.run(decided, body, node, self.attempts, {} if foreign else self.stored if write else decided.status)
         if outcome.node_conflict:
             for removal in decided.removals:
                 if removal.budget:
@@ -127,8 +133,9 @@ class Engine:
         self.attempts = {uid: a for uid, a in self.attempts.items() if uid in live}
         rechecks = (decided.recheck_in, gate.recheck_in, lease.recheck_in if lease else None)
         recheck = min((r for r in rechecks if r is not None), default=None)
-        if write:
+        if write or foreign:
             self.stored, self.written_at = decided.status, time.monotonic()
+            self.written.append(decided.status)
         elif _differs(self.stored, decided.status, self.version):
             flush = self.written_at + STATUS_INTERVAL_SECONDS - time.monotonic()
             recheck = flush if recheck is None else min(recheck, flush)
@@ -140,11 +147,22 @@ class Engine:
         await self.executor.run(waiting, body, node, {}, self.stored if write else waiting.status)
         if write:
             self.stored, self.written_at = waiting.status, time.monotonic()
+            self.written.append(waiting.status)
             return None
         return STATUS_INTERVAL_SECONDS if _differs(self.stored, waiting.status, self.version) else None
 
     def _status_due(self, phase: str) -> bool:
         return phase != self.stored.get("phase") or time.monotonic() - self.written_at >= STATUS_INTERVAL_SECONDS
+
+
+def foreign_status(observed: dict[str, Any], written: Iterable[dict[str, Any]], version: str) -> bool:
+    """Whether someone else wrote the status the object shows: a field this engine writes holds a value
+    none of its recent writes gave it (``lastUpdate`` aside). Fields it never writes are not its concern."""
+    held = status_fields(version)
+    recent = list(written)
+    return bool(recent) and not any(
+        all(observed.get(key) == value for key, value in ours.items() if key in held and key != "lastUpdate") for ours in recent
+    )
 
 
 def _differs(stored: dict[str, Any], new: dict[str, Any], version: str) -> bool:

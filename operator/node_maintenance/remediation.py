@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .api import GROUP
-from .kube import ApiError, AsyncKube, Conflict, Forbidden, NotFound
+from .kube import ApiError, AsyncKube, Conflict, Forbidden, Invalid, NotFound
 
 DEFAULT_LEASE_NAMESPACE = "medik8s-leases"
 LEASE_NAMESPACE_ENV = "REMEDIATION_LEASE_NAMESPACE"
@@ -199,6 +199,8 @@ class LeaseKeeper:
             return LeaseState(self.namespace, self.node_name, problem="the Lease changed while we wrote it", recheck_in=0.5)
         except Forbidden as error:
             return LeaseState(self.namespace, self.node_name, problem=f"forbidden: {error.message}", recheck_in=FORBIDDEN_RECHECK_SECONDS)
+        except Invalid as error:  # no Lease can have this name: node-<name> is longer than a name may be
+            return LeaseState(self.namespace, self.node_name, problem=f"invalid: {error.message}", recheck_in=FORBIDDEN_RECHECK_SECONDS)
         return LeaseState(self.namespace, self.node_name, recheck_in=RENEW_AFTER_SECONDS)
 
     async def _create(self, body: dict[str, Any]) -> None:

@@ -41,6 +41,8 @@ def conversion_response(review: Any) -> dict[str, Any]:
         response["result"] = {"status": "Success"}
     except ConversionError as error:
         response["result"] = {"status": "Failure", "message": str(error)}
+    except RecursionError:  # no NodeMaintenance is nested this deep
+        response["result"] = {"status": "Failure", "message": "request.objects: an object is nested too deeply to be a NodeMaintenance; send NodeMaintenance objects"}
     except Exception as error:  # a bug must still answer as a failed conversion, not as a 5xx
         log.exception("conversion failed unexpectedly")
         response["result"] = {"status": "Failure", "message": f"conversion failed: {error!r}"}
@@ -55,10 +57,20 @@ def admission_response(uid: str, reason: str | None) -> dict[str, Any]:
 
 
 async def _read_json(request: web.Request) -> Any:
+    body = await _read_body(request)
     try:
-        return orjson.loads(await request.read())
+        return orjson.loads(body)
     except ValueError:  # orjson's decode errors, invalid UTF-8 included, are ValueErrors
         return None
+
+
+async def _read_body(request: web.Request) -> bytes:
+    """The body as sent; one that cannot be decoded (a broken Content-Encoding) is the client's error."""
+    try:
+        return await request.read()
+    except web.RequestPayloadError as error:
+        raise web.HTTPBadRequest(text=f"the request body could not be read ({error.__cause__ or error}); "
+                                 "send the review as JSON, without a Content-Encoding or with a valid one") from None
 
 
 def _json(answer: dict[str, Any]) -> web.Response:

@@ -1,0 +1,30 @@
+"""A node name near the 253-character limit leaves no room for its remediation Lease (node-<name>): the
+Lease is reported as unavailable and the maintenance goes on, instead of every drain step failing."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from node_maintenance.kube import Invalid
+from node_maintenance.remediation import LeaseKeeper, lease_name
+
+LONGEST_NODE_NAME = "n" * 253
+
+
+class NoSuchLeaseName:
+    """The API server's answers for a Lease whose name is too long: not found, and refused when created."""
+
+    async def get(self, path: str) -> dict[str, Any] | None:
+        return None
+
+    async def request(self, method: str, path: str, **_: Any) -> dict[str, Any]:
+        raise Invalid(422, "Unprocessable Entity", f"metadata.name: Invalid value: {lease_name(LONGEST_NODE_NAME)!r}: must be no more than 253 characters")
+
+
+def test_a_lease_name_past_the_limit_is_a_reported_problem() -> None:
+    node = {"metadata": {"name": LONGEST_NODE_NAME, "uid": "u"}}
+    state = asyncio.run(LeaseKeeper(NoSuchLeaseName(), "medik8s-leases", LONGEST_NODE_NAME).hold(node))
+    assert not state.held and "must be no more than 253 characters" in state.problem
+    status, reason, message = state.condition()
+    assert (status, reason) == ("False", "LeaseUnavailable") and "could not be held" in message

@@ -1,0 +1,190 @@
+"""Fuzzed admission reviews that carry NodeMaintenance objects, served over TLS with API access (a fake
+API holding nodes, maintenances and the etcd guard): every admission rule refuses at least once, each
+refusal names the node, the field and the fix, and a failing API is an answer, never a 5xx."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import ssl
+import threading
+import urllib.error
+import urllib.request
+from collections import Counter
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from node_maintenance.api import GROUP, KIND, PLURAL, VERSIONS
+from node_maintenance.certs import generate_self_signed
+from node_maintenance.kube import ApiError, NotFound, nm_path, node_path
+from node_maintenance.webhook_server import start_webhook_server
+
+CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"  # Kubernetes' label
+GUARD_PATH = "/apis/policy/v1/namespaces/openshift-etcd/poddisruptionbudgets/etcd-guard-pdb"  # OpenShift's etcd guard
+READY = {"conditions": [{"type": "Ready", "status": "True"}]}
+NODES = {
+    "plain": {"metadata": {"name": "plain", "labels": {}}, "status": READY},
+    "held": {"metadata": {"name": "held", "labels": {}}, "status": READY},
+    "control": {"metadata": {"name": "control", "labels": {CONTROL_PLANE_LABEL: ""}}, "status": READY},
+}
+HOLDER = {"apiVersion": f"{GROUP}/v1beta1", "kind": KIND, "metadata": {"name": "holder"}, "spec": {"nodeName": "held"}}
+GUARD = {"metadata": {"name": "etcd-guard-pdb", "namespace": "openshift-etcd"}, "status": {"disruptionsAllowed": 0}}
+RULES = {  # each rule, by the words its refusal carries
+    "missing node": ("does not exist", "spec.nodeName", "kubectl get nodes"),
+    "node held by another": ("already in maintenance by NodeMaintenance holder", "delete holder first"),
+    "etcd quorum guard": ("control-plane node", "etcd quorum guard", "allows no disruption", "wait until"),
+    "API unavailable": ("could not check the node", "try again"),
+}
+
+
+class FakeApi:
+    """What the admission check reads, answered from memory; ``failing`` makes every read fail."""
+
+    failing = False
+
+    def _check(self) -> None:
+        if self.failing:
+            raise ApiError(503, "ServiceUnavailable", "the API server is shutting down")
+
+    def get(self, path: str, **_: str) -> dict[str, Any] | None:
+        self._check()
+        if path == GUARD_PATH:
+            return GUARD
+        return next((n for n in NODES.values() if node_path(n["metadata"]["name"]) == path), None)
+
+    def request(self, method: str, path: str, *, query: dict[str, str] | None = None, **_: Any) -> dict[str, Any]:
+        self._check()
+        if path == nm_path():
+            return {"items": [HOLDER]}
+        if path == node_path():
+            label = (query or {}).get("labelSelector", "")
+            return {"items": [n for n in NODES.values() if not label or label in n["metadata"]["labels"]]}
+        obj = self.get(path)
+        if obj is None:
+            raise NotFound(404, "NotFound", path)
+        return obj
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, ssl.SSLContext, FakeApi]]:
+    cert_dir: Path = tmp_path_factory.mktemp("certs")
+    ca = generate_self_signed(cert_dir, ["127.0.0.1"])
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    api = FakeApi()
+    loop = asyncio.new_event_loop()
+    runner = loop.run_until_complete(start_webhook_server(host="127.0.0.1", port=port, cert_dir=cert_dir, kube=api))
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    yield port, ssl.create_default_context(cadata=ca.decode()), api
+    asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(10)
+
+
+def _review(server: tuple[int, ssl.SSLContext, FakeApi], review: dict) -> dict:
+    port, context, _ = server
+    request = urllib.request.Request(f"https://127.0.0.1:{port}/validate-nodemaintenance", data=json.dumps(review).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, context=context, timeout=30) as response:
+        assert response.status == 200
+        return json.loads(response.read())["response"]
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=8), children, max_size=3),
+    max_leaves=10,
+)
+cases = st.fixed_dictionaries({
+    "operation": st.sampled_from(["CREATE", "CREATE", "CREATE", "UPDATE", "DELETE", "CONNECT"]),
+    "node": st.sampled_from(["plain", "held", "control", "missing"]),
+    "api": st.sampled_from(["up", "failing"]),
+    "version": st.sampled_from(VERSIONS),
+    "name": st.from_regex(r"\A[a-z][-a-z0-9]{0,15}\Z").filter(lambda n: n != HOLDER["metadata"]["name"]),
+    "uid": st.text(max_size=36),
+    "implicit": st.booleans(),
+    "extra": st.fixed_dictionaries({}, optional={"reason": st.text(max_size=50), "drain": json_values, "unknown": json_values}),
+})
+
+
+def _expected(case: dict) -> str | None:
+    if case["operation"] != "CREATE":
+        return None
+    if case["api"] == "failing":
+        return "API unavailable"
+    return {"plain": None, "held": "node held by another", "control": "etcd quorum guard", "missing": "missing node"}[case["node"]]
+
+
+def test_fuzzed_reviews_of_objects_reach_every_admission_rule(server: tuple[int, ssl.SSLContext, FakeApi]) -> None:
+    refused: Counter[str] = Counter()
+    api = server[2]
+
+    def sure(node: str, api: str = "up") -> dict:  # one certain example of each outcome, besides the random ones
+        return {"operation": "CREATE", "node": node, "api": api, "version": "v1beta1", "name": "sure", "uid": node, "implicit": False, "extra": {}}
+
+    @settings(max_examples=150, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @example(case=sure("plain"))
+    @example(case=sure("missing"))
+    @example(case=sure("held"))
+    @example(case=sure("control"))
+    @example(case=sure("plain", "failing"))
+    @given(case=cases)
+    def check(case: dict) -> None:
+        node = case["node"] if case["node"] != "missing" else f"missing-{case['name']}"
+        implicit = case["implicit"] and case["version"] == "v1alpha3"  # v1alpha3 names the node by metadata.name
+        spec = {**case["extra"], **({} if implicit else {"nodeName": node})}
+        obj = {"apiVersion": f"{GROUP}/{case['version']}", "kind": KIND, "metadata": {"name": node if implicit else case["name"]}, "spec": spec}
+        review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                  "request": {"uid": case["uid"], "operation": case["operation"], "object": obj,
+                              "resource": {"group": GROUP, "version": case["version"], "resource": PLURAL}}}
+        api.failing = case["api"] == "failing"
+        try:
+            response = _review(server, review)
+        finally:
+            api.failing = False
+        assert response["uid"] == case["uid"]
+        rule = _expected(case)
+        if rule is None:
+            assert response["allowed"] is True, response
+            return
+        assert response["allowed"] is False and response["status"]["code"] == 403, response
+        message = response["status"]["message"]
+        assert all(words in message for words in RULES[rule]), (rule, message)
+        refused[rule] += 1
+
+    check()
+    assert set(refused) == set(RULES), f"admission outcomes never reached: {set(RULES) - set(refused)}"
+
+
+def _post(server: tuple[int, ssl.SSLContext, FakeApi], path: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+    port, context, _ = server
+    request = urllib.request.Request(f"https://127.0.0.1:{port}{path}", data=body, headers={"Content-Type": "application/json", **headers})
+    try:
+        with urllib.request.urlopen(request, context=context, timeout=10) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+
+@pytest.mark.parametrize("path", ["/convert", "/validate-nodemaintenance"])
+def test_a_body_that_cannot_be_decoded_is_a_400_naming_the_fix(server: tuple[int, ssl.SSLContext, FakeApi], path: str) -> None:
+    status, answer = _post(server, path, b"not gzip at all", {"Content-Encoding": "gzip"})
+    assert status == 400 and b"could not be read" in answer and b"Content-Encoding" in answer, (status, answer)
+
+
+def test_a_deeply_nested_review_is_a_failed_review_not_a_500(server: tuple[int, ssl.SSLContext, FakeApi]) -> None:
+    status, answer = _post(server, "/convert", b"[" * 100_000 + b"]" * 100_000, {})
+    assert status == 200 and json.loads(answer)["response"]["result"]["status"] == "Failure"
+    spec = "[" * 990 + "]" * 990
+    deep = (f'{{"request":{{"uid":"d","desiredAPIVersion":"{GROUP}/v1alpha1","objects":[{{"apiVersion":"{GROUP}/v1beta1",'
+            f'"kind":"{KIND}","metadata":{{"name":"d"}},"spec":{{"drain":{spec}}}}}]}}}}').encode()
+    status, answer = _post(server, "/convert", deep, {})
+    result = json.loads(answer)["response"]["result"]
+    assert status == 200 and result["status"] == "Failure" and "request" in result["message"], result
