@@ -368,14 +368,18 @@ class Loop:
         assert self.proxy is not None
         while not stop.wait(self.rng.uniform(*self.fault_every)):
             kind = self.rng.choice(("latency", "reset", "blackout"))
-            if kind == "latency":
-                with self.proxy.toxic("latency", {"latency": 300, "jitter": 200}):
-                    stop.wait(self.rng.uniform(2, 6))
-            elif kind == "reset":
-                self.proxy.reset_connections()
-            else:
-                with self.proxy.blackout():
-                    stop.wait(self.rng.uniform(1, 5))
+            try:
+                if kind == "latency":
+                    with self.proxy.toxic("latency", {"latency": 300, "jitter": 200}):
+                        stop.wait(self.rng.uniform(2, 6))
+                elif kind == "reset":
+                    self.proxy.reset_connections()
+                else:
+                    with self.proxy.blackout():
+                        stop.wait(self.rng.uniform(1, 5))
+            except Exception as error:  # a fault that could not be injected fails the run
+                self.tally.violate([f"network {kind} could not be injected: {error}"])
+                continue
             self.tally.count("fault", f"network {kind}")
 
     def clean_up(self, timeout: float) -> list[str]:
