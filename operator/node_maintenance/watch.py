@@ -55,6 +55,7 @@ class Mirror:
                     version = await self._list()
                 query = {**self.query, "resourceVersion": version, "allowWatchBookmarks": "true", "timeoutSeconds": str(WATCH_SECONDS)}
                 async for event in self.kube.watch(self.path, query):
+                    delay = RETRY_FIRST_SECONDS  # the watch is back: a later failure starts the backoff afresh
                     obj = event["object"]
                     version = obj["metadata"]["resourceVersion"]
                     if event["type"] == "BOOKMARK":
