@@ -20,7 +20,7 @@ from node_maintenance.api import GROUP, KIND
 from node_maintenance.kube import AsyncKube, Conflict, nm_path
 
 from . import drains
-from .workload import SETUP_TIMEOUT_SECONDS, until, wait_nodes_ready
+from .workload import SETUP_TIMEOUT_SECONDS, has_service_account, until, wait_nodes_ready
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -86,6 +86,7 @@ async def many_nodes(cluster: Cluster, api: AsyncKube, operator: OperatorProcess
     await _post_all(api, [("/api/v1/nodes", _node(n)) for n in names])
     await wait_nodes_ready(api, names)
     await api.request("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "scale"}})
+    await until(lambda: has_service_account(api, "scale"), "the default ServiceAccount of scale", 120)
     await _post_all(api, [("/api/v1/namespaces/scale/pods", _pod(f"p{i}", "scale", names[i % nodes])) for i in range(pods)])
 
     await until(lambda: _all_running(api, "scale"), f"{pods} pods Running", 1200, interval=2)

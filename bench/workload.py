@@ -103,6 +103,7 @@ async def node_pair(cluster: Cluster, api: AsyncKube, tag: str, shape: Shape) ->
     await asyncio.to_thread(cluster.create_kwok_node, spare, unschedulable=True)
     await api.request("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     await wait_nodes_ready(api, [node, spare])
+    await until(lambda: has_service_account(api, namespace), f"the default ServiceAccount of {namespace}", 120)
     await create_all(api, objects(namespace, node, spare, shape))
     expected = shape.drained + 1
 
@@ -115,6 +116,11 @@ async def node_pair(cluster: Cluster, api: AsyncKube, tag: str, shape: Shape) ->
     await until(settled, f"the workload on {node} running", SETTLE_SECONDS)
     await api.patch(f"/api/v1/nodes/{spare}", {"spec": {"unschedulable": None}})
     return node, spare
+
+
+async def has_service_account(api: AsyncKube, namespace: str) -> bool:
+    """Pods of a new namespace are refused until its controller has made the default ServiceAccount."""
+    return await api.get(f"/api/v1/namespaces/{namespace}/serviceaccounts/default") is not None
 
 
 async def wait_nodes_ready(api: AsyncKube, names: list[str]) -> None:
