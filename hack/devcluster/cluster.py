@@ -7,13 +7,16 @@ import base64
 import json
 import secrets
 import shutil
+import signal
 import ssl
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Callable
 
 import yaml
 
@@ -72,15 +75,19 @@ class Cluster:
 
     # ----------------------------------------------------------------- lifecycle
     def __enter__(self) -> "Cluster":
+        self._restore_sigterm = _stop_on_sigterm()
         try:
             self.start()
         except BaseException:
-            self.stop()
+            self.__exit__()
             raise
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.stop()
+        try:
+            self.stop()
+        finally:
+            self._restore_sigterm()
 
     @property
     def kubeconfig(self) -> Path:
@@ -475,3 +482,17 @@ class Cluster:
 
     def wait_node_ready(self, name: str, timeout: float = 60) -> None:
         wait_for(f"node {name} Ready", lambda: self.node_ready(name), timeout)
+
+
+def _stop_on_sigterm() -> Callable[[], None]:
+    """While a cluster runs, SIGTERM (a CI runner's timeout, `kill`) unwinds the program like Ctrl-C does,
+    so the cluster's teardown runs; returns what puts the previous handler back. Only the main thread
+    can take signals, and a handler someone else installed is left alone."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return lambda: None
+
+    def terminate(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, terminate)
+    return lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -25,6 +25,8 @@ NAMESPACE = "olm"  # OLM's own namespace and its global catalog namespace, as up
 OLM_CRDS = "crds"  # directory in the github.com/operator-framework/api module
 CATALOG_SOURCE = "nm-catalog-source.yaml"
 RESYNC = "30s"
+# OLM's label naming a CatalogSource on its serving registry pod (a registry poll's update pod has it empty).
+SOURCE_LABEL = "olm.catalogSource"
 
 
 def catalog_source(registry: str) -> dict:
@@ -84,6 +86,15 @@ class OLM:
         out = self.cluster.kubectl("get", "catalogsource", self.catalog_source, "-n", NAMESPACE,
                                    "-o", "jsonpath={.status.connectionState.lastObservedState}", check=False)
         return out.stdout.strip() == "READY"
+
+    def serving(self, digest: str) -> bool:
+        """The CatalogSource is READY and its registry pod (not a poll's update pod) runs the image ``digest``."""
+        out = self.cluster.kubectl("get", "pods", "-n", NAMESPACE, "-l", f"{SOURCE_LABEL}={self.catalog_source}",
+                                   "-o", "json", check=False)
+        pods = [p for p in json.loads(out.stdout or '{"items": []}')["items"] if not p["metadata"].get("deletionTimestamp")]
+        statuses = [s for p in pods for s in p.get("status", {}).get("containerStatuses", [])]
+        return (bool(statuses) and all(s.get("ready") and s.get("imageID", "").endswith(f"@{digest}") for s in statuses)
+                and self.catalog_ready())
 
     def logs(self, lines: int = 60) -> str:
         """The tail of OLM's processes' logs and of the pods it ran (registry pods, unpack Jobs), for a failing test."""

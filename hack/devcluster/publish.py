@@ -2,17 +2,26 @@
 
 The images are built exactly as ``nmo-pack images --all-releases --pin-digests`` builds them (the
 same function), after the upstream images they stand on (opm, OLM's util image) are built from their
-pinned modules.
+pinned modules. Operator images are kept in the image cache keyed by their inputs, so an unchanged
+source is pushed again, not rebuilt.
 """
 
 from __future__ import annotations
 
+import contextlib
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
-from node_maintenance_packaging.images import Built, build_images
+from node_maintenance_packaging.imagerefs import ImageRefs
+from node_maintenance_packaging.images import Built, build_bundle_image, build_catalog_image, build_images
+from node_maintenance_packaging.imagetool import Builder, pick
+from node_maintenance_packaging.operator_image import image_cache
+from node_maintenance_packaging.releases import Releases
 from node_maintenance_packaging.render import RELEASES_FILE, Inputs, load_inputs
+from node_maintenance_packaging.templating import DEFAULT_TEMPLATES, Templates
 
 from .opm_image import build_opm_image, build_util_image
 
@@ -36,9 +45,48 @@ class Published:
                 return item.digest
         raise KeyError(f"no {role} image {version or ''} was published")
 
-    def inputs(self) -> Inputs:
-        """Releases with this registry and every published digest pinned: renders what the images hold."""
-        return load_inputs(ROOT / RELEASES_FILE, registry=self.registry, digests={b.reference: b.digest for b in self.built})
+    def inputs(self, through: str | None = None) -> Inputs:
+        """Releases (up to ``through``) with this registry and every published digest pinned: renders what
+        the images hold."""
+        return pinned(load_inputs(ROOT / RELEASES_FILE, registry=self.registry, through=through).releases, self.pins)
+
+    @property
+    def pins(self) -> dict[str, str]:
+        """Every published image's tagged reference and its digest."""
+        return {b.reference: b.digest for b in self.built}
+
+    def push_catalog(self, inputs: Inputs) -> str:
+        """Build the catalog of ``inputs`` and push it under the catalog's tag, as a release updates its
+        catalog in place; returns its digest."""
+        with _builder() as builder:
+            return build_catalog_image(builder, inputs, self.opm_image).digest
+
+    def push_bundle(self, inputs: Inputs, version: str) -> str:
+        """Build and push release ``version``'s bundle as ``inputs`` render it; returns its digest."""
+        with _builder() as builder:
+            return build_bundle_image(builder, inputs, version).digest
+
+    def restore_catalog(self) -> None:
+        """Point the catalog's tag at the catalog image first published (every release)."""
+        reference = next(b.reference for b in self.built if b.role == "catalog")
+        repository = reference.rsplit(":", 1)[0]
+        subprocess.run(["skopeo", "copy", "--src-tls-verify=false", "--dest-tls-verify=false",
+                        f"docker://{repository}@{self.digest('catalog')}", f"docker://{reference}"], check=True, capture_output=True)
+
+
+def pinned(releases: Releases, digests: dict[str, str]) -> Inputs:
+    """Render inputs for ``releases`` (which may differ from releases.yaml) with images pinned to ``digests``."""
+    known = ImageRefs(releases).all_tagged()
+    return Inputs(releases, ImageRefs(releases, {ref: d for ref, d in digests.items() if ref in known}), Templates(DEFAULT_TEMPLATES))
+
+
+@contextlib.contextmanager
+def _builder() -> Iterator[Builder]:
+    builder = Builder(pick("auto"), tls_verify=False)
+    try:
+        yield builder
+    finally:
+        builder.close()
 
 
 def publish(registry_host: str, *, through: str | None = None) -> Published:
@@ -48,5 +96,5 @@ def publish(registry_host: str, *, through: str | None = None) -> Published:
     opm_image = build_opm_image(registry)
     util_image = build_util_image(registry)
     built = build_images(ROOT, registry=registry, opm_image=opm_image, all_releases=True, through=through,
-                         tls_verify=False, pin_digests=True)
+                         tls_verify=False, pin_digests=True, cache=image_cache())
     return Published(registry, opm_image, util_image, tuple(built), time.monotonic() - started)

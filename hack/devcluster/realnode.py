@@ -34,6 +34,7 @@ NAME = "node-real"
 POD_CIDR = "10.245.0.0/24"
 CLUSTER_DOMAIN = "cluster.local"
 CGROUPS = Path("/sys/fs/cgroup")
+CGROUP_PREFIX = "nmo-node-"  # then the owning process's pid: a cgroup whose owner is gone is an orphan
 CNI_BIN = Path("/usr/lib/cni")
 PAUSE_TAG = "pause:3.10"
 PAUSE_CONTAINERFILE = 'FROM scratch\nCOPY rootfs/ /\nUSER 65535:65535\nENTRYPOINT ["/pause"]\n'
@@ -46,7 +47,7 @@ class RealNode:
         self.cluster = cluster
         self.registry_host = registry_host
         self.dir = cluster.workdir / "node"
-        self.cgroup = f"nmo-node-{os.getpid()}-{cluster.workdir.name.rsplit('-', 1)[-1]}"
+        self.cgroup = f"{CGROUP_PREFIX}{os.getpid()}-{cluster.workdir.name.rsplit('-', 1)[-1]}"
         self.processes: list[Process] = []
         self.ready_seconds = 0.0
 
@@ -64,6 +65,7 @@ class RealNode:
                 raise RuntimeError(f"{tool} is not installed: run `make system-deps` (Debian packages containerd, runc, containernetworking-plugins)")
         binaries = toolchain.ensure(["kubelet", "kube-proxy", "coredns"])
         self.dir.mkdir(parents=True)
+        self._remove_orphans()
         self._make_cgroups()
         self._start_containerd()
         self._push_pause_image()
@@ -111,19 +113,19 @@ class RealNode:
         for hierarchy in self._hierarchies():
             (hierarchy / self.cgroup / "runtime" / "cgroup.procs").write_text("0")
 
-    def _members(self) -> set[int]:
+    def _members(self, cgroup: str) -> set[int]:
         pids: set[int] = set()
         for hierarchy in self._hierarchies():
-            for procs in (hierarchy / self.cgroup).rglob("cgroup.procs"):
+            for procs in (hierarchy / cgroup).rglob("cgroup.procs"):
                 try:
                     pids.update(int(line) for line in procs.read_text().split())
                 except OSError:
                     continue
         return pids
 
-    def _kill_cgroup_members(self) -> None:
+    def _kill_cgroup_members(self, cgroup: str | None = None) -> None:
         deadline = time.monotonic() + 20
-        while (members := self._members()) and time.monotonic() < deadline:
+        while (members := self._members(cgroup or self.cgroup)) and time.monotonic() < deadline:
             for pid in members:
                 try:
                     os.kill(pid, signal.SIGKILL)
@@ -131,14 +133,22 @@ class RealNode:
                     pass
             time.sleep(0.1)
 
-    def _remove_cgroups(self) -> None:
+    def _remove_cgroups(self, cgroup: str | None = None) -> None:
         for hierarchy in self._hierarchies():
-            top = hierarchy / self.cgroup
+            top = hierarchy / (cgroup or self.cgroup)
             if not top.exists():
                 continue
             for directory in sorted((d for d in top.rglob("*") if d.is_dir()), key=lambda d: len(d.parts), reverse=True):
                 _rmdir(directory)
             _rmdir(top)
+
+    def _remove_orphans(self) -> None:
+        """A node whose owner was SIGKILLed had no teardown: its containers and cgroups go now."""
+        for orphan in {path.name for h in self._hierarchies() for path in h.glob(f"{CGROUP_PREFIX}*")}:
+            owner = int(orphan[len(CGROUP_PREFIX):].split("-", 1)[0])
+            if not Path(f"/proc/{owner}").exists():
+                self._kill_cgroup_members(orphan)
+                self._remove_cgroups(orphan)
 
     # ----------------------------------------------------------------- containerd
     def _start_containerd(self) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
-import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Callable
@@ -44,7 +43,7 @@ class Registry:
                 with urllib.request.urlopen(f"http://{self.host}/v2/", timeout=1) as response:
                     if response.status == 200:
                         return self
-            except (urllib.error.URLError, ConnectionError):
+            except OSError:  # not listening yet, or too busy to answer within the second
                 time.sleep(0.1)
         self.__exit__()
         raise RuntimeError("the local registry did not answer /v2/ within 30 s")

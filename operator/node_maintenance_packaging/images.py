@@ -15,7 +15,7 @@ from pathlib import Path
 from .files import write
 from .imagetool import TOOLS, Builder, pick
 from .operator_image import build_operator_image
-from .render import RELEASES_FILE, bundle_output, catalog_output, load_inputs
+from .render import RELEASES_FILE, Inputs, bundle_output, catalog_output, load_inputs
 
 
 @dataclass(frozen=True)
@@ -41,9 +41,11 @@ def build_images(
     tls_verify: bool = True,
     pin_digests: bool = False,
     base_image: str | None = None,
+    cache: Path | None = None,
 ) -> list[Built]:
     """Build and push operator and bundle images (of ``release``, the newest by default, or of every
-    release up to ``through``) and the catalog image of those releases."""
+    release up to ``through``) and the catalog image of those releases. ``cache``: see
+    ``build_operator_image``."""
     builder = Builder(pick(tool), tls_verify=tls_verify)
     assembler = Builder(pick("umoci"), tls_verify=tls_verify)  # the operator image needs no engine
     built: list[Built] = []
@@ -52,28 +54,39 @@ def build_images(
         inputs = load_inputs(root / RELEASES_FILE, registry=registry, through=through)
         wanted = inputs.releases.releases if all_releases else [inputs.releases.get(release) if release else inputs.releases.current]
 
-        def record(role: str, reference: str, digest: str) -> None:
-            built.append(Built(role, reference, digest))
+        def record(item: Built) -> None:
+            built.append(item)
             if pin_digests:
-                digests[reference] = digest
+                digests[item.reference] = item.digest
+
+        def pinned() -> Inputs:
+            return load_inputs(root / RELEASES_FILE, registry=registry, digests=digests, through=through)
 
         for version in wanted:
             reference = inputs.images.tagged("operator", version)
-            record("operator", reference, build_operator_image(assembler, root, version.version, reference, base_image))
-            stage = Path(tempfile.mkdtemp(dir=builder.workdir, prefix="bundle-"))
-            pinned = load_inputs(root / RELEASES_FILE, registry=registry, digests=digests, through=through)
-            write(bundle_output(pinned, version.version), stage)
-            reference = inputs.images.tagged("bundle", version)
-            record("bundle", reference, builder.build_and_push(stage, stage / "bundle.Dockerfile", reference))
-        stage = Path(tempfile.mkdtemp(dir=builder.workdir, prefix="catalog-"))
-        pinned = load_inputs(root / RELEASES_FILE, registry=registry, digests=digests, through=through)
-        write(catalog_output(pinned), stage)
-        reference = inputs.images.tagged("catalog")
-        record("catalog", reference, builder.build_and_push(stage, stage / "catalog.Dockerfile", reference, {"OPM_IMAGE": opm_image}))
+            record(Built("operator", reference, build_operator_image(assembler, root, version.version, reference, base_image, cache)))
+            record(build_bundle_image(builder, pinned(), version.version))
+        record(build_catalog_image(builder, pinned(), opm_image))
         return built
     finally:
         builder.close()
         assembler.close()
+
+
+def build_bundle_image(builder: Builder, inputs: Inputs, version: str) -> Built:
+    """Render release ``version``'s bundle from ``inputs`` (images pinned as they say), build and push it."""
+    stage = Path(tempfile.mkdtemp(dir=builder.workdir, prefix="bundle-"))
+    write(bundle_output(inputs, version), stage)
+    reference = inputs.images.tagged("bundle", inputs.releases.get(version))
+    return Built("bundle", reference, builder.build_and_push(stage, stage / "bundle.Dockerfile", reference))
+
+
+def build_catalog_image(builder: Builder, inputs: Inputs, opm_image: str) -> Built:
+    """Render the catalog of every release in ``inputs``, build it on ``opm_image`` and push it under its tag."""
+    stage = Path(tempfile.mkdtemp(dir=builder.workdir, prefix="catalog-"))
+    write(catalog_output(inputs), stage)
+    reference = inputs.images.tagged("catalog")
+    return Built("catalog", reference, builder.build_and_push(stage, stage / "catalog.Dockerfile", reference, {"OPM_IMAGE": opm_image}))
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -21,6 +21,7 @@ from .errors import PackagingError
 
 ENGINES = ("buildah", "podman", "docker")
 TOOLS = (*ENGINES, "umoci")
+LAYOUT_TAG = "build"  # the tag an assembled image has in its OCI layout
 
 
 def run_tool(argv: list[str], what: str) -> str:
@@ -176,8 +177,13 @@ class Builder:
                           stages: dict[str, Path] | None = None) -> str:
         """Without an engine: the final stage of ``dockerfile`` on its base, with ``stages`` standing for
         the root filesystems of earlier stages that ``COPY --from`` reads; push it, return its digest."""
+        return self.push_layout(self.assemble(context, dockerfile, reference, build_args, stages), reference)
+
+    def assemble(self, context: Path, dockerfile: Path, reference: str, build_args: dict[str, str],
+                 stages: dict[str, Path] | None = None) -> Path:
+        """The image of ``assemble_and_push`` as an OCI layout (tag ``LAYOUT_TAG``), not pushed."""
         spec = Dockerfile.parse(dockerfile, build_args)
-        layout, tag = self.workdir / "oci", "build"
+        layout, tag = self.workdir / "oci", LAYOUT_TAG
         shutil.rmtree(layout, ignore_errors=True)
         tls = f"--src-tls-verify={str(self.tls_verify).lower()}"
         if spec.base == "scratch":
@@ -210,9 +216,13 @@ class Builder:
         if spec.cmd is not None:
             config += [flag for part in spec.cmd for flag in ("--config.cmd", part)]
         run_tool(config, f"configuring {reference}")
+        return layout
+
+    def push_layout(self, layout: Path, reference: str) -> str:
+        """Push the image an OCI layout holds under ``LAYOUT_TAG`` as ``reference``; return its digest."""
         digest_file = self.workdir / "digest"
         run_tool(["skopeo", "copy", f"--dest-tls-verify={str(self.tls_verify).lower()}", "--digestfile", str(digest_file),
-              f"oci:{layout}:{tag}", f"docker://{reference}"], f"pushing {reference}")
+              f"oci:{layout}:{LAYOUT_TAG}", f"docker://{reference}"], f"pushing {reference}")
         return digest_file.read_text().strip()
 
     def close(self) -> None:

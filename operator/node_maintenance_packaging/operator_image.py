@@ -9,6 +9,7 @@ the Dockerfile's final stage, so the Dockerfile stays the one description of the
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -86,13 +87,53 @@ def install_app(root: Path, version: str, stage_root: Path, prefix: str) -> None
         raise PackagingError(f"installing the operator {version} for its image failed:\n{result.stderr.strip()[-2000:]}")
 
 
-def build_operator_image(builder: Builder, root: Path, version: str, reference: str, base_image: str | None = None) -> str:
-    """Build the operator image of release ``version`` from the current source, push it, return its digest."""
+def build_operator_image(builder: Builder, root: Path, version: str, reference: str, base_image: str | None = None,
+                         cache: Path | None = None) -> str:
+    """Build the operator image of release ``version`` from the current source, push it, return its digest.
+
+    With ``cache`` (a directory), an image already built from the same inputs is pushed as it was built;
+    the build is reproducible, so it has the digest a fresh build would have. Dependencies are resolved
+    when the image is first built, so a release build passes no cache.
+    """
     dockerfile = root / "Dockerfile"
     args = {"VERSION": version, "PYTHON_IMAGE": base_image or base_layout()}
+    cached = cache / f"operator-{_inputs_key(root, args)}" if cache else None
+    if cached and (cached / ".complete").exists():
+        return builder.push_layout(cached, reference)
     copies = [(stage, src) for stage, src, _ in Dockerfile.parse(dockerfile, args).copies if stage == BUILD_STAGE]
     if len(copies) != 1:
         raise PackagingError(f"Dockerfile: the final stage must take exactly one directory from the {BUILD_STAGE!r} stage")
     stage_root = Path(tempfile.mkdtemp(prefix="stage-build-", dir=builder.workdir))
     install_app(root, version, stage_root, copies[0][1])
-    return builder.assemble_and_push(root, dockerfile, reference, args, stages={BUILD_STAGE: stage_root})
+    layout = builder.assemble(root, dockerfile, reference, args, stages={BUILD_STAGE: stage_root})
+    if cached:
+        _store(layout, cached)
+    return builder.push_layout(layout, reference)
+
+
+# What the build stage reads: the files install-app.sh packs, the recipe itself and the Dockerfile.
+_INPUTS = ("Dockerfile", "hack/install-app.sh", "pyproject.toml", "setup.py", "releases.yaml", "README.md", "operator")
+
+
+def _inputs_key(root: Path, args: dict[str, str]) -> str:
+    digest = hashlib.sha256(json.dumps([sorted(args.items()), sys.version], sort_keys=True).encode())
+    base = args["PYTHON_IMAGE"]
+    if base.startswith("oci:"):  # a layout's index names the digest of the image it holds
+        digest.update((Path(base.split(":")[1]) / "index.json").read_bytes())
+    for name in _INPUTS:
+        for path in sorted([root / name] if (root / name).is_file() else (root / name).rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts and not any(p.endswith(".egg-info") for p in path.parts):
+                digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def _store(layout: Path, cached: Path) -> None:
+    """Keep a built layout under ``cached``, whole or not at all (a concurrent build may race us)."""
+    scratch = cached.with_name(f"{cached.name}.{os.getpid()}.tmp")
+    shutil.rmtree(scratch, ignore_errors=True)
+    shutil.copytree(layout, scratch, symlinks=True)
+    (scratch / ".complete").write_text("")
+    try:
+        scratch.rename(cached)
+    except OSError:  # another build stored it first
+        shutil.rmtree(scratch, ignore_errors=True)

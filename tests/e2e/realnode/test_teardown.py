@@ -1,8 +1,10 @@
-"""A real-node cluster leaves nothing behind on the host: no process, mount, network namespace, bridge,
-iptables rule or cgroup, whether it ends with Ctrl-C or with a failure inside its `with` block."""
+"""A real-node cluster leaves nothing behind on the host: no process, mount, network namespace (nor its
+pinned entry), bridge, iptables rule or cgroup, whether it ends with Ctrl-C, with SIGTERM or with a failure
+inside its `with` block."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -12,7 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
-from devcluster.realnode import CGROUPS
+from devcluster import toolchain
+from devcluster.podnetwork import NETNS_DIR
+from devcluster.realnode import CGROUPS, NAME as REAL_NODE, PAUSE_TAG
 
 pytestmark = pytest.mark.e2e
 
@@ -35,6 +39,7 @@ def _host_state() -> dict[str, object]:
         "links": subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=True).stdout.count("\n"),
         "iptables rules": subprocess.run(["iptables-save"], capture_output=True, text=True).stdout.count("\n-A "),
         "node cgroups": sorted(str(p) for h in CGROUPS.iterdir() for p in h.glob("nmo-node-*")),
+        "pinned network namespaces": sorted(os.listdir(NETNS_DIR)) if os.path.isdir(NETNS_DIR) else [],
     }
 
 
@@ -50,22 +55,32 @@ def _processes(marker: str) -> list[str]:
     return [line for line in out.splitlines() if marker in line]
 
 
-def test_ctrl_c_leaves_nothing_behind() -> None:
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_stopping_by_signal_leaves_nothing_behind(signum: int) -> None:
+    """Ctrl-C, and SIGTERM (what a CI runner's timeout sends), with a pod running on the real node."""
     before = _host_state()
     proc = subprocess.Popen([sys.executable, "-m", "devcluster", "up", "--real-node", "--nodes", "1"], cwd=ROOT, env=ENV,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert proc.stdout is not None
-    workdir = None
+    registry = kubeconfig = None
     for line in proc.stdout:
+        if match := re.search(r"image registry \(plain HTTP\) at (\S+)", line):
+            registry = match.group(1)
         if match := re.search(r"export KUBECONFIG=(\S+)", line):
-            workdir = Path(match.group(1)).parent
+            kubeconfig = Path(match.group(1))
             break
     else:
         raise AssertionError(f"the cluster exited early with {proc.wait()}")
+    workdir = kubeconfig.parent
+    kubectl = [str(toolchain.ensure(["kubectl"])["kubectl"]), f"--kubeconfig={kubeconfig}"]
+    sandbox = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "sandbox"},
+               "spec": {"nodeName": REAL_NODE, "containers": [{"name": "pause", "image": f"{registry}/{PAUSE_TAG}"}]}}
+    subprocess.run([*kubectl, "apply", "-f", "-"], input=json.dumps(sandbox), check=True, capture_output=True, text=True)
+    subprocess.run([*kubectl, "wait", "--for=condition=Ready", "pod/sandbox", "--timeout=90s"], check=True, capture_output=True)
     assert _processes(str(workdir)), "no process of the running cluster found"
     assert _host_state()["node cgroups"], "the running node made no cgroup"
-    proc.send_signal(signal.SIGINT)
-    assert proc.wait(120) == 0
+    proc.send_signal(signum)
+    assert proc.wait(120) == (0 if signum == signal.SIGINT else 128 + signum)
     assert _wait_settled(before) == before
     assert _processes(str(workdir)) == [] and not workdir.exists()
 

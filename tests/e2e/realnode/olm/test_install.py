@@ -7,11 +7,10 @@ import pytest
 import yaml
 from devcluster.cluster import Cluster
 
-from ..helpers import apply, create_nm, delete_nm, deployment, eventually, get, node, nm_status, our_taint, pods_on
-from .install import BUNDLE_CRD, Install, crd, csv_name, image_digests, olm_pods, served_versions
+from ...helpers import apply, create_nm, delete_nm, deployment, eventually, get, node, nm_status, our_taint, pods_on
+from .install import BUNDLE_CRD, HEAD, SERVED, Install, crd, csv_name, image_digests, olm_pods, served_versions
 
 pytestmark = pytest.mark.e2e
-HEAD = "0.3.0"
 
 
 def test_fresh_install_on_default_channel_drains_a_node(cluster: Cluster, install: Install, nodes) -> None:
@@ -36,7 +35,7 @@ def test_fresh_install_on_default_channel_drains_a_node(cluster: Cluster, instal
     # The CRD is the one our bundle ships, every version served, conversion wired by OLM to our webhook.
     ours = yaml.safe_load(BUNDLE_CRD.read_text())
     installed = crd(cluster)
-    assert served_versions(installed) == ["v1alpha1", "v1alpha3", "v1beta1"]
+    assert served_versions(installed) == SERVED[HEAD]
     assert [v["name"] for v in installed["spec"]["versions"] if v["storage"]] == ["v1beta1"]
     for mine, theirs in zip(ours["spec"]["versions"], installed["spec"]["versions"], strict=True):
         assert mine["schema"] == theirs["schema"], f"schema of {mine['name']} differs from the bundle's"
@@ -90,4 +89,4 @@ def test_operator_group_modes_install(cluster: Cluster, install: Install, mode: 
     assert group["status"]["namespaces"] == expected
     annotations = csv["metadata"]["annotations"]
     assert annotations["olm.targetNamespaces"] == ("" if mode == "AllNamespaces" else install.namespace)
-    assert served_versions(crd(cluster)) == ["v1alpha1"]
+    assert served_versions(crd(cluster)) == SERVED["0.1.0"]

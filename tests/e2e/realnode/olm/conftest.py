@@ -1,5 +1,5 @@
-"""OLM end to end, the way an admin's cluster runs it: a control plane of its own with a real node, every
-image published to its registry, OLM's operators, our catalog image, and one fresh install per test."""
+"""OLM end to end, the way an admin's cluster runs it: the control plane with a real node, every image
+published to its registry, OLM's operators, our catalog image, and one fresh install per test."""
 
 from __future__ import annotations
 
@@ -11,25 +11,15 @@ from typing import Iterator
 import pytest
 from devcluster.cluster import Cluster
 from devcluster.olm import OLM
-from devcluster.publish import Published, publish
+from devcluster.publish import Published
 
 from .install import CRD_NAME, Install
 
 
 @pytest.fixture(scope="package")
-def cluster() -> Iterator[Cluster]:
+def cluster(real_cluster: Cluster) -> Cluster:
     """Overrides the session cluster for these tests: OLM runs pods (registry, unpack Jobs, our operator)."""
-    with Cluster(real_node=True) as running:
-        yield running
-        pids = running.pids()
-    survivors = [pid for pid in pids if Path(f"/proc/{pid}").exists()]
-    assert not survivors, f"processes still alive after teardown: {survivors}"
-
-
-@pytest.fixture(scope="package")
-def published(cluster: Cluster) -> Published:
-    assert cluster.registry is not None
-    return publish(cluster.registry.host)
+    return real_cluster
 
 
 @pytest.fixture(scope="package")

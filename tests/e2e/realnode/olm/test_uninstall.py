@@ -6,11 +6,10 @@ from __future__ import annotations
 import pytest
 from devcluster.cluster import Cluster
 
-from ..helpers import create_nm, delete_nm, eventually, get, nm, nm_status, node, our_taint
-from .install import CRD_NAME, Install
+from ...helpers import create_nm, delete_nm, eventually, get, nm, nm_status, node, our_taint
+from .install import CRD_NAME, HEAD, Install
 
 pytestmark = pytest.mark.e2e
-HEAD = "0.3.0"
 
 
 def test_uninstall_keeps_node_maintenances_and_reinstall_picks_them_up(cluster: Cluster, install: Install, nodes) -> None:
