@@ -27,15 +27,13 @@ class Installed:
     namespace: str
     deployment: str
     csv: dict
-    crd: dict
 
 
-def bundle_objects(inputs: Inputs, version: str) -> tuple[dict, dict]:
-    """The CSV and the CRD of one release's bundle, as rendered for the published images."""
+def bundle_objects(inputs: Inputs, version: str) -> tuple[dict, list[dict]]:
+    """The CSV and the CRDs of one release's bundle, as rendered for the published images."""
     docs = [yaml.safe_load(f.content) for f in bundle_output(inputs, version).files if f.path.parts[:2] == ("bundle", "manifests")]
     csv = next(d for d in docs if d["kind"] == "ClusterServiceVersion")
-    crd = next(d for d in docs if d["kind"] == "CustomResourceDefinition")
-    return csv, crd
+    return csv, [d for d in docs if d["kind"] == "CustomResourceDefinition"]
 
 
 def restricted_namespace(cluster: Cluster, name: str) -> None:
@@ -48,9 +46,10 @@ def restricted_namespace(cluster: Cluster, name: str) -> None:
 
 
 def install(cluster: Cluster, inputs: Inputs, version: str, namespace: str) -> Installed:
-    csv, crd = bundle_objects(inputs, version)
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=json.dumps(crd))
-    cluster.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
+    csv, crds = bundle_objects(inputs, version)
+    for crd in crds:
+        cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=json.dumps(crd))
+        cluster.kubectl("wait", "--for=condition=Established", f"crd/{crd['metadata']['name']}", "--timeout=60s")
     restricted_namespace(cluster, namespace)
     with tempfile.NamedTemporaryFile("w", suffix=".yaml") as csv_file:
         csv_file.write(yaml.safe_dump(csv))
@@ -63,7 +62,7 @@ def install(cluster: Cluster, inputs: Inputs, version: str, namespace: str) -> I
     if webhooks:
         _serve_webhooks(cluster, namespace, spec["name"], deployment, webhooks)
     cluster.kubectl("apply", "-f", "-", input=json.dumps(deployment))
-    return Installed(namespace, spec["name"], csv, crd)
+    return Installed(namespace, spec["name"], csv)
 
 
 def _serve_webhooks(cluster: Cluster, namespace: str, name: str, deployment: dict, webhooks: list[dict]) -> None:

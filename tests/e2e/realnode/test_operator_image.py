@@ -15,6 +15,7 @@ from node_maintenance.api import GROUP, PLURAL, VERSIONS
 
 from ..helpers import deployment as deployment_of, node as node_of, our_taint
 from .bundle_install import install, restricted_namespace, wait_ready
+from .releases import HEAD, RELEASES
 
 pytestmark = pytest.mark.e2e
 
@@ -32,7 +33,7 @@ def test_real_node_runs_our_image_and_its_pods_reach_the_api_by_name(real_cluste
     assert not any(t["key"] == KWOK_TAINT["key"] for t in node["spec"].get("taints") or [])
     namespace = f"probe-{uuid.uuid4().hex[:6]}"
     restricted_namespace(real_cluster, namespace)
-    image = f"{published.registry}/node-maintenance-operator@{published.digest('operator', '0.3.0')}"
+    image = f"{published.registry}/node-maintenance-operator@{published.digest('operator', HEAD)}"
     script = (
         "import json, ssl, urllib.request\n"
         "sa = '/var/run/secrets/kubernetes.io/serviceaccount/'\n"
@@ -90,7 +91,7 @@ def _drain_a_kwok_node(cluster: Cluster, api_version: str) -> None:
     assert not released["spec"].get("unschedulable") and not our_taint(released)
 
 
-@pytest.mark.parametrize("version", ["0.1.0", "0.2.0", "0.3.0"])
+@pytest.mark.parametrize("version", RELEASES)
 def test_each_release_runs_from_its_image_under_its_csv(real_cluster: Cluster, published: Published, operator_namespace: str, version: str) -> None:
     """In release order, as an upgrade would: each release's CRD and CSV Deployment, its image, a drain."""
     installed = install(real_cluster, published.inputs(), version, operator_namespace)

@@ -13,7 +13,8 @@ from devcluster.cluster import Cluster
 from devcluster.olm import OLM
 from devcluster.publish import Published
 
-from .install import CRD_NAME, Install
+from ..releases import ALL_CRDS
+from .install import Install
 
 
 @pytest.fixture(scope="package")
@@ -41,19 +42,20 @@ def install(request: pytest.FixtureRequest, cluster: Cluster, olm: OLM, publishe
     yield installed
     for kind in ("subscriptions", "clusterserviceversions", "installplans", "operatorgroups"):
         cluster.kubectl("delete", kind, "--all", "-n", namespace, "--wait=false", check=False)
-    _remove_crd(cluster)
+    _remove_crds(cluster)
     cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
 
 
-def _remove_crd(cluster: Cluster) -> None:
-    """Delete every NodeMaintenance (finalizers too: no operator is left to run them) and the CRD."""
-    if cluster.kubectl("get", "crd", CRD_NAME, check=False).returncode != 0:
-        return
-    # Its webhook has gone with the operator: read the objects without conversion.
-    cluster.kubectl("patch", "crd", CRD_NAME, "--type=merge", "-p", json.dumps({"spec": {"conversion": {"strategy": "None", "webhook": None}}}))
-    for name in cluster.kubectl("get", "nodemaintenances", "-o", "name", check=False).stdout.split():
-        cluster.kubectl("patch", name, "--type=merge", "-p", '{"metadata":{"finalizers":null}}', check=False)
-    cluster.kubectl("delete", "crd", CRD_NAME, "--timeout=120s")
+def _remove_crds(cluster: Cluster) -> None:
+    """Delete the objects of every CRD a release owns (finalizers too: no operator is left to run them), and the CRDs."""
+    for name in ALL_CRDS:
+        if cluster.kubectl("get", "crd", name, check=False).returncode != 0:
+            continue
+        # A webhook in it has gone with the operator: read the objects without conversion.
+        cluster.kubectl("patch", "crd", name, "--type=merge", "-p", json.dumps({"spec": {"conversion": {"strategy": "None", "webhook": None}}}))
+        for obj in cluster.kubectl("get", name, "-o", "name", check=False).stdout.split():
+            cluster.kubectl("patch", obj, "--type=merge", "-p", '{"metadata":{"finalizers":null}}', check=False)
+        cluster.kubectl("delete", "crd", name, "--timeout=120s")
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -12,19 +12,13 @@ from devcluster.cluster import Cluster
 from devcluster.olm import DEPLOY_DIR, NAMESPACE as OLM_NAMESPACE
 from devcluster.publish import Published
 from devcluster.realnode import NAME as REAL_NODE
-from node_maintenance_packaging.render import RELEASES_FILE, load_inputs
+from node_maintenance.api import CRD_NAME, GROUP
 
 from ...helpers import eventually, get
 
 ROOT = Path(__file__).resolve().parents[4]
 PACKAGE = "node-maintenance-operator"
-CRD_NAME = "nodemaintenances.nodemaintenance.kubevirt.io"
-GROUP = "nodemaintenance.kubevirt.io"
 BUNDLE_CRD = ROOT / "bundle" / "manifests" / "nodemaintenance.kubevirt.io_nodemaintenances.yaml"
-_RELEASES = load_inputs(ROOT / RELEASES_FILE).releases.releases
-RELEASES = [release.version for release in _RELEASES]  # oldest first
-HEAD = RELEASES[-1]
-SERVED = {release.version: sorted(release.served) for release in _RELEASES}  # API versions each release's CRD serves
 
 
 def csv_name(version: str) -> str:

@@ -16,7 +16,8 @@ from node_maintenance_packaging.render import Inputs
 
 from ...helpers import apply, deployment, eventually, node, nm_status, our_taint, pdb, pods_on
 from .budgets import BudgetWatch
-from .install import GROUP, HEAD, RELEASES, SERVED, Install, crd, csv_name, nm_manifest, read_nm, served_versions
+from ..releases import HEAD, RELEASES, SERVED
+from .install import GROUP, Install, crd, csv_name, nm_manifest, read_nm, served_versions
 
 pytestmark = pytest.mark.e2e
 # The rendered CatalogSource polls its image every 30m; these tests shorten that to this.

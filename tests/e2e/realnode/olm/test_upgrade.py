@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 from devcluster.cluster import Cluster
 
-from ...helpers import apply, eventually
-from .install import HEAD, RELEASES, SERVED, Install, crd, csv_name, nm_manifest, read_nm, served_versions
+from ...helpers import apply, eventually, get
+from ..releases import CRDS, HEAD, RELEASES, SERVED
+from .install import Install, crd, csv_name, nm_manifest, read_nm, served_versions
 
 pytestmark = pytest.mark.e2e
 
@@ -43,6 +44,7 @@ def test_manual_upgrade_through_every_release_keeps_every_node_maintenance(clust
         install.wait_plan_complete(version)
         install.wait_succeeded(version)
         assert served_versions(crd(cluster)) == SERVED[version]
+        assert all(get(cluster, "crd", name) for name in CRDS[version]), f"{version} installs every CRD it owns: {CRDS[version]}"
         eventually(lambda: _all_readable(cluster, created, SERVED[version]), f"every NodeMaintenance readable after {version}")
         eventually(lambda: install.csv(previous) is None, f"{previous}'s CSV replaced")
         assert install.subscription()["status"]["installedCSV"] == csv_name(version)
