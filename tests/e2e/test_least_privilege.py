@@ -1,5 +1,5 @@
 """Least privilege, proved from the API server's audit log: the operator runs under a ServiceAccount bound
-to exactly the CSV's rules, every request it made in this session was allowed, and every verb the CSV
+to exactly the CSV's rules, every request it made in this test run was allowed, and every verb the CSV
 grants was needed by the drain, the give-back, the admission webhook, leader election and the
 storage-version migration that this test drives. The Deployment passes the `restricted` Pod Security
 Standard its namespace enforces."""

@@ -5,7 +5,7 @@
 | --- | --- | --- |
 | no owner | deleted, with a warning (--force) | evicted |
 | controller of a kind nobody serves | evicted (it has a controller) | evicted |
-| controller already deleted | evicted, with a warning (--force) | evicted, or gone first by the garbage collector |
+| controller already deleted | evicted (it names a controller) | evicted, or gone first by the garbage collector |
 | phase Unknown | evicted | evicted |
 | finalizer that never finishes | waits until --timeout | waits; at timeoutSeconds Failed, naming the pod |
 | DaemonSet pod, DaemonSet gone | deleted, with a warning (--force) | left to the garbage collector, which deletes it |
