@@ -9,10 +9,12 @@ export PYTHONPATH := $(CURDIR)/hack
 # Everything the tests need from the OS, installed only when missing.
 SYSTEM_PACKAGES := buildah skopeo umoci docker-registry iproute2 mmdebstrap containerd runc containernetworking-plugins iptables conntrack busybox-static
 
-.PHONY: help venv system-deps tools render check test unit demo bench bench-smoke soak clean
+.PHONY: help venv system-deps tools render check test unit demo demo-transcript bench bench-smoke soak clean
 
 help:
-	@echo "make demo   - start a local control plane and put a node into maintenance with the operator"
+	@echo "make demo   - OLM installs the operator from our images on a local cluster, which drains a node and hands it back"
+	@echo "             (KEEP=1 leaves the cluster running; transcript in build/demo-transcript.md)"
+	@echo "make demo-transcript - run the demo and rewrite docs/demo-transcript.md"
 	@echo "make test   - unit tests, upstream validators and end-to-end tests on a local control plane"
 	@echo "make bench  - the drain measured against kubectl drain, API cost, many nodes, scale, conversion"
 	@echo "             (report in bench/results: report.json, report.txt, PNG charts)"
@@ -51,8 +53,13 @@ unit: venv
 test: venv system-deps tools
 	$(PYTEST) -q -ra
 
-demo: venv tools
-	$(PY) hack/demo.py
+# The demo's transcript goes to build/ unless DEMO_TRANSCRIPT names another file; KEEP=1 leaves the cluster up.
+DEMO_TRANSCRIPT ?= $(CURDIR)/build/demo-transcript.md
+demo: venv system-deps tools
+	$(PY) -m demo --transcript $(DEMO_TRANSCRIPT) $(if $(KEEP),--keep)
+
+demo-transcript:
+	$(MAKE) demo DEMO_TRANSCRIPT=$(CURDIR)/docs/demo-transcript.md KEEP=
 
 bench: venv tools
 	$(PY) -m bench
