@@ -4,7 +4,8 @@ resets and blackouts through Toxiproxy (all along). The invariants are checked a
 
 The second half runs one operator process without kills, so its memory is compared from when it has
 warmed up to the end. Writes report.json and report.txt; exits 1 on any invariant violation, a
-maintenance left unfinished, or memory at the end more than 10% above the start.
+maintenance left unfinished, or memory at the end more than 10% above the start; the operator's logs
+go next to the report.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -32,8 +34,8 @@ MEMORY_BAR = 1.10
 SETTLE_SECONDS = 180
 
 
-def soak(minutes: float, seed: int, workdir: Path) -> dict:
-    """Run the soak on a fresh local control plane; return the report."""
+def soak(minutes: float, seed: int, workdir: Path, logs: Path) -> dict:
+    """Run the soak on a fresh local control plane, the operator's logs in ``logs``; return the report."""
     tally = Tally()
     seconds = minutes * 60
     with Cluster() as cluster, Toxiproxy(cluster.logs_dir) as toxiproxy:
@@ -41,7 +43,7 @@ def soak(minutes: float, seed: int, workdir: Path) -> dict:
         cluster.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
         proxy = toxiproxy.proxy("apiserver", urlsplit(cluster.server).netloc)
         kubeconfig = kubeconfig_through(proxy, grant_csv_permissions(cluster, NAMESPACE), workdir / "proxied.kubeconfig")
-        operator = OperatorProcess(cluster, workdir / "operator", kubeconfig, identity="soak")
+        operator = OperatorProcess(cluster, logs, kubeconfig, identity="soak")
         admin = Api(cluster)
         cluster.kubectl("create", "namespace", "soak")
         workload = build_workload(cluster, admin, "soak", "soak", nodes=10, spares=2, cordoned=2, scale=2)
@@ -114,9 +116,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "soak")
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else int(time.time())
-    with tempfile.TemporaryDirectory(prefix="nmo-soak-") as workdir:
-        report = soak(args.minutes, seed, Path(workdir))
+    shutil.rmtree(args.out / "operator", ignore_errors=True)
     args.out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="nmo-soak-") as workdir:
+        report = soak(args.minutes, seed, Path(workdir), args.out / "operator")
     (args.out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     console = Console(record=True, width=100)
     console.print(render(report))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import http.client
 import logging
 import os
 import signal
@@ -39,6 +40,8 @@ log = logging.getLogger("node_maintenance")
 # How often an operator working in v1alpha1 looks whether the CRD serves v1beta1 yet (one GET of one object).
 CRD_CHECK_SECONDS = 5.0
 MIGRATION_RETRY_SECONDS = 5.0
+# An API server out of reach (restarting, or a network fault): the blocking client's requests raise these.
+UNREACHABLE = (OSError, http.client.HTTPException)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -112,16 +115,14 @@ async def _reconcile(kube: Kube, holding: asyncio.Task, shutdown: asyncio.Event,
     Returns whether leadership was lost (otherwise the process was asked to stop).
     """
     while True:
-        crd = await asyncio.to_thread(read_crd, kube)
-        if crd is None:  # removed meanwhile: wait for it again
-            crd = await _until_crd_installed(kube, shutdown)
-            if crd is None:
-                return False
+        crd = await _until_crd_installed(kube, shutdown)  # removed meanwhile, or the API server out of reach: wait
+        if crd is None:
+            return False
         version = working_version(crd)
         if version == HUB and storage_version(crd) == HUB:
             try:
                 rewritten = await asyncio.to_thread(migrate_storage_version, kube)
-            except ApiError as error:  # the conversion webhook may still be coming up: try again
+            except (ApiError, *UNREACHABLE) as error:  # the conversion webhook may still be coming up: try again
                 log.warning("storage version migration failed; retrying: %s", error)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(shutdown.wait(), MIGRATION_RETRY_SECONDS)
@@ -190,14 +191,20 @@ def _on_signals(shutdown: asyncio.Event) -> None:
 async def _until_crd_installed(kube: Kube, shutdown: asyncio.Event) -> dict | None:
     """Serve only the webhooks until the CRD exists; None if asked to stop meanwhile."""
     warned = False
-    while (crd := await asyncio.to_thread(read_crd, kube)) is None:
-        if not warned:
-            log.warning("the NodeMaintenance CRD is not installed: serving webhooks only until it is")
-            warned = True
+    while True:
+        try:
+            crd = await asyncio.to_thread(read_crd, kube)
+        except UNREACHABLE as error:
+            log.warning("reading the CRD failed; retrying: %s", error)
+        else:
+            if crd is not None:
+                return crd
+            if not warned:
+                log.warning("the NodeMaintenance CRD is not installed: serving webhooks only until it is")
+                warned = True
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(shutdown.wait(), 2)
             return None
-    return crd
 
 
 async def _until_hub_served(kube: Kube) -> None:

@@ -1,0 +1,43 @@
+"""The reconciler's start survives an API server out of reach (found by the soak: a restart during a
+network fault crashed in the storage-version migration or the CRD read, and the process exited)."""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import threading
+from typing import Any
+
+import pytest
+from node_maintenance import __main__ as entry
+from node_maintenance.conversion import HUB
+
+CRD = {"spec": {"versions": [{"name": HUB, "served": True, "storage": True}]}, "status": {"storedVersions": [HUB]}}
+
+
+def test_crd_read_and_migration_wait_out_an_unreachable_api_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    reads = [ConnectionRefusedError("connection refused"), CRD]
+    migrations = [http.client.RemoteDisconnected("Remote end closed connection without response"), 0]
+    started: list[str] = []
+
+    def step(queue: list[Any]) -> Any:
+        value = queue.pop(0)
+        if isinstance(value, BaseException):
+            raise value
+        return value
+
+    def run_kopf(kube: Any, version: str, stop: threading.Event, *_: Any) -> None:
+        started.append(version)
+        stop.wait()
+
+    monkeypatch.setattr(entry, "read_crd", lambda kube: step(reads) if reads else CRD)
+    monkeypatch.setattr(entry, "migrate_storage_version", lambda kube: step(migrations))
+    monkeypatch.setattr(entry, "_run_kopf", run_kopf)
+    monkeypatch.setattr(entry, "MIGRATION_RETRY_SECONDS", 0.05)
+
+    async def reconcile() -> bool:
+        holding = asyncio.create_task(asyncio.sleep(2.5))  # leadership ends after a while
+        return await entry._reconcile(object(), holding, asyncio.Event(), "", "ns")  # type: ignore[arg-type]
+
+    assert asyncio.run(asyncio.wait_for(reconcile(), 20)) is True
+    assert started == [HUB] and not reads and not migrations
