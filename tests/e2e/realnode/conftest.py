@@ -12,6 +12,15 @@ from devcluster.publish import Published, publish
 from devcluster.realnode import CGROUPS
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """With `pytest -n`, every test here runs in one worker: they share one real-node cluster and one publish."""
+    here = Path(__file__).parent
+    for item in items:
+        if here in item.path.parents:
+            item.add_marker(pytest.mark.xdist_group("realnode"))
+
+
 @pytest.fixture(scope="package")
 def real_cluster() -> Iterator[Cluster]:
     with Cluster(real_node=True) as running:
