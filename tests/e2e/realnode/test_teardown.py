@@ -64,7 +64,7 @@ def test_stopping_by_signal_leaves_nothing_behind(signum: int) -> None:
     assert proc.stdout is not None
     registry = kubeconfig = None
     for line in proc.stdout:
-        if match := re.search(r"image registry \(plain HTTP\) at (\S+)", line):
+        if match := re.search(r"image registry \(plain HTTP\) at ([0-9.]+:[0-9]+)", line):
             registry = match.group(1)
         if match := re.search(r"export KUBECONFIG=(\S+)", line):
             kubeconfig = Path(match.group(1))
@@ -76,25 +76,40 @@ def test_stopping_by_signal_leaves_nothing_behind(signum: int) -> None:
     sandbox = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "sandbox"},
                "spec": {"nodeName": REAL_NODE, "containers": [{"name": "pause", "image": f"{registry}/{PAUSE_TAG}"}]}}
     subprocess.run([*kubectl, "apply", "-f", "-"], input=json.dumps(sandbox), check=True, capture_output=True, text=True)
-    subprocess.run([*kubectl, "wait", "--for=condition=Ready", "pod/sandbox", "--timeout=90s"], check=True, capture_output=True)
+    ready = subprocess.run([*kubectl, "wait", "--for=condition=Ready", "pod/sandbox", "--timeout=180s"], capture_output=True, text=True)
+    if ready.returncode != 0:
+        described = subprocess.run([*kubectl, "describe", "pod", "sandbox"], capture_output=True, text=True).stdout
+        proc.send_signal(signal.SIGINT)
+        proc.wait(120)
+        raise AssertionError(f"the pod did not become Ready on the real node:\n{ready.stderr}\n{described}")
     assert _processes(str(workdir)), "no process of the running cluster found"
     assert _host_state()["node cgroups"], "the running node made no cgroup"
     proc.send_signal(signum)
-    assert proc.wait(120) == (0 if signum == signal.SIGINT else 128 + signum)
+    assert proc.wait(120) == 0
     assert _wait_settled(before) == before
     assert _processes(str(workdir)) == [] and not workdir.exists()
 
 
-def test_a_failure_inside_the_cluster_block_leaves_nothing_behind() -> None:
+@pytest.mark.parametrize("ending", ["exception", "sigterm"])
+def test_a_program_ending_inside_the_cluster_block_leaves_nothing_behind(ending: str) -> None:
+    """A test that fails, and a test run that SIGTERM ends (a CI runner's timeout), inside `with Cluster(...)`."""
     before = _host_state()
     script = (
+        "import time\n"
         "from devcluster.cluster import Cluster\n"
         "with Cluster(real_node=True) as cluster:\n"
         "    print(cluster.workdir, flush=True)\n"
-        "    raise RuntimeError('a test failed')\n"
+        + ("    raise RuntimeError('a test failed')\n" if ending == "exception" else "    time.sleep(600)\n")
     )
-    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=300)
-    assert result.returncode != 0 and "a test failed" in result.stderr
-    workdir = result.stdout.strip().splitlines()[-1]
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    workdir = proc.stdout.readline().strip()
+    if ending == "sigterm":
+        proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=300)
+    if ending == "exception":
+        assert proc.returncode != 0 and "a test failed" in stderr
+    else:
+        assert proc.returncode == 128 + signal.SIGTERM, stderr
     assert _wait_settled(before) == before
     assert _processes(workdir) == [] and not Path(workdir).exists()

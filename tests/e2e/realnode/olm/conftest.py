@@ -35,7 +35,9 @@ def olm(cluster: Cluster, published: Published, tmp_path_factory: pytest.TempPat
 
 @pytest.fixture
 def install(request: pytest.FixtureRequest, cluster: Cluster, olm: OLM, published: Published) -> Iterator[Install]:
-    """A namespace to install into, and afterwards no trace: no operator, no CSV, no CRD, no NodeMaintenance."""
+    """A namespace to install into, and afterwards no trace: no operator, no CSV, no CRD, no NodeMaintenance.
+    Each install starts with none of our CRDs, whatever an earlier test's operator did on its way out."""
+    _remove_crds(cluster)
     namespace = f"nmo-{uuid.uuid4().hex[:6]}"
     installed = Install(cluster, namespace, published)
     request.node.olm_logs = lambda: f"{olm.logs()}\n{installed.report()}"
