@@ -50,11 +50,8 @@ check: venv
 unit: venv
 	$(PYTEST) -q tests/unit
 
-# The end-to-end tests mostly wait on controllers: they run in this many processes, each with a control
-# plane of its own (the real-node and OLM tests stay together in one, on one cluster).
-TEST_WORKERS ?= 3
 test: venv system-deps tools
-	$(PYTEST) -q -ra -n $(TEST_WORKERS) --dist loadgroup
+	$(PYTEST) -q -ra
 
 # The demo's transcript goes to build/ unless DEMO_TRANSCRIPT names another file; KEEP=1 leaves the cluster up.
 DEMO_TRANSCRIPT ?= $(CURDIR)/build/demo-transcript.md

@@ -12,14 +12,12 @@ from devcluster.publish import Published, publish
 from devcluster.realnode import CGROUPS
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """With `pytest -n`, every test here runs in one worker: they share one real-node cluster and one publish.
-    The first of them also starts that cluster, publishes every image and starts OLM, so each has 20 minutes."""
+    """The first test here also starts the real-node cluster, publishes every image and starts OLM: each
+    test here has 20 minutes."""
     here = Path(__file__).parent
     for item in items:
         if here in item.path.parents:
-            item.add_marker(pytest.mark.xdist_group("realnode"))
             item.add_marker(pytest.mark.timeout(1200))
 
 
