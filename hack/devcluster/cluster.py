@@ -485,14 +485,14 @@ class Cluster:
 
 
 def _stop_on_sigterm() -> Callable[[], None]:
-    """While a cluster runs, SIGTERM (a CI runner's timeout, `kill`) unwinds the program like Ctrl-C does,
-    so the cluster's teardown runs; returns what puts the previous handler back. Only the main thread
-    can take signals, and a handler someone else installed is left alone."""
+    """While a cluster runs, SIGTERM (a CI runner's timeout, `kill`) is taken as Ctrl-C: the program, a
+    pytest session too, stops and unwinds, so the cluster's teardown runs. Returns what puts the previous
+    handler back. Only the main thread can take signals, and a handler someone else installed is left alone."""
     if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
         return lambda: None
 
     def terminate(signum: int, frame: object) -> None:
-        raise SystemExit(128 + signum)
+        raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, terminate)
     return lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL)
