@@ -50,8 +50,11 @@ check: venv
 unit: venv
 	$(PYTEST) -q tests/unit
 
+# The end-to-end tests mostly wait on controllers: they run in this many processes, each with a control
+# plane of its own; tests/conftest.py keeps the tests of a shared setup (the real-node cluster) in one.
+TEST_WORKERS ?= 3
 test: venv system-deps tools
-	$(PYTEST) -q -ra
+	$(PYTEST) -q -ra -n $(TEST_WORKERS) --dist loadscope
 
 # The demo's transcript goes to build/ unless DEMO_TRANSCRIPT names another file; KEEP=1 leaves the cluster up.
 DEMO_TRANSCRIPT ?= $(CURDIR)/build/demo-transcript.md

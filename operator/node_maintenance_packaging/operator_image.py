@@ -8,6 +8,7 @@ the Dockerfile's final stage, so the Dockerfile stays the one description of the
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -60,8 +61,16 @@ def base_layout(cache: Path | None = None, packages: tuple[str, ...] = BASE_PACK
         return reference
     if shutil.which("mmdebstrap") is None:
         raise PackagingError("mmdebstrap is not installed (Debian package mmdebstrap); install it, or give --base-image")
-    shutil.rmtree(layout, ignore_errors=True)
     layout.parent.mkdir(parents=True, exist_ok=True)
+    with open(f"{layout}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one build at a time: a process that waited finds the base built
+        if not (layout / ".complete").exists():
+            _build_base(layout, command, packages)
+    return reference
+
+
+def _build_base(layout: Path, command: tuple[str, ...], packages: tuple[str, ...]) -> None:
+    shutil.rmtree(layout, ignore_errors=True)
     with tempfile.TemporaryDirectory(prefix="nmo-base-") as scratch:
         rootfs = Path(scratch) / "rootfs.tar"
         print(f"nmo-pack: making the Python base image from Debian {DEBIAN_SUITE} (once; cached)", file=sys.stderr)
@@ -75,7 +84,6 @@ def base_layout(cache: Path | None = None, packages: tuple[str, ...] = BASE_PACK
         run_tool(["umoci", "config", "--image", f"{layout}:base", "--created", EPOCH, "--no-history",
               "--config.env", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"], "configuring the base")
     (layout / ".complete").write_text("")
-    return reference
 
 
 def install_app(root: Path, version: str, stage_root: Path, prefix: str) -> None:

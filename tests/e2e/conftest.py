@@ -14,6 +14,7 @@ from devcluster.operator import NAMESPACE, USER as OPERATOR_USER, OperatorProces
 ROOT = Path(__file__).resolve().parents[2]
 CRD_FILE = ROOT / "bundle" / "manifests" / "nodemaintenance.kubevirt.io_nodemaintenances.yaml"
 CRD_NAME = "nodemaintenances.nodemaintenance.kubevirt.io"
+NAMESPACE_MANIFEST = ROOT / "olm-deploy-manifests" / "kubernetes" / "nm-ns.yaml"
 
 
 def _suffix() -> str:
@@ -71,7 +72,9 @@ def crd(cluster: Cluster) -> str:
 
 @pytest.fixture(scope="session")
 def operator_kubeconfig(cluster: Cluster, crd: str) -> Path:
-    """A ServiceAccount bound to exactly the CSV's permissions: the operator never runs as cluster-admin."""
+    """A ServiceAccount bound to exactly the CSV's permissions (the operator never runs as cluster-admin), in its
+    namespace as shipped, which enforces the `restricted` Pod Security Standard on the hook Jobs' pods too."""
+    cluster.kubectl("apply", "-f", str(NAMESPACE_MANIFEST))
     return grant_csv_permissions(cluster, NAMESPACE)
 
 

@@ -12,6 +12,9 @@ T = TypeVar("T")
 NM = "nodemaintenances.v1beta1.nodemaintenance.kubevirt.io"
 # Test workloads run on KWOK nodes, which carry this taint in a cluster with a real node.
 KWOK_TOLERATION = {"key": KWOK_TAINT["key"], "operator": "Exists", "effect": KWOK_TAINT["effect"]}
+# What a pod needs to pass the `restricted` Pod Security Standard (the operator's namespace enforces it).
+RESTRICTED_POD = {"runAsNonRoot": True, "runAsUser": 65532, "seccompProfile": {"type": "RuntimeDefault"}}
+RESTRICTED_CONTAINER = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
 def eventually(check: Callable[[], T], what: str, timeout: float = 60, interval: float = 0.25) -> T:

@@ -7,6 +7,7 @@ import time
 
 import pytest
 from devcluster.cluster import Cluster
+from devcluster.operator import USER as OPERATOR_USER
 
 from .helpers import (
     apply,
@@ -25,7 +26,6 @@ from .helpers import (
 )
 
 pytestmark = pytest.mark.e2e
-OPERATOR_USER = "system:serviceaccount:node-maintenance-operator:node-maintenance-operator"
 
 
 def _running(cluster: Cluster, namespace: str, count: int) -> None:

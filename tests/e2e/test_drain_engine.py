@@ -8,9 +8,10 @@ import time
 
 import pytest
 from devcluster.cluster import Cluster
+from devcluster.operator import USER as OPERATOR_USER
 
 from .helpers import apply, create_nm, delete_nm, deployment, eventually, get, nm, nm_status, pdb, pod, pods_on
-from .test_drain import OPERATOR_USER, _evictions, _running
+from .test_drain import _evictions, _running
 
 pytestmark = pytest.mark.e2e
 

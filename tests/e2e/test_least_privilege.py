@@ -18,21 +18,18 @@ from devcluster.operator import NAMESPACE, USER as OPERATOR_USER, OperatorProces
 from node_maintenance.api import CRD_NAME, GROUP, KIND, POLICY
 from node_maintenance.leader import LEASE_NAME
 
-from .helpers import apply, create_nm, delete_nm, deployment, eventually, get, nm_status, pdb, pod, pods_on
+from .conftest import NAMESPACE_MANIFEST, ROOT
+from .helpers import RESTRICTED_CONTAINER, RESTRICTED_POD, apply, create_nm, delete_nm, deployment, eventually, get, nm_status, pdb, pod, pods_on
 
 pytestmark = pytest.mark.e2e
-ROOT = Path(__file__).resolve().parents[2]
-NAMESPACE_MANIFEST = ROOT / "olm-deploy-manifests" / "kubernetes" / "nm-ns.yaml"
 POLICY_CRD = ROOT / "bundle" / "manifests" / f"{GROUP}_{POLICY.plural}.yaml"
-RESTRICTED = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
-POD_RESTRICTED = {"runAsNonRoot": True, "runAsUser": 65532, "seccompProfile": {"type": "RuntimeDefault"}}
 
 
 def _policy(name: str, labels: dict[str, str]) -> dict:
     """A NodeMaintenancePolicy for the nodes with ``labels``, with a Job before the drain and one before the give-back."""
     job = {"spec": {"backoffLimit": 0, "template": {"spec": {
-        "restartPolicy": "Never", "securityContext": POD_RESTRICTED,
-        "containers": [{"name": "hook", "image": "registry.invalid/hook:1", "securityContext": RESTRICTED}]}}}}
+        "restartPolicy": "Never", "securityContext": RESTRICTED_POD,
+        "containers": [{"name": "hook", "image": "registry.invalid/hook:1", "securityContext": RESTRICTED_CONTAINER}]}}}}
     return {"apiVersion": f"{GROUP}/{POLICY.versions[-1]}", "kind": POLICY.kind, "metadata": {"name": name},
             "spec": {"nodeSelector": {"matchLabels": labels}, "maxParallel": 1,
                      "preDrain": {"jobTemplate": job}, "postMaintenance": {"jobTemplate": job}}}
@@ -124,11 +121,14 @@ def _drive_every_permission(cluster: Cluster, operator: OperatorProcess, namespa
 def test_every_csv_rule_is_needed_and_no_request_is_denied(cluster: Cluster, operator: OperatorProcess, admission_webhook: str,
                                                            namespace: str, nodes) -> None:
     target, spare = nodes(2)
+    # Only this test's requests: other tests restart the API server, which denies requests until its RBAC
+    # caches are filled again, and run other releases' operators.
+    before = len(cluster.audit_events(OPERATOR_USER, every_request=True))
     _drive_every_permission(cluster, operator, namespace, target, spare)
     # Renewals every few seconds update the Lease; wait for one so the log holds it.
     eventually(lambda: any(e["verb"] == "update" and e.get("objectRef", {}).get("resource") == "leases"
-                           for e in cluster.audit_events(OPERATOR_USER, every_request=True)), "a Lease renewal", timeout=15)
-    events = [e for e in cluster.audit_events(OPERATOR_USER, every_request=True) if e.get("objectRef")]
+                           for e in cluster.audit_events(OPERATOR_USER, every_request=True)[before:]), "a Lease renewal", timeout=15)
+    events = [e for e in cluster.audit_events(OPERATOR_USER, every_request=True)[before:] if e.get("objectRef")]
     assert len(events) > 50, "the audit log holds too few of the operator's requests to judge its permissions"
     denied = Counter(f"{e['verb']} {e['requestURI']}" for e in events if _code(e) == 403)
     assert not denied, f"requests of the operator denied by RBAC: {dict(denied)}"

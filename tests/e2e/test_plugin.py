@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 from devcluster.cluster import Cluster
+from devcluster.operator import USER as OPERATOR_USER
 
 from .helpers import apply, deployment, eventually, get, nm, node, our_taint, pdb, pinned, pod, pods_on
 
 pytestmark = pytest.mark.e2e
-OPERATOR_USER = "system:serviceaccount:node-maintenance-operator:node-maintenance-operator"
 PLUGIN_DIR = Path(sys.executable).parent  # where the package installed kubectl-nm
 
 

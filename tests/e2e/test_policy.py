@@ -21,7 +21,7 @@ from devcluster.cluster import Cluster
 from devcluster.operator import NAMESPACE as OPERATOR_NAMESPACE
 
 from .conftest import ROOT
-from .helpers import NM, apply, create_nm, eventually, get, nm, nm_status, pod, pods_on
+from .helpers import NM, RESTRICTED_CONTAINER, RESTRICTED_POD, apply, create_nm, eventually, get, nm, nm_status, pod, pods_on
 
 pytestmark = pytest.mark.e2e
 
@@ -181,9 +181,12 @@ def test_ten_maintenances_under_max_parallel_two_take_turns_in_creation_order(cl
 
 
 def _job_template(runner: str, backoff_limit: int) -> dict[str, Any]:
+    """A hook Job whose pod meets the `restricted` Pod Security Standard the operator's namespace enforces."""
     return {"jobTemplate": {"spec": {"backoffLimit": backoff_limit, "template": {"spec": {
         "nodeName": runner, "restartPolicy": "Never",
-        "containers": [{"name": "hook", "image": "registry.invalid/hook:1", "command": ["hook", "$(NODE_NAME)"]}],
+        "securityContext": RESTRICTED_POD,
+        "containers": [{"name": "hook", "image": "registry.invalid/hook:1", "command": ["hook", "$(NODE_NAME)"],
+                        "securityContext": RESTRICTED_CONTAINER}],
     }}}}}
 
 

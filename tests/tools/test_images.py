@@ -21,9 +21,11 @@ from devcluster.opm_image import build_opm_image
 from devcluster.processes import free_port
 from devcluster.registry import Registry
 
+from ..releases import HEAD
+
 pytestmark = pytest.mark.tools
 ROOT = Path(__file__).resolve().parents[2]
-VERSION = "0.3.0"
+VERSION = HEAD  # the release the work tree builds
 
 
 def _nmo_pack(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -12,12 +12,14 @@ from typing import Iterator
 
 import pytest
 from devcluster.registry import Registry
+
+from ..releases import HEAD
 from node_maintenance_packaging.imagetool import Builder, pick
 from node_maintenance_packaging.operator_image import BASE_PACKAGES, base_layout, build_operator_image
 
 pytestmark = pytest.mark.tools
 ROOT = Path(__file__).resolve().parents[2]
-VERSION = "0.3.0"
+VERSION = HEAD  # the release the work tree builds
 APP = "opt/node-maintenance-operator"
 
 

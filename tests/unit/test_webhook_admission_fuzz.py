@@ -98,7 +98,7 @@ def _review(server: tuple[int, ssl.SSLContext, FakeApi], review: dict) -> dict:
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20),  # JSON has no NaN nor infinity
     lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=8), children, max_size=3),
     max_leaves=10,
 )

@@ -15,7 +15,7 @@ from node_maintenance.api import GROUP, PLURAL, VERSIONS
 
 from ..helpers import deployment as deployment_of, node as node_of, our_taint
 from .bundle_install import install, restricted_namespace, wait_ready
-from .releases import HEAD, RELEASES
+from ...releases import HEAD, RELEASES
 
 pytestmark = pytest.mark.e2e
 

@@ -13,7 +13,7 @@ from devcluster.cluster import Cluster
 from devcluster.olm import OLM
 from devcluster.publish import Published
 
-from ..releases import ALL_CRDS
+from ....releases import ALL_CRDS
 from .install import Install
 
 

@@ -7,7 +7,7 @@ import pytest
 from devcluster.cluster import Cluster
 
 from ...helpers import create_nm, delete_nm, eventually, get, nm, nm_status, node, our_taint
-from ..releases import HEAD
+from ....releases import HEAD
 from .install import CRD_NAME, Install
 
 pytestmark = pytest.mark.e2e

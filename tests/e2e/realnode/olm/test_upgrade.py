@@ -7,7 +7,7 @@ import pytest
 from devcluster.cluster import Cluster
 
 from ...helpers import apply, eventually, get
-from ..releases import CRDS, HEAD, RELEASES, SERVED
+from ....releases import CRDS, HEAD, RELEASES, SERVED
 from .install import Install, crd, csv_name, nm_manifest, read_nm, served_versions
 
 pytestmark = pytest.mark.e2e

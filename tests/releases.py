@@ -6,7 +6,7 @@ from pathlib import Path
 
 from node_maintenance_packaging.render import RELEASES_FILE, load_inputs
 
-_RELEASES = load_inputs(Path(__file__).resolve().parents[3] / RELEASES_FILE).releases.releases
+_RELEASES = load_inputs(Path(__file__).resolve().parents[1] / RELEASES_FILE).releases.releases
 RELEASES = [release.version for release in _RELEASES]  # oldest first
 HEAD = RELEASES[-1]
 SERVED = {release.version: sorted(release.served) for release in _RELEASES}  # API versions each release's CRD serves

@@ -1,0 +1,46 @@
+"""How `make test` spreads the tests over processes (pytest-xdist, ``--dist loadscope``): by what they share.
+
+Each process starts its own control plane for the end-to-end tests. A package whose tests share a
+package-scoped setup (the real-node cluster with every image published and OLM running; the fault
+tests' proxy; the bad-input tests' operator log) goes to one process whole, so that setup is made once.
+The real-node package is the longest and goes first; unit tests, the shortest, go last.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+SHARED = ("tests/e2e/realnode/", "tests/e2e/faults/", "tests/e2e/badinput/", "tests/unit/")
+FIRST, LAST = SHARED[0], SHARED[-1]
+
+
+def work_unit(nodeid: str) -> str:
+    """The tests sent to one process together: a package with a shared setup, or else one module."""
+    module = nodeid.split("::", 1)[0]
+    return next((package for package in SHARED if module.startswith(package)), module)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The real-node package first, unit tests last: the order the processes take the work units in."""
+    rank = {FIRST: 0, LAST: 2}
+    items.sort(key=lambda item: rank.get(work_unit(item.nodeid), 1))
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getoption("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedSetupScheduling(LoadScopeScheduling):
+        """xdist's scope scheduling, its scopes given by ``work_unit``, taken in collection order."""
+
+        def __init__(self, config: pytest.Config, log: Any = None) -> None:
+            super().__init__(config, log)
+            config.option.loadscopereorder = False
+
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return SharedSetupScheduling(config, log)
