@@ -1,9 +1,10 @@
 """How `make test` spreads the tests over processes (pytest-xdist, ``--dist loadscope``): by what they share.
 
 Each process starts its own control plane for the end-to-end tests. A package whose tests share a
-package-scoped setup (the real-node cluster with every image published and OLM running; the fault
-tests' proxy; the bad-input tests' operator log) goes to one process whole, so that setup is made once.
-The real-node package is the longest and goes first; unit tests, the shortest, go last.
+package-scoped setup (the real-node cluster with every image published, and OLM running for the OLM
+tests; the fault tests' proxy; the bad-input tests' operator log) goes to one process whole, so that
+setup is made once. The OLM tests take longest and go first, the other real-node tests second (on a
+real-node cluster of their own); unit tests, the shortest, go last.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from typing import Any
 
 import pytest
 
-SHARED = ("tests/e2e/realnode/", "tests/e2e/faults/", "tests/e2e/badinput/", "tests/unit/")
-FIRST, LAST = SHARED[0], SHARED[-1]
+SHARED = ("tests/e2e/realnode/olm/", "tests/e2e/realnode/", "tests/e2e/faults/", "tests/e2e/badinput/", "tests/unit/")
+# The order work units are taken in; the rest come between.
+RANK = {"tests/e2e/realnode/olm/": 0, "tests/e2e/realnode/": 1, "tests/unit/": 3}
 
 
 def work_unit(nodeid: str) -> str:
@@ -23,9 +25,8 @@ def work_unit(nodeid: str) -> str:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The real-node package first, unit tests last: the order the processes take the work units in."""
-    rank = {FIRST: 0, LAST: 2}
-    items.sort(key=lambda item: rank.get(work_unit(item.nodeid), 1))
+    """The longest work units first, unit tests last: the order the processes take them in."""
+    items.sort(key=lambda item: RANK.get(work_unit(item.nodeid), 2))
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:

@@ -53,17 +53,18 @@ class Engine:
         self.policies = policies
         self.lease = rem.LeaseKeeper(kube, lease_namespace, self.node_name) if lease_namespace else None
         self.attempts: dict[str, Attempt] = {}
+        self.namespaces: set[str] = set()  # of the node's pods, as last planned: whose budgets wake this drain
         self.stored: dict[str, Any] = dict(first.get("status") or {})  # the status as last written (or read)
         self.written: collections.deque[dict[str, Any]] = collections.deque([self.stored] if self.stored else [], maxlen=RECENT_WRITES)
         self.written_at = 0.0
         self._changed = asyncio.Event()
 
-    def wake(self) -> None:
+    def wake(self, _namespace: str | None = None) -> None:
         self._changed.set()
 
     async def run(self) -> None:
         watches = [asyncio.create_task(self.node.run()), asyncio.create_task(self.pods.run())]
-        self.budgets.subscribe(self.wake)
+        self.budgets.subscribe(self.wake, lambda: self.namespaces)
         try:
             await asyncio.gather(self.node.synced.wait(), self.pods.synced.wait(), self.budgets.mirror.synced.wait(),
                                  *([self.policies.ready.wait()] if self.policies else []))
@@ -103,7 +104,8 @@ class Engine:
         # The Lease is held before the node is taken, and kept while it is; never for a node another maintenance holds.
         lease = await self.lease.hold(node) if self.lease and node and not holder_exists else None
         node_pods = list(self.pods.objects.values())
-        budgets = self.budgets.in_namespaces({p["metadata"]["namespace"] for p in node_pods})
+        self.namespaces = {p["metadata"]["namespace"] for p in node_pods}
+        budgets = self.budgets.in_namespaces(self.namespaces)
         decided = plan(gate.maintenance(body), node, node_pods, budgets, now, holder_exists=holder_exists,
                        attempts=self.attempts, in_flight=self.budgets.in_flight(), lease=lease)
         gate.record(decided.status, body["metadata"].get("generation", 1), now)

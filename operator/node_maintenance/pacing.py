@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Collection
 
 from .kube import AsyncKube
 from .watch import Mirror
@@ -23,18 +23,20 @@ IN_FLIGHT_SECONDS = 10.0
 class BudgetWatch:
     def __init__(self, kube: AsyncKube) -> None:
         self.mirror = Mirror(kube, PATH, self._changed)
-        self._listeners: set[Callable[[], None]] = set()
+        # listener -> the namespaces whose budgets it reads
+        self._listeners: dict[Callable[[], None], Callable[[], Collection[str]]] = {}
         self._sent: dict[str, dict[str, float]] = {}  # budget namespace/name -> pod name -> when sent
         self._task: asyncio.Task | None = None
 
-    def subscribe(self, listener: Callable[[], None]) -> None:
-        """Call ``listener`` on every budget change; starts the watch with the first subscriber."""
-        self._listeners.add(listener)
+    def subscribe(self, listener: Callable[[], None], namespaces: Callable[[], Collection[str]]) -> None:
+        """Call ``listener`` when a budget changes in one of ``namespaces()`` (a drain reads its node's pods'
+        budgets only: twenty drains are not all woken by each budget); starts the watch with the first subscriber."""
+        self._listeners[listener] = namespaces
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self.mirror.run(), name="budget watch")
 
     def unsubscribe(self, listener: Callable[[], None]) -> None:
-        self._listeners.discard(listener)
+        self._listeners.pop(listener, None)
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -65,7 +67,8 @@ class BudgetWatch:
             if not pods:
                 del self._sent[budget]
 
-    def _changed(self) -> None:
+    def _changed(self, namespace: str | None) -> None:
         self._forget()
-        for listener in list(self._listeners):
-            listener()
+        for listener, namespaces in list(self._listeners.items()):
+            if namespace is None or namespace in namespaces():
+                listener()

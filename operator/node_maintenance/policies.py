@@ -114,8 +114,8 @@ class Policies:
     async def _start(self) -> None:
         self._mirrors = {
             "policies": Mirror(self.kube, policy_path(), self._changed),
-            "nodes": Mirror(self.kube, node_path(), self._changed),
-            "maintenances": Mirror(self.kube, nm_path(), self._changed),
+            "nodes": Mirror(self.kube, node_path(), self._changed, slim=pol.slim_node),
+            "maintenances": Mirror(self.kube, nm_path(), self._changed, slim=pol.slim_maintenance),
             "jobs": Mirror(self.kube, jobs_path(self.namespace), self._changed),
         }
         self._tasks = [asyncio.create_task(m.run(), name=f"policy {k} watch") for k, m in self._mirrors.items()]
@@ -136,7 +136,7 @@ class Policies:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks, self._mirrors, self.served, self._decision = [], {}, False, None
 
-    def _changed(self) -> None:
+    def _changed(self, _namespace: str | None = None) -> None:
         self._decision = None
         self._dirty.set()
         if self.served:

@@ -66,6 +66,24 @@ def resolve(value: int | str | None, total: int) -> int | None:
     return max(1, math.floor(total * percent / 100)) if percent > 0 else 0
 
 
+def slim_node(node: dict[str, Any]) -> dict[str, Any]:
+    """What the decisions read of a node: its labels, its holder, whether it is schedulable and Ready.
+    A heartbeat changes none of it, so it wakes no drain."""
+    meta = node["metadata"]
+    holder = nodes.holder_of(node)
+    ready = [{"type": "Ready", "status": c.get("status")} for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"]
+    return {"metadata": {"name": meta["name"], "labels": meta.get("labels") or {}, "annotations": {nodes.HOLDER: holder} if holder else {}},
+            "spec": {"unschedulable": bool((node.get("spec") or {}).get("unschedulable"))}, "status": {"conditions": ready}}
+
+
+def slim_maintenance(maintenance: dict[str, Any]) -> dict[str, Any]:
+    """What the decisions read of a NodeMaintenance: its node and place in line, not its status, which
+    the drains write every few seconds."""
+    meta = maintenance["metadata"]
+    return {"metadata": {k: meta[k] for k in ("name", "creationTimestamp", "deletionTimestamp") if k in meta},
+            "spec": {"nodeName": (maintenance.get("spec") or {}).get("nodeName")}}
+
+
 def unavailable(node: Mapping[str, Any]) -> bool:
     """Unschedulable or not Ready: out of service whatever the reason."""
     if (node.get("spec") or {}).get("unschedulable"):

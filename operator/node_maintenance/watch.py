@@ -1,8 +1,9 @@
 """A list+watch of one selection of objects, kept current in memory.
 
 The watch resumes from the last resourceVersion it saw (bookmarks included) when the server ends
-it, and lists again only when that version is gone (410). Callers are told of every change through
-a callback; they read ``objects`` (or one namespace's, indexed) then.
+it, and lists again only when that version is gone (410). Callers are told of every change of what
+they keep of the objects (``slim``) through a callback, with the namespace of the object that changed;
+they read ``objects`` (or one namespace's, indexed) then.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ WATCH_SECONDS = 290
 RETRY_FIRST_SECONDS = 0.5
 RETRY_MAX_SECONDS = 30.0
 log = logging.getLogger(__name__)
+# Told the namespace of the object that changed ("" for a cluster-scoped one), or None after a listing.
+OnChange = Callable[[str | None], None]
 
 
 def key_of(obj: dict[str, Any]) -> str:
@@ -34,7 +37,7 @@ def without_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
 class Mirror:
     """The objects at ``path`` matching ``field_selector``; ``synced`` once the first listing is in."""
 
-    def __init__(self, kube: AsyncKube, path: str, on_change: Callable[[], None], *, field_selector: str | None = None,
+    def __init__(self, kube: AsyncKube, path: str, on_change: OnChange, *, field_selector: str | None = None,
                  slim: Callable[[dict[str, Any]], dict[str, Any]] = without_managed_fields) -> None:
         self.kube = kube
         self.slim = slim  # what of each object is kept
@@ -62,9 +65,9 @@ class Mirror:
                         continue
                     if event["type"] == "DELETED":
                         self._drop(obj)
-                    else:
-                        self._put(self.slim(obj))
-                    self.on_change()
+                    elif not self._put(self.slim(obj)):
+                        continue  # nothing of what is kept changed (a heartbeat, say)
+                    self.on_change(obj["metadata"].get("namespace", ""))
                 delay = RETRY_FIRST_SECONDS
             except Gone:
                 log.info("watch of %s expired (410 Gone): listing again", self.path)
@@ -80,10 +83,14 @@ class Mirror:
         """The objects of one namespace, without a pass over all of them (many drains ask at every change)."""
         return self._by_namespace.get(namespace, {}).values()
 
-    def _put(self, obj: dict[str, Any]) -> None:
+    def _put(self, obj: dict[str, Any]) -> bool:
+        """Keep ``obj``; whether it differs from what was kept."""
         key = key_of(obj)
+        if self.objects.get(key) == obj:
+            return False
         self.objects[key] = obj
         self._by_namespace.setdefault(obj["metadata"].get("namespace", ""), {})[key] = obj
+        return True
 
     def _drop(self, obj: dict[str, Any]) -> None:
         key, namespace = key_of(obj), obj["metadata"].get("namespace", "")
@@ -100,5 +107,5 @@ class Mirror:
             self._put(self.slim(obj))
         self.relists += 1
         self.synced.set()
-        self.on_change()
+        self.on_change(None)
         return listing["metadata"]["resourceVersion"]

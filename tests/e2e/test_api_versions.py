@@ -72,15 +72,26 @@ def test_each_version_reads_objects_created_in_every_version(cluster: Cluster, o
         cluster.kubectl("delete", _resource("v1beta1"), name, "--wait=true", "--timeout=60s")
 
 
+def _replace(cluster: Cluster, version: str, name: str, reason: str) -> None:
+    """Read, edit and replace in ``version``, as an old client does; read again when the operator wrote the
+    status meanwhile (409 Conflict), as such a client retries."""
+    for _ in range(5):
+        obj = _read(cluster, version, name)
+        obj["spec"]["reason"] = reason
+        obj["metadata"].pop("managedFields", None)
+        result = cluster.kubectl("replace", "-f", "-", input=json.dumps(obj), check=False)
+        if result.returncode == 0:
+            return
+        assert "Conflict" in result.stderr, result.stderr
+    raise AssertionError(f"replacing {name} in {version} conflicted five times in a row")
+
+
 def test_old_clients_editing_reason_keep_the_drain_settings(cluster: Cluster, operator) -> None:
     name = f"ghost-roundtrip-{uuid.uuid4().hex[:6]}"
     apply(cluster, _manifest("v1beta1", name, name))
     try:
         for version, reason in (("v1alpha1", "edited by v1alpha1"), ("v1alpha3", "edited by v1alpha3")):
-            obj = _read(cluster, version, name)
-            obj["spec"]["reason"] = reason
-            obj["metadata"].pop("managedFields", None)
-            cluster.kubectl("replace", "-f", "-", input=json.dumps(obj))
+            _replace(cluster, version, name, reason)
             current = _read(cluster, "v1beta1", name)
             assert current["spec"]["reason"] == reason
             assert current["spec"]["drain"] == DRAIN

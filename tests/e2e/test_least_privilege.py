@@ -17,6 +17,7 @@ from devcluster.cluster import Cluster
 from devcluster.operator import NAMESPACE, USER as OPERATOR_USER, OperatorProcess, csv_install_spec
 from node_maintenance.api import CRD_NAME, GROUP, KIND, POLICY
 from node_maintenance.leader import LEASE_NAME
+from node_maintenance.remediation import DEFAULT_LEASE_NAMESPACE
 
 from .conftest import NAMESPACE_MANIFEST, ROOT
 from .helpers import RESTRICTED_CONTAINER, RESTRICTED_POD, apply, create_nm, delete_nm, deployment, eventually, get, nm_status, pdb, pod, pods_on
@@ -83,6 +84,8 @@ def _drive_every_permission(cluster: Cluster, operator: OperatorProcess, namespa
     storage-version migration with a leader election from scratch, and the give-back: what the operator
     does in a cluster, each part needing its rules. A rule added to the CSV needs its scenario here."""
     labels = {"app": "lp"}
+    # As on a fresh cluster, the remediation Leases' namespace does not exist yet: the operator creates it.
+    cluster.kubectl("delete", "namespace", DEFAULT_LEASE_NAMESPACE, "--ignore-not-found", "--timeout=120s")
     # The target's maintenance goes through a policy: its slot, its Jobs, its status.
     cluster.kubectl("apply", "--server-side", "-f", str(POLICY_CRD))
     cluster.kubectl("wait", "--for=condition=Established", f"crd/{POLICY.plural}.{GROUP}", "--timeout=60s")

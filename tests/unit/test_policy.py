@@ -165,3 +165,19 @@ def test_a_maintenance_whose_policy_is_gone_stops_saying_it_waits() -> None:
     waiting = pol.waiting_plan({**an_nm("m", "n0", 1), "status": {}}, pol.Verdict(pol.WAITING, a_policy(), 1, 1), NOW).status
     assert pol.left_line(waiting) == [("Queued", "False", "NoPolicy", "no NodeMaintenancePolicy selects the node")]
     assert pol.left_line({}) == []
+
+
+def test_a_heartbeat_leaves_what_the_policies_keep_of_a_node_unchanged() -> None:
+    from node_maintenance.policy import slim_node
+
+    def node(heartbeat: str, unschedulable: bool = False) -> dict:
+        return {"metadata": {"name": "w1", "labels": {"pool": "a"}, "resourceVersion": heartbeat, "annotations": {"kwok.x-k8s.io/node": "fake"}},
+                "spec": {"unschedulable": unschedulable},
+                "status": {"conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": heartbeat},
+                                          {"type": "MemoryPressure", "status": "False", "lastHeartbeatTime": heartbeat}]}}
+
+    assert slim_node(node("1")) == slim_node(node("2"))
+    assert slim_node(node("1")) != slim_node(node("2", unschedulable=True))
+    held = node("3")
+    held["metadata"]["annotations"]["nodemaintenance.kubevirt.io/holder"] = "nm-w1"
+    assert slim_node(held)["metadata"]["annotations"] == {"nodemaintenance.kubevirt.io/holder": "nm-w1"}

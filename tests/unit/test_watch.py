@@ -51,7 +51,7 @@ def test_resumes_from_the_last_version_and_relists_on_gone() -> None:
     changes: list[set[str]] = []
 
     async def scenario() -> Mirror:
-        mirror = Mirror(api, "/api/v1/pods", lambda: changes.append(set(mirror.objects)), field_selector="spec.nodeName=n1")  # type: ignore[arg-type]
+        mirror = Mirror(api, "/api/v1/pods", lambda _: changes.append(set(mirror.objects)), field_selector="spec.nodeName=n1")  # type: ignore[arg-type]
         task = asyncio.create_task(mirror.run())
         await asyncio.wait_for(api.idle.wait(), 5)
         task.cancel()
@@ -77,7 +77,48 @@ def test_objects_are_indexed_by_namespace_through_changes_and_relists() -> None:
         await asyncio.wait_for(api.idle.wait(), 5)
         task.cancel()
 
-    mirror = Mirror(api, "/apis/policy/v1/poddisruptionbudgets", lambda: seen.append((names("ns"), names("other"))))  # type: ignore[arg-type]
+    mirror = Mirror(api, "/apis/policy/v1/poddisruptionbudgets", lambda _: seen.append((names("ns"), names("other"))))  # type: ignore[arg-type]
     asyncio.run(scenario())
     assert seen == [(["a"], []), (["a", "b"], []), (["a", "b"], ["d"]), (["b"], ["d"]), (["b"], []), (["c"], [])]
     assert names("absent") == []
+
+
+def _run(api: ScriptedApi, mirror: Mirror) -> None:
+    async def scenario() -> None:
+        task = asyncio.create_task(mirror.run())
+        await asyncio.wait_for(api.idle.wait(), 5)
+        task.cancel()
+
+    asyncio.run(scenario())
+
+
+def test_callers_are_told_the_namespace_and_only_of_changes_to_what_they_keep() -> None:
+    api = ScriptedApi()
+    api.listings = api.listings[:1]
+    api.streams = [[{"type": "MODIFIED", "object": _obj("a", "11")},  # only its resourceVersion differs
+                    {"type": "ADDED", "object": _obj("d", "12", "other")}]]
+    told: list[str | None] = []
+    kept = lambda obj: {"metadata": {"name": obj["metadata"]["name"], "namespace": obj["metadata"]["namespace"]}}  # noqa: E731
+    _run(api, Mirror(api, "/apis/policy/v1/poddisruptionbudgets", told.append, slim=kept))  # type: ignore[arg-type]
+    assert told == [None, "other"]  # the listing (anything may have changed), then the one real change
+
+
+def test_a_budget_change_wakes_only_the_drains_of_its_namespace() -> None:
+    from node_maintenance.pacing import BudgetWatch
+
+    api = ScriptedApi()
+    api.streams = api.streams[:1]
+    api.listings = api.listings[:1]
+    woken: list[str] = []
+    budgets = BudgetWatch(api)  # type: ignore[arg-type]
+
+    async def scenario() -> None:
+        for drain, namespaces in (("ns drain", {"ns"}), ("other drain", {"other"}), ("idle drain", set())):
+            budgets.subscribe(lambda drain=drain: woken.append(drain), lambda namespaces=namespaces: namespaces)
+        await asyncio.wait_for(api.idle.wait(), 5)
+        await budgets.stop()
+
+    asyncio.run(scenario())
+    # The listing wakes every drain; then b in ns, d in other, a in ns, d in other.
+    assert woken.count("idle drain") == 1
+    assert woken.count("ns drain") == 3 and woken.count("other drain") == 3

@@ -35,7 +35,7 @@ def test_backoff_starts_afresh_once_the_watch_is_back(monkeypatch: pytest.Monkey
     kube = Flaky()
 
     async def run() -> None:
-        mirror = watch.Mirror(kube, "/api/v1/pods", lambda: None)  # type: ignore[arg-type]
+        mirror = watch.Mirror(kube, "/api/v1/pods", lambda _: None)  # type: ignore[arg-type]
         task = asyncio.create_task(mirror.run())
         while kube.script:
             await asyncio.sleep(0.01)

@@ -1,6 +1,9 @@
 """A real-node cluster leaves nothing behind on the host: no process, mount, network namespace (nor its
 pinned entry), bridge, iptables rule or cgroup, whether it ends with Ctrl-C, with SIGTERM or with a failure
-inside its `with` block."""
+inside its `with` block.
+
+Other clusters may run meanwhile (tests in other processes): what is checked is the host's own state
+and what the cluster under test made, its cgroups and network namespaces, never other clusters'."""
 
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ from pathlib import Path
 import pytest
 from devcluster import toolchain
 from devcluster.podnetwork import NETNS_DIR
-from devcluster.realnode import CGROUPS, NAME as REAL_NODE, PAUSE_TAG
+from devcluster.realnode import CGROUP_PREFIX, CGROUPS, NAME as REAL_NODE, PAUSE_TAG
 
 pytestmark = pytest.mark.e2e
 
@@ -24,43 +27,60 @@ ROOT = Path(__file__).resolve().parents[3]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT / "hack")}
 
 
-def _host_state() -> dict[str, object]:
-    """What a leaked node would leave on the host, read from the kernel."""
-    namespaces = set()
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                namespaces.add(os.readlink(proc / "ns" / "net"))
-            except OSError:
-                continue
+def _cgroups(owner: int) -> list[Path]:
+    """The real node's cgroups of the cluster that process ``owner`` runs."""
+    return sorted(p for h in CGROUPS.iterdir() for p in h.glob(f"{CGROUP_PREFIX}{owner}-*"))
+
+
+def _host_state(owner: int) -> dict[str, object]:
+    """What a leaked node of the cluster run by ``owner`` would leave on the host, read from the kernel."""
     return {
         "mounts": sorted(line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()),
-        "network namespaces": len(namespaces),
         "links": subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=True).stdout.count("\n"),
         "iptables rules": subprocess.run(["iptables-save"], capture_output=True, text=True).stdout.count("\n-A "),
-        "node cgroups": sorted(str(p) for h in CGROUPS.iterdir() for p in h.glob("nmo-node-*")),
+        "node cgroups": [str(p) for p in _cgroups(owner)],
         "pinned network namespaces": sorted(os.listdir(NETNS_DIR)) if os.path.isdir(NETNS_DIR) else [],
     }
 
 
-def _wait_settled(before: dict[str, object], timeout: float = 30) -> dict[str, object]:
+def _net_namespace(pid: int | str) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/net")
+    except OSError:
+        return None
+
+
+def _cluster_namespaces(owner: int, workdir: str) -> set[str]:
+    """The network namespaces the running cluster made: its own (where its processes run) and its pods'."""
+    pids = {line.split(None, 1)[0] for line in _processes(workdir, with_pid=True)}
+    for cgroup in _cgroups(owner):
+        pids |= {pid for procs in cgroup.rglob("cgroup.procs") for pid in procs.read_text().split()}
+    return {ns for ns in map(_net_namespace, pids) if ns} - {_net_namespace("self")}
+
+
+def _left_in(namespaces: set[str]) -> list[str]:
+    """Processes still in any of ``namespaces``."""
+    return [proc.name for proc in Path("/proc").iterdir() if proc.name.isdigit() and _net_namespace(proc.name) in namespaces]
+
+
+def _wait_settled(owner: int, before: dict[str, object], namespaces: set[str], timeout: float = 30) -> tuple[dict[str, object], list[str]]:
     deadline = time.monotonic() + timeout
-    while (after := _host_state()) != before and time.monotonic() < deadline:
+    while ((after := _host_state(owner)) != before or _left_in(namespaces)) and time.monotonic() < deadline:
         time.sleep(0.5)
-    return after
+    return after, _left_in(namespaces)
 
 
-def _processes(marker: str) -> list[str]:
-    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if marker in line]
+def _processes(marker: str, with_pid: bool = False) -> list[str]:
+    out = subprocess.run(["ps", "-eo", "pid=,args=" if with_pid else "args="], capture_output=True, text=True).stdout
+    return [line.strip() for line in out.splitlines() if marker in line and "ps -eo" not in line]
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_stopping_by_signal_leaves_nothing_behind(signum: int) -> None:
     """Ctrl-C, and SIGTERM (what a CI runner's timeout sends), with a pod running on the real node."""
-    before = _host_state()
     proc = subprocess.Popen([sys.executable, "-m", "devcluster", "up", "--real-node", "--nodes", "1"], cwd=ROOT, env=ENV,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    before = _host_state(proc.pid)
     assert proc.stdout is not None
     registry = kubeconfig = None
     for line in proc.stdout:
@@ -83,34 +103,40 @@ def test_stopping_by_signal_leaves_nothing_behind(signum: int) -> None:
         proc.wait(120)
         raise AssertionError(f"the pod did not become Ready on the real node:\n{ready.stderr}\n{described}")
     assert _processes(str(workdir)), "no process of the running cluster found"
-    assert _host_state()["node cgroups"], "the running node made no cgroup"
+    assert _cgroups(proc.pid), "the running node made no cgroup"
+    namespaces = _cluster_namespaces(proc.pid, str(workdir))
+    assert len(namespaces) >= 2, "the cluster's network namespace and its pod's not found"
     proc.send_signal(signum)
     assert proc.wait(120) == 0
-    assert _wait_settled(before) == before
+    assert _wait_settled(proc.pid, before, namespaces) == (before, [])
     assert _processes(str(workdir)) == [] and not workdir.exists()
 
 
 @pytest.mark.parametrize("ending", ["exception", "sigterm"])
 def test_a_program_ending_inside_the_cluster_block_leaves_nothing_behind(ending: str) -> None:
     """A test that fails, and a test run that SIGTERM ends (a CI runner's timeout), inside `with Cluster(...)`."""
-    before = _host_state()
     script = (
-        "import time\n"
+        "import sys\n"
         "from devcluster.cluster import Cluster\n"
         "with Cluster(real_node=True) as cluster:\n"
         "    print(cluster.workdir, flush=True)\n"
-        + ("    raise RuntimeError('a test failed')\n" if ending == "exception" else "    time.sleep(600)\n")
+        "    sys.stdin.readline()\n"
+        + ("    raise RuntimeError('a test failed')\n" if ending == "exception" else "    sys.stdin.readline()\n")
     )
-    proc = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, env=ENV, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    before = _host_state(proc.pid)
+    assert proc.stdout is not None and proc.stdin is not None
     workdir = proc.stdout.readline().strip()
+    namespaces = _cluster_namespaces(proc.pid, workdir)
+    assert namespaces, "the cluster's network namespace not found"
     if ending == "sigterm":
         proc.send_signal(signal.SIGTERM)
-    _, stderr = proc.communicate(timeout=300)
+    _, stderr = proc.communicate("\n", timeout=300)
     if ending == "exception":
         assert proc.returncode != 0 and "a test failed" in stderr
     else:
         # Taken as Ctrl-C: Python ends an uncaught KeyboardInterrupt by SIGINT.
         assert proc.returncode == -signal.SIGINT, stderr
-    assert _wait_settled(before) == before
+    assert _wait_settled(proc.pid, before, namespaces) == (before, [])
     assert _processes(workdir) == [] and not Path(workdir).exists()
