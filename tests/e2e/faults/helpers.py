@@ -17,6 +17,14 @@ from soak.chaos import Api, BudgetMonitor, Checker, Tally, Workload, build_workl
 from ..helpers import eventually
 
 
+def poke(cluster: Cluster, kind: str, namespace: str, annotation: str) -> None:
+    """Annotate every ``kind`` of ``namespace``: an event on each watch of them. Pods the drain evicts
+    meanwhile are gone before their turn, which is no failure."""
+    result = cluster.kubectl("annotate", kind, "--all", "-n", namespace, annotation, "--overwrite", check=False)
+    errors = [line for line in result.stderr.splitlines() if line.startswith("Error") and "NotFound" not in line]
+    assert not errors, result.stderr
+
+
 @dataclass
 class Drain:
     workload: Workload

@@ -16,7 +16,7 @@ from devcluster.toxiproxy import Proxy
 from soak.chaos import Api, Supervisor, Tally
 
 from ..helpers import eventually
-from .helpers import drain_with_fault, give_back, log_lines_since
+from .helpers import drain_with_fault, give_back, log_lines_since, poke
 
 pytestmark = pytest.mark.e2e
 
@@ -49,7 +49,7 @@ def test_apiserver_and_etcd_restarts_and_a_compaction(cluster: Cluster, admin: A
         for round_ in range(3):
             offset = len(proxied_operator.logs())
             with api_proxy.blackout():
-                cluster.kubectl("annotate", "pods", "--all", "-n", namespace, f"fault-test/compacted={round_}", "--overwrite")
+                poke(cluster, "pods", namespace, f"fault-test/compacted={round_}")
                 seen["compacted at"] = cluster.etcd_compact()
             with contextlib.suppress(AssertionError):
                 seen["410 Gone"] = eventually(lambda: log_lines_since(proxied_operator, offset, "expired (410 Gone)"),

@@ -14,7 +14,7 @@ from devcluster.toxiproxy import Proxy
 from soak.chaos import Api, Supervisor, Tally
 
 from ..helpers import eventually
-from .helpers import drain_with_fault, give_back, log_lines_since, refused, request_seconds
+from .helpers import drain_with_fault, give_back, log_lines_since, poke, refused, request_seconds
 
 pytestmark = pytest.mark.e2e
 
@@ -55,7 +55,7 @@ def test_connections_reset_in_the_middle_of_watches(cluster: Cluster, admin: Api
             with api_proxy.toxic("reset_peer", {"timeout": 0}):
                 # Events on the watches the operator holds (budgets, pods): each link is reset as one passes.
                 for kind in ("pdb", "pods"):
-                    cluster.kubectl("annotate", kind, "--all", "-n", namespace, f"fault-test/poke={round_}", "--overwrite")
+                    poke(cluster, kind, namespace, f"fault-test/poke={round_}")
                 # The fault happened: the operator's watches broke and resumed.
                 resets.append(eventually(lambda: log_lines_since(proxied_operator, offset, "watch of"), "the operator's watches reset", timeout=30))
             time.sleep(1)
