@@ -107,6 +107,7 @@ def build_operator_image(builder: Builder, root: Path, version: str, reference: 
     args = {"VERSION": version, "PYTHON_IMAGE": base_image or base_layout()}
     cached = cache / f"operator-{_inputs_key(root, args)}" if cache else None
     if cached and (cached / ".complete").exists():
+        os.utime(cached)  # used now: the last to be dropped
         return builder.push_layout(cached, reference)
     copies = [(stage, src) for stage, src, _ in Dockerfile.parse(dockerfile, args).copies if stage == BUILD_STAGE]
     if len(copies) != 1:
@@ -135,8 +136,13 @@ def _inputs_key(root: Path, args: dict[str, str]) -> str:
     return digest.hexdigest()[:16]
 
 
+# Operator images kept in the cache: every release's, for the sources of now and of one change before.
+KEPT_OPERATOR_IMAGES = 10
+
+
 def _store(layout: Path, cached: Path) -> None:
-    """Keep a built layout under ``cached``, whole or not at all (a concurrent build may race us)."""
+    """Keep a built layout under ``cached``, whole or not at all (a concurrent build may race us), and
+    drop the oldest beyond KEPT_OPERATOR_IMAGES: each source change adds one per release."""
     scratch = cached.with_name(f"{cached.name}.{os.getpid()}.tmp")
     shutil.rmtree(scratch, ignore_errors=True)
     shutil.copytree(layout, scratch, symlinks=True)
@@ -145,3 +151,6 @@ def _store(layout: Path, cached: Path) -> None:
         scratch.rename(cached)
     except OSError:  # another build stored it first
         shutil.rmtree(scratch, ignore_errors=True)
+    kept = sorted((p for p in cached.parent.glob("operator-*") if "." not in p.name), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in kept[KEPT_OPERATOR_IMAGES:]:
+        shutil.rmtree(old, ignore_errors=True)
