@@ -54,14 +54,30 @@ def _start_cluster() -> tuple[subprocess.Popen[str], list[int], Path, int]:
     return proc, pids, kubeconfig.parent, int(server.group(1))
 
 
-def _port_open(port: int) -> bool:
-    """Whether anything listens on ``port`` (read from the kernel's socket table: a probing connect
+def _listeners(port: int) -> set[str]:
+    """Inodes of the sockets listening on ``port``, read from the kernel's socket table (a probing connect
     could connect to itself when the port is free and inside the ephemeral range)."""
+    inodes = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         for line in Path(table).read_text().splitlines()[1:]:
-            local, state = line.split()[1], line.split()[3]
-            if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port:
+            fields = line.split()
+            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(fields[9])
+    return inodes
+
+
+def _held_by_cluster(port: int, workdir: Path) -> bool:
+    """Whether a process of the cluster in ``workdir`` still listens on ``port``. Clusters of other test
+    processes run meanwhile and may take the same port once it is free: only ours counts."""
+    sockets = {f"socket:[{inode}]" for inode in _listeners(port)}
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if str(workdir) not in (proc / "cmdline").read_bytes().decode(errors="replace"):
+                continue
+            if any(os.readlink(fd) in sockets for fd in (proc / "fd").iterdir()):
                 return True
+        except OSError:
+            continue  # gone meanwhile
     return False
 
 
@@ -74,11 +90,11 @@ def _eventually_gone(pids: list[int], timeout: float = 30) -> list[int]:
 
 def test_ctrl_c_stops_every_component_and_removes_the_workdir() -> None:
     proc, pids, workdir, port = _start_cluster()
-    assert all(_alive(p) for p in pids) and _port_open(port) and workdir.is_dir()
+    assert all(_alive(p) for p in pids) and _held_by_cluster(port, workdir) and workdir.is_dir()
     proc.send_signal(signal.SIGINT)
     assert proc.wait(60) == 0
     assert _eventually_gone(pids) == []
-    assert not _port_open(port)
+    assert not _held_by_cluster(port, workdir)
     assert not workdir.exists()
 
 
@@ -87,6 +103,6 @@ def test_components_die_with_a_killed_harness() -> None:
     proc.kill()
     proc.wait()
     assert _eventually_gone(pids) == []
-    assert not _port_open(port)
+    assert not _held_by_cluster(port, workdir)
     # Only the temporary directory survives a SIGKILL: nothing was left to remove it.
     shutil.rmtree(workdir)

@@ -65,6 +65,12 @@ class Install:
         referenced = [p for p in plans if ref and p["metadata"]["name"] == ref["name"]]
         return (referenced or sorted(plans, key=lambda p: p["metadata"]["creationTimestamp"]) or [None])[-1]
 
+    def plan_status(self, version: str) -> dict:
+        """The status of the InstallPlan for ``version``."""
+        plan = self._current_plan(version)
+        assert plan is not None, f"no InstallPlan for {csv_name(version)}"
+        return plan.get("status") or {}
+
     def approve(self, version: str) -> None:
         """Approve the pending InstallPlan for ``version``, as an admin does with manual approval."""
         plan = eventually(lambda: self._current_plan(version), f"an InstallPlan for {csv_name(version)}", timeout=120)

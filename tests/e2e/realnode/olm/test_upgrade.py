@@ -57,11 +57,17 @@ def test_manual_upgrade_through_every_release_keeps_every_node_maintenance(clust
 
 def test_automatic_upgrade_skips_straight_to_the_head(cluster: Cluster, install: Install) -> None:
     install.apply(startingCSV=csv_name("0.1.0"))  # stable channel, automatic approval, as committed
-    install.wait_plan_complete("0.1.0")
     install.wait_plan_complete(HEAD)
     csv = install.wait_succeeded(HEAD)
     assert csv["spec"]["replaces"] == csv_name("0.1.0")
     eventually(lambda: install.csv("0.1.0") is None, "0.1.0's CSV replaced")
     installed = [name for plan in install.plans() for name in plan["spec"]["clusterServiceVersionNames"]]
     assert sorted(installed) == [csv_name("0.1.0"), csv_name(HEAD)], "every release between is skipped"
+    # OLM resolves the head's plan as soon as 0.1.0's CSV exists, which can be before it records 0.1.0's plan
+    # Complete. When that record loses a write conflict, OLM runs the plan's CRD step again after the head's
+    # CRD is in place, refuses to roll it back (its stored-version check) and marks the plan Failed. Nothing of
+    # 0.1.0 is left to install by then; any other failure of its plan is one.
+    first = install.plan_status("0.1.0")
+    assert first.get("phase") == "Complete" or (
+        first.get("phase") == "Failed" and "new CRD removes version v1beta1" in first.get("message", "")), first
     assert served_versions(crd(cluster)) == SERVED[HEAD]
