@@ -52,10 +52,12 @@ def soak(minutes: float, seed: int, workdir: Path, logs: Path) -> dict:
             loop = Loop(admin, workload, supervisor, tally, random.Random(seed), proxy=proxy, prefix="soak")
             first = loop.run(seconds / 2)
             # The second half: one process, no kills; its memory once warm against its memory at the end.
+            # Its starts are counted from the comparison's start: the first half's last kill may still be
+            # restarting the operator (the supervisor's clock) when the first half ends.
             loop.kill_every = None
-            starts = operator.starts
             warmup = min(120.0, seconds / 6)
             second = loop.run(warmup)
+            starts = operator.starts
             rss_start = operator.rss_bytes()
             third = loop.run(seconds / 2 - warmup)
             rss_end = operator.rss_bytes()
