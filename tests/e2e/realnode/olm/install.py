@@ -65,11 +65,13 @@ class Install:
         referenced = [p for p in plans if ref and p["metadata"]["name"] == ref["name"]]
         return (referenced or sorted(plans, key=lambda p: p["metadata"]["creationTimestamp"]) or [None])[-1]
 
-    def plan_status(self, version: str) -> dict:
-        """The status of the InstallPlan for ``version``."""
-        plan = self._current_plan(version)
-        assert plan is not None, f"no InstallPlan for {csv_name(version)}"
-        return plan.get("status") or {}
+    def finished_plan_status(self, version: str, timeout: float = 60) -> dict:
+        """The status of the InstallPlan for ``version`` once OLM has finished with it, Complete or Failed."""
+        def finished() -> dict | None:
+            status = (self._current_plan(version) or {}).get("status") or {}
+            return status if status.get("phase") in ("Complete", "Failed") else None
+
+        return eventually(finished, f"InstallPlan for {csv_name(version)} Complete or Failed", timeout=timeout)
 
     def approve(self, version: str) -> None:
         """Approve the pending InstallPlan for ``version``, as an admin does with manual approval."""
