@@ -24,6 +24,11 @@ _CLONE_NEWNET = 0x40000000
 # (a node address cannot be a loopback one).
 NODE_IP = "10.241.0.2"
 NETNS_DIR = "/run/netns"  # where `ip netns` and containerd pin network namespaces (/var/run is /run)
+# Host paths a kubelet uses whatever its --root-dir says: its device-plugin socket and the links to container
+# logs. Two real nodes (two test processes) starting at once would race for the one socket.
+KUBELET_FIXED_DIRS = ("/var/lib/kubelet/device-plugins", "/var/log/containers")
+# Each gets an empty directory of the cluster's own, so that no entry outlives it on the host.
+PRIVATE_DIRS = (NETNS_DIR, *KUBELET_FIXED_DIRS)
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -52,9 +57,7 @@ class PodNetwork:
         script = (
             # Private propagation first: without it the host would see every container mount.
             f"mount --make-rprivate /; mount --bind {resolv_conf} /etc/resolv.conf; "
-            # Where containerd pins pod network namespaces: a directory of the cluster's own, so that
-            # no entry outlives it on the host's /run/netns.
-            f"mkdir -p {NETNS_DIR}; mount -t tmpfs -o mode=0755 nmo-netns {NETNS_DIR}; "
+            f"for dir in {' '.join(PRIVATE_DIRS)}; do mkdir -p $dir; mount -t tmpfs -o mode=0755 nmo-node $dir; done; "
             f"ip link set lo up; ip addr add {NODE_IP}/32 dev lo; echo 1 > /proc/sys/net/ipv4/ip_forward; "
             # A route for Service IPs, as a node's default route gives them: kube-proxy's rules
             # rewrite them to pod addresses once the packet is routed at all.

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from devcluster import toolchain
-from devcluster.podnetwork import NETNS_DIR
+from devcluster.podnetwork import PRIVATE_DIRS
 from devcluster.realnode import CGROUP_PREFIX, CGROUPS, NAME as REAL_NODE, PAUSE_TAG
 
 pytestmark = pytest.mark.e2e
@@ -39,7 +39,8 @@ def _host_state(owner: int) -> dict[str, object]:
         "links": subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=True).stdout.count("\n"),
         "iptables rules": subprocess.run(["iptables-save"], capture_output=True, text=True).stdout.count("\n-A "),
         "node cgroups": [str(p) for p in _cgroups(owner)],
-        "pinned network namespaces": sorted(os.listdir(NETNS_DIR)) if os.path.isdir(NETNS_DIR) else [],
+        # Network namespaces pinned, the kubelet's device-plugin socket, links to container logs.
+        **{directory: sorted(os.listdir(directory)) if os.path.isdir(directory) else [] for directory in PRIVATE_DIRS},
     }
 
 
