@@ -19,6 +19,14 @@ from typing import Any
 from . import pods
 
 
+@dataclass(frozen=True)
+class InFlight:
+    """Evictions sent against one budget that its status does not count yet."""
+
+    count: int
+    expires_in: float  # seconds until the oldest stops counting, should its event never come
+
+
 class Block(enum.Enum):
     STRUCTURAL = "structural"  # never satisfiable without an admin
     TEMPORARY = "temporary"  # satisfiable by waiting

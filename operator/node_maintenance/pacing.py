@@ -12,6 +12,7 @@ import asyncio
 import time
 from typing import Any, Callable, Collection
 
+from .budgets import InFlight
 from .kube import AsyncKube
 from .watch import Mirror
 
@@ -53,9 +54,10 @@ class BudgetWatch:
         """The eviction was refused or never sent: it does not count against the budget."""
         self._sent.get(budget, {}).pop(pod, None)
 
-    def in_flight(self) -> dict[str, int]:
+    def in_flight(self) -> dict[str, InFlight]:
         self._forget()
-        return {budget: len(pods) for budget, pods in self._sent.items() if pods}
+        now = time.monotonic()
+        return {budget: InFlight(len(pods), IN_FLIGHT_SECONDS - (now - min(pods.values()))) for budget, pods in self._sent.items()}
 
     def _forget(self) -> None:
         now = time.monotonic()

@@ -6,7 +6,9 @@ is a :class:`Plan` that ``executor`` carries out. Nothing here does I/O or keeps
 situation a drain meets is a table row in the unit tests.
 
 Pacing: a pod under a PodDisruptionBudget is evicted only while the budget allows another disruption
-(less the evictions already sent to it), and a pod the budget refused waits until the budget changes.
+(less the evictions already sent to it), and a pod the budget refused waits until the budget changes;
+one held back only by evictions in flight is looked at again when they stop counting, should the
+budget's change never be seen (an answer lost on the way).
 Pods without a budget go at once; refused or failed ones are tried again at their attempt's time.
 """
 
@@ -108,7 +110,7 @@ def plan(
     *,
     holder_exists: bool = True,
     attempts: Mapping[str, Attempt] | None = None,
-    in_flight: Mapping[str, int] | None = None,
+    in_flight: Mapping[str, pdbs.InFlight] | None = None,
     lease: rem.LeaseState | None = None,
 ) -> Plan:
     """Decide the next step of ``maintenance``.
@@ -158,7 +160,7 @@ def plan(
     def blocked_by(step: _Step) -> list[dict[str, Any]]:
         """The budgets holding the drain back; a structural block seen for the first time gets an event."""
         going = {r.uid for r in step.removals} | {uid for uid, a in (attempts or {}).items() if a.accepted}
-        moving = {r.budget for r in step.removals if r.budget} | {name for name, count in (in_flight or {}).items() if count}
+        moving = {r.budget for r in step.removals if r.budget} | set(in_flight or {})
         entries = drainblock.blocking(drainblock.waiting_pods(to_go, going, budgets), step.blocked, budgets, node_pods, moving)
         for entry in drainblock.new_deadlocks(previous.get("blockingBudgets") or [], entries):
             events.append(Event(False, "Warning", drainblock.DEADLOCK, entry["message"]))
@@ -215,7 +217,7 @@ def _allowed(budget: dict[str, Any]) -> int:
 
 
 def _removals(m: Maintenance, to_go: list[dict[str, Any]], budgets: list[dict[str, Any]], now: datetime.datetime,
-              attempts: Mapping[str, Attempt], in_flight: Mapping[str, int]) -> _Step:
+              attempts: Mapping[str, Attempt], in_flight: Mapping[str, pdbs.InFlight]) -> _Step:
     step = _Step()
     held = drainrules.held(to_go, m.rules) if m.rules is not None else {}
     clock = now.timestamp()
@@ -238,14 +240,17 @@ def _removals(m: Maintenance, to_go: list[dict[str, Any]], budgets: list[dict[st
         if len(covering) == 1 and not pdbs.bypasses(pod, covering[0]):
             budget = covering[0]
             name, version = pdbs.name_of(budget), budget["metadata"].get("resourceVersion", "")
+            flight = in_flight.get(name)
             if name not in left:
-                left[name] = _allowed(budget) - in_flight.get(name, 0)
+                left[name] = _allowed(budget) - (flight.count if flight else 0)
             refused_here = attempt is not None and (name, version) in attempt.refused_by
             if left[name] > 0 and not refused_here:
                 left[name] -= 1
                 step.removals.append(_removal(m, pod, finished, name, version))
             else:
                 step.blocked[ref] = name  # tried again when the budget changes
+                if flight:
+                    step.wake_in(flight.expires_in)
             continue
         if attempt and attempt.not_before > clock:
             step.wake_in(attempt.not_before - clock)

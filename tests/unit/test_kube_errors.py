@@ -8,7 +8,7 @@ import pytest
 
 from node_maintenance import kube
 from node_maintenance.executor import BACKOFF_MAX_SECONDS, retry_delay
-from node_maintenance.pacing import BudgetWatch
+from node_maintenance.pacing import IN_FLIGHT_SECONDS, BudgetWatch
 
 
 @pytest.mark.parametrize(
@@ -41,8 +41,9 @@ def test_sent_evictions_count_until_the_budget_lists_the_pod_as_disrupted() -> N
     budgets.mirror.objects["app/web"] = {"metadata": {"name": "web", "namespace": "app"}, "status": {"disruptedPods": {}}}
     budgets.sent("app/web", "web-0")
     budgets.sent("app/web", "web-1")
-    assert budgets.in_flight() == {"app/web": 2}
+    assert budgets.in_flight()["app/web"].count == 2
+    assert 0 < budgets.in_flight()["app/web"].expires_in <= IN_FLIGHT_SECONDS  # counted no longer, should no event come
     budgets.mirror.objects["app/web"]["status"]["disruptedPods"] = {"web-0": "2026-01-01T00:00:00Z"}
-    assert budgets.in_flight() == {"app/web": 1}
+    assert budgets.in_flight()["app/web"].count == 1
     budgets.returned("app/web", "web-1")  # refused: it does not count
     assert budgets.in_flight() == {}

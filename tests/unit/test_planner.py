@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from node_maintenance import node as nodes
+from node_maintenance.budgets import InFlight
 from node_maintenance.planner import HELD_RECHECK_SECONDS, Attempt, Maintenance, Plan, plan
 
 NOW = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
@@ -196,12 +197,23 @@ WEB = [a_pod(f"web-{i}", labels={"app": "web"}) for i in range(5)]
     [(0, 0, 0), (1, 0, 1), (2, 0, 2), (5, 0, 5), (9, 0, 5), (2, 1, 1), (2, 2, 0), (1, 3, 0)],
 )
 def test_no_more_evictions_than_the_budget_allows_now(allowed: int, in_flight: int, sent: int) -> None:
-    result = plan(maintenance(RUNNING), HELD, WEB, [a_budget("web", allowed)], NOW, in_flight={"app/web": in_flight})
+    flights = {"app/web": InFlight(in_flight, 7.5)} if in_flight else {}
+    result = plan(maintenance(RUNNING), HELD, WEB, [a_budget("web", allowed)], NOW, in_flight=flights)
     assert len(result.removals) == sent
     assert all(r.budget == "app/web" and r.budget_version == "1" for r in result.removals)
     blocked = 5 - sent
     assert result.status["lastError"].count("waits on PodDisruptionBudget app/web") == blocked
-    assert result.recheck_in is None  # the budget watch says when it allows more
+    # The budget watch says when it allows more; evictions in flight stop counting at a known time.
+    assert result.recheck_in == (7.5 if in_flight and blocked else None)
+
+
+def test_an_eviction_whose_answer_was_lost_holds_the_budget_only_until_it_expires() -> None:
+    """The budget allows one, and one eviction was sent whose acceptance no event has shown (its answer
+    lost to a broken connection): the drain waits, and looks again when that eviction stops counting."""
+    result = plan(maintenance(RUNNING), HELD, WEB, [a_budget("web", 1)], NOW, in_flight={"app/web": InFlight(1, 3.0)})
+    assert result.removals == () and result.recheck_in == 3.0
+    later = plan(maintenance(RUNNING), HELD, WEB, [a_budget("web", 1)], NOW, in_flight={})
+    assert len(later.removals) == 1
 
 
 def test_pods_without_a_budget_go_at_once_beside_paced_ones() -> None:
