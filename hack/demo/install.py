@@ -12,7 +12,7 @@ import yaml
 from devcluster.cluster import Cluster
 from devcluster.olm import DEPLOY_DIR
 from devcluster.publish import ROOT
-from devcluster.waiting import ClusterError
+from devcluster.waiting import ClusterError, pauses
 from node_maintenance_packaging.render import RELEASES_FILE, deploy_output, load_inputs
 
 ORDER = ("nm-ns.yaml", "nm-op-group.yaml", "nm-catalog-source.yaml", "nm-sub.yaml")  # the Namespace first
@@ -46,6 +46,7 @@ def wait_installed(cluster: Cluster, subscription: dict[str, Any], tell: Callabl
     namespace, name = subscription["metadata"]["namespace"], subscription["metadata"]["name"]
     started = time.monotonic()
     told = seen = ""
+    pace = pauses()
     while time.monotonic() - started < timeout:
         status = (_get(cluster, "subscription", name, "-n", namespace) or {}).get("status") or {}
         csv_name = status.get("installedCSV") or status.get("currentCSV")
@@ -65,5 +66,5 @@ def wait_installed(cluster: Cluster, subscription: dict[str, Any], tell: Callabl
             tell(f"Deployment {', '.join(d['name'] for d in csv['spec']['install']['spec']['deployments'])} rolled out",
                  time.monotonic() - started)
             return csv
-        time.sleep(0.5)
+        time.sleep(next(pace))
     raise ClusterError(f"OLM did not install the operator within {timeout:.0f}s; last seen: {seen}")

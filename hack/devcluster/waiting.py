@@ -3,11 +3,24 @@
 from __future__ import annotations
 
 import time
-from typing import Callable, TypeVar
+from typing import Callable, Iterator, TypeVar
 
 from .processes import Process
 
 T = TypeVar("T")
+# Polls start quick, as most conditions hold within a second, and slow down to once a second: a check that
+# runs kubectl costs about 0.1 s of CPU, and test processes polling at a fixed quick pace kept the
+# machine's cores busy with kubectl alone.
+FIRST_PAUSE_SECONDS = 0.2
+LAST_PAUSE_SECONDS = 1.0
+
+
+def pauses(first: float = FIRST_PAUSE_SECONDS, last: float = LAST_PAUSE_SECONDS) -> Iterator[float]:
+    """The pauses between polls: ``first``, then half as long again each time, up to ``last``."""
+    pause = first
+    while True:
+        yield pause
+        pause = min(last, pause * 1.5)
 
 
 class ClusterError(RuntimeError):
@@ -19,12 +32,14 @@ def wait_for(what: str, check: Callable[[], T], timeout: float, process: Process
     """Poll ``check`` until it returns something truthy and return that; fail naming ``what``, with the
     log of ``process`` (which must stay alive meanwhile) or ``details``."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    for pause in pauses():
+        if time.monotonic() >= deadline:
+            break
         if process is not None and not process.alive():
             raise ClusterError(f"{process.name} exited while waiting for {what}:\n{process.log_tail()}")
         result = check()
         if result:
             return result
-        time.sleep(0.2)
+        time.sleep(pause)
     tail = f"\n{process.log_tail()}" if process else f"\n{details()}" if details else ""
     raise ClusterError(f"timed out after {timeout:.0f}s waiting for {what}{tail}")

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from typing import Any, Callable, TypeVar
 
 from devcluster.cluster import KWOK_TAINT, Cluster
+from devcluster.waiting import pauses
 
 T = TypeVar("T")
 NM = "nodemaintenances.v1beta1.nodemaintenance.kubevirt.io"
@@ -17,15 +19,18 @@ RESTRICTED_POD = {"runAsNonRoot": True, "runAsUser": 65532, "seccompProfile": {"
 RESTRICTED_CONTAINER = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
-def eventually(check: Callable[[], T], what: str, timeout: float = 60, interval: float = 0.25) -> T:
-    """Poll until ``check`` returns something truthy; fail naming ``what`` at the deadline."""
+def eventually(check: Callable[[], T], what: str, timeout: float = 60, interval: float | None = None) -> T:
+    """Poll until ``check`` returns something truthy; fail naming ``what`` at the deadline. Polls slow down
+    as ``devcluster.waiting.pauses`` does, unless ``interval`` fixes the pace (to catch a passing state)."""
     deadline = time.monotonic() + timeout
     last: Any = None
-    while time.monotonic() < deadline:
+    for pause in pauses() if interval is None else itertools.repeat(interval):
+        if time.monotonic() >= deadline:
+            break
         last = check()
         if last:
             return last
-        time.sleep(interval)
+        time.sleep(pause)
     raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
 
 

@@ -96,7 +96,7 @@ class Install:
             return plan if phase == "Complete" else None
 
         try:
-            return eventually(complete, f"InstallPlan for {csv_name(version)} Complete", timeout=timeout, interval=0.5)
+            return eventually(complete, f"InstallPlan for {csv_name(version)} Complete", timeout=timeout)
         except AssertionError as error:
             raise AssertionError(f"{error}; phase {last.get('phase')}, conditions {last.get('conditions')}") from None
 
@@ -115,7 +115,7 @@ class Install:
             assert phase != "Failed", f"CSV {version} failed: {(csv or {}).get('status', {}).get('message')}"
             return csv if phase == "Succeeded" else None
 
-        return eventually(succeeded, f"CSV {csv_name(version)} Succeeded", timeout=timeout, interval=0.5)
+        return eventually(succeeded, f"CSV {csv_name(version)} Succeeded", timeout=timeout)
 
     def operator_pods(self) -> list[dict]:
         pods = (self._get("pods", "-l", f"app.kubernetes.io/name={PACKAGE}") or {}).get("items", [])
