@@ -21,6 +21,7 @@ from pathlib import Path
 import yaml
 from devcluster.cluster import Cluster
 from devcluster.olm import OLM
+from devcluster.processes import identify, survivors
 from devcluster.publish import Published, publish
 from devcluster.realnode import NAME as REAL_NODE
 from devcluster.waiting import ClusterError, wait_for
@@ -231,17 +232,17 @@ def main(argv: list[str] | None = None) -> int:
             if args.keep:
                 demo.keep()
             narrator.step("Tear down")
-            pids, workdir = demo.pids(), demo.cluster.workdir
+            processes, workdir = identify(demo.pids()), demo.cluster.workdir
             with phases.timed("teardown"):
                 stack.close()
     except KeyboardInterrupt:
         narrator.screen.print("interrupted: torn down")
         return 130
-    survivors = [pid for pid in pids if Path(f"/proc/{pid}").exists()]
-    if survivors or workdir.exists():
-        narrator.screen.print(f"[red]demo failed: left after teardown: processes {survivors}, directory {workdir.exists()}")
+    left = survivors(processes)
+    if left or workdir.exists():
+        narrator.screen.print(f"[red]demo failed: left after teardown: processes {left}, directory {workdir.exists()}")
         return 1
-    narrator.say(f"The {len(pids)} processes of the cluster, its real node, its registry and OLM are stopped, and the "
+    narrator.say(f"The {len(processes)} processes of the cluster, its real node, its registry and OLM are stopped, and the "
                  "cluster's directory is removed.")
     narrator.screen.print(phases.table())
     narrator.record("Time per phase:\n\n```text\n" + phases.plain() + "\n```")

@@ -1,4 +1,4 @@
-"""Child processes that die with their parent, and free loopback ports."""
+"""Child processes that die with their parent, which of them outlived a teardown, and free loopback ports."""
 
 from __future__ import annotations
 
@@ -17,6 +17,26 @@ _libc = ctypes.CDLL(None, use_errno=True)
 def die_with_parent() -> None:
     """Runs in the child before exec: the kernel kills it if the harness dies, even by SIGKILL."""
     _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _started(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks since boot); None once it has ended (a zombie has)."""
+    try:
+        state, *fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return None
+    return None if state == "Z" else int(fields[18])  # stat's 22nd field
+
+
+def identify(pids: list[int]) -> dict[int, int]:
+    """The running processes among ``pids``, each with its start time: a pid alone may name another process
+    later, as the kernel hands pids out again (tests spawn tens of thousands of kubectl processes)."""
+    return {pid: started for pid in pids if (started := _started(pid)) is not None}
+
+
+def survivors(identities: dict[int, int]) -> list[int]:
+    """The processes of ``identify`` still running."""
+    return [pid for pid, started in identities.items() if _started(pid) == started]
 
 
 def free_port() -> int:

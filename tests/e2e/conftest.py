@@ -10,6 +10,7 @@ from typing import Callable, Iterator
 import pytest
 from devcluster.cluster import Cluster
 from devcluster.operator import NAMESPACE, USER as OPERATOR_USER, OperatorProcess, grant_csv_permissions, point_conversion_at
+from devcluster.processes import identify, survivors
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD_FILE = ROOT / "bundle" / "manifests" / "nodemaintenance.kubevirt.io_nodemaintenances.yaml"
@@ -25,10 +26,9 @@ def _suffix() -> str:
 def cluster() -> Iterator[Cluster]:
     # Every request of the operator is audited: tests/e2e/test_least_privilege.py checks them against the CSV.
     with Cluster(audit_users=(OPERATOR_USER,)) as running:
-        pids = running.pids()
+        processes = identify(running.pids())
         yield running
-    survivors = [pid for pid in pids if Path(f"/proc/{pid}").exists()]
-    assert not survivors, f"control-plane processes still alive after teardown: {survivors}"
+    assert not survivors(processes), f"control-plane processes still alive after teardown: {survivors(processes)}"
 
 
 @pytest.fixture

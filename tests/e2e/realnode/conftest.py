@@ -9,6 +9,7 @@ from typing import Iterator
 import pytest
 from devcluster.cluster import Cluster
 from devcluster.publish import Published, publish
+from devcluster.processes import identify, survivors
 from devcluster.realnode import CGROUPS
 
 
@@ -25,9 +26,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def real_cluster() -> Iterator[Cluster]:
     with Cluster(real_node=True) as running:
         assert running.node is not None
-        pids, cgroup = running.pids(), running.node.cgroup
+        processes, cgroup = identify(running.pids()), running.node.cgroup
         yield running
-    assert not [pid for pid in pids if Path(f"/proc/{pid}").exists()], "real-node cluster processes outlived it"
+    assert not survivors(processes), "real-node cluster processes outlived it"
     assert not [h for h in CGROUPS.iterdir() if (h / cgroup).exists()], "the real node's cgroups outlived it"
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import uuid
-from pathlib import Path
 from typing import Iterator
 
 import pytest
 from devcluster.cluster import Cluster
 from devcluster.olm import OLM
+from devcluster.processes import identify, survivors
 from devcluster.publish import Published
 
 from ....releases import ALL_CRDS
@@ -27,10 +27,9 @@ def cluster(real_cluster: Cluster) -> Cluster:
 def olm(cluster: Cluster, published: Published, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OLM]:
     running = OLM(cluster, tmp_path_factory.mktemp("olm"), published).start()
     yield running
-    pids = running.pids()
+    processes = identify(running.pids())
     running.stop()
-    survivors = [pid for pid in pids if Path(f"/proc/{pid}").exists()]
-    assert not survivors, f"OLM processes still alive after teardown: {survivors}"
+    assert not survivors(processes), f"OLM processes still alive after teardown: {survivors(processes)}"
 
 
 @pytest.fixture
