@@ -9,6 +9,7 @@ suffers latency, resets and blackouts.
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import threading
@@ -20,6 +21,7 @@ from typing import Any, Callable
 from devcluster.cluster import Cluster
 from devcluster.operator import OperatorProcess
 from devcluster.toxiproxy import Proxy
+from devcluster.waiting import polls
 from kubernetes import client
 
 from node_maintenance import api
@@ -163,14 +165,12 @@ def _all_ready(api_: Api, workload: Workload) -> bool:
 
 
 def _until(check: Callable[[], Any], what: str, timeout: float, interval: float = 0.5) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    for _ in polls(timeout, itertools.repeat(interval)):
         try:
             if result := check():
                 return result
         except Exception:  # the API server may be restarting under a fault test
             pass
-        time.sleep(interval)
     raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 

@@ -12,7 +12,7 @@ import yaml
 from devcluster.cluster import Cluster
 from devcluster.olm import DEPLOY_DIR
 from devcluster.publish import ROOT
-from devcluster.waiting import ClusterError, pauses
+from devcluster.waiting import ClusterError, polls
 from node_maintenance_packaging.render import RELEASES_FILE, deploy_output, load_inputs
 
 ORDER = ("nm-ns.yaml", "nm-op-group.yaml", "nm-catalog-source.yaml", "nm-sub.yaml")  # the Namespace first
@@ -46,8 +46,7 @@ def wait_installed(cluster: Cluster, subscription: dict[str, Any], tell: Callabl
     namespace, name = subscription["metadata"]["namespace"], subscription["metadata"]["name"]
     started = time.monotonic()
     told = seen = ""
-    pace = pauses()
-    while time.monotonic() - started < timeout:
+    for _ in polls(timeout):
         status = (_get(cluster, "subscription", name, "-n", namespace) or {}).get("status") or {}
         csv_name = status.get("installedCSV") or status.get("currentCSV")
         csv = _get(cluster, "csv", csv_name, "-n", namespace) if csv_name else None
@@ -66,5 +65,4 @@ def wait_installed(cluster: Cluster, subscription: dict[str, Any], tell: Callabl
             tell(f"Deployment {', '.join(d['name'] for d in csv['spec']['install']['spec']['deployments'])} rolled out",
                  time.monotonic() - started)
             return csv
-        time.sleep(next(pace))
     raise ClusterError(f"OLM did not install the operator within {timeout:.0f}s; last seen: {seen}")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Callable, Iterator, TypeVar
+from typing import Callable, Iterable, Iterator, TypeVar
 
 from .processes import Process
 
@@ -23,6 +23,17 @@ def pauses(first: float = FIRST_PAUSE_SECONDS, last: float = LAST_PAUSE_SECONDS)
         pause = min(last, pause * 1.5)
 
 
+def polls(timeout: float, pace: Iterable[float] | None = None) -> Iterator[None]:
+    """Once per poll until ``timeout`` has passed, pausing between polls as ``pauses`` does (or by ``pace``):
+    the loop of every wait, whatever it checks and however it fails."""
+    deadline = time.monotonic() + timeout
+    for pause in pauses() if pace is None else pace:
+        if time.monotonic() >= deadline:
+            return
+        yield
+        time.sleep(pause)
+
+
 class ClusterError(RuntimeError):
     pass
 
@@ -31,15 +42,11 @@ def wait_for(what: str, check: Callable[[], T], timeout: float, process: Process
              details: Callable[[], str] | None = None) -> T:
     """Poll ``check`` until it returns something truthy and return that; fail naming ``what``, with the
     log of ``process`` (which must stay alive meanwhile) or ``details``."""
-    deadline = time.monotonic() + timeout
-    for pause in pauses():
-        if time.monotonic() >= deadline:
-            break
+    for _ in polls(timeout):
         if process is not None and not process.alive():
             raise ClusterError(f"{process.name} exited while waiting for {what}:\n{process.log_tail()}")
         result = check()
         if result:
             return result
-        time.sleep(pause)
     tail = f"\n{process.log_tail()}" if process else f"\n{details()}" if details else ""
     raise ClusterError(f"timed out after {timeout:.0f}s waiting for {what}{tail}")

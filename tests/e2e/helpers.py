@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import itertools
 import json
-import time
 from typing import Any, Callable, TypeVar
 
 from devcluster.cluster import KWOK_TAINT, Cluster
-from devcluster.waiting import pauses
+from devcluster.waiting import polls
 
 T = TypeVar("T")
 NM = "nodemaintenances.v1beta1.nodemaintenance.kubevirt.io"
@@ -22,15 +21,11 @@ RESTRICTED_CONTAINER = {"allowPrivilegeEscalation": False, "capabilities": {"dro
 def eventually(check: Callable[[], T], what: str, timeout: float = 60, interval: float | None = None) -> T:
     """Poll until ``check`` returns something truthy; fail naming ``what`` at the deadline. Polls slow down
     as ``devcluster.waiting.pauses`` does, unless ``interval`` fixes the pace (to catch a passing state)."""
-    deadline = time.monotonic() + timeout
     last: Any = None
-    for pause in pauses() if interval is None else itertools.repeat(interval):
-        if time.monotonic() >= deadline:
-            break
+    for _ in polls(timeout, None if interval is None else itertools.repeat(interval)):
         last = check()
         if last:
             return last
-        time.sleep(pause)
     raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
 
 

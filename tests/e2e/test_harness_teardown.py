@@ -12,20 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
+from devcluster.processes import identify, survivors
+from devcluster.waiting import polls
 
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie is already dead; only its parent has not reaped it yet.
-    stat = Path(f"/proc/{pid}/stat")
-    return stat.exists() and stat.read_text().split(") ", 1)[1][0] != "Z"
 
 
 def _start_cluster() -> tuple[subprocess.Popen[str], list[int], Path, int]:
@@ -81,28 +73,30 @@ def _held_by_cluster(port: int, workdir: Path) -> bool:
     return False
 
 
-def _eventually_gone(pids: list[int], timeout: float = 30) -> list[int]:
-    deadline = time.monotonic() + timeout
-    while (alive := [p for p in pids if _alive(p)]) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    return alive
+def _eventually_gone(processes: dict[int, int], timeout: float = 30) -> list[int]:
+    for _ in polls(timeout):
+        if not survivors(processes):
+            break
+    return survivors(processes)
 
 
 def test_ctrl_c_stops_every_component_and_removes_the_workdir() -> None:
     proc, pids, workdir, port = _start_cluster()
-    assert all(_alive(p) for p in pids) and _held_by_cluster(port, workdir) and workdir.is_dir()
+    processes = identify(pids)
+    assert len(processes) == len(pids) and _held_by_cluster(port, workdir) and workdir.is_dir()
     proc.send_signal(signal.SIGINT)
     assert proc.wait(60) == 0
-    assert _eventually_gone(pids) == []
+    assert _eventually_gone(processes) == []
     assert not _held_by_cluster(port, workdir)
     assert not workdir.exists()
 
 
 def test_components_die_with_a_killed_harness() -> None:
     proc, pids, workdir, port = _start_cluster()
+    processes = identify(pids)
     proc.kill()
     proc.wait()
-    assert _eventually_gone(pids) == []
+    assert _eventually_gone(processes) == []
     assert not _held_by_cluster(port, workdir)
     # Only the temporary directory survives a SIGKILL: nothing was left to remove it.
     shutil.rmtree(workdir)

@@ -7,14 +7,13 @@ from __future__ import annotations
 import base64
 import json
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 from devcluster.cluster import Cluster
 from devcluster.operator import grant_csv_permissions
-from devcluster.waiting import pauses
+from devcluster.waiting import polls
 from node_maintenance.api import CRD_NAME
 from node_maintenance.certs import generate_self_signed
 from node_maintenance_packaging.render import Inputs, bundle_output
@@ -97,15 +96,12 @@ def wait_ready(cluster: Cluster, installed: Installed, timeout: float = 120) -> 
     spec = installed.csv["spec"]["install"]["spec"]["deployments"][0]["spec"]
     image = spec["template"]["spec"]["containers"][0]["image"]
     selector = ",".join(f"{k}={v}" for k, v in spec["selector"]["matchLabels"].items())
-    deadline = time.monotonic() + timeout
-    pace = pauses()
-    while time.monotonic() < deadline:
+    for _ in polls(timeout):
         pods = json.loads(cluster.kubectl("get", "pods", "-n", installed.namespace, "-l", selector, "-o", "json").stdout)["items"]
         current = [p for p in pods if p["spec"]["containers"][0]["image"] == image and not p["metadata"].get("deletionTimestamp")]
         ready = [p for p in current if any(c["type"] == "Ready" and c["status"] == "True" for c in p.get("status", {}).get("conditions", []))]
         if ready and len(pods) == len(current):  # the previous release's pod is gone
             return ready[0]
-        time.sleep(next(pace))
     events = cluster.kubectl("get", "events", "-n", installed.namespace, check=False).stdout
     logs = cluster.kubectl("logs", "-n", installed.namespace, f"deployment/{installed.deployment}", "--tail=40", check=False).stdout
     raise AssertionError(f"operator pod not Ready within {timeout:.0f}s\nevents:\n{events}\nlogs:\n{logs}")
