@@ -8,21 +8,21 @@ import base64
 import json
 import os
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import yaml
+from node_maintenance.api import CRD_NAME
+from node_maintenance_packaging.clusterserviceversion import DEPLOYMENT, NAMESPACE
 
 from .cluster import Cluster, ClusterError
 from .processes import free_port
+from .waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 CSV_FILE = ROOT / "bundle" / "manifests" / "node-maintenance-operator.clusterserviceversion.yaml"
-CRD_NAME = "nodemaintenances.nodemaintenance.kubevirt.io"
-NAMESPACE = "node-maintenance-operator"
-SERVICE_ACCOUNT = "node-maintenance-operator"
+SERVICE_ACCOUNT = DEPLOYMENT  # the CSV runs its Deployment as a ServiceAccount of the same name
 # The user the operator's requests are made as (what the audit log records).
 USER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
 
@@ -73,11 +73,8 @@ def point_conversion_at(cluster: Cluster, url: str, ca_pem: bytes) -> None:
     }
     cluster.kubectl("patch", "crd", CRD_NAME, "--type=merge", "-p", json.dumps(patch))
     # The apiserver rebuilds the resource's storage after such a change and answers 429 meanwhile.
-    deadline = time.monotonic() + 30
-    while cluster.kubectl("get", "nodemaintenances", check=False).returncode != 0:
-        if time.monotonic() > deadline:
-            raise ClusterError("NodeMaintenances not served 30 s after the conversion change")
-        time.sleep(0.2)
+    wait_for("NodeMaintenances to be served after the conversion change",
+             lambda: cluster.kubectl("get", "nodemaintenances", check=False).returncode == 0, 30)
 
 
 class OperatorProcess:
@@ -147,14 +144,11 @@ class OperatorProcess:
         self.wait_ready()
 
     def wait_ready(self, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process is None or not self.process.alive():
-                raise ClusterError(f"operator exited during start:\n{self.logs()[-4000:]}")
-            if self._get("/readyz") is not None:
-                return
-            time.sleep(0.2)
-        raise ClusterError(f"operator not ready after {timeout}s:\n{self.logs()[-4000:]}")
+        wait_for("the operator to be ready", self.ready, timeout, process=self.process)
+
+    def ready(self) -> bool:
+        """Whether the running process answers its readiness probe."""
+        return self._get("/readyz") is not None
 
     def _get(self, path: str) -> str | None:
         try:

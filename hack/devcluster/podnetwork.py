@@ -10,13 +10,14 @@ into the namespace. Needs root and iproute2.
 from __future__ import annotations
 
 import ctypes
+import itertools
 import os
 import socket
 import sys
-import time
 from pathlib import Path
 
 from .processes import Process, die_with_parent
+from .waiting import polls
 
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWNET = 0x40000000
@@ -72,14 +73,14 @@ class PodNetwork:
                             for name, flag in (("net", _CLONE_NEWNET), ("mnt", _CLONE_NEWNS))]
 
     def _wait_ready(self) -> None:
-        deadline = time.monotonic() + 10
-        while "ready" not in self._holder.log_path.read_text(errors="replace"):
-            if not self._holder.alive() or time.monotonic() > deadline:
-                raise RuntimeError(
-                    "cannot set up the cluster's network namespace (needs root and iproute2's `ip`):\n"
-                    + self._holder.log_tail()
-                )
-            time.sleep(0.05)
+        for _ in polls(10, itertools.repeat(0.05)):
+            if "ready" in self._holder.log_path.read_text(errors="replace"):
+                return
+            if not self._holder.alive():
+                break
+        raise RuntimeError(
+            "cannot set up the cluster's network namespace (needs root and iproute2's `ip`):\n" + self._holder.log_tail()
+        )
 
     def enter(self) -> None:
         """Runs in a child before exec: join the network and mount namespaces."""

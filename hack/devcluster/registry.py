@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import tempfile
-import time
 import urllib.request
 from pathlib import Path
 from typing import Callable
@@ -12,6 +12,7 @@ from typing import Callable
 import yaml
 
 from .processes import Process, free_port
+from .waiting import polls
 
 
 class Registry:
@@ -37,14 +38,13 @@ class Registry:
         }
         (self.workdir / "config.yml").write_text(yaml.safe_dump(config))
         self.process = Process("registry", [binary, "serve", str(self.workdir / "config.yml")], self.workdir, setup=self._setup)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
+        for _ in polls(30, itertools.repeat(0.1)):
             try:
                 with urllib.request.urlopen(f"http://{self.host}/v2/", timeout=1) as response:
                     if response.status == 200:
                         return self
             except OSError:  # not listening yet, or too busy to answer within the second
-                time.sleep(0.1)
+                pass
         self.__exit__()
         raise RuntimeError("the local registry did not answer /v2/ within 30 s")
 

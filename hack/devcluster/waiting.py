@@ -25,13 +25,15 @@ def pauses(first: float = FIRST_PAUSE_SECONDS, last: float = LAST_PAUSE_SECONDS)
 
 def polls(timeout: float, pace: Iterable[float] | None = None) -> Iterator[None]:
     """Once per poll until ``timeout`` has passed, pausing between polls as ``pauses`` does (or by ``pace``):
-    the loop of every wait, whatever it checks and however it fails."""
+    the loop of every wait, whatever it checks and however it fails. The last pause ends at the deadline,
+    where one last poll happens."""
     deadline = time.monotonic() + timeout
     for pause in pauses() if pace is None else pace:
-        if time.monotonic() >= deadline:
-            return
         yield
-        time.sleep(pause)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        time.sleep(min(pause, left))
 
 
 class ClusterError(RuntimeError):

@@ -9,12 +9,11 @@ from typing import Callable, Iterator
 
 import pytest
 from devcluster.cluster import Cluster
-from devcluster.operator import NAMESPACE, USER as OPERATOR_USER, OperatorProcess, grant_csv_permissions, point_conversion_at
+from devcluster.operator import CRD_NAME, NAMESPACE, USER as OPERATOR_USER, OperatorProcess, grant_csv_permissions, point_conversion_at
 from devcluster.processes import identify, survivors
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD_FILE = ROOT / "bundle" / "manifests" / "nodemaintenance.kubevirt.io_nodemaintenances.yaml"
-CRD_NAME = "nodemaintenances.nodemaintenance.kubevirt.io"
 NAMESPACE_MANIFEST = ROOT / "olm-deploy-manifests" / "kubernetes" / "nm-ns.yaml"
 
 
