@@ -21,12 +21,13 @@ from typing import Any, Callable
 from devcluster.cluster import Cluster
 from devcluster.operator import OperatorProcess
 from devcluster.toxiproxy import Proxy
-from devcluster.waiting import polls
+from devcluster.waiting import polls, wait_for
 from kubernetes import client
 
 from node_maintenance import api
 from node_maintenance.conversion import HUB
 
+from .background import Background
 from .invariants import NodeBefore, node_violations, pdb_violations, settled_violations
 
 # A node's state read apart from the NodeMaintenances can look wrong for an instant (one changed in
@@ -174,24 +175,15 @@ def _until(check: Callable[[], Any], what: str, timeout: float, interval: float 
     raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
-class BudgetMonitor:
+class BudgetMonitor(Background):
     """Reads the workload's pods and budgets every ``interval`` from outside the operator and records
     every moment a budget has fewer healthy pods than it demands."""
 
     def __init__(self, api_: Api, namespace: str, tally: Tally, interval: float = 0.2) -> None:
+        super().__init__("budget monitor")
         self.api, self.namespace, self.tally, self.interval = api_, namespace, tally, interval
         self.samples = 0
         self.errors = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="budget monitor", daemon=True)
-
-    def __enter__(self) -> "BudgetMonitor":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
@@ -205,7 +197,7 @@ class BudgetMonitor:
                 self.tally.violate(found)
 
 
-class Supervisor:
+class Supervisor(Background):
     """Keeps the operator running as the kubelet keeps a container: started again when it exits by itself
     (its exit code is recorded), and SIGKILLed on request (``kill``).
 
@@ -214,21 +206,15 @@ class Supervisor:
     supervisor stops the operator it started, cleanly (the Lease is released)."""
 
     def __init__(self, operator: OperatorProcess, tally: Tally, backoff: float = 1.0) -> None:
+        super().__init__("operator supervisor")
         self.operator, self.tally, self.backoff = operator, tally, backoff
         self.kills = 0
         self._killed: set[int] = set()  # pids SIGKILLed on request: their end is no exit by themselves
         self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="operator supervisor", daemon=True)
-
-    def __enter__(self) -> "Supervisor":
-        self._thread.start()
-        return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
         self._wake.set()
-        self._thread.join()
+        super().__exit__(*exc)
 
     def kill(self) -> None:
         """SIGKILL the operator, like the OOM killer, even while it starts; it is started again at once."""
@@ -240,6 +226,15 @@ class Supervisor:
         self.kills += 1
         self.tally.count("fault", "operator SIGKILL")
         self._wake.set()
+
+    def wait_running(self, timeout: float = 120) -> None:
+        """Until the operator runs and is ready: the last kill's restart may still be under way."""
+
+        def running() -> bool:
+            process = self.operator.process  # the supervisor replaces it on a restart
+            return process is not None and process.alive() and self.operator.ready()
+
+        wait_for("the operator to run again", running, timeout, details=lambda: self.operator.logs()[-4000:])
 
     def _run(self) -> None:
         started = False
@@ -304,6 +299,9 @@ class Checker:
         return []
 
 
+NETWORK_FAULTS = ("latency", "reset", "blackout")
+
+
 @dataclass
 class Loop:
     """The random create/delete loop over ``workload``, with kills and network faults on their own clocks."""
@@ -319,8 +317,10 @@ class Loop:
     step_every: tuple[float, float] = (0.5, 2.0)
     prefix: str = "fault"
     _serial: int = 0
+    _due: list[str] = field(default_factory=list)  # network faults to inject next, before random ones
 
-    def run(self, seconds: float) -> Checker:
+    def run(self, seconds: float, until: Callable[[], bool] = lambda: True) -> Checker:
+        """Steps for ``seconds``, then on until ``until()`` holds, checking the invariants after each step."""
         checker = Checker(self.api, self.workload, self.tally)
         stop = threading.Event()
         threads = [threading.Thread(target=self._kills, args=(stop,), daemon=True)] if self.kill_every else []
@@ -330,7 +330,7 @@ class Loop:
             thread.start()
         deadline = time.monotonic() + seconds
         try:
-            while time.monotonic() < deadline:
+            while time.monotonic() < deadline or not until():
                 self._step()
                 checker.check()
                 time.sleep(self.rng.uniform(*self.step_every))
@@ -339,6 +339,12 @@ class Loop:
             for thread in threads:
                 thread.join()
         return checker
+
+    def warm_up(self, seconds: float) -> Checker:
+        """``run`` for ``seconds`` and on until each network fault has happened once more: a fresh process
+        makes its connections, caches and first tracebacks when it first meets each one."""
+        self._due = list(NETWORK_FAULTS) if self.proxy is not None else []
+        return self.run(seconds, until=lambda: not self._due)
 
     def _mine(self) -> list[dict[str, Any]]:
         return [m for m in self.api.maintenances() if m["spec"].get("nodeName") in self.workload.before]
@@ -367,7 +373,7 @@ class Loop:
     def _network(self, stop: threading.Event) -> None:
         assert self.proxy is not None
         while not stop.wait(self.rng.uniform(*self.fault_every)):
-            kind = self.rng.choice(("latency", "reset", "blackout"))
+            kind = self._due[0] if self._due else self.rng.choice(NETWORK_FAULTS)
             try:
                 if kind == "latency":
                     with self.proxy.toxic("latency", {"latency": 300, "jitter": 200}):
@@ -381,6 +387,8 @@ class Loop:
                 self.tally.violate([f"network {kind} could not be injected: {error}"])
                 continue
             self.tally.count("fault", f"network {kind}")
+            if self._due and self._due[0] == kind:
+                self._due.pop(0)
 
     def clean_up(self, timeout: float) -> list[str]:
         """Delete every NodeMaintenance of the run; what is left wrong once the operator gave the nodes back."""
