@@ -25,7 +25,6 @@ NAMESPACE = "olm"  # OLM's own namespace and its global catalog namespace, as up
 OLM_CRDS = "crds"  # directory in the github.com/operator-framework/api module
 CATALOG_SOURCE = "nm-catalog-source.yaml"
 RESYNC = "30s"
-INSTALL_PLAN_RETRY = "20s"
 # OLM's label naming a CatalogSource on its serving registry pod (a registry poll's update pod has it empty).
 SOURCE_LABEL = "olm.catalogSource"
 
@@ -68,8 +67,9 @@ class OLM:
             # OLM resolves a Subscription again on this timer too (upstream: 15m). A resolution that ran
             # while the replaced CSV was still being removed fails, and only the timer retries it.
             f"--interval={RESYNC}",
-            # How long OLM retries an InstallPlan that fails before it gives up on it (upstream: 1m).
-            f"--install-plan-retry-timeout={INSTALL_PLAN_RETRY}",
+            # OLM retries an InstallPlan that fails for a minute (--install-plan-retry-timeout), as upstream
+            # deploys it: a reinstall over kept NodeMaintenances reads them through the conversion webhook
+            # OLM has just pointed at a pod that is still starting, and only that retry gets it through.
         ], env)
         self.cluster.kubectl("apply", "-f", "-", input=json.dumps(
             {"apiVersion": "operators.coreos.com/v1", "kind": "OLMConfig", "metadata": {"name": "cluster"}}))
