@@ -75,7 +75,7 @@ bench-smoke: venv tools
 
 # NodeMaintenances created and deleted at random while the operator is SIGKILLed and its link to the API server
 # meets latency, resets and blackouts; fails on any invariant violation or memory growth above 10%.
-# tests/e2e/faults/test_soak.py runs a one-minute soak in `make test`.
+# tests/e2e/test_soak.py runs a one-minute soak in `make test`, on its own cluster.
 SOAK_MINUTES ?= 30
 soak: venv tools
 	$(PY) -m soak --minutes $(SOAK_MINUTES) --out $(CURDIR)/build/soak

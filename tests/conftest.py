@@ -4,7 +4,8 @@ Each process starts its own control plane for the end-to-end tests. A package wh
 package-scoped setup (the real-node cluster with every image published, and OLM running for the OLM
 tests; the fault tests' proxy; the bad-input tests' operator log) goes to one process whole, so that
 setup is made once. The OLM tests take longest and go first, the other real-node tests second (on a
-real-node cluster of their own); unit tests, the shortest, go last.
+real-node cluster of their own), the soak, which runs its own cluster for minutes, third; unit tests,
+the shortest, go last.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import pytest
 
 SHARED = ("tests/e2e/realnode/olm/", "tests/e2e/realnode/", "tests/e2e/faults/", "tests/e2e/badinput/", "tests/unit/")
 # The order work units are taken in; the rest come between.
-RANK = {"tests/e2e/realnode/olm/": 0, "tests/e2e/realnode/": 1, "tests/unit/": 3}
+RANK = {"tests/e2e/realnode/olm/": 0, "tests/e2e/realnode/": 1, "tests/e2e/test_soak.py": 2, "tests/unit/": 4}
 
 
 def work_unit(nodeid: str) -> str:
@@ -26,7 +27,7 @@ def work_unit(nodeid: str) -> str:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The longest work units first, unit tests last: the order the processes take them in."""
-    items.sort(key=lambda item: RANK.get(work_unit(item.nodeid), 2))
+    items.sort(key=lambda item: RANK.get(work_unit(item.nodeid), 3))
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
