@@ -166,13 +166,15 @@ def _all_ready(api_: Api, workload: Workload) -> bool:
 
 
 def _until(check: Callable[[], Any], what: str, timeout: float, interval: float = 0.5) -> Any:
+    error: Exception | None = None
     for _ in polls(timeout, itertools.repeat(interval)):
         try:
             if result := check():
                 return result
-        except Exception:  # the API server may be restarting under a fault test
-            pass
-    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+            error = None
+        except Exception as failed:  # the API server may be restarting under a fault test
+            error = failed
+    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}" + (f"; the last check failed: {error!r}" if error else ""))
 
 
 class BudgetMonitor(Background):
@@ -294,8 +296,8 @@ class Checker:
 
         try:
             _until(caught_up, "the operator to catch up", timeout, interval=1.0)
-        except TimeoutError:
-            return left
+        except TimeoutError as error:
+            return left or [str(error)]  # a check that could not run finds nothing settled
         return []
 
 
