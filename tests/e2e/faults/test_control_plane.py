@@ -39,7 +39,7 @@ def test_apiserver_and_etcd_restarts_and_a_compaction(cluster: Cluster, admin: A
         old = _pid(cluster, "kube-apiserver")
         seen["apiserver restarted"] = cluster.restart("kube-apiserver", POD_WATCHES_FROM_ETCD).pid != old
         seen["watches broke on the apiserver restart"] = bool(eventually(lambda: log_lines_since(proxied_operator, offset, "watch of"),
-                                                                         "the operator's watches broken by the restart", timeout=30))
+                                                                         "the operator's watches broken by the restart", timeout=60))
         old = _pid(cluster, "etcd")
         seen["etcd restarted"] = cluster.restart("etcd").pid != old
         time.sleep(2)
