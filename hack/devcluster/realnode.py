@@ -279,6 +279,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
             f"--config={config}",
             f"--kubeconfig={kubeconfig}",
             f"--root-dir={self.dir / 'kubelet'}",
+            f"--cert-dir={self.dir / 'kubelet' / 'pki'}",  # its default is on the host, shared by every node
             f"--hostname-override={NAME}",
             f"--node-ip={NODE_IP}",
             "--node-labels=type=real",

@@ -1,5 +1,6 @@
 """A real-node cluster leaves nothing behind on the host: no process, mount, network namespace (nor its
-pinned entry), bridge, iptables rule or cgroup, whether it ends with Ctrl-C, with SIGTERM or with a failure
+pinned entry), bridge, iptables rule, cgroup, or file in the host's directories for node state (address
+leases, runtime state, certificates), whether it ends with Ctrl-C, with SIGTERM or with a failure
 inside its `with` block.
 
 Other clusters may run meanwhile (tests in other processes): what is checked is the host's own state
@@ -18,13 +19,16 @@ from pathlib import Path
 
 import pytest
 from devcluster import toolchain
-from devcluster.podnetwork import PRIVATE_DIRS
 from devcluster.realnode import CGROUP_PREFIX, CGROUPS, NAME as REAL_NODE, PAUSE_TAG
 
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[3]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT / "hack")}
+# Where a node's programs write on the host unless told otherwise: pinned network namespaces, the kubelet's
+# files (device-plugin socket, serving certificate), links to container logs, the CNI plugins' address
+# leases and result cache, and the runc shim's state and sockets.
+HOST_DIRS = ("/run/netns", "/var/lib/kubelet", "/var/log/pods", "/var/log/containers", "/var/lib/cni", "/run/containerd")
 
 
 def _cgroups(owner: int) -> list[Path]:
@@ -39,8 +43,7 @@ def _host_state(owner: int) -> dict[str, object]:
         "links": subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=True).stdout.count("\n"),
         "iptables rules": subprocess.run(["iptables-save"], capture_output=True, text=True).stdout.count("\n-A "),
         "node cgroups": [str(p) for p in _cgroups(owner)],
-        # Network namespaces pinned, the kubelet's device-plugin socket, links to container logs.
-        **{directory: sorted(os.listdir(directory)) if os.path.isdir(directory) else [] for directory in PRIVATE_DIRS},
+        **{directory: sorted(map(str, Path(directory).rglob("*"))) for directory in HOST_DIRS},
     }
 
 
