@@ -27,17 +27,11 @@ from rich.console import Console
 from rich.table import Table
 
 from .chaos import Api, BudgetMonitor, Loop, Supervisor, Tally, build_workload
-from .memory import MemorySampler, growth as memory_growth
+from .memory import MemorySampler, comparison_seconds, growth as memory_growth, warm_up_seconds
 
 ROOT = Path(__file__).resolve().parent.parent
 CRD_FILE = ROOT / "bundle" / "manifests" / "nodemaintenance.kubevirt.io_nodemaintenances.yaml"
 MEMORY_BAR = 1.10
-# A fresh process keeps growing for its first minute after it is ready: its first lists, connections and
-# caches, and the first tracebacks of each network fault (about 60 MiB when ready, 68 MiB a minute later,
-# then level, on a quiet machine). Its memory is compared from a minute after it is ready and has met every
-# fault, for at least half a minute (so a short soak lasts longer than ``--minutes``).
-WARMUP_SECONDS = 60.0
-COMPARISON_SECONDS = 30.0
 SETTLE_SECONDS = 180
 
 
@@ -65,10 +59,10 @@ def soak(minutes: float, seed: int, workdir: Path, logs: Path) -> dict:
             loop.kill_every = None
             supervisor.wait_running()
             starts = operator.starts
-            second = loop.warm_up(min(120.0, max(WARMUP_SECONDS, seconds / 6)))
+            second = loop.warm_up(warm_up_seconds(seconds))
             warmed_up = time.monotonic()
             with MemorySampler(operator) as memory:
-                third = loop.run(max(COMPARISON_SECONDS, seconds - (warmed_up - began)))
+                third = loop.run(comparison_seconds(seconds, warmed_up - began))
             compared = memory_growth(memory.samples)
             one_process = operator.starts == starts
             settled = third.settled(SETTLE_SECONDS)

@@ -21,7 +21,8 @@ from typing import Any, Callable
 from devcluster.cluster import Cluster
 from devcluster.operator import OperatorProcess
 from devcluster.toxiproxy import Proxy
-from devcluster.waiting import polls, wait_for
+from devcluster.waiting import ClusterError, wait_for
+import urllib3
 from kubernetes import client
 
 from node_maintenance import api
@@ -34,6 +35,9 @@ from .invariants import NodeBefore, node_violations, pdb_violations, settled_vio
 # between); a node violation counts only if it is still there when looked at again after this long.
 CONFIRM_SECONDS = 3.0
 IMAGE = "registry.invalid/app:1"
+# What reading the cluster raises while the API server restarts or a network fault is on: an error
+# answer, a connection refused, reset or timed out, or a body cut short.
+API_AWAY = (client.ApiException, urllib3.exceptions.HTTPError, OSError, ValueError)
 
 
 def _json(response: Any) -> dict[str, Any]:
@@ -134,7 +138,8 @@ def build_workload(cluster: Cluster, api_: Api, namespace: str, run: str, *, nod
                         "spec": {"selector": {"matchLabels": {"app": name}}, **budget}})
     cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
     workload = Workload(namespace, f"fault-run={run}", names, spare_names, {}, deployments)
-    _until(lambda: _all_ready(api_, workload), "every pod of the workload ready and counted by its budget", 180)
+    wait_for("every pod of the workload ready and counted by its budget", lambda: _all_ready(api_, workload), 180,
+             retrying=API_AWAY, pace=itertools.repeat(0.5))
     workload.before = {n["metadata"]["name"]: NodeBefore.of(n) for n in api_.nodes(workload.selector)}
     return workload
 
@@ -165,18 +170,6 @@ def _all_ready(api_: Api, workload: Workload) -> bool:
     return len(ready) == workload.pods and counted
 
 
-def _until(check: Callable[[], Any], what: str, timeout: float, interval: float = 0.5) -> Any:
-    error: Exception | None = None
-    for _ in polls(timeout, itertools.repeat(interval)):
-        try:
-            if result := check():
-                return result
-            error = None
-        except Exception as failed:  # the API server may be restarting under a fault test
-            error = failed
-    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}" + (f"; the last check failed: {error!r}" if error else ""))
-
-
 class BudgetMonitor(Background):
     """Reads the workload's pods and budgets every ``interval`` from outside the operator and records
     every moment a budget has fewer healthy pods than it demands."""
@@ -191,7 +184,7 @@ class BudgetMonitor(Background):
         while not self._stop.wait(self.interval):
             try:
                 found = pdb_violations(self.api.budgets(self.namespace), self.api.pods(self.namespace))
-            except Exception:  # the API server may be away under a fault test; the next sample looks again
+            except API_AWAY:  # the next sample looks again
                 self.errors += 1
                 continue
             self.samples += 1
@@ -215,6 +208,7 @@ class Supervisor(Background):
         self._wake = threading.Event()
 
     def __exit__(self, *exc: object) -> None:
+        self._stop.set()  # before the wake-up, which would otherwise find it unset and sleep on
         self._wake.set()
         super().__exit__(*exc)
 
@@ -278,7 +272,7 @@ class Checker:
                 return
             time.sleep(CONFIRM_SECONDS)
             confirmed = sorted(set(first) & set(self._found()))
-        except Exception:  # the API server away: the next step looks again
+        except API_AWAY:  # the next step looks again
             return
         self.tally.violate(confirmed)
 
@@ -295,8 +289,8 @@ class Checker:
             return not left
 
         try:
-            _until(caught_up, "the operator to catch up", timeout, interval=1.0)
-        except TimeoutError as error:
+            wait_for("the operator to catch up", caught_up, timeout, retrying=API_AWAY, pace=itertools.repeat(1.0))
+        except ClusterError as error:
             return left or [str(error)]  # a check that could not run finds nothing settled
         return []
 

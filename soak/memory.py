@@ -17,6 +17,23 @@ from .background import Background
 
 SAMPLE_SECONDS = 1.0
 WINDOW_SAMPLES = 10  # each end's level: the median of this many samples
+# A fresh process keeps growing for its first minute after it is ready: its first lists, connections and
+# caches, and the first tracebacks of each network fault (about 60 MiB when ready, 68 MiB a minute later,
+# then level, on a quiet machine). Its memory is compared from at least a minute after it is ready and has
+# met every fault, for at least half a minute (so a short soak lasts longer than asked).
+WARMUP_SECONDS = (60.0, 120.0)
+COMPARISON_SECONDS = 30.0
+
+
+def warm_up_seconds(soak_seconds: float) -> float:
+    """A sixth of the soak, within ``WARMUP_SECONDS``."""
+    shortest, longest = WARMUP_SECONDS
+    return min(longest, max(shortest, soak_seconds / 6))
+
+
+def comparison_seconds(soak_seconds: float, elapsed: float) -> float:
+    """What is left of the soak after ``elapsed``, and never less than ``COMPARISON_SECONDS``."""
+    return max(COMPARISON_SECONDS, soak_seconds - elapsed)
 
 
 @dataclass(frozen=True)

@@ -41,14 +41,24 @@ class ClusterError(RuntimeError):
 
 
 def wait_for(what: str, check: Callable[[], T], timeout: float, process: Process | None = None,
-             details: Callable[[], str] | None = None) -> T:
+             details: Callable[[], str] | None = None, *, retrying: tuple[type[Exception], ...] = (),
+             pace: Iterable[float] | None = None) -> T:
     """Poll ``check`` until it returns something truthy and return that; fail naming ``what``, with the
-    log of ``process`` (which must stay alive meanwhile) or ``details``."""
-    for _ in polls(timeout):
+    log of ``process`` (which must stay alive meanwhile) or ``details``. A check that raises one of
+    ``retrying`` (an API server away under a fault test) counts as not holding yet, and the last such
+    failure is named if the wait times out."""
+    failure: Exception | None = None
+    for _ in polls(timeout, pace):
         if process is not None and not process.alive():
             raise ClusterError(f"{process.name} exited while waiting for {what}:\n{process.log_tail()}")
-        result = check()
+        try:
+            result = check()
+        except retrying as error:
+            failure = error
+            continue
+        failure = None
         if result:
             return result
     tail = f"\n{process.log_tail()}" if process else f"\n{details()}" if details else ""
-    raise ClusterError(f"timed out after {timeout:.0f}s waiting for {what}{tail}")
+    failed = f"; the last check failed: {failure!r}" if failure else ""
+    raise ClusterError(f"timed out after {timeout:.0f}s waiting for {what}{failed}{tail}")

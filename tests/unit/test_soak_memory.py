@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from soak.memory import growth
+from soak.memory import comparison_seconds, growth, warm_up_seconds
 
 MIB = 2**20
 
@@ -29,3 +29,13 @@ def test_a_short_run_compares_its_halves() -> None:
 def test_one_sample_cannot_be_compared() -> None:
     with pytest.raises(ValueError, match="at least two samples"):
         growth([60 * MIB])
+
+
+@pytest.mark.parametrize(("soak_minutes", "warm_up"), [(1, 60), (6, 60), (9, 90), (30, 120)])
+def test_the_warm_up_is_a_sixth_of_the_soak_between_one_and_two_minutes(soak_minutes: float, warm_up: float) -> None:
+    assert warm_up_seconds(soak_minutes * 60) == warm_up
+
+
+def test_the_comparison_takes_what_is_left_of_the_soak_and_at_least_half_a_minute() -> None:
+    assert comparison_seconds(1800, elapsed=1000) == 800
+    assert comparison_seconds(60, elapsed=100) == 30

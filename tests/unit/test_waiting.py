@@ -43,3 +43,36 @@ def test_a_wait_that_never_holds_names_what_it_waited_for(clock: Clock) -> None:
     with pytest.raises(waiting.ClusterError, match=r"timed out after 3s waiting for the CRD.*\nits log"):
         waiting.wait_for("the CRD", lambda: None, timeout=3, details=lambda: "its log")
     assert clock.now == pytest.approx(3.0)
+
+
+def test_a_check_that_raises_a_retried_error_is_polled_again_and_its_last_failure_named(clock: Clock) -> None:
+    answers = iter([ConnectionResetError("reset by peer"), None, ConnectionRefusedError("refused")])
+
+    def check() -> None:
+        answer = next(answers, ConnectionRefusedError("refused"))
+        if answer is not None:
+            raise answer
+
+    with pytest.raises(waiting.ClusterError, match=r"waiting for the API; the last check failed: ConnectionRefusedError\('refused'\)"):
+        waiting.wait_for("the API", check, timeout=3, retrying=(OSError,))
+
+
+def test_a_retried_error_that_clears_lets_the_wait_succeed(clock: Clock) -> None:
+    answers = iter([OSError("away"), OSError("away"), "ready"])
+
+    def check() -> str:
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    assert waiting.wait_for("the API", check, timeout=3, retrying=(OSError,)) == "ready"
+
+
+def test_an_error_not_retried_ends_the_wait_at_once(clock: Clock) -> None:
+    def check() -> None:
+        raise KeyError("status")
+
+    with pytest.raises(KeyError):
+        waiting.wait_for("the API", check, timeout=3, retrying=(OSError,))
+    assert clock.now == 0
