@@ -10,6 +10,8 @@ the pause image is built here from the Kubernetes module's own ``pause.c``.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import os
 import shutil
@@ -24,7 +26,7 @@ import yaml
 
 from . import toolchain
 from .podnetwork import NODE_IP
-from .waiting import wait_for
+from .waiting import polls, wait_for
 from .processes import Process, free_port
 
 if TYPE_CHECKING:
@@ -124,14 +126,14 @@ class RealNode:
         return pids
 
     def _kill_cgroup_members(self, cgroup: str | None = None) -> None:
-        deadline = time.monotonic() + 20
-        while (members := self._members(cgroup or self.cgroup)) and time.monotonic() < deadline:
+        """SIGKILL every process in the cgroup until none is left (a shim may start one meanwhile), for 20 s
+        at most: what survives that shows in the removal of the cgroups."""
+        for _ in polls(20, itertools.repeat(0.1)):
+            if not (members := self._members(cgroup or self.cgroup)):
+                return
             for pid in members:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            time.sleep(0.1)
 
     def _remove_cgroups(self, cgroup: str | None = None) -> None:
         for hierarchy in self._hierarchies():

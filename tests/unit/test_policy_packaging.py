@@ -7,26 +7,15 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 
 from node_maintenance import api
-from node_maintenance_packaging import cli
 
 from .test_packaging_checks import _append_release, _run
+from .test_packaging_render import _bundle, _load
 
 ROOT = Path(__file__).resolve().parents[2]
 CSV = "bundle/manifests/node-maintenance-operator.clusterserviceversion.yaml"
 POLICY_CRD = "bundle/manifests/nodemaintenance.kubevirt.io_nodemaintenancepolicies.yaml"
-
-
-def _load(path: Path) -> dict:
-    return yaml.safe_load(path.read_text())
-
-
-def _bundle(tmp_path: Path, version: str) -> Path:
-    out = tmp_path / version
-    assert cli.main(["bundle", "--root", str(ROOT), "--release", version, "--out", str(out)]) == 0
-    return out
 
 
 def test_the_policy_crd_is_cluster_scoped_v1beta1_from_its_schema() -> None:
