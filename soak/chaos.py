@@ -22,8 +22,8 @@ from devcluster.cluster import Cluster
 from devcluster.operator import OperatorProcess
 from devcluster.toxiproxy import Proxy
 from devcluster.waiting import ClusterError, wait_for
-import urllib3
 from kubernetes import client
+import urllib3
 
 from node_maintenance import api
 from node_maintenance.conversion import HUB

@@ -128,8 +128,9 @@ class RealNode:
     def _kill_cgroup_members(self, cgroup: str | None = None) -> None:
         """SIGKILL every process in the cgroup until none is left (a shim may start one meanwhile), for 20 s
         at most: what survives that shows in the removal of the cgroups."""
+        cgroup = cgroup or self.cgroup
         for _ in polls(20, itertools.repeat(0.1)):
-            if not (members := self._members(cgroup or self.cgroup)):
+            if not (members := self._members(cgroup)):
                 return
             for pid in members:
                 with contextlib.suppress(ProcessLookupError):
