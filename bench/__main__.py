@@ -18,10 +18,13 @@ from typing import Any
 
 from devcluster.operator import CRD_NAME, NAMESPACE, OperatorProcess, grant_csv_permissions, point_conversion_at
 
-from node_maintenance.leader import LEASE_NAME
-from node_maintenance.kube import AsyncKube, nm_path
+from node_maintenance.runtime.leader import LEASE_NAME
+from node_maintenance.client.http import AsyncKube
+from node_maintenance.api.paths import nm_path
 
-from . import drains, report, scale
+from . import drains
+from . import report
+from . import scale
 from .cluster import CONTROL_PLANE_FLAGS, KUBECTL_USER, OPERATOR_USER, AuditCounter, BenchCluster
 from .workload import Shape, node_pair
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import yaml
 from devcluster.cluster import Cluster
 
-from node_maintenance.kube import AsyncKube, load_credentials
+from node_maintenance.client.http import AsyncKube
+from node_maintenance.client.config import load_credentials
 
 OPERATOR_USER = "system:serviceaccount:node-maintenance-operator:node-maintenance-operator"
 KUBECTL_NAMESPACE, KUBECTL_ACCOUNT = "bench", "kubectl-drain"

@@ -10,7 +10,8 @@ from typing import Any
 
 from devcluster.cluster import Cluster
 
-from node_maintenance.kube import AsyncKube, Conflict
+from node_maintenance.client.http import AsyncKube
+from node_maintenance.client.errors import Conflict
 
 IMAGE = "registry.invalid/app:1"
 # Setting up many nodes at once queues hundreds of requests for the client's connections, while the

@@ -26,7 +26,7 @@ from kubernetes import client
 import urllib3
 
 from node_maintenance import api
-from node_maintenance.conversion import HUB
+from node_maintenance.api import HUB
 
 from .background import Background
 from .invariants import NodeBefore, node_violations, pdb_violations, settled_violations

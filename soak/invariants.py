@@ -17,7 +17,10 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from node_maintenance import budgets, node as nodes, pods
+from node_maintenance.drain import budgets
+from node_maintenance.drain import node as nodes
+from node_maintenance.drain import pods
+from node_maintenance.api.objects import key_of
 
 # Taints the node lifecycle controller manages itself (a cordoned node gets node.kubernetes.io/unschedulable).
 _CONTROLLER_TAINT_PREFIX = "node.kubernetes.io/"
@@ -112,7 +115,7 @@ def pdb_violations(budget_list: Iterable[dict[str, Any]], pod_list: list[dict[st
             continue
         healthy = sum(1 for p in pod_list if budgets.covers(budget, p) and _healthy(p))
         if healthy < desired:
-            found.append(f"PodDisruptionBudget {budgets.name_of(budget)}: {healthy} healthy pod(s), it demands {desired}")
+            found.append(f"PodDisruptionBudget {key_of(budget)}: {healthy} healthy pod(s), it demands {desired}")
     return found
 
 
@@ -134,7 +137,7 @@ def settled_violations(node_list: Iterable[dict[str, Any]], maintenances: Iterab
         phase = (m.get("status") or {}).get("phase")
         if phase != "Succeeded":
             found.append(f"NodeMaintenance {name}: {phase or 'no phase'}, not Succeeded ({(m.get('status') or {}).get('lastError', '')})")
-        left = sorted(pods.ref(p) for p in by_node.get(node_name, []) if pods.must_go(p) and not _deleting(p))
+        left = sorted(key_of(p) for p in by_node.get(node_name, []) if pods.must_go(p) and not _deleting(p))
         if left:
             found.append(f"NodeMaintenance {name}: node {node_name} not drained, {', '.join(left)} still there")
     return found

@@ -25,13 +25,16 @@ from devcluster.processes import identify, survivors
 from devcluster.publish import Published, publish
 from devcluster.realnode import NAME as REAL_NODE
 from devcluster.waiting import ClusterError, wait_for
-from node_maintenance import node as nodes
+from node_maintenance.drain import node as nodes
 from node_maintenance_cli.cluster import Cluster as Client
 from node_maintenance_cli.commands import maintenance_object
 from rich.console import Console
 from rich.markup import escape
 
-from . import install, kubevirt, progress, workload
+from . import install
+from . import kubevirt
+from . import progress
+from . import workload
 from .narrator import Narrator
 from .phases import Phases
 

@@ -16,7 +16,7 @@ import threading
 from typing import Any
 
 from devcluster.cluster import Cluster
-from node_maintenance import node as nodes
+from node_maintenance.drain import node as nodes
 
 from .workload import budget as pdb, ready, worker_spec
 

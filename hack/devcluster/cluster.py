@@ -20,7 +20,8 @@ from typing import Callable
 
 import yaml
 
-from . import pki, toolchain
+from . import pki
+from . import toolchain
 from .podnetwork import NODE_IP, PodNetwork
 from .processes import Process, free_port
 from .realnode import NAME as REAL_NODE_NAME, RealNode

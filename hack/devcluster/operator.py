@@ -94,7 +94,7 @@ class OperatorProcess:
         health_port: int | None = None,
     ) -> None:
         """Without ``cert_dir`` the process gets a fresh self-signed serving certificate (``ca_pem``)."""
-        from node_maintenance.certs import generate_self_signed
+        from devcluster.pki import generate_self_signed
 
         self.cluster = cluster
         self.workdir = workdir

@@ -26,16 +26,20 @@ sys.modules.setdefault("kubernetes", None)  # type: ignore[assignment]
 
 import kopf  # noqa: E402
 
-from . import handlers, logs, remediation
-from .conversion import HUB
-from .health import Health
-from .kube import ApiError, AsyncKube, Kube, load_credentials
-from .leader import LeaderElector
-from .metrics import Active
-from .pacing import BudgetWatch
-from .policies import Policies
-from .storage_migration import migrate_storage_version, read_crd, storage_version, working_version
-from .webhook_server import start_webhook_server
+from node_maintenance.runtime import handlers
+from node_maintenance.runtime import logs
+from node_maintenance.coordination import remediation
+from node_maintenance.api import HUB
+from node_maintenance.runtime.health import Health
+from node_maintenance.client.errors import ApiError
+from node_maintenance.client.http import AsyncKube, Kube
+from node_maintenance.client.config import load_credentials
+from node_maintenance.runtime.leader import LeaderElector
+from node_maintenance.runtime.metrics import Active
+from node_maintenance.runtime.budgets import BudgetWatch
+from node_maintenance.runtime.policies import Policies
+from node_maintenance.runtime.storage import migrate_storage_version, read_crd, storage_version, working_version
+from node_maintenance.webhooks.server import start_webhook_server
 
 log = logging.getLogger("node_maintenance")
 # How often an operator working in v1alpha1 looks whether the CRD serves v1beta1 yet (one GET of one object).

@@ -8,7 +8,8 @@ import datetime
 import time
 from typing import Any
 
-from node_maintenance import api, node as nodes
+from node_maintenance import api
+from node_maintenance.drain import node as nodes
 
 from . import plan as planning, views
 from .cluster import VERSION, Cluster

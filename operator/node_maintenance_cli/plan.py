@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from node_maintenance import budgets, pods
-from node_maintenance.budgets import Block
+from node_maintenance.drain import budgets
+from node_maintenance.drain import pods
+from node_maintenance.drain.budgets import Block
+from node_maintenance.api.objects import key_of
 
 WHY_STAY = {
     pods.Action.KEEP_DAEMONSET: "managed by a DaemonSet, which would recreate it on the node (kubectl drain --ignore-daemonsets)",
@@ -31,12 +33,12 @@ def build(
     holder: str | None = None,
 ) -> dict[str, Any]:
     """The plan for draining ``node``; ``pdbs`` and ``namespace_pods`` cover the namespaces of its pods."""
-    actions = {pods.ref(p): pods.classify(p, selector) for p in node_pods}
-    evicting = [p for p in node_pods if actions[pods.ref(p)] is pods.Action.EVICT]
+    actions = {key_of(p): pods.classify(p, selector) for p in node_pods}
+    evicting = [p for p in node_pods if actions[key_of(p)] is pods.Action.EVICT]
     analysis = budgets.analyse(evicting, pdbs, namespace_pods)
     rows = []
-    for pod in sorted(node_pods, key=pods.ref):
-        ref = pods.ref(pod)
+    for pod in sorted(node_pods, key=key_of):
+        ref = key_of(pod)
         action = actions[ref]
         blockers = analysis.blockers.get(ref, [])
         rows.append({
@@ -45,7 +47,7 @@ def build(
             "action": "evict" if action is pods.Action.EVICT else "delete" if action is pods.Action.DELETE_FINISHED else "stay",
             "rule": action.value,
             "why": WHY_STAY.get(action) or WHY_GO[action],
-            "budgets": [budgets.name_of(b) for b in budgets.covering(pod, pdbs)] if action is pods.Action.EVICT else [],
+            "budgets": [key_of(b) for b in budgets.covering(pod, pdbs)] if action is pods.Action.EVICT else [],
             "blockedBy": [_blocker(b) for b in blockers],
         })
     blockers = [

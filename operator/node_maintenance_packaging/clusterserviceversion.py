@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from node_maintenance import api, remediation
+from node_maintenance import api
+from node_maintenance.coordination import remediation
 
 from . import assets, yamlout
 from .checks import check_related_images

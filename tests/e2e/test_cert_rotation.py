@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from devcluster.cluster import Cluster
 from devcluster.operator import point_conversion_at
-from node_maintenance.certs import CERT_FILE, KEY_FILE, generate_self_signed
+from devcluster.pki import generate_self_signed
+from node_maintenance.webhooks.certs import CERT_FILE, KEY_FILE
 
 from .helpers import apply
 

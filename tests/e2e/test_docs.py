@@ -19,7 +19,7 @@ import pytest
 from devcluster.cluster import Cluster
 from prometheus_client import REGISTRY
 
-from node_maintenance import metrics  # noqa: F401  (registers the operator's metrics)
+from node_maintenance.runtime import metrics  # noqa: F401  registers the operator's metrics
 from node_maintenance_cli.errors import Exit
 
 from .helpers import NM, get

@@ -9,7 +9,7 @@ import time
 
 import pytest
 from devcluster.cluster import Cluster
-from node_maintenance import drainblock
+from node_maintenance.drain import blocking as drainblock
 
 from .helpers import NM, apply, create_nm, delete_nm, deployment, eventually, get, nm_status, pdb
 

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 from devcluster.cluster import Cluster
-from node_maintenance.quorum import CONTROL_PLANE_LABELS, ETCD_GUARD_NAMESPACE, ETCD_GUARD_PDBS
+from node_maintenance.coordination.quorum import CONTROL_PLANE_LABELS, ETCD_GUARD_NAMESPACE, ETCD_GUARD_PDBS
 
 from .helpers import NM, apply, eventually, get, pdb, pod
 

@@ -8,7 +8,7 @@ import datetime
 
 import pytest
 from devcluster.cluster import Cluster
-from node_maintenance import remediation as rem
+from node_maintenance.coordination import remediation as rem
 
 from .helpers import apply, create_nm, delete_nm, eventually, get, nm_status, node
 
@@ -66,7 +66,7 @@ def test_a_lease_held_by_remediation_keeps_the_node_until_released(cluster: Clus
     cluster.kubectl("delete", "lease", rem.lease_name(target), "-n", NAMESPACE)  # remediation gives it up
     eventually(lambda: nm_status(cluster, name).get("phase") == "Succeeded", "maintenance once the Lease is free", timeout=30)
     lease = _lease(cluster, target)
-    assert lease["spec"]["holderIdentity"] == rem.HOLDER_IDENTITY and lease["spec"]["leaseDurationSeconds"] == rem.LEASE_SECONDS
+    assert lease["spec"]["holderIdentity"] == rem.HOLDER_IDENTITY and lease["spec"]["leaseDurationSeconds"] == rem.REMEDIATION_LEASE_SECONDS
     assert lease["metadata"]["ownerReferences"][0]["kind"] == "Node" and lease["metadata"]["ownerReferences"][0]["name"] == target
     held = node(cluster, target)
     assert held["spec"].get("unschedulable") and _label(held) == "true"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from node_maintenance.admission import Facts, deny_reason
+from node_maintenance.webhooks.admission import Facts, deny_reason
 
 GROUP = "nodemaintenance.kubevirt.io"
 NODE = {"metadata": {"name": "n1", "labels": {}}}

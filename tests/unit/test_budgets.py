@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from node_maintenance.budgets import Block, analyse, bypasses, covering, expected_pods, structural_reason, temporary_reason
+from node_maintenance.drain.budgets import Block, analyse, bypasses, covering, expected_pods, structural_reason, temporary_reason
 
 
 def pod(name: str, *, labels: dict | None = None, owner: str | None = "ReplicaSet", phase: str = "Running",

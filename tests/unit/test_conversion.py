@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from node_maintenance.conversion import IMPLICIT_NODE_NAME, PARKED, ConversionError, convert
+from node_maintenance.api.conversion import IMPLICIT_NODE_NAME, PARKED, ConversionError, convert
 
 GROUP = "nodemaintenance.kubevirt.io"
 VERSIONS = ("v1alpha1", "v1alpha3", "v1beta1")

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import datetime
 
-from node_maintenance import drainblock, status as st
-from node_maintenance.planner import Maintenance, plan
+from node_maintenance.drain import blocking as drainblock
+from node_maintenance.drain import status as st
+from node_maintenance.drain.planner import Maintenance, plan
 
 NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
 RS = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1", "uid": "rs", "controller": True}]

@@ -7,7 +7,8 @@ import asyncio
 import time
 from typing import Any
 
-from node_maintenance import handlers, node
+from node_maintenance.runtime import handlers
+from node_maintenance.drain import node
 
 
 class Untouched:

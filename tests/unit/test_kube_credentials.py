@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from node_maintenance import kube
+from node_maintenance.client import config as kube
 
 
 def _write(path: Path, users: list[dict], clusters: list[dict] | None = None, current: str = "main") -> Path:

@@ -6,15 +6,16 @@ import json
 
 import pytest
 
-from node_maintenance import kube
-from node_maintenance.executor import BACKOFF_MAX_SECONDS, retry_delay
-from node_maintenance.pacing import IN_FLIGHT_SECONDS, BudgetWatch
+from node_maintenance.client import errors as kube
+from node_maintenance.client.http import AsyncKube
+from node_maintenance.runtime.executor import BACKOFF_MAX_SECONDS, retry_delay
+from node_maintenance.runtime.budgets import IN_FLIGHT_SECONDS, BudgetWatch
 
 
 @pytest.mark.parametrize(
     ("status", "kind"),
     [(400, kube.Invalid), (403, kube.Forbidden), (404, kube.NotFound), (409, kube.Conflict), (410, kube.Gone),
-     (401, kube.Unauthorized), (412, kube.Conflict), (422, kube.Invalid), (429, kube.TooManyRequests), (500, kube.ApiError)],
+     (401, kube.Unauthorized), (412, kube.Conflict), (422, kube.Invalid), (429, kube.TooManyRequests), (500, kube.ServerError), (503, kube.ServerError), (418, kube.ApiError)],
 )
 def test_each_answer_gets_its_type(status: int, kind: type) -> None:
     error = kube.api_error(status, "Reason", json.dumps({"message": "what happened"}))
@@ -37,7 +38,7 @@ def test_retry_delay_honours_retry_after_backs_off_and_caps() -> None:
 
 
 def test_sent_evictions_count_until_the_budget_lists_the_pod_as_disrupted() -> None:
-    budgets = BudgetWatch(kube.AsyncKube.__new__(kube.AsyncKube))
+    budgets = BudgetWatch(AsyncKube.__new__(AsyncKube))
     budgets.mirror.objects["app/web"] = {"metadata": {"name": "web", "namespace": "app"}, "status": {"disruptedPods": {}}}
     budgets.sent("app/web", "web-0")
     budgets.sent("app/web", "web-1")

@@ -7,7 +7,8 @@ import asyncio
 from typing import Any
 
 import pytest
-from node_maintenance import leader
+from node_maintenance.client.errors import Unreachable
+from node_maintenance.runtime import leader
 
 
 class FlakyKube:
@@ -20,7 +21,7 @@ class FlakyKube:
     def get(self, path: str) -> dict[str, Any] | None:
         if self.failures:
             self.failures -= 1
-            raise ConnectionResetError("connection reset by peer")
+            raise Unreachable("connection reset by peer")
         return None
 
     def request(self, method: str, path: str, *, body: Any = None, **_: Any) -> dict[str, Any]:
@@ -29,7 +30,7 @@ class FlakyKube:
 
 
 def test_acquire_waits_for_an_api_server_out_of_reach(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(leader, "RENEW_SECONDS", 0.02)
+    monkeypatch.setattr(leader, "LEADER_RENEW_SECONDS", 0.02)
     kube = FlakyKube(failures=3)
     elector = leader.LeaderElector(kube, "ns", "me")  # type: ignore[arg-type]
     asyncio.run(asyncio.wait_for(elector.acquire(), 5))
@@ -38,7 +39,7 @@ def test_acquire_waits_for_an_api_server_out_of_reach(monkeypatch: pytest.Monkey
 
 
 def test_hold_gives_up_once_renewals_failed_for_the_lease(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(leader, "RENEW_SECONDS", 0.02)
-    monkeypatch.setattr(leader, "LEASE_SECONDS", 0.1)
+    monkeypatch.setattr(leader, "LEADER_RENEW_SECONDS", 0.02)
+    monkeypatch.setattr(leader, "LEADER_LEASE_SECONDS", 0.1)
     elector = leader.LeaderElector(FlakyKube(failures=1000), "ns", "me")  # type: ignore[arg-type]
     asyncio.run(asyncio.wait_for(elector.hold(), 5))  # returns: the caller must stop reconciling

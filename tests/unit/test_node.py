@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from node_maintenance import node
+from node_maintenance.drain import node
 
 OTHER = {"key": "example.com/dedicated", "value": "infra", "effect": "NoSchedule"}
 

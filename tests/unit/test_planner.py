@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from node_maintenance import node as nodes
-from node_maintenance.budgets import InFlight
-from node_maintenance.planner import HELD_RECHECK_SECONDS, Attempt, Maintenance, Plan, plan
+from node_maintenance.drain import node as nodes
+from node_maintenance.drain.budgets import InFlight
+from node_maintenance.drain.planner import NODE_HELD_RECHECK_SECONDS, Attempt, Maintenance, Plan, plan
 
 NOW = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
 CLOCK = NOW.timestamp()
@@ -87,7 +87,7 @@ def test_node_held_by_another_maintenance_fails_without_touching_it() -> None:
     result = plan(maintenance(), a_node("other", cordoned=True, tainted=True), [a_pod("p")], [], NOW, holder_exists=True)
     assert result.phase == "Failed" and result.node_patch is None and result.removals == ()
     assert "already in maintenance by NodeMaintenance other" in result.status["lastError"]
-    assert result.recheck_in == HELD_RECHECK_SECONDS and not result.holds_node
+    assert result.recheck_in == NODE_HELD_RECHECK_SECONDS and not result.holds_node
 
 
 def test_the_same_failure_is_announced_once() -> None:

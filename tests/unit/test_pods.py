@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from node_maintenance import budgets
-from node_maintenance.pods import Action, classify, matches_selector, must_go, ref, slim
+from node_maintenance.drain import budgets
+from node_maintenance.drain.pods import Action, classify, matches_selector, must_go, slim
+from node_maintenance.api.objects import key_of
 
 
 def pod(*, owner: str | None = None, phase: str = "Running", labels: dict | None = None, annotations: dict | None = None, volumes: list | None = None) -> dict:
@@ -81,7 +82,7 @@ def test_a_slimmed_pod_gets_every_decision_the_full_pod_gets() -> None:
     full[-1]["metadata"]["managedFields"] = [{"manager": "kubelet"}]
     for subject in full:
         small = slim(subject)
-        assert (classify(small), must_go(small), ref(small)) == (classify(subject), must_go(subject), ref(subject))
+        assert (classify(small), must_go(small), key_of(small)) == (classify(subject), must_go(subject), key_of(subject))
         assert (budgets.covers(budget, small), budgets.ignores_budgets(small), budgets.bypasses(small, budget)) == (
             budgets.covers(budget, subject), budgets.ignores_budgets(subject), budgets.bypasses(subject, budget))
     assert "managedFields" not in slim(full[-1])["metadata"] and "volumes" not in slim(full[-1])["spec"]

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from node_maintenance import node as nodes, policy as pol
+from node_maintenance.drain import node as nodes
+from node_maintenance.policy import decide as pol
 
 NOW = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
 
@@ -168,7 +169,7 @@ def test_a_maintenance_whose_policy_is_gone_stops_saying_it_waits() -> None:
 
 
 def test_a_heartbeat_leaves_what_the_policies_keep_of_a_node_unchanged() -> None:
-    from node_maintenance.policy import slim_node
+    from node_maintenance.policy.decide import slim_node
 
     def node(heartbeat: str, unschedulable: bool = False) -> dict:
         return {"metadata": {"name": "w1", "labels": {"pool": "a"}, "resourceVersion": heartbeat, "annotations": {"kwok.x-k8s.io/node": "fake"}},

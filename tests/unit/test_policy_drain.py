@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
-from node_maintenance import drainrules as dr, hooks
-from node_maintenance.planner import plan
+from node_maintenance.drain import rules as dr
+from node_maintenance.policy import hooks
+from node_maintenance.drain.planner import plan
 
 from .test_planner import HELD, NOW, RUNNING, a_pod, maintenance
 

@@ -9,8 +9,9 @@ from pathlib import Path
 import yaml
 from node_maintenance_packaging import cli
 
-from node_maintenance import node as nodes, remediation as rem
-from node_maintenance.planner import Maintenance, plan
+from node_maintenance.drain import node as nodes
+from node_maintenance.coordination import remediation as rem
+from node_maintenance.drain.planner import Maintenance, plan
 
 ROOT = Path(__file__).resolve().parents[2]
 

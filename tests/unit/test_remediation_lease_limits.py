@@ -6,8 +6,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from node_maintenance.kube import Invalid
-from node_maintenance.remediation import LeaseKeeper, lease_name
+from node_maintenance.client.errors import Invalid
+from node_maintenance.runtime.leases import LeaseKeeper
+from node_maintenance.coordination.remediation import lease_name
 
 LONGEST_NODE_NAME = "n" * 253
 

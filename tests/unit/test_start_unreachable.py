@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from node_maintenance import __main__ as entry
-from node_maintenance.conversion import HUB
+from node_maintenance.api import HUB
 
 CRD = {"spec": {"versions": [{"name": HUB, "served": True, "storage": True}]}, "status": {"storedVersions": [HUB]}}
 

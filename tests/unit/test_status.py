@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from node_maintenance import status as st
+from node_maintenance.drain import status as st
 
 T0, T1 = "2026-01-01T00:00:00Z", "2026-01-01T00:01:00Z"
 

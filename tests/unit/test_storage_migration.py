@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from node_maintenance.storage_migration import storage_version, working_version
+from node_maintenance.runtime.storage import storage_version, working_version
 from node_maintenance_packaging.crd import build_crd
 from node_maintenance_packaging.releases import load
 from node_maintenance_packaging.render import RELEASES_FILE

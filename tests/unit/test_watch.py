@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any, AsyncIterator
 
-from node_maintenance.kube import Gone
-from node_maintenance.watch import Mirror
+from node_maintenance.client.errors import Gone
+from node_maintenance.client.watch import Mirror
 
 
 def _obj(name: str, version: str, namespace: str = "ns") -> dict[str, Any]:
@@ -59,7 +59,7 @@ def test_resumes_from_the_last_version_and_relists_on_gone() -> None:
 
     mirror = asyncio.run(scenario())
     assert api.watched_from == ["10", "13", "20"]  # after the bookmark, then from the fresh listing
-    assert mirror.relists == 2 and set(mirror.objects) == {"ns/c"}
+    assert not api.listings and set(mirror.objects) == {"ns/c"}  # both listings served
     assert changes == [{"ns/a"}, {"ns/a", "ns/b"}, {"ns/a", "ns/b", "other/d"}, {"ns/b", "other/d"}, {"ns/b"}, {"ns/c"}]
     assert all(q["fieldSelector"] == "spec.nodeName=n1" for q in api.queries)
     assert "managedFields" not in mirror.objects["ns/c"]["metadata"]
@@ -104,7 +104,7 @@ def test_callers_are_told_the_namespace_and_only_of_changes_to_what_they_keep() 
 
 
 def test_a_budget_change_wakes_only_the_drains_of_its_namespace() -> None:
-    from node_maintenance.pacing import BudgetWatch
+    from node_maintenance.runtime.budgets import BudgetWatch
 
     api = ScriptedApi()
     api.streams = api.streams[:1]

@@ -9,7 +9,7 @@ import re
 from typing import Any, AsyncIterator
 
 import pytest
-from node_maintenance import watch
+from node_maintenance.client import watch
 
 
 class Flaky:

@@ -20,9 +20,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from node_maintenance.api import GROUP, KIND, PLURAL, VERSIONS
-from node_maintenance.certs import generate_self_signed
-from node_maintenance.kube import ApiError, NotFound, nm_path, node_path
-from node_maintenance.webhook_server import start_webhook_server
+from devcluster.pki import generate_self_signed
+from node_maintenance.client.errors import ApiError, NotFound
+from node_maintenance.api.paths import nm_path, node_path
+from node_maintenance.webhooks.server import start_webhook_server
 
 CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"  # Kubernetes' label
 GUARD_PATH = "/apis/policy/v1/namespaces/openshift-etcd/poddisruptionbudgets/etcd-guard-pdb"  # OpenShift's etcd guard

@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from node_maintenance.certs import generate_self_signed
-from node_maintenance.webhook_server import admission_response, conversion_response, start_webhook_server
+from devcluster.pki import generate_self_signed
+from node_maintenance.webhooks.server import admission_response, conversion_response, start_webhook_server
 
 GROUP = "nodemaintenance.kubevirt.io"
 

@@ -17,6 +17,8 @@ from typing import Any
 import yaml
 
 GROUP = "nodemaintenance.kubevirt.io"
+# The version every other converts through, and the one the CRD stores from 0.3.0 on.
+HUB = "v1beta1"
 DESCRIPTOR_HINT = "csvDescriptor"
 
 
@@ -66,10 +68,7 @@ RESOURCES = (NODE_MAINTENANCE, POLICY)
 
 # The NodeMaintenance's names, which most of the code speaks of.
 KIND = NODE_MAINTENANCE.kind
-LIST_KIND = NODE_MAINTENANCE.list_kind
 PLURAL = NODE_MAINTENANCE.plural
-SINGULAR = NODE_MAINTENANCE.singular
-SHORT_NAMES = NODE_MAINTENANCE.short_names
 CRD_NAME = NODE_MAINTENANCE.crd_name
 VERSIONS = NODE_MAINTENANCE.versions
 load = NODE_MAINTENANCE.load

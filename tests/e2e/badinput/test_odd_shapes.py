@@ -21,7 +21,7 @@ from collections import Counter
 import pytest
 from devcluster.cluster import Cluster
 from devcluster.operator import OperatorProcess
-from node_maintenance.node import HOLDER, TAINT
+from node_maintenance.drain.node import HOLDER, TAINT
 
 from ..helpers import apply, create_nm, delete_nm, eventually, get, nm_status, node as node_of, our_taint, pod, pods_on
 from .operator_log import errors_about

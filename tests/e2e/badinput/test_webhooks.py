@@ -22,8 +22,8 @@ from devcluster.operator import OperatorProcess
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from node_maintenance.api import GROUP, KIND, PLURAL, VERSIONS
-from node_maintenance.certs import generate_self_signed
-from node_maintenance.webhook_server import MAX_REVIEW_BYTES
+from devcluster.pki import generate_self_signed
+from node_maintenance.webhooks.server import MAX_REVIEW_BYTES
 
 from ..helpers import NM, apply, create_nm, delete_nm, eventually, get
 

@@ -12,7 +12,9 @@ import asyncio
 import logging
 from typing import Any, Callable, Iterable
 
-from .kube import AsyncKube, Gone
+from node_maintenance.client.http import AsyncKube
+from node_maintenance.api.objects import key_of
+from node_maintenance.client.errors import Gone
 
 # Server-side duration of one watch request; the next one resumes where it ended.
 WATCH_SECONDS = 290
@@ -21,11 +23,6 @@ RETRY_MAX_SECONDS = 30.0
 log = logging.getLogger(__name__)
 # Told the namespace of the object that changed ("" for a cluster-scoped one), or None after a listing.
 OnChange = Callable[[str | None], None]
-
-
-def key_of(obj: dict[str, Any]) -> str:
-    meta = obj["metadata"]
-    return f"{meta.get('namespace', '')}/{meta['name']}"
 
 
 def without_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
@@ -47,7 +44,6 @@ class Mirror:
         self.objects: dict[str, dict[str, Any]] = {}
         self._by_namespace: dict[str, dict[str, dict[str, Any]]] = {}
         self.synced = asyncio.Event()
-        self.relists = 0
 
     async def run(self) -> None:
         version: str | None = None
@@ -105,7 +101,6 @@ class Mirror:
         self.objects, self._by_namespace = {}, {}
         for obj in listing.get("items") or []:
             self._put(self.slim(obj))
-        self.relists += 1
         self.synced.set()
         self.on_change(None)
         return listing["metadata"]["resourceVersion"]

@@ -13,8 +13,13 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from . import drainrules, hooks, node as nodes, pods, status as st
-from .planner import Event, Plan
+from node_maintenance.drain import rules as drainrules
+from node_maintenance.policy import hooks
+from node_maintenance.drain import node as nodes
+from node_maintenance.drain import pods
+from node_maintenance.drain import status as st
+from node_maintenance.drain.planner import Event, Plan
+from node_maintenance.api import timestamps
 
 WAITING, ADMITTED, CONFLICT, UNGOVERNED = "Waiting", "Admitted", "Conflict", "Ungoverned"
 
@@ -226,7 +231,7 @@ def waiting_plan(body: Mapping[str, Any], verdict: Verdict, now: datetime.dateti
     meta, previous = body["metadata"], body.get("status") or {}
     node_name = body["spec"]["nodeName"]
     condition = queued_condition(verdict, node_name)
-    moment = st.rfc3339(now)
+    moment = timestamps.rfc3339(now)
     generation = meta.get("generation", 1)
     conditions = st.set_condition(list(previous.get("conditions") or []), *condition, generation=generation, now=moment)
     conditions = st.set_condition(conditions, "Drained", "False", condition[2], condition[3], generation=generation, now=moment)

@@ -17,27 +17,23 @@ from typing import Any, Callable, Mapping
 
 import kopf
 
-from . import api, hooks, node as nodes, policy as pol, status as st
-from .kube import ApiError, AsyncKube, Conflict, nm_path, node_path
-from .planner import Maintenance, Plan
-from .watch import Mirror
+from node_maintenance import api
+from node_maintenance.policy import hooks
+from node_maintenance.drain import node as nodes
+from node_maintenance.policy import decide as pol
+from node_maintenance.drain import status as st
+from node_maintenance.client.errors import ApiError, Conflict
+from node_maintenance.client.http import AsyncKube
+from node_maintenance.api.paths import POLICY_CRD, POLICY_VERSION, jobs_path, nm_path, node_path, policy_path
+from node_maintenance.drain.planner import Maintenance, Plan
+from node_maintenance.client.watch import Mirror
+from node_maintenance.api import timestamps
 
-CRD_PATH = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{api.POLICY.crd_name}"
-POLICY_VERSION = "v1beta1"
 CRD_CHECK_SECONDS = 5.0
 SYNC_TIMEOUT_SECONDS = 30.0
-STATUS_INTERVAL_SECONDS = 1.0
+POLICY_STATUS_INTERVAL_SECONDS = 1.0
 HOOK_RECHECK_SECONDS = {hooks.RUNNING: 2.0, hooks.MISSING: 1.0, hooks.FAILED: 10.0}
 log = logging.getLogger(__name__)
-
-
-def policy_path(name: str = "", subresource: str = "") -> str:
-    path = f"/apis/{api.GROUP}/{POLICY_VERSION}/{api.POLICY.plural}"
-    return path + (f"/{name}" if name else "") + (f"/{subresource}" if subresource else "")
-
-
-def jobs_path(namespace: str) -> str:
-    return f"/apis/batch/v1/namespaces/{namespace}/jobs"
 
 
 @dataclasses.dataclass
@@ -62,7 +58,7 @@ class Gate:
     def record(self, status: dict[str, Any], generation: int, now: datetime.datetime) -> None:
         """Add the policy's conditions (Queued, PreDrain) to a drain's status."""
         for condition in self.conditions:
-            status["conditions"] = st.set_condition(status["conditions"], *condition, generation=generation, now=st.rfc3339(now))
+            status["conditions"] = st.set_condition(status["conditions"], *condition, generation=generation, now=timestamps.rfc3339(now))
 
 
 class Policies:
@@ -99,7 +95,7 @@ class Policies:
 
     async def _crd_served(self) -> bool:
         try:
-            crd = await self.kube.get(CRD_PATH)
+            crd = await self.kube.get(POLICY_CRD)
         except ApiError as error:  # e.g. RBAC without access to CRDs: policies stay off
             if not self._unreadable:
                 log.warning("cannot read the NodeMaintenancePolicy CRD; policies are off: %s", error)
@@ -222,7 +218,7 @@ class Policies:
         """Record a hook's condition on a NodeMaintenance being deleted (its drain engine has stopped)."""
         status = body.get("status") or {}
         conditions = st.set_condition(list(status.get("conditions") or []), *condition, generation=body["metadata"].get("generation", 1),
-                                      now=st.rfc3339(datetime.datetime.now(datetime.timezone.utc)))
+                                      now=timestamps.rfc3339(timestamps.now()))
         last_error = condition[3] if condition[1] != "True" else ""
         if conditions != status.get("conditions") or last_error != status.get("lastError"):
             with contextlib.suppress(ApiError):
@@ -231,7 +227,7 @@ class Policies:
 
     # ----------------------------------------------------------------- policy status
     async def _publish(self) -> None:
-        """Write each policy's status when it changes, at most once a STATUS_INTERVAL_SECONDS."""
+        """Write each policy's status when it changes, at most once a POLICY_STATUS_INTERVAL_SECONDS."""
         while True:
             await self._dirty.wait()
             self._dirty.clear()
@@ -240,11 +236,11 @@ class Policies:
             except Exception as error:  # tried again after the pause
                 log.warning("writing NodeMaintenancePolicy statuses failed: %s", str(error) or type(error).__name__)
                 self._dirty.set()
-            await asyncio.sleep(STATUS_INTERVAL_SECONDS)
+            await asyncio.sleep(POLICY_STATUS_INTERVAL_SECONDS)
 
     async def _write_statuses(self) -> None:
         decision = self.decision()
-        now = st.rfc3339(datetime.datetime.now(datetime.timezone.utc))
+        now = timestamps.rfc3339(timestamps.now())
         for body in list(self._mirrors["policies"].objects.values()):
             name = body["metadata"]["name"]
             summary = decision.summaries.get(name)

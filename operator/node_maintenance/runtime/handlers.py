@@ -18,8 +18,9 @@ from typing import Any
 
 import kopf
 
-from . import api, maintenance
-from .engine import Engine
+from node_maintenance import api
+from node_maintenance.runtime import handback as maintenance
+from node_maintenance.runtime.engine import Engine
 
 
 FINALIZER = f"{api.GROUP}/finalizer"

@@ -18,11 +18,19 @@ import datetime
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from . import budgets as pdbs, drainblock, drainrules, node as nodes, pods, remediation as rem, status as st
+from node_maintenance.drain import budgets as pdbs
+from node_maintenance.drain import blocking as drainblock
+from node_maintenance.drain import rules as drainrules
+from node_maintenance.drain import node as nodes
+from node_maintenance.drain import pods
+from node_maintenance.coordination import remediation as rem
+from node_maintenance.drain import status as st
+from node_maintenance.api.objects import key_of
+from node_maintenance.api import timestamps
 
 # A maintenance failed because another one holds its node looks again this often (the other may be
 # gone without giving the node back); every other wait ends on a change the watches report.
-HELD_RECHECK_SECONDS = 15.0
+NODE_HELD_RECHECK_SECONDS = 15.0
 
 
 @dataclass(frozen=True)
@@ -126,7 +134,7 @@ def plan(
     holder = nodes.holder_of(dict(node))
     if holder and holder != m.name and holder_exists:
         return _failed(m, now, f"node {m.node_name!r} is already in maintenance by NodeMaintenance {holder}; "
-                       f"delete this NodeMaintenance, or delete {holder} to take over", HELD_RECHECK_SECONDS)
+                       f"delete this NodeMaintenance, or delete {holder} to take over", NODE_HELD_RECHECK_SECONDS)
     fresh = holder != m.name
     if fresh and lease is not None and lease.other:
         return _failed(m, now, rem.held_message(lease.namespace, m.node_name, lease.other), lease.recheck_in)
@@ -144,9 +152,9 @@ def plan(
     previous = m.status
     # Totals and the start describe the node when this maintenance took it; a restarted operator keeps them.
     started_text = previous.get("drainStartTime") if not fresh else None
-    started = st.parse_rfc3339(started_text) if started_text else now
+    started = timestamps.parse(started_text) if started_text else now
     to_go = sorted((p for p in node_pods if pods.must_go(p, m.selector) and not (m.rules is not None and drainrules.skipped(p, m.rules))),
-                   key=pods.ref)
+                   key=key_of)
     keep = not fresh and "evictionPods" in previous
     total = previous["totalpods"] if keep else len(node_pods)
     to_evict = previous["evictionPods"] if keep else len(to_go)
@@ -155,7 +163,7 @@ def plan(
 
     def status(phase: str, error: str, blocking: list[dict[str, Any]]) -> dict[str, Any]:
         return st.build(dict(previous), phase=phase, total=total, eviction_pods=to_evict, pending=pending, last_error=error,
-                        generation=m.generation, now=st.rfc3339(now), drain_started=st.rfc3339(started), blocking=blocking)
+                        generation=m.generation, now=timestamps.rfc3339(now), drain_started=timestamps.rfc3339(started), blocking=blocking)
 
     def blocked_by(step: _Step) -> list[dict[str, Any]]:
         """The budgets holding the drain back; a structural block seen for the first time gets an event."""
@@ -224,7 +232,7 @@ def _removals(m: Maintenance, to_go: list[dict[str, Any]], budgets: list[dict[st
     left: dict[str, int] = {}
     for pod in to_go:
         meta = pod["metadata"]
-        ref = pods.ref(pod)
+        ref = key_of(pod)
         attempt = attempts.get(meta["uid"])
         if meta.get("deletionTimestamp"):
             continue  # on its way out
@@ -239,7 +247,7 @@ def _removals(m: Maintenance, to_go: list[dict[str, Any]], budgets: list[dict[st
         covering = [] if finished else pdbs.covering(pod, budgets)
         if len(covering) == 1 and not pdbs.bypasses(pod, covering[0]):
             budget = covering[0]
-            name, version = pdbs.name_of(budget), budget["metadata"].get("resourceVersion", "")
+            name, version = key_of(budget), budget["metadata"].get("resourceVersion", "")
             flight = in_flight.get(name)
             if name not in left:
                 left[name] = _allowed(budget) - (flight.count if flight else 0)
@@ -272,5 +280,5 @@ def _failed(m: Maintenance, now: datetime.datetime, error: str, recheck: float |
     events = () if previous.get("phase") == st.FAILED and previous.get("lastError") == error else (
         Event(False, "Warning", "FailedMaintenance", error),)
     status = st.build(dict(previous), phase=st.FAILED, total=0, eviction_pods=0, pending=[], last_error=error,
-                      generation=m.generation, now=st.rfc3339(now))
+                      generation=m.generation, now=timestamps.rfc3339(now))
     return Plan(st.FAILED, status, None, (), events, recheck, False)

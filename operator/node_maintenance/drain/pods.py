@@ -76,6 +76,3 @@ def slim(pod: dict[str, Any]) -> dict[str, Any]:
     return {"metadata": metadata, "spec": {k: spec[k] for k in ("nodeName",) if k in spec},
             "status": {k: status[k] for k in ("phase", "conditions") if k in status}}
 
-
-def ref(pod: dict[str, Any]) -> str:
-    return f"{pod['metadata'].get('namespace', '')}/{pod['metadata']['name']}"

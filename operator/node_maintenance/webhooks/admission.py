@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import quorum
-from .kube import Kube, nm_path, node_path
+from node_maintenance.coordination import quorum
+from node_maintenance.client.http import Kube
+from node_maintenance.api.paths import nm_path, node_path
 
 
 def node_name_of(obj: dict[str, Any]) -> str:

@@ -12,9 +12,9 @@ import asyncio
 import time
 from typing import Any, Callable, Collection
 
-from .budgets import InFlight
-from .kube import AsyncKube
-from .watch import Mirror
+from node_maintenance.drain.budgets import InFlight
+from node_maintenance.client.http import AsyncKube
+from node_maintenance.client.watch import Mirror
 
 PATH = "/apis/policy/v1/poddisruptionbudgets"
 # An eviction the watch never shows counted (a lost event) stops holding its budget after this long.

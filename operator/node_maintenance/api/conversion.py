@@ -13,9 +13,9 @@ import json
 from functools import cache
 from typing import Any
 
-from . import api
+from node_maintenance import api
+from node_maintenance.api import HUB
 
-HUB = "v1beta1"
 ANNOTATION_PREFIX = f"conversion.{api.GROUP}/"
 PARKED = ANNOTATION_PREFIX + "v1beta1-fields"
 IMPLICIT_NODE_NAME = ANNOTATION_PREFIX + "implicit-node-name"

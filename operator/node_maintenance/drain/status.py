@@ -2,20 +2,11 @@
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
-from . import drainblock
+from node_maintenance.drain import blocking as drainblock
 
 PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed"
-
-
-def rfc3339(moment: datetime.datetime) -> str:
-    return moment.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_rfc3339(text: str) -> datetime.datetime:
-    return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc)
 
 
 def progress(eviction_pods: int, pending: int) -> int:

@@ -12,7 +12,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .api import GROUP, KIND
+from node_maintenance.api import GROUP, KIND
 
 PRE_DRAIN, POST_MAINTENANCE = "pre-drain", "post-maintenance"
 HOOK_LABEL = f"{GROUP}/hook"

@@ -13,8 +13,9 @@ import enum
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from . import pods
-from .api import GROUP
+from node_maintenance.drain import pods
+from node_maintenance.api import GROUP
+from node_maintenance.api.objects import key_of
 
 ANNOTATION = f"{GROUP}/drain"
 
@@ -62,7 +63,7 @@ class Treatment:
 def treatment(pod: Mapping[str, Any], rules: Iterable[Rule]) -> Treatment:
     """How the drain treats ``pod``: its annotation first, then the first rule selecting it."""
     annotation = (pod.get("metadata", {}).get("annotations") or {}).get(ANNOTATION)
-    ref = pods.ref(dict(pod))
+    ref = key_of(dict(pod))
     if annotation is not None:
         behavior = ANNOTATION_VALUES.get(annotation.strip().lower(), Behavior.INVALID)
         if behavior is Behavior.INVALID:

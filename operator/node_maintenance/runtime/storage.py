@@ -9,12 +9,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from . import api
-from .conversion import HUB
-from .kube import Conflict, Kube, NotFound, nm_path
+from node_maintenance import api
+from node_maintenance.api import HUB
+from node_maintenance.client.errors import Conflict, NotFound
+from node_maintenance.client.http import Kube
+from node_maintenance.api.paths import NODE_MAINTENANCE_CRD, nm_path
 
 log = logging.getLogger(__name__)
-CRD_PATH = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{api.CRD_NAME}"
 
 
 def _rewrite(kube: Kube, name: str) -> bool:
@@ -51,7 +52,7 @@ def storage_version(crd: dict[str, Any]) -> str:
 
 
 def read_crd(kube: Kube) -> dict[str, Any] | None:
-    return kube.get(CRD_PATH)
+    return kube.get(NODE_MAINTENANCE_CRD)
 
 
 def migrate_storage_version(kube: Kube) -> int:
@@ -59,12 +60,12 @@ def migrate_storage_version(kube: Kube) -> int:
 
     Idempotent: with storedVersions already ``[v1beta1]`` it does nothing.
     """
-    crd = kube.request("GET", CRD_PATH)
+    crd = kube.request("GET", NODE_MAINTENANCE_CRD)
     stored = crd.get("status", {}).get("storedVersions") or []
     if stored == [HUB]:
         return 0
     names = [item["metadata"]["name"] for item in kube.request("GET", nm_path()).get("items", [])]
     rewritten = sum(_rewrite(kube, name) for name in names)
-    kube.patch(CRD_PATH + "/status", {"status": {"storedVersions": [HUB]}})
+    kube.patch(NODE_MAINTENANCE_CRD + "/status", {"status": {"storedVersions": [HUB]}})
     log.info("storage version migration done", extra={"rewritten": rewritten, "previouslyStored": stored})
     return rewritten

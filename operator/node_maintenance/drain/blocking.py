@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from . import budgets as pdbs, pods
+from node_maintenance.drain import budgets as pdbs
+from node_maintenance.drain import pods
+from node_maintenance.api.objects import key_of
 
 CONDITION = "DrainBlocked"
 DEADLOCK = "PodDisruptionBudgetDeadlock"  # the condition's reason, and the event's, for a structural block
@@ -41,7 +43,7 @@ def blocking(waiting: list[dict[str, Any]], held: Mapping[str, str], budgets: li
             found[name] = (pdbs.Blocker((name,), pdbs.Block.TEMPORARY,
                                         f"PodDisruptionBudget {name} refuses evictions for now; the drain tries again when it changes"), set())
         found[name][1].add(ref)
-    by_name = {pdbs.name_of(b): b for b in budgets}
+    by_name = {key_of(b): b for b in budgets}
     return [_entry(by_name[name], blocker, sorted(refs)) for name, (blocker, refs) in sorted(found.items())
             if name in by_name and (name not in moving or blocker.block is pdbs.Block.STRUCTURAL)]
 

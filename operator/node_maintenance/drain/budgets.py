@@ -16,7 +16,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import pods
+from node_maintenance.drain import pods
+from node_maintenance.api.objects import key_of
 
 
 @dataclass(frozen=True)
@@ -57,10 +58,6 @@ class Analysis:
     blockers: dict[str, list[Blocker]] = field(default_factory=dict)  # pod ref -> what holds it
 
 
-def name_of(budget: dict[str, Any]) -> str:
-    return f"{budget['metadata']['namespace']}/{budget['metadata']['name']}"
-
-
 def covers(budget: dict[str, Any], pod: dict[str, Any]) -> bool:
     """policy/v1: a budget selects pods of its namespace; no selector selects none, an empty one all."""
     selector = (budget.get("spec") or {}).get("selector")
@@ -72,7 +69,7 @@ def covers(budget: dict[str, Any], pod: dict[str, Any]) -> bool:
 
 
 def covering(pod: dict[str, Any], budgets: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return sorted((b for b in budgets if covers(b, pod)), key=name_of)
+    return sorted((b for b in budgets if covers(b, pod)), key=key_of)
 
 
 def _ready(pod: dict[str, Any]) -> bool:
@@ -123,14 +120,14 @@ def expected_pods(budget: dict[str, Any], namespace_pods: list[dict[str, Any]]) 
 def structural_reason(budget: dict[str, Any], namespace_pods: list[dict[str, Any]]) -> str | None:
     """Why ``budget`` can never allow an eviction until an admin changes it or its workload, or None."""
     spec = budget.get("spec") or {}
-    name = name_of(budget)
+    name = key_of(budget)
     max_unavailable, min_available = spec.get("maxUnavailable"), spec.get("minAvailable")
     if max_unavailable is not None and _scaled(max_unavailable, 100) == 0:
         return (f"PodDisruptionBudget {name} sets maxUnavailable {max_unavailable}, so it never allows an eviction; "
                 "raise maxUnavailable, or delete the budget for the maintenance")
     if max_unavailable is not None or _percent(min_available) is not None:
         selected = [p for p in namespace_pods if covers(budget, p)]
-        bare = sorted(pods.ref(p) for p in selected if pods.controller_of(p) is None)
+        bare = sorted(key_of(p) for p in selected if pods.controller_of(p) is None)
         if bare:
             return (f"PodDisruptionBudget {name} counts pods by their controller's scale (maxUnavailable or a percentage) "
                     f"but {', '.join(bare)} has no controller, so it allows no eviction; "
@@ -148,7 +145,7 @@ def structural_reason(budget: dict[str, Any], namespace_pods: list[dict[str, Any
 def temporary_reason(budget: dict[str, Any], waiting: int) -> str | None:
     """Why ``budget`` will refuse some of ``waiting`` evictions for now, or None when it allows them all."""
     status = budget.get("status") or {}
-    name = name_of(budget)
+    name = key_of(budget)
     if not _observed(budget):
         return f"PodDisruptionBudget {name} is not yet processed by the disruption controller; evictions wait until it is"
     allowed = status.get("disruptionsAllowed", 0)
@@ -170,18 +167,18 @@ def analyse(evicting: list[dict[str, Any]], budgets: list[dict[str, Any]], names
     blockers: dict[str, list[Blocker]] = {}
     asking: dict[str, list[dict[str, Any]]] = {}  # budget name -> node pods whose eviction asks it
     for pod in evicting:
-        ref = pods.ref(pod)
+        ref = key_of(pod)
         chosen = covering(pod, budgets)
         if len(chosen) > 1:
-            names = tuple(name_of(b) for b in chosen)
+            names = tuple(key_of(b) for b in chosen)
             blockers[ref] = [Blocker(names, Block.STRUCTURAL,
                                      f"pod {ref} is selected by {len(names)} PodDisruptionBudgets ({', '.join(names)}) and "
                                      "the Eviction API refuses such pods; change the budgets' selectors so at most one selects it")]
         elif chosen and not bypasses(pod, chosen[0]):
-            asking.setdefault(name_of(chosen[0]), []).append(pod)
+            asking.setdefault(key_of(chosen[0]), []).append(pod)
     assessments = []
-    for budget in sorted(budgets, key=name_of):
-        name = name_of(budget)
+    for budget in sorted(budgets, key=key_of):
+        name = key_of(budget)
         waiting = asking.get(name, [])
         blocker = None
         if waiting:
@@ -190,7 +187,7 @@ def analyse(evicting: list[dict[str, Any]], budgets: list[dict[str, Any]], names
             if structural or temporary:
                 blocker = Blocker((name,), Block.STRUCTURAL if structural else Block.TEMPORARY, structural or temporary or "")
                 for pod in waiting:
-                    blockers.setdefault(pods.ref(pod), []).append(blocker)
+                    blockers.setdefault(key_of(pod), []).append(blocker)
         assessments.append(Assessment(name, (budget.get("status") or {}).get("disruptionsAllowed", 0),
-                                      tuple(sorted(pods.ref(p) for p in waiting)), blocker))
+                                      tuple(sorted(key_of(p) for p in waiting)), blocker))
     return Analysis(tuple(assessments), blockers)

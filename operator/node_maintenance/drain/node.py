@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .api import GROUP
+from node_maintenance.api import GROUP
 
 HOLDER = f"{GROUP}/holder"
 WAS_UNSCHEDULABLE = f"{GROUP}/was-unschedulable"

@@ -13,10 +13,13 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from . import metrics, status as st
-from .conversion import status_fields
-from .kube import ApiError, AsyncKube, Conflict, NotFound, TooManyRequests, nm_path, node_path, pod_path
-from .planner import Attempt, Event, Plan, Removal
+from node_maintenance.runtime import metrics
+from node_maintenance.drain import status as st
+from node_maintenance.api.conversion import status_fields
+from node_maintenance.client.errors import ApiError, Conflict, NotFound, TooManyRequests
+from node_maintenance.client.http import AsyncKube
+from node_maintenance.api.paths import nm_path, node_path, pod_path
+from node_maintenance.drain.planner import Attempt, Event, Plan, Removal
 
 # An accepted eviction is not sent again for this long, unless the pod's watch shows it still there.
 ACCEPTED_SECONDS = 30.0

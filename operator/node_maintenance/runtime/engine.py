@@ -16,18 +16,26 @@ import logging
 import time
 from typing import Any, Callable, Iterable
 
-from . import api, metrics, node as nodes, pods, remediation as rem, status as st
-from .conversion import HUB, convert, status_fields
-from .executor import EventSink, Executor
-from .kube import AsyncKube, nm_path, node_path
-from .pacing import BudgetWatch
-from .planner import Attempt, Plan, plan
-from .policies import Gate, Policies
-from .watch import Mirror
+from node_maintenance import api
+from node_maintenance.runtime import metrics
+from node_maintenance.drain import node as nodes
+from node_maintenance.drain import pods
+from node_maintenance.coordination import remediation as rem
+from node_maintenance.drain import status as st
+from node_maintenance.api import HUB
+from node_maintenance.api.conversion import convert, status_fields
+from node_maintenance.runtime.executor import EventSink, Executor
+from node_maintenance.client.http import AsyncKube
+from node_maintenance.api.paths import nm_path, node_path
+from node_maintenance.runtime.budgets import BudgetWatch
+from node_maintenance.drain.planner import Attempt, Plan, plan
+from node_maintenance.runtime.policies import Gate, Policies
+from node_maintenance.client.watch import Mirror
+from node_maintenance.api import timestamps
 
 # While the phase stays the same, the status is written at most this often (a drain of many pods
 # would otherwise write it once per pod); a new phase is written at once.
-STATUS_INTERVAL_SECONDS = 2.0
+NM_STATUS_INTERVAL_SECONDS = 2.0
 ERROR_RETRY_SECONDS = 5.0
 # The statuses this engine wrote last: the object kopf shows may lag behind the newest write by a few.
 RECENT_WRITES = 16
@@ -111,7 +119,7 @@ class Engine:
         gate.record(decided.status, body["metadata"].get("generation", 1), now)
         if lease:
             decided.status["conditions"] = st.set_condition(decided.status["conditions"], rem.CONDITION, *lease.condition(),
-                                                            generation=body["metadata"].get("generation", 1), now=st.rfc3339(now))
+                                                            generation=body["metadata"].get("generation", 1), now=timestamps.rfc3339(now))
         for removal in decided.removals:  # counted before any await, so concurrent drains see it
             if removal.budget:
                 self.budgets.sent(removal.budget, removal.name)
@@ -139,7 +147,7 @@ class Engine:
             self.stored, self.written_at = decided.status, time.monotonic()
             self.written.append(decided.status)
         elif _differs(self.stored, decided.status, self.version):
-            flush = self.written_at + STATUS_INTERVAL_SECONDS - time.monotonic()
+            flush = self.written_at + NM_STATUS_INTERVAL_SECONDS - time.monotonic()
             recheck = flush if recheck is None else min(recheck, flush)
         return recheck
 
@@ -151,10 +159,10 @@ class Engine:
             self.stored, self.written_at = waiting.status, time.monotonic()
             self.written.append(waiting.status)
             return None
-        return STATUS_INTERVAL_SECONDS if _differs(self.stored, waiting.status, self.version) else None
+        return NM_STATUS_INTERVAL_SECONDS if _differs(self.stored, waiting.status, self.version) else None
 
     def _status_due(self, phase: str) -> bool:
-        return phase != self.stored.get("phase") or time.monotonic() - self.written_at >= STATUS_INTERVAL_SECONDS
+        return phase != self.stored.get("phase") or time.monotonic() - self.written_at >= NM_STATUS_INTERVAL_SECONDS
 
 
 def foreign_status(observed: dict[str, Any], written: Iterable[dict[str, Any]], version: str) -> bool:

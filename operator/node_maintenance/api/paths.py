@@ -1,0 +1,45 @@
+"""The API paths of every object the operator reads or writes, written once."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+from node_maintenance.api import CRD_NAME, GROUP, HUB, PLURAL, POLICY
+
+POLICY_VERSION = "v1beta1"
+CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+NODE_MAINTENANCE_CRD = f"{CRDS}/{CRD_NAME}"
+POLICY_CRD = f"{CRDS}/{POLICY.crd_name}"
+BUDGETS = "/apis/policy/v1/poddisruptionbudgets"
+PODS = "/api/v1/pods"
+NAMESPACES = "/api/v1/namespaces"
+
+
+def node_path(name: str = "") -> str:
+    return f"/api/v1/nodes/{quote(name)}" if name else "/api/v1/nodes"
+
+
+def pod_path(namespace: str, name: str) -> str:
+    return f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}"
+
+
+def nm_path(name: str = "", *, version: str = HUB, subresource: str = "") -> str:
+    return _custom(f"/apis/{GROUP}/{version}/{PLURAL}", name, subresource)
+
+
+def policy_path(name: str = "", subresource: str = "") -> str:
+    return _custom(f"/apis/{GROUP}/{POLICY_VERSION}/{POLICY.plural}", name, subresource)
+
+
+def jobs_path(namespace: str) -> str:
+    return f"/apis/batch/v1/namespaces/{quote(namespace)}/jobs"
+
+
+def lease_path(namespace: str, name: str = "") -> str:
+    """A coordination.k8s.io Lease (leader election and the remediation Leases), or the namespace's collection."""
+    path = f"/apis/coordination.k8s.io/v1/namespaces/{quote(namespace)}/leases"
+    return f"{path}/{quote(name)}" if name else path
+
+
+def _custom(collection: str, name: str, subresource: str) -> str:
+    return collection + (f"/{quote(name)}" if name else "") + (f"/{subresource}" if subresource else "")

@@ -1,0 +1,87 @@
+"""The API layer's typed errors: callers never see an HTTP library's exception or a status code.
+
+:class:`ApiError` and its subclasses are answers the server gave; :class:`Unreachable` is no answer at
+all (refused, reset, dropped, timed out, a body cut short). Both are :class:`KubeError`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+class KubeError(Exception):
+    """A request that did not succeed, for whatever reason."""
+
+
+class Unreachable(KubeError):
+    """No answer from the API server: the connection was refused, reset, dropped or timed out, or the
+    answer was cut short. Whether the request took effect is unknown."""
+
+
+class ApiError(KubeError):
+    """A request the API server answered with an error; the subclasses say which kind."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(f"{reason or 'error'} ({status}): {message}" if message else f"{reason or 'error'} ({status})")
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+
+class NotFound(ApiError):
+    """The object (or the resource) does not exist."""
+
+
+class Conflict(ApiError):
+    """A stale resourceVersion or a failed precondition: decide again on fresh state."""
+
+
+class Gone(ApiError):
+    """A watch's resourceVersion is too old: list again."""
+
+
+class TooManyRequests(ApiError):
+    """Refused for now (a PodDisruptionBudget, or the server's own limits); ``retry_after`` in seconds."""
+
+    def __init__(self, status: int, reason: str, message: str, retry_after: float = 0.0) -> None:
+        super().__init__(status, reason, message)
+        self.retry_after = retry_after
+
+
+class Unauthorized(ApiError):
+    """The credentials were refused (an expired token, a wrong certificate)."""
+
+
+class Forbidden(ApiError):
+    """RBAC refused the request."""
+
+
+class Invalid(ApiError):
+    """The request's body or parameters were refused as malformed."""
+
+
+class ServerError(ApiError):
+    """The server failed (5xx): the request may be tried again later."""
+
+
+_KINDS: dict[int, type[ApiError]] = {400: Invalid, 401: Unauthorized, 403: Forbidden, 404: NotFound, 409: Conflict, 410: Gone, 412: Conflict, 422: Invalid}
+
+
+def api_error(status: int, reason: str, body: str | dict[str, Any], retry_after: str | None = None) -> ApiError:
+    """The typed error for an answer; ``body`` is the Status object the server sent (text or parsed)."""
+    if isinstance(body, str):
+        try:
+            body = json.loads(body) if body else {}
+        except ValueError:
+            body = {"message": body}
+    message = str(body.get("message", "")) if isinstance(body, dict) else ""
+    if status == 429:
+        try:
+            seconds = float(retry_after) if retry_after else 0.0
+        except ValueError:
+            seconds = 0.0
+        details = body.get("details") if isinstance(body, dict) else None
+        seconds = max(seconds, float((details or {}).get("retryAfterSeconds") or 0))
+        return TooManyRequests(status, reason, message, seconds)
+    return _KINDS.get(status, ServerError if status >= 500 else ApiError)(status, reason, message)

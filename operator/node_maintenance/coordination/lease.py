@@ -1,0 +1,72 @@
+"""A coordination.k8s.io Lease: who holds it, until when, and the record written to take or keep it.
+
+One set of rules for both Leases the operator holds: the leader-election Lease of its replicas and
+the per-node remediation Leases it shares with medik8s. A Lease is valid while ``renewTime`` is not in
+the future and ``renewTime + leaseDurationSeconds`` is not in the past; a Lease that is not valid (or
+has no holder) may be taken over, which sets ``acquireTime`` and counts a transition.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any, Mapping
+
+from node_maintenance.api import timestamps
+
+API_VERSION = "coordination.k8s.io/v1"
+KIND = "Lease"
+
+
+def spec_of(lease: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return (lease or {}).get("spec") or {}
+
+
+def holder_of(lease: Mapping[str, Any] | None) -> str:
+    return str(spec_of(lease).get("holderIdentity") or "")
+
+
+def expires_at(lease: Mapping[str, Any] | None) -> datetime.datetime | None:
+    spec = spec_of(lease)
+    renewed, duration = spec.get("renewTime"), spec.get("leaseDurationSeconds")
+    if not renewed or duration is None:
+        return None
+    return timestamps.parse(renewed) + datetime.timedelta(seconds=duration)
+
+
+def expired(lease: Mapping[str, Any] | None, now: datetime.datetime) -> bool:
+    """Whether nobody holds the Lease at ``now``: no holder, never renewed, or its duration has passed."""
+    due = expires_at(lease)
+    return not holder_of(lease) or due is None or due < now
+
+
+def is_valid(lease: Mapping[str, Any] | None, now: datetime.datetime) -> bool:
+    """Whether the Lease holds now as medik8s judges it: renewed not in the future, and not expired."""
+    due = expires_at(lease)
+    return due is not None and timestamps.parse(spec_of(lease)["renewTime"]) <= now <= due
+
+
+def other_holder(lease: Mapping[str, Any] | None, identity: str, now: datetime.datetime) -> str | None:
+    """The holder that owns ``lease`` now, if that is not ``identity``; None when it may be taken or kept."""
+    holder = holder_of(lease)
+    if lease is None or holder == identity or not is_valid(lease, now):
+        return None
+    return holder or "an unnamed holder"
+
+
+def claimed(lease: Mapping[str, Any] | None, identity: str, duration_seconds: int, now: datetime.datetime,
+            metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """The Lease as ``identity`` writes it to hold it from ``now``: created, taken over or renewed.
+
+    ``metadata`` is used for a new Lease; an existing one keeps its own (its resourceVersion makes the
+    write a compare-and-swap).
+    """
+    stamp = timestamps.micro_time(now)
+    spec = dict(spec_of(lease))
+    taken_over = lease is not None and (spec.get("holderIdentity") != identity or spec.get("renewTime") is None)
+    spec.update(holderIdentity=identity, leaseDurationSeconds=duration_seconds, renewTime=stamp)
+    if lease is None:
+        spec.update(acquireTime=stamp, leaseTransitions=0)
+    elif taken_over:
+        spec.update(acquireTime=stamp, leaseTransitions=int(spec.get("leaseTransitions") or 0) + 1)
+    kept = dict((lease or {}).get("metadata") or metadata)
+    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": kept, "spec": spec}

@@ -1,0 +1,122 @@
+"""Coordination with node remediation, the way medik8s operators coordinate with each other.
+
+While a node is in maintenance the operator holds the coordination.k8s.io Lease ``node-<name>`` in a
+shared namespace (``medik8s-leases`` unless configured otherwise) and labels the node
+``remediation.medik8s.io/exclude-from-remediation=true``. Node Healthcheck and the remediators it
+drives do not remediate a node whose Lease another holder owns, nor a node with that label.
+
+Lease semantics follow medik8s' lease manager: a Lease is valid while ``renewTime`` is not in the
+future and ``renewTime + leaseDurationSeconds`` is not in the past; an invalid (expired, or never
+renewed) Lease may be taken over, which sets ``acquireTime`` and counts a transition; releasing
+deletes the Lease. The duration is medik8s' node maintenance operator's, one hour; we renew once
+half of it has passed, so a node kept in maintenance for days keeps its Lease, and a Lease left by a
+stopped operator frees within the hour (the label keeps protecting the node meanwhile).
+
+Pure functions decide; ``runtime.leases`` does the few requests and remembers when to renew.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from node_maintenance.api import GROUP
+from node_maintenance.coordination import lease as leases
+
+DEFAULT_LEASE_NAMESPACE = "medik8s-leases"
+LEASE_NAMESPACE_ENV = "REMEDIATION_LEASE_NAMESPACE"
+HOLDER_IDENTITY = "node-maintenance-operator"
+REMEDIATION_LEASE_SECONDS = 3600
+RENEW_AFTER_SECONDS = REMEDIATION_LEASE_SECONDS / 2
+# A Lease another holder owns is looked at again this often (or when it expires, if sooner); one we may
+# not write (no permission), less often: that changes only with the operator's RBAC.
+LEASE_HELD_RECHECK_SECONDS = 5.0
+FORBIDDEN_RECHECK_SECONDS = 60.0
+EXCLUDE_LABEL = "remediation.medik8s.io/exclude-from-remediation"
+# The label's value before we set it, as JSON (null: it was absent), so the node is given back as it was.
+LABEL_BEFORE = f"{GROUP}/exclude-from-remediation-before"
+CONDITION = "RemediationLease"
+
+
+def lease_name(node_name: str) -> str:
+    return f"node-{node_name}".lower()
+
+
+def other_holder(lease: dict[str, Any] | None, now: datetime.datetime) -> str | None:
+    """The holder that owns the node's Lease now, if that is not us; None when we may take or keep it."""
+    return leases.other_holder(lease, HOLDER_IDENTITY, now)
+
+
+def claimed(lease: dict[str, Any] | None, node: dict[str, Any], namespace: str, now: datetime.datetime) -> dict[str, Any]:
+    """The node's Lease as we write it to hold it from ``now``, owned by the Node (it goes with it)."""
+    body = leases.claimed(lease, HOLDER_IDENTITY, REMEDIATION_LEASE_SECONDS, now, {"name": lease_name(node["metadata"]["name"]), "namespace": namespace})
+    body["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": node["metadata"]["name"], "uid": node["metadata"]["uid"]}]
+    return body
+
+
+def held_message(namespace: str, node_name: str, holder: str) -> str:
+    return (f"node {node_name!r} is held for remediation: Lease {namespace}/{lease_name(node_name)} belongs to {holder}; "
+            "the maintenance takes the node once that holder releases the Lease or it expires")
+
+
+def exclude(node: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """``patch`` (a node begin patch) extended to label the node excluded from remediation.
+
+    The first time, the label's earlier value is recorded, so :func:`restore` gives it back; a record
+    already there (an operator restarted, or a maintenance taken over) is the node's original state.
+    """
+    labels = node.get("metadata", {}).get("labels") or {}
+    metadata = patch.setdefault("metadata", {})
+    metadata.setdefault("labels", {})[EXCLUDE_LABEL] = "true"
+    if LABEL_BEFORE not in (node.get("metadata", {}).get("annotations") or {}):
+        metadata.setdefault("annotations", {})[LABEL_BEFORE] = json.dumps(labels.get(EXCLUDE_LABEL))
+    return patch
+
+
+def is_excluded(node: dict[str, Any]) -> bool:
+    return (node.get("metadata", {}).get("labels") or {}).get(EXCLUDE_LABEL) == "true"
+
+
+def restore(node: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """``patch`` (a node end patch) extended to put the label back as it was before the maintenance.
+
+    A node we never labelled (no record) keeps its label untouched.
+    """
+    annotations = node.get("metadata", {}).get("annotations") or {}
+    if LABEL_BEFORE not in annotations:
+        return patch
+    try:
+        before = json.loads(annotations[LABEL_BEFORE])
+    except ValueError:
+        before = None
+    metadata = patch.setdefault("metadata", {})
+    metadata.setdefault("labels", {})[EXCLUDE_LABEL] = before if isinstance(before, str) else None
+    metadata.setdefault("annotations", {})[LABEL_BEFORE] = None
+    return patch
+
+
+@dataclass(frozen=True)
+class LeaseState:
+    """What holding the Lease met: held by us, held by another, or not possible (``problem``)."""
+
+    namespace: str
+    node_name: str
+    other: str | None = None  # another holder owns the Lease
+    problem: str = ""  # we could not read or write the Lease (RBAC, say): why
+    recheck_in: float | None = None
+
+    @property
+    def held(self) -> bool:
+        return self.other is None and not self.problem
+
+    def condition(self) -> tuple[str, str, str]:
+        """(status, reason, message) of the RemediationLease condition."""
+        name = f"{self.namespace}/{lease_name(self.node_name)}"
+        if self.other:
+            return "False", "HeldByAnother", held_message(self.namespace, self.node_name, self.other)
+        if self.problem:
+            return "False", "LeaseUnavailable", (f"Lease {name} could not be held ({self.problem}); the node carries "
+                                                f"{EXCLUDE_LABEL}=true, which remediation also honours")
+        return "True", "Held", f"Lease {name} is held as {HOLDER_IDENTITY} while the node is in maintenance"
