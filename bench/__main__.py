@@ -17,14 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from devcluster.operator import CRD_NAME, NAMESPACE, OperatorProcess, grant_csv_permissions, point_conversion_at
-
-from node_maintenance.runtime.leader import LEASE_NAME
-from node_maintenance.client.http import AsyncKube
 from node_maintenance.api.paths import nm_path
+from node_maintenance.client.http import AsyncKube
+from node_maintenance.runtime.leader import LEASE_NAME
 
-from . import drains
-from . import report
-from . import scale
+from . import drains, report, scale
 from .cluster import CONTROL_PLANE_FLAGS, KUBECTL_USER, OPERATOR_USER, AuditCounter, BenchCluster
 from .workload import Shape, node_pair
 
@@ -242,7 +239,7 @@ async def part(result: dict[str, Any], name: str, measured: Any, out: Path) -> N
     each part, so what was measured is kept whatever happens later."""
     try:
         result[name] = await measured
-    except Exception as error:  # noqa: BLE001 (the report says what failed; the run goes on)
+    except Exception as error:
         result[name] = {"error": f"{type(error).__name__}: {error}", "where": traceback.format_exc(limit=-4).splitlines()[1:-1]}
     result.setdefault("load_average_after", {})[name] = round(os.getloadavg()[0], 1)  # the machine may be shared
     print(f"{name}: {result[name]}", flush=True)

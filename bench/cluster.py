@@ -8,10 +8,10 @@ from collections import Counter
 from pathlib import Path
 
 import yaml
-from devcluster.cluster import Cluster
 
-from node_maintenance.client.http import AsyncKube
+from devcluster.cluster import Cluster
 from node_maintenance.client.config import load_credentials
+from node_maintenance.client.http import AsyncKube
 
 OPERATOR_USER = "system:serviceaccount:node-maintenance-operator:node-maintenance-operator"
 KUBECTL_NAMESPACE, KUBECTL_ACCOUNT = "bench", "kubectl-drain"

@@ -9,10 +9,9 @@ import time
 from pathlib import Path
 
 from devcluster.cluster import Cluster
-
 from node_maintenance.api import GROUP, KIND
-from node_maintenance.client.http import AsyncKube
 from node_maintenance.api.paths import nm_path
+from node_maintenance.client.http import AsyncKube
 
 POLL_SECONDS = 0.1
 

@@ -9,9 +9,9 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")  # files only, no display
-import matplotlib.pyplot as plt  # noqa: E402
-from rich.console import Console  # noqa: E402
-from rich.table import Table  # noqa: E402
+import matplotlib.pyplot as plt
+from rich.console import Console
+from rich.table import Table
 
 REQUIRED = ("single_node", "api_cost", "goals")
 

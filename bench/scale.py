@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+
 from devcluster.cluster import KWOK_SELECTOR, Cluster
 from devcluster.operator import OperatorProcess
-
 from node_maintenance.api import GROUP, KIND
-from node_maintenance.client.http import AsyncKube
-from node_maintenance.client.errors import Conflict
 from node_maintenance.api.paths import nm_path
+from node_maintenance.client.errors import Conflict
+from node_maintenance.client.http import AsyncKube
 
 from . import drains
 from .workload import SETUP_TIMEOUT_SECONDS, has_service_account, until, wait_nodes_ready

@@ -20,14 +20,16 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from devcluster.cluster import Cluster
-from devcluster.operator import CRD_NAME, NAMESPACE, OperatorProcess, grant_csv_permissions
-from devcluster.toxiproxy import Toxiproxy, kubeconfig_through
 from rich.console import Console
 from rich.table import Table
 
+from devcluster.cluster import Cluster
+from devcluster.operator import CRD_NAME, NAMESPACE, OperatorProcess, grant_csv_permissions
+from devcluster.toxiproxy import Toxiproxy, kubeconfig_through
+
 from .chaos import Api, BudgetMonitor, Loop, Supervisor, Tally, build_workload
-from .memory import MemorySampler, comparison_seconds, growth as memory_growth, warm_up_seconds
+from .memory import MemorySampler, comparison_seconds, warm_up_seconds
+from .memory import growth as memory_growth
 
 ROOT = Path(__file__).resolve().parent.parent
 CRD_FILE = ROOT / "bundle" / "manifests" / "nodemaintenance.kubevirt.io_nodemaintenances.yaml"

@@ -15,16 +15,17 @@ import random
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
+
+import urllib3
+from kubernetes import client
 
 from devcluster.cluster import Cluster
 from devcluster.operator import OperatorProcess
 from devcluster.toxiproxy import Proxy
 from devcluster.waiting import ClusterError, wait_for
-from kubernetes import client
-import urllib3
-
 from node_maintenance import api
 from node_maintenance.api import HUB
 

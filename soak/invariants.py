@@ -14,13 +14,13 @@ Three kinds, each returning the violations it finds as sentences (empty: all hol
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
-from node_maintenance.drain import budgets
-from node_maintenance.drain import node as nodes
-from node_maintenance.drain import pods
 from node_maintenance.api.objects import key_of
+from node_maintenance.drain import budgets, pods
+from node_maintenance.drain import node as nodes
 
 # Taints the node lifecycle controller manages itself (a cordoned node gets node.kubernetes.io/unschedulable).
 _CONTROLLER_TAINT_PREFIX = "node.kubernetes.io/"

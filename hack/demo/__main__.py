@@ -19,6 +19,9 @@ import time
 from pathlib import Path
 
 import yaml
+from rich.console import Console
+from rich.markup import escape
+
 from devcluster.cluster import Cluster
 from devcluster.olm import OLM
 from devcluster.processes import identify, survivors
@@ -28,13 +31,8 @@ from devcluster.waiting import ClusterError, wait_for
 from node_maintenance.drain import node as nodes
 from node_maintenance_cli.cluster import Cluster as Client
 from node_maintenance_cli.commands import maintenance_object
-from rich.console import Console
-from rich.markup import escape
 
-from . import install
-from . import kubevirt
-from . import progress
-from . import workload
+from . import install, kubevirt, progress, workload
 from .narrator import Narrator
 from .phases import Phases
 

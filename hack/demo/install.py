@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import yaml
+
 from devcluster.cluster import Cluster
 from devcluster.olm import DEPLOY_DIR
 from devcluster.publish import ROOT

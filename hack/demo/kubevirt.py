@@ -18,7 +18,8 @@ from typing import Any
 from devcluster.cluster import Cluster
 from node_maintenance.drain import node as nodes
 
-from .workload import budget as pdb, ready, worker_spec
+from .workload import budget as pdb
+from .workload import ready, worker_spec
 
 NAMESPACE = "vms"
 VM = "rhel9-vm"

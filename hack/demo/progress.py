@@ -11,8 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from node_maintenance_cli import views
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from node_maintenance_cli import views
 
 from .narrator import Narrator
 
@@ -54,7 +55,7 @@ def watch(read: Callable[[], dict[str, Any] | None], narrator: Narrator, title: 
             nm = read()
             if nm is None:
                 raise RuntimeError("the NodeMaintenance disappeared during its drain")
-            row = views.summary(nm, datetime.datetime.now(datetime.timezone.utc))
+            row = views.summary(nm, datetime.datetime.now(datetime.UTC))
             for hold in drain.saw(row):
                 log(f"held back: {hold}", time.monotonic() - started)
             total = row["evictionPods"]

@@ -15,16 +15,16 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import yaml
 
-from . import pki
-from . import toolchain
+from . import pki, toolchain
 from .podnetwork import NODE_IP, PodNetwork
 from .processes import Process, free_port
-from .realnode import NAME as REAL_NODE_NAME, RealNode
+from .realnode import NAME as REAL_NODE_NAME
+from .realnode import RealNode
 from .registry import Registry
 from .waiting import ClusterError, wait_for
 
@@ -75,7 +75,7 @@ class Cluster:
         self.server = ""
 
     # ----------------------------------------------------------------- lifecycle
-    def __enter__(self) -> "Cluster":
+    def __enter__(self) -> Cluster:
         self._restore_sigterm = _stop_on_sigterm()
         try:
             self.start()
@@ -240,7 +240,7 @@ class Cluster:
                 f"--tls-private-key-file={pki_dir / 'tls.key'}",
                 f"--token-auth-file={tokens}",
                 f"--authorization-mode={'Node,RBAC' if self.real_node else 'RBAC'}",
-                f"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
                 f"--service-account-key-file={pki_dir / 'sa.pub'}",
                 f"--service-account-signing-key-file={pki_dir / 'sa.key'}",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",

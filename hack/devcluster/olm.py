@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import yaml
+
 from node_maintenance_packaging.render import RELEASES_FILE, deploy_output, load_inputs
 
 from . import toolchain
@@ -48,7 +49,7 @@ class OLM:
         self.processes: list[Process] = []
         self.catalog_source = ""
 
-    def start(self) -> "OLM":
+    def start(self) -> OLM:
         """Start OLM and add our CatalogSource, and wait until OLM reaches the catalog."""
         started = time.monotonic()
         binaries = toolchain.ensure(["olm", "catalog"])

@@ -13,6 +13,7 @@ import urllib.request
 from pathlib import Path
 
 import yaml
+
 from node_maintenance.api import CRD_NAME
 from node_maintenance_packaging.clusterserviceversion import DEPLOYMENT, NAMESPACE
 

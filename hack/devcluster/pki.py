@@ -3,15 +3,15 @@ and CA-signed serving pairs for the operator's webhooks in the layout OLM mounts
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import datetime
 import ipaddress
+from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
 from node_maintenance.webhooks.certs import CERT_FILE, KEY_FILE
 
 APISERVER_NAMES = ("kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local")
@@ -30,7 +30,7 @@ def _san(host: str) -> x509.GeneralName:
 
 def generate_self_signed(directory: Path, hosts: list[str], *, days: int = 365) -> bytes:
     """Write ``tls.crt``/``tls.key`` for ``hosts`` signed by a fresh CA; return the CA PEM (the caBundle)."""
-    now = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=5)
+    now = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5)
     until = now + datetime.timedelta(days=days)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca = (

@@ -7,8 +7,8 @@ import os
 import signal
 import socket
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 _PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True)

@@ -11,9 +11,9 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from node_maintenance_packaging.imagerefs import ImageRefs
 from node_maintenance_packaging.images import Built, build_bundle_image, build_catalog_image, build_images

@@ -26,8 +26,8 @@ import yaml
 
 from . import toolchain
 from .podnetwork import NODE_IP
-from .waiting import polls, wait_for
 from .processes import Process, free_port
+from .waiting import polls, wait_for
 
 if TYPE_CHECKING:
     from .cluster import Cluster

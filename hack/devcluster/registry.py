@@ -6,8 +6,8 @@ import itertools
 import shutil
 import tempfile
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import yaml
 
@@ -26,7 +26,7 @@ class Registry:
         self.process: Process | None = None
         self._setup = setup
 
-    def __enter__(self) -> "Registry":
+    def __enter__(self) -> Registry:
         binary = shutil.which("docker-registry")
         if binary is None:
             raise RuntimeError("docker-registry is not installed: run `make system-deps` (Debian package docker-registry)")

@@ -11,8 +11,9 @@ import json
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import yaml
 
@@ -34,7 +35,7 @@ class Toxiproxy:
         self.api = f"http://127.0.0.1:{self.port}"
         self.process: Process | None = None
 
-    def __enter__(self) -> "Toxiproxy":
+    def __enter__(self) -> Toxiproxy:
         self.process = Process("toxiproxy", [str(toolchain.binary("toxiproxy")), "-host", "127.0.0.1", "-port", str(self.port)], self.log_dir)
         try:
             wait_for("toxiproxy API", lambda: self._ok("/version"), 30, self.process)
@@ -64,7 +65,7 @@ class Toxiproxy:
             raise ToxiproxyError(f"toxiproxy {method} {path} failed ({error.code}): {error.read().decode(errors='replace')}") from None
         return json.loads(text) if text.strip() else None
 
-    def proxy(self, name: str, upstream: str) -> "Proxy":
+    def proxy(self, name: str, upstream: str) -> Proxy:
         """A new proxy listening on a free port of 127.0.0.1 and forwarding to ``upstream`` (host:port)."""
         listen = f"127.0.0.1:{free_port()}"
         self.call("POST", "/proxies", {"name": name, "listen": listen, "upstream": upstream, "enabled": True})

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from typing import Callable, Iterable, Iterator, TypeVar
+from collections.abc import Callable, Iterable, Iterator
+from typing import TypeVar
 
 from .processes import Process
 

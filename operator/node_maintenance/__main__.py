@@ -26,17 +26,16 @@ sys.modules.setdefault("kubernetes", None)  # type: ignore[assignment]
 
 import kopf  # noqa: E402
 
-from node_maintenance.runtime import handlers
-from node_maintenance.runtime import logs
-from node_maintenance.coordination import remediation
 from node_maintenance.api import HUB
-from node_maintenance.runtime.health import Health
+from node_maintenance.client.config import load_credentials
 from node_maintenance.client.errors import ApiError
 from node_maintenance.client.http import AsyncKube, Kube
-from node_maintenance.client.config import load_credentials
+from node_maintenance.coordination import remediation
+from node_maintenance.runtime import handlers, logs
+from node_maintenance.runtime.budgets import BudgetWatch
+from node_maintenance.runtime.health import Health
 from node_maintenance.runtime.leader import LeaderElector
 from node_maintenance.runtime.metrics import Active
-from node_maintenance.runtime.budgets import BudgetWatch
 from node_maintenance.runtime.policies import Policies
 from node_maintenance.runtime.storage import migrate_storage_version, read_crd, storage_version, working_version
 from node_maintenance.webhooks.server import start_webhook_server

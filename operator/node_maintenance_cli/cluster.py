@@ -12,10 +12,10 @@ from typing import Any
 from urllib.parse import quote
 
 from node_maintenance import api
-from node_maintenance.client.errors import ApiError, Conflict, Invalid, NotFound, Unauthorized
-from node_maintenance.client.config import ConfigError, load_credentials
-from node_maintenance.client.http import Kube
 from node_maintenance.api.paths import nm_path, node_path
+from node_maintenance.client.config import ConfigError, load_credentials
+from node_maintenance.client.errors import ApiError, Conflict, Invalid, NotFound, Unauthorized
+from node_maintenance.client.http import Kube
 
 from .errors import CliError, Exit
 

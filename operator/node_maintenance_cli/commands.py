@@ -11,7 +11,8 @@ from typing import Any
 from node_maintenance import api
 from node_maintenance.drain import node as nodes
 
-from . import plan as planning, views
+from . import plan as planning
+from . import views
 from .cluster import VERSION, Cluster
 from .errors import CliError, Exit
 
@@ -20,7 +21,7 @@ SETTLED = ("Succeeded", "Failed")
 
 
 def _now() -> datetime.datetime:
-    return datetime.datetime.now(datetime.timezone.utc)
+    return datetime.datetime.now(datetime.UTC)
 
 
 def _for_node(cluster: Cluster, node: str) -> list[dict[str, Any]]:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from . import commands, inputs
 from .cluster import Cluster
-from .errors import CliError, Exit
+from .errors import CliError
 
 EPILOG = """exit codes:
   0  done

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from node_maintenance.drain import budgets
-from node_maintenance.drain import pods
-from node_maintenance.drain.budgets import Block
 from node_maintenance.api.objects import key_of
+from node_maintenance.drain import budgets, pods
+from node_maintenance.drain.budgets import Block
 
 WHY_STAY = {
     pods.Action.KEEP_DAEMONSET: "managed by a DaemonSet, which would recreate it on the node (kubectl drain --ignore-daemonsets)",

@@ -37,7 +37,7 @@ def age(timestamp: str | None, now: datetime.datetime) -> str:
     """kubectl's short age: 45s, 12m, 5h, 3d."""
     if not timestamp:
         return ""
-    then = datetime.datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc)
+    then = datetime.datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
     seconds = max(0, int((now - then).total_seconds()))
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size:

@@ -75,7 +75,7 @@ class Dockerfile:
     cmd: list[str] | None = None
 
     @classmethod
-    def parse(cls, path: Path, build_args: dict[str, str]) -> "Dockerfile":
+    def parse(cls, path: Path, build_args: dict[str, str]) -> Dockerfile:
         lines = [line.strip() for line in path.read_text().splitlines()]
         numbered = [(n, line) for n, line in enumerate(lines, 1) if line and not line.startswith("#")]
         froms = [i for i, (_, line) in enumerate(numbered) if line.upper().startswith("FROM ")]

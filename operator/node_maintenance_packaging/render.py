@@ -9,7 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from . import checks, releases as releases_module, yamlout
+from . import checks, yamlout
+from . import releases as releases_module
 from .apidocs import render_docs
 from .bundle import render_bundle_tree
 from .catalog import render_catalog

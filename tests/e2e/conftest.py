@@ -4,12 +4,14 @@ namespaces per test, and the CRD exactly as the bundle ships it."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
+
 from devcluster.cluster import Cluster
-from devcluster.operator import CRD_NAME, NAMESPACE, USER as OPERATOR_USER, OperatorProcess, grant_csv_permissions, point_conversion_at
+from devcluster.operator import CRD_NAME, NAMESPACE, OperatorProcess, grant_csv_permissions, point_conversion_at
+from devcluster.operator import USER as OPERATOR_USER
 from devcluster.processes import identify, survivors
 
 ROOT = Path(__file__).resolve().parents[2]

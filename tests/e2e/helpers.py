@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import itertools
 import json
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from devcluster.cluster import KWOK_TAINT, Cluster
 from devcluster.waiting import polls

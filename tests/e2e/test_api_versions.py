@@ -7,6 +7,7 @@ import json
 import uuid
 
 import pytest
+
 from devcluster.cluster import Cluster
 
 from .helpers import apply, eventually, get

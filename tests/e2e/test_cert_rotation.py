@@ -11,6 +11,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+
 from devcluster.cluster import Cluster
 from devcluster.operator import point_conversion_at
 from devcluster.pki import generate_self_signed
@@ -25,9 +26,8 @@ GROUP = "nodemaintenance.kubevirt.io"
 def _serves_cert_of(ca_pem: bytes, port: int) -> bool:
     context = ssl.create_default_context(cadata=ca_pem.decode())
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=2) as raw:
-            with context.wrap_socket(raw, server_hostname="127.0.0.1"):
-                return True
+        with socket.create_connection(("127.0.0.1", port), timeout=2) as raw, context.wrap_socket(raw, server_hostname="127.0.0.1"):
+            return True
     except (ssl.SSLError, OSError):
         return False
 

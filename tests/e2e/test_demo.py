@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from demo import kubevirt, workload
 from demo.__main__ import NODE_COLUMNS, TARGET
 from devcluster import toolchain

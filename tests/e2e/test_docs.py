@@ -16,9 +16,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from devcluster.cluster import Cluster
 from prometheus_client import REGISTRY
 
+from devcluster.cluster import Cluster
 from node_maintenance.runtime import metrics  # noqa: F401  registers the operator's metrics
 from node_maintenance_cli.errors import Exit
 

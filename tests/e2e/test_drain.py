@@ -6,6 +6,7 @@ import threading
 import time
 
 import pytest
+
 from devcluster.cluster import Cluster
 from devcluster.operator import USER as OPERATOR_USER
 
@@ -16,8 +17,8 @@ from .helpers import (
     deployment,
     eventually,
     get,
-    node,
     nm_status,
+    node,
     our_taint,
     pdb,
     pinned,

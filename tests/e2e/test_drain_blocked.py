@@ -8,6 +8,7 @@ import json
 import time
 
 import pytest
+
 from devcluster.cluster import Cluster
 from node_maintenance.drain import blocking as drainblock
 

@@ -7,6 +7,7 @@ import datetime
 import time
 
 import pytest
+
 from devcluster.cluster import Cluster
 from devcluster.operator import USER as OPERATOR_USER
 

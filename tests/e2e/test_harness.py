@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from devcluster.cluster import Cluster
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+
+from devcluster.cluster import Cluster
 
 from .helpers import apply, deployment, eventually, pdb
 

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from devcluster.processes import identify, survivors
 from devcluster.waiting import polls
 

@@ -13,11 +13,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from devcluster.cluster import Cluster
-from devcluster.operator import NAMESPACE, USER as OPERATOR_USER, OperatorProcess, csv_install_spec
+from devcluster.operator import NAMESPACE, OperatorProcess, csv_install_spec
+from devcluster.operator import USER as OPERATOR_USER
 from node_maintenance.api import CRD_NAME, GROUP, KIND, POLICY
-from node_maintenance.runtime.leader import LEASE_NAME
 from node_maintenance.coordination.remediation import DEFAULT_LEASE_NAMESPACE
+from node_maintenance.runtime.leader import LEASE_NAME
 
 from .conftest import NAMESPACE_MANIFEST, ROOT
 from .helpers import RESTRICTED_CONTAINER, RESTRICTED_POD, apply, create_nm, delete_nm, deployment, eventually, get, nm_status, pdb, pod, pods_on

@@ -7,6 +7,7 @@ import urllib.error
 import urllib.request
 
 import pytest
+
 from devcluster.cluster import Cluster
 
 from .helpers import apply, create_nm, delete_nm, eventually, get, nm_status, pod

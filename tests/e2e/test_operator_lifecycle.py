@@ -3,17 +3,18 @@ being killed at any point, running as two replicas, and clusters with many pods 
 
 from __future__ import annotations
 
-import json
 import re
 import time
 import urllib.request
 
 import pytest
+
 from devcluster.cluster import Cluster
-from devcluster.operator import CRD_NAME, USER as OPERATOR_USER, point_conversion_at
+from devcluster.operator import CRD_NAME, point_conversion_at
+from devcluster.operator import USER as OPERATOR_USER
 
 from .conftest import CRD_FILE
-from .helpers import NM, apply, create_nm, delete_nm, deployment, eventually, get, node, nm, nm_status, our_taint, pdb, pod, pods_on
+from .helpers import NM, apply, create_nm, delete_nm, deployment, eventually, get, nm, nm_status, node, our_taint, pdb, pod, pods_on
 from .test_storage_migration import GROUP, _crd_of_release, _replace_crd
 
 pytestmark = pytest.mark.e2e

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
 from devcluster.cluster import Cluster
 from devcluster.operator import USER as OPERATOR_USER
 
@@ -129,7 +130,7 @@ def test_plan_predicts_what_the_operator_evicts_and_what_blocks_it(cluster: Clus
     job_pod = next(name for name in action if name.startswith("batch-"))
     agent_pod = next(name for name in action if name.startswith("agent-"))
     assert len(web_pods) == 3
-    assert action == {**{w: "evict" for w in web_pods}, "solo": "evict", "free": "evict", job_pod: "delete", "mirror": "stay", agent_pod: "stay"}
+    assert action == {**dict.fromkeys(web_pods, "evict"), "solo": "evict", "free": "evict", job_pod: "delete", "mirror": "stay", agent_pod: "stay"}
     blockers = {tuple(b["budgets"]): b for b in plan["blockers"]}
     assert set(blockers) == {(f"{namespace}/web",), (f"{namespace}/solo",)}
     assert blockers[(f"{namespace}/solo",)]["kind"] == "structural" and blockers[(f"{namespace}/solo",)]["pods"] == [f"{namespace}/solo"]

@@ -14,9 +14,11 @@ import json
 import threading
 import time
 import uuid
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
+
 from devcluster.cluster import Cluster
 from devcluster.operator import NAMESPACE as OPERATOR_NAMESPACE
 

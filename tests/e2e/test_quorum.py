@@ -8,6 +8,7 @@ import json
 import uuid
 
 import pytest
+
 from devcluster.cluster import Cluster
 from node_maintenance.coordination.quorum import CONTROL_PLANE_LABELS, ETCD_GUARD_NAMESPACE, ETCD_GUARD_PDBS
 

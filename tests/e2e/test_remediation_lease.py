@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime
 
 import pytest
+
 from devcluster.cluster import Cluster
 from node_maintenance.coordination import remediation as rem
 
@@ -17,7 +18,7 @@ NAMESPACE = rem.DEFAULT_LEASE_NAMESPACE
 
 
 def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _lease(cluster: Cluster, node_name: str) -> dict | None:

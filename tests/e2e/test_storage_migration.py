@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from devcluster.cluster import Cluster
 from devcluster.operator import CRD_NAME, point_conversion_at
 

@@ -10,12 +10,13 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import grpc
 import pytest
 import yaml
+
 from devcluster import toolchain
 from devcluster.opm_image import build_opm_image
 from devcluster.processes import free_port

@@ -7,15 +7,16 @@ import hashlib
 import json
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
-from devcluster.registry import Registry
 
-from ..releases import HEAD
+from devcluster.registry import Registry
 from node_maintenance_packaging.imagetool import Builder, pick
 from node_maintenance_packaging.operator_image import BASE_PACKAGES, base_layout, build_operator_image
+
+from ..releases import HEAD
 
 pytestmark = pytest.mark.tools
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,8 +6,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from devcluster import toolchain
 
+from devcluster import toolchain
 from node_maintenance_packaging import releases
 from node_maintenance_packaging.render import RELEASES_FILE, render_bundle
 

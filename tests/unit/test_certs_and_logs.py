@@ -11,8 +11,8 @@ from pathlib import Path
 from cryptography import x509
 
 from devcluster.pki import generate_self_signed
-from node_maintenance.webhooks.certs import CERT_FILE, KEY_FILE, ReloadingTLS
 from node_maintenance.runtime.logs import JsonFormatter
+from node_maintenance.webhooks.certs import CERT_FILE, KEY_FILE, ReloadingTLS
 
 
 def test_generated_certificate_names_the_hosts_and_is_signed_by_the_ca(tmp_path: Path) -> None:

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from node_maintenance_cli import commands, inputs, main as cli, plan, views
+from node_maintenance_cli import commands, inputs, plan, views
+from node_maintenance_cli import main as cli
 from node_maintenance_cli.errors import CliError, Exit
 
 
@@ -102,7 +103,7 @@ def test_plan_honours_the_pod_selector_like_the_operator() -> None:
 
 
 # ---------------------------------------------------------------- what people read
-NOW = datetime.datetime(2025, 1, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
+NOW = datetime.datetime(2025, 1, 1, 12, 0, 0, tzinfo=datetime.UTC)
 
 
 @pytest.mark.parametrize("stamp, shown", [("2025-01-01T11:59:15Z", "45s"), ("2025-01-01T11:48:00Z", "12m"),

@@ -7,11 +7,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+from rich.console import Console
+
 from demo import install, kubevirt, workload
 from demo.narrator import Narrator, rounded
 from demo.progress import Drain
 from devcluster.waiting import ClusterError
-from rich.console import Console
 
 REGISTRY = "127.0.0.1:5000/nmo"
 

@@ -8,7 +8,7 @@ from node_maintenance.drain import blocking as drainblock
 from node_maintenance.drain import status as st
 from node_maintenance.drain.planner import Maintenance, plan
 
-NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 RS = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1", "uid": "rs", "controller": True}]
 
 

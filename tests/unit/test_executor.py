@@ -7,9 +7,9 @@ import logging
 import time
 from typing import Any
 
-from node_maintenance.runtime.executor import ACCEPTED_SECONDS, Executor
 from node_maintenance.client.errors import Conflict, Forbidden, NotFound, TooManyRequests
 from node_maintenance.drain.planner import Event, Plan, Removal
+from node_maintenance.runtime.executor import ACCEPTED_SECONDS, Executor
 
 BODY = {"apiVersion": "nodemaintenance.kubevirt.io/v1alpha1", "kind": "NodeMaintenance",
         "metadata": {"name": "nm", "uid": "u"}, "spec": {"nodeName": "n1"}}

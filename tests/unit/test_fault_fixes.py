@@ -7,8 +7,8 @@ import asyncio
 import time
 from typing import Any
 
-from node_maintenance.runtime import handlers
 from node_maintenance.drain import node
+from node_maintenance.runtime import handlers
 
 
 class Untouched:

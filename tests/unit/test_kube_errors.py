@@ -8,8 +8,8 @@ import pytest
 
 from node_maintenance.client import errors as kube
 from node_maintenance.client.http import AsyncKube
-from node_maintenance.runtime.executor import BACKOFF_MAX_SECONDS, retry_delay
 from node_maintenance.runtime.budgets import IN_FLIGHT_SECONDS, BudgetWatch
+from node_maintenance.runtime.executor import BACKOFF_MAX_SECONDS, retry_delay
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ import asyncio
 from typing import Any
 
 import pytest
+
 from node_maintenance.client.errors import Unreachable
 from node_maintenance.runtime import leader
 

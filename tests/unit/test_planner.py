@@ -11,7 +11,7 @@ from node_maintenance.drain import node as nodes
 from node_maintenance.drain.budgets import InFlight
 from node_maintenance.drain.planner import NODE_HELD_RECHECK_SECONDS, Attempt, Maintenance, Plan, plan
 
-NOW = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
+NOW = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.UTC)
 CLOCK = NOW.timestamp()
 STAMP = "2026-01-01T12:00:00Z"
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from node_maintenance.api.objects import key_of
 from node_maintenance.drain import budgets
 from node_maintenance.drain.pods import Action, classify, matches_selector, must_go, slim
-from node_maintenance.api.objects import key_of
 
 
 def pod(*, owner: str | None = None, phase: str = "Running", labels: dict | None = None, annotations: dict | None = None, volumes: list | None = None) -> dict:

@@ -10,7 +10,7 @@ import pytest
 from node_maintenance.drain import node as nodes
 from node_maintenance.policy import decide as pol
 
-NOW = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
+NOW = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.UTC)
 
 
 def a_node(name: str, *, holder: str | None = None, unschedulable: bool = False, ready: bool = True,

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from node_maintenance.drain import rules as dr
-from node_maintenance.policy import hooks
 from node_maintenance.drain.planner import plan
+from node_maintenance.policy import hooks
 
 from .test_planner import HELD, NOW, RUNNING, a_pod, maintenance
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from node_maintenance.webhooks.admission import Facts, deny_reason
 from node_maintenance.coordination.quorum import refusal
+from node_maintenance.webhooks.admission import Facts, deny_reason
 
 CP = "node-role.kubernetes.io/control-plane"
 MASTER = "node-role.kubernetes.io/master"

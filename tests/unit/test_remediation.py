@@ -7,15 +7,15 @@ import json
 from pathlib import Path
 
 import yaml
-from node_maintenance_packaging import cli
 
-from node_maintenance.drain import node as nodes
 from node_maintenance.coordination import remediation as rem
+from node_maintenance.drain import node as nodes
 from node_maintenance.drain.planner import Maintenance, plan
+from node_maintenance_packaging import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 
-NOW = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.timezone.utc)
+NOW = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.UTC)
 NODE = {"metadata": {"name": "Worker-1", "uid": "u1", "resourceVersion": "7", "labels": {}, "annotations": {}}, "spec": {}}
 
 

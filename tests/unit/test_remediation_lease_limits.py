@@ -7,8 +7,8 @@ import asyncio
 from typing import Any
 
 from node_maintenance.client.errors import Invalid
-from node_maintenance.runtime.leases import LeaseKeeper
 from node_maintenance.coordination.remediation import lease_name
+from node_maintenance.runtime.leases import LeaseKeeper
 
 LONGEST_NODE_NAME = "n" * 253
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from node_maintenance.drain.node import HOLDER, TAINT
 
+from node_maintenance.drain.node import HOLDER, TAINT
 from soak.invariants import NodeBefore, desired_healthy, node_violations, pdb_violations, settled_violations
 
 OUR_TAINT = dict(TAINT)

@@ -9,6 +9,7 @@ import threading
 from typing import Any
 
 import pytest
+
 from node_maintenance import __main__ as entry
 from node_maintenance.api import HUB
 

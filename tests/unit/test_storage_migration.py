@@ -12,8 +12,6 @@ from node_maintenance_packaging.crd import build_crd
 from node_maintenance_packaging.releases import load
 from node_maintenance_packaging.render import RELEASES_FILE
 
-
-
 ROOT = Path(__file__).resolve().parents[2]
 RELEASES = load(ROOT / RELEASES_FILE)
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 from node_maintenance.client.errors import Gone
 from node_maintenance.client.watch import Mirror

@@ -6,9 +6,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
+
 from node_maintenance.client import watch
 
 

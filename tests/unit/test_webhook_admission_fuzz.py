@@ -12,17 +12,18 @@ import threading
 import urllib.error
 import urllib.request
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from node_maintenance.api import GROUP, KIND, PLURAL, VERSIONS
 from devcluster.pki import generate_self_signed
-from node_maintenance.client.errors import ApiError, NotFound
+from node_maintenance.api import GROUP, KIND, PLURAL, VERSIONS
 from node_maintenance.api.paths import nm_path, node_path
+from node_maintenance.client.errors import ApiError, NotFound
 from node_maintenance.webhooks.server import start_webhook_server
 
 CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"  # Kubernetes' label

@@ -10,8 +10,7 @@ import ssl
 import threading
 import urllib.error
 import urllib.request
-from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, given, settings

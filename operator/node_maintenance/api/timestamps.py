@@ -10,20 +10,20 @@ import datetime
 
 
 def now() -> datetime.datetime:
-    return datetime.datetime.now(datetime.timezone.utc)
+    return datetime.datetime.now(datetime.UTC)
 
 
 def rfc3339(moment: datetime.datetime) -> str:
     """A ``Time``: seconds, UTC."""
-    return moment.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return moment.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def micro_time(moment: datetime.datetime) -> str:
     """A ``MicroTime``: microseconds, UTC."""
-    return moment.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return moment.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def parse(text: str) -> datetime.datetime:
     """A ``Time`` or a ``MicroTime`` as the API writes it (any fraction of a second, ``Z`` or an offset)."""
     moment = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return moment if moment.tzinfo else moment.replace(tzinfo=datetime.timezone.utc)
+    return moment if moment.tzinfo else moment.replace(tzinfo=datetime.UTC)

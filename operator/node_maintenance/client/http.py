@@ -19,8 +19,9 @@ import http.client
 import json
 import urllib.error
 import urllib.request
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any, AsyncIterator
+from typing import Any
 from urllib.parse import urlencode
 
 import aiohttp

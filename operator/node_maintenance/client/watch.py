@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
-from node_maintenance.client.http import AsyncKube
 from node_maintenance.api.objects import key_of
 from node_maintenance.client.errors import Gone
+from node_maintenance.client.http import AsyncKube
 
 # Server-side duration of one watch request; the next one resumes where it ended.
 WATCH_SECONDS = 290

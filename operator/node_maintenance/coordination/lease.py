@@ -9,7 +9,8 @@ has no holder) may be taken over, which sets ``acquireTime`` and counts a transi
 from __future__ import annotations
 
 import datetime
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from node_maintenance.api import timestamps
 

@@ -12,7 +12,8 @@ any maintenance of it, whatever we decide), so it is left to the admin, as befor
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 CONTROL_PLANE_LABELS = ("node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master")
 ETCD_GUARD_NAMESPACE = "openshift-etcd"

@@ -8,11 +8,12 @@ fed with the node's pods: the disruption controller's own counts come from the b
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
+from node_maintenance.api.objects import key_of
 from node_maintenance.drain import budgets as pdbs
 from node_maintenance.drain import pods
-from node_maintenance.api.objects import key_of
 
 CONDITION = "DrainBlocked"
 DEADLOCK = "PodDisruptionBudgetDeadlock"  # the condition's reason, and the event's, for a structural block

@@ -16,8 +16,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from node_maintenance.drain import pods
 from node_maintenance.api.objects import key_of
+from node_maintenance.drain import pods
 
 
 @dataclass(frozen=True)

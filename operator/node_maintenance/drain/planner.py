@@ -15,18 +15,19 @@ Pods without a budget go at once; refused or failed ones are tried again at thei
 from __future__ import annotations
 
 import datetime
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
-from node_maintenance.drain import budgets as pdbs
+from node_maintenance.api import timestamps
+from node_maintenance.api.objects import key_of
+from node_maintenance.coordination import remediation as rem
 from node_maintenance.drain import blocking as drainblock
-from node_maintenance.drain import rules as drainrules
+from node_maintenance.drain import budgets as pdbs
 from node_maintenance.drain import node as nodes
 from node_maintenance.drain import pods
-from node_maintenance.coordination import remediation as rem
+from node_maintenance.drain import rules as drainrules
 from node_maintenance.drain import status as st
-from node_maintenance.api.objects import key_of
-from node_maintenance.api import timestamps
 
 # A maintenance failed because another one holds its node looks again this often (the other may be
 # gone without giving the node back); every other wait ends on a change the watches report.

@@ -10,12 +10,13 @@ The pod annotation ``nodemaintenance.kubevirt.io/drain: skip|wait-completed`` ov
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
-from node_maintenance.drain import pods
 from node_maintenance.api import GROUP
 from node_maintenance.api.objects import key_of
+from node_maintenance.drain import pods
 
 ANNOTATION = f"{GROUP}/drain"
 

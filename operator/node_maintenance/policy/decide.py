@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import datetime
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
-from node_maintenance.drain import rules as drainrules
-from node_maintenance.policy import hooks
+from node_maintenance.api import timestamps
 from node_maintenance.drain import node as nodes
 from node_maintenance.drain import pods
+from node_maintenance.drain import rules as drainrules
 from node_maintenance.drain import status as st
 from node_maintenance.drain.planner import Event, Plan
-from node_maintenance.api import timestamps
+from node_maintenance.policy import hooks
 
 WAITING, ADMITTED, CONFLICT, UNGOVERNED = "Waiting", "Admitted", "Conflict", "Ungoverned"
 

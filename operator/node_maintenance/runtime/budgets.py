@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Callable, Collection
+from collections.abc import Callable, Collection
+from typing import Any
 
-from node_maintenance.drain.budgets import InFlight
 from node_maintenance.client.http import AsyncKube
 from node_maintenance.client.watch import Mirror
+from node_maintenance.drain.budgets import InFlight
 
 PATH = "/apis/policy/v1/poddisruptionbudgets"
 # An eviction the watch never shows counted (a lost event) stops holding its budget after this long.

@@ -14,24 +14,24 @@ import contextlib
 import datetime
 import logging
 import time
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from node_maintenance import api
-from node_maintenance.runtime import metrics
+from node_maintenance.api import HUB, timestamps
+from node_maintenance.api.conversion import convert, status_fields
+from node_maintenance.api.paths import nm_path, node_path
+from node_maintenance.client.http import AsyncKube
+from node_maintenance.client.watch import Mirror
+from node_maintenance.coordination import remediation as rem
 from node_maintenance.drain import node as nodes
 from node_maintenance.drain import pods
-from node_maintenance.coordination import remediation as rem
 from node_maintenance.drain import status as st
-from node_maintenance.api import HUB
-from node_maintenance.api.conversion import convert, status_fields
-from node_maintenance.runtime.executor import EventSink, Executor
-from node_maintenance.client.http import AsyncKube
-from node_maintenance.api.paths import nm_path, node_path
-from node_maintenance.runtime.budgets import BudgetWatch
 from node_maintenance.drain.planner import Attempt, Plan, plan
+from node_maintenance.runtime import metrics
+from node_maintenance.runtime.budgets import BudgetWatch
+from node_maintenance.runtime.executor import EventSink, Executor
 from node_maintenance.runtime.policies import Gate, Policies
-from node_maintenance.client.watch import Mirror
-from node_maintenance.api import timestamps
 
 # While the phase stays the same, the status is written at most this often (a drain of many pods
 # would otherwise write it once per pod); a new phase is written at once.
@@ -101,7 +101,7 @@ class Engine:
         # Our last write may not have come back through kopf's watch yet, and an old version drops fields.
         body["status"] = {**(body.get("status") or {}), **self.stored}
         node = next(iter(self.node.objects.values()), None)
-        now = datetime.datetime.now(datetime.timezone.utc)
+        now = datetime.datetime.now(datetime.UTC)
         gate = await self.policies.gate(body, node, now) if self.policies else Gate()
         if gate.unknown:  # new, and not yet seen by the policies: decided once it is
             return gate.recheck_in

@@ -10,16 +10,17 @@ import asyncio
 import logging
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
-from node_maintenance.runtime import metrics
-from node_maintenance.drain import status as st
 from node_maintenance.api.conversion import status_fields
+from node_maintenance.api.paths import nm_path, node_path, pod_path
 from node_maintenance.client.errors import ApiError, Conflict, NotFound, TooManyRequests
 from node_maintenance.client.http import AsyncKube
-from node_maintenance.api.paths import nm_path, node_path, pod_path
+from node_maintenance.drain import status as st
 from node_maintenance.drain.planner import Attempt, Event, Plan, Removal
+from node_maintenance.runtime import metrics
 
 # An accepted eviction is not sent again for this long, unless the pod's watch shows it still there.
 ACCEPTED_SECONDS = 30.0
@@ -106,7 +107,7 @@ class Executor:
                 return Attempt(now, refused_by=((removal.budget, removal.budget_version),), failures=failures)
             return Attempt(now + retry_delay(failures, error.retry_after, random.random()),
                            error=f"eviction refused for now: {error.message or error.reason}", failures=failures)
-        except (ApiError, OSError, asyncio.TimeoutError) as error:
+        except (TimeoutError, ApiError, OSError) as error:
             metrics.EVICTIONS.labels(result="error").inc()
             return Attempt(now + retry_delay(failures, 0, random.random()), error=f"removal failed: {error}", failures=failures)
         metrics.EVICTIONS.labels(result="deleted" if removal.delete else "evicted").inc()

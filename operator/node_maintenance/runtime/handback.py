@@ -9,13 +9,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from node_maintenance.runtime import metrics
-from node_maintenance.drain import node as nodes
-from node_maintenance.coordination import remediation as rem
-from node_maintenance.runtime.executor import EventSink
-from node_maintenance.client.http import AsyncKube
-from node_maintenance.client.errors import Conflict
 from node_maintenance.api.paths import node_path
+from node_maintenance.client.errors import Conflict
+from node_maintenance.client.http import AsyncKube
+from node_maintenance.coordination import remediation as rem
+from node_maintenance.drain import node as nodes
+from node_maintenance.runtime import metrics
+from node_maintenance.runtime.executor import EventSink
 
 
 async def end(kube: AsyncKube, body: dict[str, Any], event: EventSink, log: logging.LoggerAdapter, active: metrics.Active,

@@ -22,7 +22,6 @@ from node_maintenance import api
 from node_maintenance.runtime import handback as maintenance
 from node_maintenance.runtime.engine import Engine
 
-
 FINALIZER = f"{api.GROUP}/finalizer"
 # How often a new NodeMaintenance's daemon looks whether kopf's finalizer is on it yet.
 FINALIZER_POLL_SECONDS = 0.2

@@ -17,8 +17,16 @@ from node_maintenance.api.paths import NAMESPACES, lease_path
 from node_maintenance.client.errors import ApiError, Conflict, Forbidden, Invalid, NotFound
 from node_maintenance.client.http import AsyncKube
 from node_maintenance.coordination import lease as leases
-from node_maintenance.coordination.remediation import (FORBIDDEN_RECHECK_SECONDS, HOLDER_IDENTITY, LEASE_HELD_RECHECK_SECONDS,
-                                                       RENEW_AFTER_SECONDS, LeaseState, claimed, lease_name, other_holder)
+from node_maintenance.coordination.remediation import (
+    FORBIDDEN_RECHECK_SECONDS,
+    HOLDER_IDENTITY,
+    LEASE_HELD_RECHECK_SECONDS,
+    RENEW_AFTER_SECONDS,
+    LeaseState,
+    claimed,
+    lease_name,
+    other_holder,
+)
 
 log = logging.getLogger(__name__)
 

@@ -13,21 +13,21 @@ import contextlib
 import dataclasses
 import datetime
 import logging
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import kopf
 
-from node_maintenance import api
-from node_maintenance.policy import hooks
-from node_maintenance.drain import node as nodes
-from node_maintenance.policy import decide as pol
-from node_maintenance.drain import status as st
+from node_maintenance.api import timestamps
+from node_maintenance.api.paths import POLICY_CRD, POLICY_VERSION, jobs_path, nm_path, node_path, policy_path
 from node_maintenance.client.errors import ApiError, Conflict
 from node_maintenance.client.http import AsyncKube
-from node_maintenance.api.paths import POLICY_CRD, POLICY_VERSION, jobs_path, nm_path, node_path, policy_path
-from node_maintenance.drain.planner import Maintenance, Plan
 from node_maintenance.client.watch import Mirror
-from node_maintenance.api import timestamps
+from node_maintenance.drain import node as nodes
+from node_maintenance.drain import status as st
+from node_maintenance.drain.planner import Maintenance, Plan
+from node_maintenance.policy import decide as pol
+from node_maintenance.policy import hooks
 
 CRD_CHECK_SECONDS = 5.0
 SYNC_TIMEOUT_SECONDS = 30.0

@@ -9,11 +9,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from node_maintenance import api
 from node_maintenance.api import HUB
+from node_maintenance.api.paths import NODE_MAINTENANCE_CRD, nm_path
 from node_maintenance.client.errors import Conflict, NotFound
 from node_maintenance.client.http import Kube
-from node_maintenance.api.paths import NODE_MAINTENANCE_CRD, nm_path
 
 log = logging.getLogger(__name__)
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from node_maintenance.coordination import quorum
-from node_maintenance.client.http import Kube
 from node_maintenance.api.paths import nm_path, node_path
+from node_maintenance.client.http import Kube
+from node_maintenance.coordination import quorum
 
 
 def node_name_of(obj: dict[str, Any]) -> str:

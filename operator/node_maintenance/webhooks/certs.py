@@ -3,16 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import datetime
-import ipaddress
 import logging
 import ssl
 from pathlib import Path
-
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 CERT_FILE = "tls.crt"
 KEY_FILE = "tls.key"

@@ -15,10 +15,10 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from node_maintenance.webhooks import admission
-from node_maintenance.webhooks.certs import ReloadingTLS
 from node_maintenance.api.conversion import ConversionError, convert, version_of
 from node_maintenance.client.http import Kube
+from node_maintenance.webhooks import admission
+from node_maintenance.webhooks.certs import ReloadingTLS
 
 log = logging.getLogger(__name__)
 MAX_REVIEW_BYTES = 8 * 1024 * 1024

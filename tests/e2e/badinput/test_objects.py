@@ -8,11 +8,13 @@ import uuid
 from collections import Counter
 
 import pytest
+
 from devcluster.cluster import KWOK_SELECTOR, Cluster
 from devcluster.operator import OperatorProcess
 from node_maintenance.api import GROUP, KIND, PLURAL
 
-from ..helpers import NM, apply, create_nm, delete_nm, eventually, nm, nm_status, node as node_of, our_taint, pod, pods_on
+from ..helpers import NM, apply, create_nm, delete_nm, eventually, nm, nm_status, our_taint, pod, pods_on
+from ..helpers import node as node_of
 from .operator_log import errors_about
 
 pytestmark = pytest.mark.e2e

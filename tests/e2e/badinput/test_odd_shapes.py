@@ -19,11 +19,13 @@ import uuid
 from collections import Counter
 
 import pytest
+
 from devcluster.cluster import Cluster
 from devcluster.operator import OperatorProcess
 from node_maintenance.drain.node import HOLDER, TAINT
 
-from ..helpers import apply, create_nm, delete_nm, eventually, get, nm_status, node as node_of, our_taint, pod, pods_on
+from ..helpers import apply, create_nm, delete_nm, eventually, get, nm_status, our_taint, pod, pods_on
+from ..helpers import node as node_of
 from .operator_log import errors_about
 
 pytestmark = pytest.mark.e2e

@@ -14,16 +14,17 @@ import threading
 import time
 import uuid
 from collections import Counter
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
-from devcluster.cluster import Cluster
-from devcluster.operator import OperatorProcess
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from node_maintenance.api import GROUP, KIND, PLURAL, VERSIONS
+
+from devcluster.cluster import Cluster
+from devcluster.operator import OperatorProcess
 from devcluster.pki import generate_self_signed
-from node_maintenance.webhooks.server import MAX_REVIEW_BYTES
+from node_maintenance.api import GROUP, KIND, PLURAL, VERSIONS
 
 from ..helpers import NM, apply, create_nm, delete_nm, eventually, get
 

@@ -8,15 +8,15 @@ CRD's conversion keeps working.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 from urllib.parse import urlsplit
 
 import pytest
+
 from devcluster.cluster import Cluster
 from devcluster.operator import OperatorProcess
 from devcluster.toxiproxy import Proxy, Toxiproxy, kubeconfig_through
-
 from soak.chaos import Api, Supervisor, Tally
 
 

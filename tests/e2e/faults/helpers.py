@@ -5,13 +5,12 @@ from __future__ import annotations
 import socket
 import ssl
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from devcluster.cluster import Cluster
 from devcluster.operator import OperatorProcess
 from devcluster.toxiproxy import Proxy
-
 from soak.chaos import Api, BudgetMonitor, Checker, Tally, Workload, build_workload, open_spares
 
 from ..helpers import eventually

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
+
 from devcluster.cluster import Cluster
 from devcluster.operator import OperatorProcess
 from devcluster.toxiproxy import Proxy
-
 from soak.chaos import Api, Supervisor, Tally
 
 from ..helpers import eventually

@@ -4,13 +4,13 @@ of three nodes under PodDisruptionBudgets: the operator recovers, finishes, and 
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
+
 from devcluster.cluster import Cluster
 from devcluster.operator import OperatorProcess
 from devcluster.toxiproxy import Proxy
-
 from soak.chaos import Api, Supervisor, Tally
 
 from ..helpers import eventually

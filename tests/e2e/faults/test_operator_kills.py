@@ -7,8 +7,8 @@ import random
 import time
 
 import pytest
-from devcluster.cluster import Cluster
 
+from devcluster.cluster import Cluster
 from soak.chaos import Api, BudgetMonitor, Loop, Supervisor, Tally, build_workload
 
 pytestmark = pytest.mark.e2e

@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+
 from devcluster.cluster import Cluster
 from devcluster.operator import grant_csv_permissions
+from devcluster.pki import generate_self_signed
 from devcluster.waiting import polls
 from node_maintenance.api import CRD_NAME
-from devcluster.pki import generate_self_signed
 from node_maintenance_packaging.render import Inputs, bundle_output
 
 # Where OLM mounts a webhook's serving certificate in the operator's containers.

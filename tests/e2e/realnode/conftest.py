@@ -3,13 +3,14 @@ nodes, a local registry inside the cluster's namespace, and every image of every
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
+
 from devcluster.cluster import Cluster
-from devcluster.publish import Published, publish
 from devcluster.processes import identify, survivors
+from devcluster.publish import Published, publish
 from devcluster.realnode import CGROUPS
 
 

@@ -8,14 +8,17 @@ import time
 import uuid
 
 import pytest
+
 from devcluster.cluster import KWOK_TAINT, Cluster
 from devcluster.publish import Published
 from devcluster.realnode import NAME as REAL_NODE
 from node_maintenance.api import GROUP, PLURAL, VERSIONS
 
-from ..helpers import deployment as deployment_of, node as node_of, our_taint
-from .bundle_install import install, restricted_namespace, wait_ready
 from ...releases import HEAD, RELEASES
+from ..helpers import deployment as deployment_of
+from ..helpers import node as node_of
+from ..helpers import our_taint
+from .bundle_install import install, restricted_namespace, wait_ready
 
 pytestmark = pytest.mark.e2e
 

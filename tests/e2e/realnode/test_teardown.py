@@ -18,8 +18,10 @@ import time
 from pathlib import Path
 
 import pytest
+
 from devcluster import toolchain
-from devcluster.realnode import CGROUP_PREFIX, CGROUPS, NAME as REAL_NODE, PAUSE_TAG
+from devcluster.realnode import CGROUP_PREFIX, CGROUPS, PAUSE_TAG
+from devcluster.realnode import NAME as REAL_NODE
 
 pytestmark = pytest.mark.e2e
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import threading
-from typing import Iterator
+from collections.abc import Iterator
 
 from devcluster.cluster import Cluster
 

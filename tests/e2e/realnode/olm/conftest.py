@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 import uuid
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
+
 from devcluster.cluster import Cluster
 from devcluster.olm import OLM
 from devcluster.processes import identify, survivors

@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
 from devcluster.cluster import Cluster
-from devcluster.olm import DEPLOY_DIR, NAMESPACE as OLM_NAMESPACE
+from devcluster.olm import DEPLOY_DIR
+from devcluster.olm import NAMESPACE as OLM_NAMESPACE
 from devcluster.publish import Published
 from devcluster.realnode import NAME as REAL_NODE
 from node_maintenance.api import CRD_NAME, GROUP

@@ -6,17 +6,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
+
 from devcluster.cluster import Cluster
-from devcluster.olm import NAMESPACE as OLM_NAMESPACE, OLM, catalog_source
+from devcluster.olm import NAMESPACE as OLM_NAMESPACE
+from devcluster.olm import OLM, catalog_source
 from devcluster.publish import Published, pinned
 from node_maintenance_packaging.render import Inputs
 
-from ...helpers import apply, deployment, eventually, node, nm_status, our_taint, pdb, pods_on
-from .budgets import BudgetWatch
 from ....releases import HEAD, RELEASES, SERVED
+from ...helpers import apply, deployment, eventually, nm_status, node, our_taint, pdb, pods_on
+from .budgets import BudgetWatch
 from .install import GROUP, Install, crd, csv_name, nm_manifest, read_nm, served_versions
 
 pytestmark = pytest.mark.e2e

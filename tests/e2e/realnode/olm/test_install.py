@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 import yaml
+
 from devcluster.cluster import Cluster
 
-from ...helpers import apply, create_nm, delete_nm, deployment, eventually, get, node, nm_status, our_taint, pods_on
 from ....releases import HEAD, SERVED
+from ...helpers import apply, create_nm, delete_nm, deployment, eventually, get, nm_status, node, our_taint, pods_on
 from .install import BUNDLE_CRD, Install, crd, csv_name, image_digests, olm_pods, served_versions
 
 pytestmark = pytest.mark.e2e

@@ -4,10 +4,11 @@ the CRD: NodeMaintenances and their nodes stay as they were, and a reinstall tak
 from __future__ import annotations
 
 import pytest
+
 from devcluster.cluster import Cluster
 
-from ...helpers import create_nm, delete_nm, eventually, get, nm, nm_status, node, our_taint
 from ....releases import HEAD
+from ...helpers import create_nm, delete_nm, eventually, get, nm, nm_status, node, our_taint
 from .install import CRD_NAME, Install
 
 pytestmark = pytest.mark.e2e

@@ -4,10 +4,11 @@ through olm.skipRange with automatic approval (stable). No NodeMaintenance is lo
 from __future__ import annotations
 
 import pytest
+
 from devcluster.cluster import Cluster
 
-from ...helpers import apply, eventually, get
 from ....releases import CRDS, HEAD, RELEASES, SERVED
+from ...helpers import apply, eventually, get
 from .install import Install, crd, csv_name, nm_manifest, read_nm, served_versions
 
 pytestmark = pytest.mark.e2e

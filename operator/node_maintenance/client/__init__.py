@@ -1,0 +1,1 @@
+"""The API layer: credentials, typed errors, requests and watches. The only package that speaks HTTP."""

@@ -1,0 +1,1 @@
+"""What runs: the kopf handlers, each drain's engine and executor, the policies' watches, leader election, probes."""
