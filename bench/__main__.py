@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import os
 import signal
 import statistics
@@ -160,7 +161,7 @@ class Bench:
             await self.release(node)
             print(f"curve: {pods} pods {points[-1]['seconds']}s", flush=True)
         per_pod = [p["seconds"] / p["pods"] for p in points]
-        return {"points": points, "linearity": round(max(b / a for a, b in zip(per_pod, per_pod[1:])), 2) if len(points) > 1 else None}
+        return {"points": points, "linearity": round(max(b / a for a, b in itertools.pairwise(per_pod)), 2) if len(points) > 1 else None}
 
 
 def _plain(rounds: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -45,7 +46,7 @@ def write(report: dict[str, Any], out: Path) -> None:
 
 
 def text(report: dict[str, Any]) -> str:
-    console = Console(record=True, width=110, file=open("/dev/null", "w"))
+    console = Console(record=True, width=110, file=io.StringIO())  # recorded, then exported; nothing shown
     single = report.get("single_node") or {}
     table = Table(title=f"Single node, {single.get('pods')} pods, {len(single.get('rounds', []))} round(s)")
     for column in ("case", "kubectl drain (s)", "operator (s)", "ratio"):

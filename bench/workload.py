@@ -136,9 +136,9 @@ async def wait_nodes_ready(api: AsyncKube, names: list[str]) -> None:
     await until(ready, f"nodes {names[:3]} Ready", 120)
 
 
-async def until(check: Any, what: str, timeout: float, interval: float = 0.5) -> None:
-    deadline = time.monotonic() + timeout
+async def until(check: Any, what: str, seconds: float, interval: float = 0.5) -> None:
+    deadline = time.monotonic() + seconds
     while not await check():
         if time.monotonic() > deadline:
-            raise SystemExit(f"bench: timed out after {timeout:.0f}s waiting for {what}")
+            raise SystemExit(f"bench: timed out after {seconds:.0f}s waiting for {what}")
         await asyncio.sleep(interval)

@@ -17,6 +17,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from typing import ClassVar
 
 import yaml
 
@@ -57,7 +58,7 @@ class Cluster:
     """
 
     # Further flags of a control-plane component, by its name: a subclass tunes one as a given cluster would.
-    component_flags: dict[str, tuple[str, ...]] = {}
+    component_flags: ClassVar[dict[str, tuple[str, ...]]] = {}
 
     def __init__(self, workdir: Path | None = None, *, real_node: bool = False, audit_users: tuple[str, ...] = ()) -> None:
         """The audit log records requests about pods, and every request of ``audit_users``."""
@@ -442,12 +443,35 @@ class Cluster:
 
     def service_account_kubeconfig(self, namespace: str, name: str) -> Path:
         """A kubeconfig authenticating as ServiceAccount ``namespace/name`` (created if missing)."""
-        self.kubectl("create", "namespace", namespace, check=False)
-        self.kubectl("create", "serviceaccount", name, "-n", namespace, check=False)
+        self.ensure_namespace(namespace)
+        created = self.kubectl("create", "serviceaccount", name, "-n", namespace, check=False)
+        if created.returncode != 0 and "(AlreadyExists)" not in created.stderr:
+            raise ClusterError(f"kubectl create serviceaccount {name} -n {namespace} failed ({created.returncode}):\n{created.stderr}")
         token = self.kubectl("create", "token", name, "-n", namespace, "--duration=24h").stdout.strip()
         path = self.workdir / f"sa-{namespace}-{name}.kubeconfig"
         self.write_kubeconfig(path, f"system:serviceaccount:{namespace}:{name}", token)
         return path
+
+    def ensure_namespace(self, name: str, timeout: float = 120) -> None:
+        """Make namespace ``name`` exist and be Active, creating it if absent. One still being deleted
+        (Terminating: its create answers AlreadyExists, yet it takes no new object and is soon gone) is
+        waited out and created afresh; any other failure raises."""
+
+        def active() -> bool:
+            phase = self.kubectl("get", "namespace", name, "-o", "jsonpath={.status.phase}", check=False)
+            if phase.returncode == 0:
+                return phase.stdout.strip() == "Active"
+            if "(NotFound)" not in phase.stderr:
+                raise ClusterError(f"kubectl get namespace {name} failed ({phase.returncode}):\n{phase.stderr}")
+            created = self.kubectl("create", "namespace", name, check=False)
+            if created.returncode != 0 and "(AlreadyExists)" not in created.stderr:
+                raise ClusterError(f"kubectl create namespace {name} failed ({created.returncode}):\n{created.stderr}")
+            return created.returncode == 0  # else created or deleted meanwhile by someone else: look again
+
+        def status() -> str:
+            return self.kubectl("get", "namespace", name, "-o", "jsonpath={.status}", check=False).stdout
+
+        wait_for(f"namespace {name} Active (a Terminating one gone first)", active, timeout, details=status)
 
     # ----------------------------------------------------------------- nodes
     def create_kwok_node(

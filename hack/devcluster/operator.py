@@ -18,7 +18,7 @@ from node_maintenance.api import CRD_NAME
 from node_maintenance_packaging.clusterserviceversion import DEPLOYMENT, NAMESPACE
 
 from .cluster import Cluster, ClusterError
-from .processes import free_port
+from .processes import Process, free_port
 from .waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -61,16 +61,17 @@ class Process:
         self.name = name
         self.argv = argv  # what a restart runs again
         self.log_path = log_dir / f"{name}.log"
-        self._log = open(self.log_path, "ab")
-        self.popen = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, **(env or {})},
-            preexec_fn=setup or die_with_parent,  # a PodNetwork's enter calls die_with_parent itself
-            pass_fds=pass_fds,
-        )
+        # The child keeps its own copy of the descriptor; ours is closed once it has been handed over.
+        with open(self.log_path, "ab") as log:
+            self.popen = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **(env or {})},
+                preexec_fn=setup or die_with_parent,  # a PodNetwork's enter calls die_with_parent itself
+                pass_fds=pass_fds,
+            )
 
     @property
     def pid(self) -> int:
@@ -88,7 +89,6 @@ class Process:
             except subprocess.TimeoutExpired:
                 self.popen.kill()
                 self.popen.wait()
-        self._log.close()
 
     def log_tail(self, lines: int = 40) -> str:
         text = self.log_path.read_text(errors="replace").splitlines()

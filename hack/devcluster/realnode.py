@@ -20,17 +20,14 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import yaml
 
 from . import toolchain
-from .podnetwork import NODE_IP
+from .podnetwork import NODE_IP, PodNetwork
 from .processes import Process, free_port
 from .waiting import polls, wait_for
-
-if TYPE_CHECKING:
-    from .cluster import Cluster
 
 NAME = "node-real"
 POD_CIDR = "10.245.0.0/24"
@@ -42,10 +39,30 @@ PAUSE_TAG = "pause:3.10"
 PAUSE_CONTAINERFILE = 'FROM scratch\nCOPY rootfs/ /\nUSER 65535:65535\nENTRYPOINT ["/pause"]\n'
 
 
+class NodeHost(Protocol):
+    """What a real node needs from the control plane that hosts it (``cluster.Cluster`` is one)."""
+
+    @property
+    def workdir(self) -> Path: ...
+    @property
+    def logs_dir(self) -> Path: ...
+    @property
+    def kubeconfig(self) -> Path: ...
+    @property
+    def network(self) -> PodNetwork | None: ...
+    @property
+    def node_token(self) -> str: ...
+    @property
+    def kube_proxy_token(self) -> str: ...
+    def node_ready(self, name: str) -> bool: ...
+    def write_kubeconfig(self, path: Path, user: str, token: str) -> None: ...
+    def spawn(self, name: str, argv: list[str], *, env: dict[str, str] | None = None, log_dir: Path | None = None) -> Process: ...
+
+
 class RealNode:
     """Start with ``start()`` once the control plane answers; ``stop()`` leaves nothing behind."""
 
-    def __init__(self, cluster: Cluster, registry_host: str) -> None:
+    def __init__(self, cluster: NodeHost, registry_host: str) -> None:
         self.cluster = cluster
         self.registry_host = registry_host
         self.dir = cluster.workdir / "node"

@@ -165,11 +165,9 @@ def _build(module: ToolModule, target: Path) -> Path:
         text=True,
     )
     assert proc.stdout is not None
-    compiled = 0
     tail: list[str] = []
-    for line in proc.stdout:
-        compiled += 1
-        tail = (tail + [line.rstrip()])[-40:]
+    for compiled, line in enumerate(proc.stdout, start=1):
+        tail = [*tail, line.rstrip()][-40:]
         if compiled % 200 == 0:
             _log(f"  {module.name}: {compiled} packages compiled, {time.monotonic() - started:.0f}s")
     if proc.wait() != 0:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 from urllib.parse import quote
 
 from node_maintenance import api
@@ -21,6 +21,11 @@ from .errors import CliError, Exit
 
 VERSION = "v1beta1"
 NM = f"{api.PLURAL}.{api.GROUP}"
+
+
+def _items(listing: dict[str, Any]) -> list[dict[str, Any]]:
+    """The objects of a list the API server answered."""
+    return cast(list[dict[str, Any]], listing["items"])
 
 
 @contextlib.contextmanager
@@ -57,7 +62,7 @@ class Cluster:
     def maintenances(self) -> list[dict[str, Any]]:
         with _translated(f"list {NM}"):
             try:
-                return self._kube.request("GET", nm_path(version=VERSION))["items"]
+                return _items(self._kube.request("GET", nm_path(version=VERSION)))
             except NotFound:
                 raise CliError(Exit.NOT_FOUND, f"this cluster does not serve {NM}/{VERSION}; install the Node Maintenance "
                                                "Operator (docs/install.md)") from None
@@ -94,12 +99,12 @@ class Cluster:
 
     def pods_on(self, node: str) -> list[dict[str, Any]]:
         with _translated(f"list the pods of node {node}"):
-            return self._kube.request("GET", "/api/v1/pods", query={"fieldSelector": f"spec.nodeName={node}"})["items"]
+            return _items(self._kube.request("GET", "/api/v1/pods", query={"fieldSelector": f"spec.nodeName={node}"}))
 
     def pods_in(self, namespace: str) -> list[dict[str, Any]]:
         with _translated(f"list the pods of namespace {namespace}"):
-            return self._kube.request("GET", f"/api/v1/namespaces/{quote(namespace)}/pods")["items"]
+            return _items(self._kube.request("GET", f"/api/v1/namespaces/{quote(namespace)}/pods"))
 
     def budgets_in(self, namespace: str) -> list[dict[str, Any]]:
         with _translated(f"list the PodDisruptionBudgets of namespace {namespace}"):
-            return self._kube.request("GET", f"/apis/policy/v1/namespaces/{quote(namespace)}/poddisruptionbudgets")["items"]
+            return _items(self._kube.request("GET", f"/apis/policy/v1/namespaces/{quote(namespace)}/poddisruptionbudgets"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from . import commands, inputs
 from .cluster import Cluster
@@ -20,7 +21,7 @@ EPILOG = """exit codes:
 """
 
 
-def _selector(text: str) -> dict:
+def _selector(text: str) -> dict[str, Any]:
     try:
         return inputs.label_selector(text)
     except ValueError as error:

@@ -39,7 +39,7 @@ def build(
     for pod in sorted(node_pods, key=key_of):
         ref = key_of(pod)
         action = actions[ref]
-        blockers = analysis.blockers.get(ref, [])
+        pod_blockers = analysis.blockers.get(ref, [])
         rows.append({
             "namespace": pod["metadata"]["namespace"],
             "name": pod["metadata"]["name"],
@@ -47,9 +47,9 @@ def build(
             "rule": action.value,
             "why": WHY_STAY.get(action) or WHY_GO[action],
             "budgets": [key_of(b) for b in budgets.covering(pod, pdbs)] if action is pods.Action.EVICT else [],
-            "blockedBy": [_blocker(b) for b in blockers],
+            "blockedBy": [_blocker(b) for b in pod_blockers],
         })
-    blockers = [
+    blockers: list[dict[str, Any]] = [
         {"budgets": [a.name], "kind": a.blocker.block.value, "reason": a.blocker.reason,
          "disruptionsAllowed": a.disruptions_allowed, "pods": list(a.pods)}
         for a in analysis.budgets if a.blocker

@@ -8,7 +8,8 @@ import sys
 from typing import Any
 
 import yaml
-from rich.console import Console, Group
+from rich.console import Console as Console  # re-exported: the commands hand consoles to the views
+from rich.console import Group
 from rich.live import Live
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 from rich.progress_bar import ProgressBar

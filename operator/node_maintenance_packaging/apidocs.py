@@ -4,18 +4,28 @@ all rendered from the same schemas as the CRD."""
 from __future__ import annotations
 
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, TypedDict
 
 import yaml
 
 from node_maintenance import api
 
 from .files import Output, RenderedFile
-from .releases import Releases
+from .releases import OwnedCrd, Releases
 from .templating import Templates
 
 DOCS_FILE = "docs/api.md"
 VERSIONS_DIR = PurePosixPath("docs/api")  # one page per version; nmo-pack owns the directory
+
+
+class _Kind(TypedDict):
+    """One kind as the templates read it."""
+
+    kind: str
+    plural: str
+    short_names: tuple[str, ...]
+    owned: OwnedCrd | None  # by the current release; None when it does not own this kind's CRD
+    versions: list[dict[str, Any]]
 
 
 def page_name(resource: api.Resource, version: str) -> str:
@@ -25,7 +35,7 @@ def page_name(resource: api.Resource, version: str) -> str:
 
 def render_docs(templates: Templates, releases: Releases) -> Output:
     current = releases.current
-    kinds = [
+    kinds: list[_Kind] = [
         {
             "kind": resource.kind,
             "plural": resource.plural,
@@ -92,12 +102,15 @@ def _rules(node: dict[str, Any], path: str) -> list[dict[str, str]]:
 def _type(node: dict[str, Any]) -> str:
     if node.get("x-kubernetes-int-or-string"):
         return "integer or string"
-    kind = node.get("type", "object")
+    kind: str = node.get("type", "object")
     if kind == "array":
         return f"[]{_type(node.get('items', {}))}"
     if kind == "object" and "additionalProperties" in node:
         return f"map[string]{_type(node['additionalProperties'])}"
-    return node.get("format", kind) if kind in ("integer", "string") and node.get("format") else kind
+    if kind in ("integer", "string") and node.get("format"):
+        format_: str = node["format"]
+        return format_
+    return kind
 
 
 def _description(node: dict[str, Any]) -> str:

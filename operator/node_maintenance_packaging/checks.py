@@ -6,6 +6,7 @@ problems are collected first, so one run reports everything that needs fixing.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from typing import Any
 
@@ -57,7 +58,7 @@ def _csv_images(csv: dict[str, Any]) -> Iterator[str]:
 
 
 def _listing_order(releases: Releases) -> Iterator[PackagingError]:
-    for older, newer in zip(releases.releases, releases.releases[1:]):
+    for older, newer in itertools.pairwise(releases.releases):
         if newer.semver <= older.semver:
             yield release_error(
                 newer.version, "version", f"listed after {older.version} but not newer",

@@ -30,8 +30,9 @@ from .render import (
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    handler: Callable[[argparse.Namespace], int] = args.handler  # set by the chosen subcommand
     try:
-        return args.handler(args)
+        return handler(args)
     except PackagingError as exc:
         print(f"nmo-pack: error: {exc}", file=sys.stderr)
         return 2

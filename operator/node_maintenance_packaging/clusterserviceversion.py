@@ -30,7 +30,7 @@ RELATED_KINDS = {
 def build_csv(templates: Templates, releases: Releases, images: ImageRefs, release: Release) -> dict[str, Any]:
     """Render the release's CSV and refuse it if it runs an image missing from relatedImages."""
     predecessor = releases.get(release.replaces) if release.replaces else None
-    csv = templates.yaml(
+    csv: dict[str, Any] = templates.yaml(
         "csv.yaml.j2",
         release=release,
         csv_name=releases.csv_name(release.version),

@@ -40,6 +40,16 @@ def namespace(cluster: Cluster) -> Iterator[str]:
     cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
 
+@pytest.fixture(scope="session")
+def etcd_guard_namespace(cluster: Cluster) -> str:
+    """OpenShift's etcd guard namespace (its name, not ours), made once for the session's cluster and never
+    deleted while it runs: every module this process runs on that cluster puts its guard budget here and
+    deletes only that. A namespace deleted by one module would still be terminating for the next one."""
+    name = "openshift-etcd"
+    cluster.ensure_namespace(name)
+    return name
+
+
 @pytest.fixture
 def nodes(cluster: Cluster) -> Iterator[Callable[..., list[str]]]:
     created: list[str] = []
@@ -61,7 +71,7 @@ def nodes(cluster: Cluster) -> Iterator[Callable[..., list[str]]]:
 
     yield make
     if created:
-        cluster.kubectl("delete", "node", *created, "--wait=false", "--ignore-not-found", check=False)
+        cluster.kubectl("delete", "node", *created, "--wait=false", "--ignore-not-found")
 
 
 @pytest.fixture(scope="session")

@@ -148,23 +148,23 @@ def test_admission_refuses_missing_nodes_and_duplicates(cluster: Cluster, operat
         cluster.kubectl("delete", _resource("v1beta1"), f"first-{target}", "--timeout=60s")
 
 
-def test_admission_guards_etcd_quorum_on_control_plane_nodes(cluster: Cluster, operator, admission_webhook, nodes) -> None:
+def test_admission_guards_etcd_quorum_on_control_plane_nodes(cluster: Cluster, operator, admission_webhook, nodes,
+                                                             etcd_guard_namespace: str) -> None:
     (master,) = nodes(1, labels={"node-role.kubernetes.io/control-plane": ""})
-    cluster.kubectl("create", "namespace", "openshift-etcd", check=False)
     guard = {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
-        "metadata": {"name": "etcd-guard-pdb", "namespace": "openshift-etcd"},
+        "metadata": {"name": "etcd-guard-pdb", "namespace": etcd_guard_namespace},
         "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guard"}}},
     }
     apply(cluster, guard)
     try:
-        eventually(lambda: "disruptionsAllowed" in ((get(cluster, "pdb", "etcd-guard-pdb", "-n", "openshift-etcd") or {}).get("status") or {}), "guard PDB status")
+        eventually(lambda: "disruptionsAllowed" in ((get(cluster, "pdb", "etcd-guard-pdb", "-n", etcd_guard_namespace) or {}).get("status") or {}), "guard PDB status")
         refused = cluster.kubectl("create", "-f", "-", input=json.dumps(_manifest("v1beta1", f"nm-{master}", master)), check=False)
         assert refused.returncode != 0
         assert f"node {master!r} is a control-plane node" in refused.stderr and "openshift-etcd/etcd-guard-pdb" in refused.stderr
     finally:
-        cluster.kubectl("delete", "pdb", "etcd-guard-pdb", "-n", "openshift-etcd", "--ignore-not-found")
+        cluster.kubectl("delete", "pdb", "etcd-guard-pdb", "-n", etcd_guard_namespace, "--ignore-not-found")
     allowed = cluster.kubectl("create", "-f", "-", input=json.dumps(_manifest("v1beta1", f"nm-{master}", master)), check=False)
     assert allowed.returncode == 0, allowed.stderr
     cluster.kubectl("delete", _resource("v1beta1"), f"nm-{master}", "--timeout=60s")

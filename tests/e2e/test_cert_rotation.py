@@ -67,7 +67,7 @@ def test_rotated_certificate_is_served_within_60s_with_no_failed_conversion(clus
     finally:
         stop.set()
         client.join()
-        cluster.kubectl("delete", f"nodemaintenances.v1beta1.{GROUP}", name, "--timeout=60s", check=False)
+        cluster.kubectl("delete", f"nodemaintenances.v1beta1.{GROUP}", name, "--timeout=60s")
     assert requests > 10
     assert not failures, failures[:3]
     assert not _serves_cert_of(old_ca, operator.webhook_port)

@@ -134,6 +134,6 @@ def test_runnable_blocks_run(cluster: Cluster, operator, doc_nodes: tuple[str, .
     finally:
         for nm in (get(cluster, NM) or {"items": []})["items"]:
             if nm["spec"]["nodeName"] in doc_nodes:
-                cluster.kubectl("delete", NM, nm["metadata"]["name"], "--ignore-not-found", "--timeout=60s", check=False)
+                cluster.kubectl("delete", NM, nm["metadata"]["name"], "--ignore-not-found", "--timeout=60s")
         for namespace in _namespaces(cluster) - before:
             cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)

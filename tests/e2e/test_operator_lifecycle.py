@@ -208,7 +208,7 @@ def test_works_under_the_first_release_crd_and_switches_when_it_is_upgraded(clus
         delete_nm(cluster, name)  # handled in v1beta1 now: the node is given back
         assert _clean(node(cluster, target))
     finally:
-        cluster.kubectl("delete", NM, name, "--ignore-not-found", "--timeout=60s", check=False)
+        cluster.kubectl("delete", NM, name, "--ignore-not-found", "--timeout=60s")
         operator.stop()
         _replace_crd(cluster, CRD_FILE)
         point_conversion_at(cluster, operator.webhook_url + "/convert", operator.ca_pem)

@@ -146,10 +146,10 @@ def test_ten_maintenances_under_max_parallel_two_take_turns_in_creation_order(cl
     policy = policies(pool, maxParallel=2)
     names = [f"roll-{i:02d}-{workers[i]}" for i in range(10)]
     with CordonWatch(cluster, pool) as watch:
-        for name, worker in zip(names, workers):
+        for name, worker in zip(names, workers, strict=True):
             create_nm(cluster, name, worker)
         # Two take their node; the other eight wait in line, in creation order, and their nodes are untouched.
-        for position, name in enumerate(names[2:], start=1):
+        for name in names[2:]:
             status = eventually(lambda: (s := nm_status(cluster, name)).get("phase") == "Pending" and s, f"{name} Pending")
             queued = _condition(status, "Queued")
             assert queued["status"] == "True" and queued["reason"] == "WaitingForSlot", queued

@@ -48,6 +48,7 @@ def _allows(cluster: Cluster, count: int) -> bool:
     return status.get("observedGeneration", 0) >= 1 and status.get("disruptionsAllowed") == count
 
 
+@pytest.mark.usefixtures("etcd_guard_namespace")  # ETCD_GUARD_NAMESPACE, Active
 def test_quorum_is_judged_by_ready_control_plane_nodes_then_by_the_etcd_guard(cluster: Cluster, operator, admission_webhook, nodes) -> None:
     first, second, third = nodes(3, labels=CP)
     # Three Ready: one may go; a second would leave one of three.
@@ -67,7 +68,6 @@ def test_quorum_is_judged_by_ready_control_plane_nodes_then_by_the_etcd_guard(cl
         _delete(cluster, down)
 
         # The etcd guard budget decides where it exists: one guard pod per member, one disruption allowed.
-        cluster.kubectl("create", "namespace", ETCD_GUARD_NAMESPACE, check=False)
         labels = {"app": "guard", "e2e": first}
         guards = [pod(f"guard-{n}", ETCD_GUARD_NAMESPACE, n, labels=labels) for n in (first, second, third)]
         apply(cluster, *guards, pdb(GUARD, ETCD_GUARD_NAMESPACE, labels, minAvailable=2))

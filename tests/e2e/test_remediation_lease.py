@@ -46,7 +46,7 @@ def _label(node_obj: dict) -> str | None:
 
 @pytest.fixture
 def lease_namespace(cluster: Cluster) -> str:
-    cluster.kubectl("create", "namespace", NAMESPACE, check=False)  # absent in a fresh cluster; the operator also creates it
+    cluster.ensure_namespace(NAMESPACE)  # absent in a fresh cluster; the operator also creates it
     return NAMESPACE
 
 

@@ -69,6 +69,6 @@ def test_objects_stored_as_v1alpha1_migrate_to_v1beta1(cluster: Cluster, operato
         assert "storage version migration done" in operator.logs()
     finally:
         for name in NAMES:
-            cluster.kubectl("delete", f"nodemaintenances.v1beta1.{GROUP}", name, "--ignore-not-found", "--timeout=60s", check=False)
+            cluster.kubectl("delete", f"nodemaintenances.v1beta1.{GROUP}", name, "--ignore-not-found", "--timeout=60s")
         _replace_crd(cluster, CRD_FILE)
         point_conversion_at(cluster, operator.webhook_url + "/convert", operator.ca_pem)

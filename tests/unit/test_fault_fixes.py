@@ -31,7 +31,7 @@ class StoppedAfter:
 
 def test_no_drain_starts_before_the_finalizer_is_on() -> None:
     body = {"metadata": {"name": "nm-1"}, "spec": {"nodeName": "n1"}}  # kopf has not added its finalizer yet
-    asyncio.run(asyncio.wait_for(handlers.maintain(body=body, stopped=StoppedAfter(0.5), memo=Untouched()), 5))
+    asyncio.run(asyncio.wait_for(handlers.maintain(body=body, stopped=StoppedAfter(0.5), memo=Untouched(), names={}), 5))
 
 
 def test_taking_over_from_a_holder_that_is_gone_keeps_its_record() -> None:

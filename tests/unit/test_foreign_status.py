@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from node_maintenance.runtime.engine import foreign_status
+from node_maintenance.drain.bookkeeping import foreign_status
 
 OURS = {"phase": "Running", "drainProgress": 50, "pendingPods": ["a"], "lastError": "", "lastUpdate": "2026-01-01T00:00:00Z"}
 NEWER = {**OURS, "drainProgress": 100, "pendingPods": [], "phase": "Succeeded", "lastUpdate": "2026-01-01T00:00:09Z"}

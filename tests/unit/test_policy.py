@@ -9,6 +9,7 @@ import pytest
 
 from node_maintenance.drain import node as nodes
 from node_maintenance.policy import decide as pol
+from node_maintenance.api.conditions import Condition
 
 NOW = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.UTC)
 
@@ -164,8 +165,8 @@ def test_drain_defaults_fill_only_what_the_maintenance_leaves_out() -> None:
 
 def test_a_maintenance_whose_policy_is_gone_stops_saying_it_waits() -> None:
     waiting = pol.waiting_plan({**an_nm("m", "n0", 1), "status": {}}, pol.Verdict(pol.WAITING, a_policy(), 1, 1), NOW).status
-    assert pol.left_line(waiting) == [("Queued", "False", "NoPolicy", "no NodeMaintenancePolicy selects the node")]
-    assert pol.left_line({}) == []
+    assert pol.left_line(waiting) == (Condition("Queued", "False", "NoPolicy", "no NodeMaintenancePolicy selects the node"),)
+    assert pol.left_line({}) == ()
 
 
 def test_a_heartbeat_leaves_what_the_policies_keep_of_a_node_unchanged() -> None:

@@ -78,17 +78,24 @@ def test_a_node_never_labelled_keeps_its_label_untouched() -> None:
 
 def test_another_holder_keeps_the_node_untouched_and_says_who() -> None:
     node = {**NODE, "spec": {"unschedulable": False}}
-    held = rem.LeaseState("medik8s-leases", "Worker-1", other="NodeHealthCheck", recheck_in=5)
-    result = plan(Maintenance("nm", "Worker-1"), node, [], [], NOW, lease=held)
+    read = rem.LeaseView("medik8s-leases", "Worker-1", due=True, read=a_lease("NodeHealthCheck", 10))
+    result = plan(Maintenance("nm", "Worker-1"), node, [], [], NOW, lease=read)
     assert result.phase == "Failed" and result.node_patch is None and not result.holds_node and result.recheck_in == 5
+    assert result.lease_claim is None and result.lease_seen is not None and result.lease_seen.other == "NodeHealthCheck"
     assert "Lease medik8s-leases/node-worker-1 belongs to NodeHealthCheck" in result.status["lastError"]
     assert [(e.type, e.reason) for e in result.events] == [("Warning", "FailedMaintenance")]
-    assert held.condition()[:2] == ("False", "HeldByAnother")
-    # Once it is ours the node is taken, and labelled.
-    taken = plan(Maintenance("nm", "Worker-1", status=result.status), node, [], [], NOW,
-                 lease=rem.LeaseState("medik8s-leases", "Worker-1"))
+    assert (rem.condition(result.lease_seen).status, rem.condition(result.lease_seen).reason) == ("False", "HeldByAnother")
+    # Once the holder lets it expire, the plan claims it first, and takes nothing yet.
+    freed = rem.LeaseView("medik8s-leases", "Worker-1", due=True, read=a_lease("NodeHealthCheck", 4000))
+    claiming = plan(Maintenance("nm", "Worker-1", status=result.status), node, [], [], NOW, lease=freed)
+    assert claiming.lease_claim is not None and not claiming.lease_claim.create and claiming.node_patch is None
+    assert claiming.lease_claim.body["spec"]["holderIdentity"] == rem.HOLDER_IDENTITY
+    # Once it is ours the node is taken, and labelled, and the status says the Lease is held.
+    ours = rem.LeaseView("medik8s-leases", "Worker-1", known=rem.LeaseState("medik8s-leases", "Worker-1"))
+    taken = plan(Maintenance("nm", "Worker-1", status=result.status), node, [], [], NOW, lease=ours)
     assert taken.phase == "Succeeded" and taken.node_patch["metadata"]["labels"] == {rem.EXCLUDE_LABEL: "true"}
-    assert rem.LeaseState("medik8s-leases", "Worker-1").condition()[:2] == ("True", "Held")
+    held = next(c for c in taken.status["conditions"] if c["type"] == rem.CONDITION)
+    assert (held["status"], held["reason"]) == ("True", "Held")
 
 
 def test_a_release_with_the_remediation_feature_grants_the_lease_rules_and_names_the_namespace(tmp_path: Path) -> None:

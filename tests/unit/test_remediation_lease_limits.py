@@ -4,9 +4,11 @@ Lease is reported as unavailable and the maintenance goes on, instead of every d
 from __future__ import annotations
 
 import asyncio
+import datetime
 from typing import Any
 
 from node_maintenance.client.errors import Invalid
+from node_maintenance.coordination import remediation as rem
 from node_maintenance.coordination.remediation import lease_name
 from node_maintenance.runtime.leases import LeaseKeeper
 
@@ -25,7 +27,11 @@ class NoSuchLeaseName:
 
 def test_a_lease_name_past_the_limit_is_a_reported_problem() -> None:
     node = {"metadata": {"name": LONGEST_NODE_NAME, "uid": "u"}}
-    state = asyncio.run(LeaseKeeper(NoSuchLeaseName(), "medik8s-leases", LONGEST_NODE_NAME).hold(node))
+    keeper = LeaseKeeper(NoSuchLeaseName(), "medik8s-leases", LONGEST_NODE_NAME)  # type: ignore[arg-type]
+    view = asyncio.run(keeper.view())
+    claim = rem.claim(view, node, datetime.datetime.now(datetime.UTC))
+    assert view.due and claim is not None and claim.create
+    state = asyncio.run(keeper.write(claim))
     assert not state.held and "must be no more than 253 characters" in state.problem
-    status, reason, message = state.condition()
-    assert (status, reason) == ("False", "LeaseUnavailable") and "could not be held" in message
+    condition = rem.condition(state)
+    assert (condition.status, condition.reason) == ("False", "LeaseUnavailable") and "could not be held" in condition.message

@@ -4,21 +4,21 @@ network fault crashed in the storage-version migration or the CRD read, and the 
 from __future__ import annotations
 
 import asyncio
-import http.client
 import threading
 from typing import Any
 
 import pytest
 
-from node_maintenance import __main__ as entry
+from node_maintenance.client.errors import Unreachable
+from node_maintenance.runtime import main as entry
 from node_maintenance.api import HUB
 
 CRD = {"spec": {"versions": [{"name": HUB, "served": True, "storage": True}]}, "status": {"storedVersions": [HUB]}}
 
 
 def test_crd_read_and_migration_wait_out_an_unreachable_api_server(monkeypatch: pytest.MonkeyPatch) -> None:
-    reads = [ConnectionRefusedError("connection refused"), CRD]
-    migrations = [http.client.RemoteDisconnected("Remote end closed connection without response"), 0]
+    reads = [Unreachable("connection refused"), CRD]
+    migrations = [Unreachable("Remote end closed connection without response"), 0]
     started: list[str] = []
 
     def step(queue: list[Any]) -> Any:

@@ -87,7 +87,8 @@ def _read(schema_dir: str, version: str) -> dict[str, Any]:
     folder = resources.files(__package__).joinpath("schemas")
     if schema_dir:
         folder = folder.joinpath(schema_dir)
-    return yaml.safe_load(folder.joinpath(f"{version}.yaml").read_text(encoding="utf-8"))
+    schema: dict[str, Any] = yaml.safe_load(folder.joinpath(f"{version}.yaml").read_text(encoding="utf-8"))
+    return schema
 
 
 def _without_hints(node: dict[str, Any]) -> dict[str, Any]:

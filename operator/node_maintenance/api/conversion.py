@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from functools import cache
-from typing import Any
+from typing import Any, cast
 
 from node_maintenance import api
 from node_maintenance.api import HUB
@@ -48,7 +48,7 @@ def version_of(api_version: str) -> str:
 
 
 def _annotations(obj: dict[str, Any]) -> dict[str, str]:
-    return obj.setdefault("metadata", {}).setdefault("annotations", {})
+    return cast(dict[str, str], obj.setdefault("metadata", {}).setdefault("annotations", {}))
 
 
 def _drop_empty_annotations(obj: dict[str, Any]) -> None:

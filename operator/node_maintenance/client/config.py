@@ -49,6 +49,7 @@ class Credentials:
             context.verify_mode = ssl.CERT_NONE
         if self.cert_file or self.cert_data:
             with _as_file(self.cert_file, self.cert_data) as cert, _as_file(self.key_file, self.key_data) as key:
+                assert cert is not None  # a cert_file or cert_data is set, so there is a path
                 context.load_cert_chain(cert, key)
         return context
 

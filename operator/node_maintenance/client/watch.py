@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, cast
 
 from node_maintenance.api.objects import key_of
 from node_maintenance.client.errors import Gone
@@ -104,4 +104,4 @@ class Mirror:
             self._put(self.slim(obj))
         self.synced.set()
         self.on_change(None)
-        return listing["metadata"]["resourceVersion"]
+        return cast(str, listing["metadata"]["resourceVersion"])

@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import datetime
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from node_maintenance.api import GROUP
+from node_maintenance.api.conditions import Condition
 from node_maintenance.coordination import lease as leases
 
 DEFAULT_LEASE_NAMESPACE = "medik8s-leases"
@@ -111,12 +113,58 @@ class LeaseState:
     def held(self) -> bool:
         return self.other is None and not self.problem
 
-    def condition(self) -> tuple[str, str, str]:
-        """(status, reason, message) of the RemediationLease condition."""
-        name = f"{self.namespace}/{lease_name(self.node_name)}"
-        if self.other:
-            return "False", "HeldByAnother", held_message(self.namespace, self.node_name, self.other)
-        if self.problem:
-            return "False", "LeaseUnavailable", (f"Lease {name} could not be held ({self.problem}); the node carries "
-                                                f"{EXCLUDE_LABEL}=true, which remediation also honours")
-        return "True", "Held", f"Lease {name} is held as {HOLDER_IDENTITY} while the node is in maintenance"
+
+def condition(state: LeaseState) -> Condition:
+    """The RemediationLease condition: what holding the Lease met."""
+    name = f"{state.namespace}/{lease_name(state.node_name)}"
+    if state.other:
+        return Condition(CONDITION, "False", "HeldByAnother", held_message(state.namespace, state.node_name, state.other))
+    if state.problem:
+        return Condition(CONDITION, "False", "LeaseUnavailable", (f"Lease {name} could not be held ({state.problem}); the node carries "
+                                                                  f"{EXCLUDE_LABEL}=true, which remediation also honours"))
+    return Condition(CONDITION, "True", "Held", f"Lease {name} is held as {HOLDER_IDENTITY} while the node is in maintenance")
+
+
+@dataclass(frozen=True)
+class LeaseView:
+    """What the engine knows of the node's Lease when it plans.
+
+    ``known`` is what the last claim met (None: never claimed by this engine). When a claim or renewal
+    is ``due``, ``read`` is the Lease the server holds now (None: there is none).
+    """
+
+    namespace: str
+    node_name: str
+    known: LeaseState | None = None
+    due: bool = False
+    read: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class LeaseClaim:
+    """The Lease to write: created when ``create``, else replaced (its resourceVersion makes that a compare-and-swap)."""
+
+    namespace: str
+    node_name: str
+    body: dict[str, Any]
+    create: bool
+
+
+def seen(view: LeaseView, now: datetime.datetime) -> LeaseState | None:
+    """Another holder owning the Lease that was just read, with when to look again; None otherwise."""
+    if not view.due:
+        return None
+    holder = other_holder(dict(view.read) if view.read is not None else None, now)
+    if not holder:
+        return None
+    due = leases.expires_at(view.read)
+    wait = LEASE_HELD_RECHECK_SECONDS if due is None else min(LEASE_HELD_RECHECK_SECONDS, max(0.5, (due - now).total_seconds()))
+    return LeaseState(view.namespace, view.node_name, other=holder, recheck_in=wait)
+
+
+def claim(view: LeaseView, node: dict[str, Any], now: datetime.datetime) -> LeaseClaim | None:
+    """The write that takes or renews the Lease, when one is due."""
+    if not view.due:
+        return None
+    read = dict(view.read) if view.read is not None else None
+    return LeaseClaim(view.namespace, view.node_name, claimed(read, node, view.namespace, now), create=read is None)

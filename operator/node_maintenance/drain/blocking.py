@@ -9,6 +9,7 @@ fed with the node's pods: the disruption controller's own counts come from the b
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from node_maintenance.api.objects import key_of
@@ -22,7 +23,7 @@ STRUCTURAL_BLOCK, TEMPORARY_BLOCK = "Structural", "Temporary"
 
 
 def blocking(waiting: list[dict[str, Any]], held: Mapping[str, str], budgets: list[dict[str, Any]],
-             node_pods: list[dict[str, Any]], moving: set[str] = frozenset()) -> list[dict[str, Any]]:
+             node_pods: list[dict[str, Any]], moving: AbstractSet[str] = frozenset()) -> list[dict[str, Any]]:
     """The status entries of the budgets holding ``waiting`` back, by namespace/name.
 
     ``waiting`` are the node's pods still to go that no removal was sent for in this step; ``held``

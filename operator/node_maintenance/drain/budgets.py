@@ -14,7 +14,7 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from node_maintenance.api.objects import key_of
 from node_maintenance.drain import pods
@@ -113,7 +113,7 @@ def expected_pods(budget: dict[str, Any], namespace_pods: list[dict[str, Any]]) 
     """How many pods the budget counts: the disruption controller's figure once it has seen the budget,
     else the selected pods that exist and have not finished."""
     if _observed(budget) and "expectedPods" in budget["status"]:
-        return budget["status"]["expectedPods"]
+        return cast(int, budget["status"]["expectedPods"])
     return sum(1 for p in namespace_pods if covers(budget, p) and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))
 
 

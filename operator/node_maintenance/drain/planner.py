@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from node_maintenance.api import conditions as cond
 from node_maintenance.api import timestamps
 from node_maintenance.api.objects import key_of
 from node_maintenance.coordination import remediation as rem
@@ -51,6 +52,10 @@ class Maintenance:
     rules: tuple[drainrules.Rule, ...] | None = None
     hold: str = ""
     hold_failed: bool = False
+    hold_recheck_in: float | None = None  # when to look at the hold again (a hook Job's progress)
+    # The policy's conditions for this maintenance (Queued, PreDrain), and the hook Jobs it asks to create.
+    conditions: tuple[cond.Condition, ...] = ()
+    jobs: tuple[Mapping[str, Any], ...] = ()
 
     @classmethod
     def of(cls, body: Mapping[str, Any]) -> Maintenance:
@@ -100,6 +105,9 @@ class Event:
 
 @dataclass(frozen=True)
 class Plan:
+    """Everything one step does, in the order the executor does it: the Lease, the node, the Jobs, the
+    removals, the events, the status. Nothing is added to it or changed after :func:`plan` returns."""
+
     phase: str
     status: dict[str, Any]  # the whole new status
     node_patch: dict[str, Any] | None = None
@@ -108,6 +116,9 @@ class Plan:
     recheck_in: float | None = None  # seconds; None: only when something changes
     holds_node: bool = False
     drained_after: float | None = None  # seconds from drain start, when this plan completes the drain
+    lease_claim: rem.LeaseClaim | None = None  # take or renew the node's remediation Lease (before the node)
+    lease_seen: rem.LeaseState | None = None  # what this plan concluded of the Lease it was shown (another holder)
+    jobs: tuple[Mapping[str, Any], ...] = ()  # hook Jobs to create
 
 
 def plan(
@@ -120,14 +131,14 @@ def plan(
     holder_exists: bool = True,
     attempts: Mapping[str, Attempt] | None = None,
     in_flight: Mapping[str, pdbs.InFlight] | None = None,
-    lease: rem.LeaseState | None = None,
+    lease: rem.LeaseView | None = None,
 ) -> Plan:
     """Decide the next step of ``maintenance``.
 
     ``node_pods`` are the pods bound to the node, ``budgets`` the PodDisruptionBudgets of their
     namespaces; ``holder_exists`` says whether the NodeMaintenance the node names as its holder
-    exists (only read when that is another one); ``lease`` is what holding the node's remediation
-    Lease met (None: no coordination with remediation).
+    exists (only read when that is another one); ``lease`` is what is known of the node's remediation
+    Lease (None: no coordination with remediation).
     """
     m = maintenance
     if node is None:
@@ -137,8 +148,15 @@ def plan(
         return _failed(m, now, f"node {m.node_name!r} is already in maintenance by NodeMaintenance {holder}; "
                        f"delete this NodeMaintenance, or delete {holder} to take over", NODE_HELD_RECHECK_SECONDS)
     fresh = holder != m.name
-    if fresh and lease is not None and lease.other:
-        return _failed(m, now, rem.held_message(lease.namespace, m.node_name, lease.other), lease.recheck_in)
+    # The Lease is held before the node is taken, and kept while it is: claimed when due, unless another holder owns it.
+    seen = rem.seen(lease, now) if lease is not None else None
+    claim = rem.claim(lease, dict(node), now) if lease is not None and seen is None else None
+    state = seen or (lease.known if lease is not None else None)
+    if fresh and seen is not None and seen.other:
+        return _failed(m, now, rem.held_message(seen.namespace, m.node_name, seen.other), seen.recheck_in, seen)
+    if fresh and claim is not None and lease is not None and lease.known is None:
+        # Never claimed yet: claim first, and take the node on the next step, knowing what the claim met.
+        return Plan(str(m.status.get("phase") or ""), dict(m.status), lease_claim=claim, recheck_in=0.0)
     events: list[Event] = []
     patch = None
     if (fresh or not node.get("spec", {}).get("unschedulable") or not nodes.has_taint(dict(node))
@@ -162,9 +180,17 @@ def plan(
     pending = [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in to_go]
     elapsed = (now - started).total_seconds()
 
+    conditions = m.conditions + ((rem.condition(state),) if state is not None else ())
+
     def status(phase: str, error: str, blocking: list[dict[str, Any]]) -> dict[str, Any]:
-        return st.build(dict(previous), phase=phase, total=total, eviction_pods=to_evict, pending=pending, last_error=error,
-                        generation=m.generation, now=timestamps.rfc3339(now), drain_started=timestamps.rfc3339(started), blocking=blocking)
+        built = st.build(dict(previous), phase=phase, total=total, eviction_pods=to_evict, pending=pending, last_error=error,
+                         generation=m.generation, now=timestamps.rfc3339(now), drain_started=timestamps.rfc3339(started), blocking=blocking)
+        built["conditions"] = cond.with_conditions(built["conditions"], conditions, generation=m.generation, now=timestamps.rfc3339(now))
+        return built
+
+    def taking(decided: Plan) -> Plan:
+        """The plan with the Lease's claim, what was seen of it, and the policy's Jobs."""
+        return replace(decided, lease_claim=claim, lease_seen=seen, jobs=m.jobs)
 
     def blocked_by(step: _Step) -> list[dict[str, Any]]:
         """The budgets holding the drain back; a structural block seen for the first time gets an event."""
@@ -179,7 +205,7 @@ def plan(
         done = previous.get("phase") != st.SUCCEEDED
         if done:
             events.append(Event(False, "Normal", "SucceedMaintenance", f"node {m.node_name} drained"))
-        return Plan(st.SUCCEEDED, status(st.SUCCEEDED, "", []), patch, (), tuple(events), None, True, elapsed if done else None)
+        return taking(Plan(st.SUCCEEDED, status(st.SUCCEEDED, "", []), patch, (), tuple(events), None, True, elapsed if done else None))
     if m.timeout and elapsed > m.timeout:
         waiting = _removals(m, to_go, budgets, now, attempts or {}, in_flight or {})
         names = ", ".join(f"{ns}/{name}" for ns, name in pending)
@@ -188,17 +214,17 @@ def plan(
         if previous.get("phase") != st.FAILED:
             events.append(Event(False, "Warning", "FailedMaintenance", error))
         blocking = blocked_by(_Step(blocked=waiting.blocked))
-        return Plan(st.FAILED, status(st.FAILED, error, blocking), patch, (), tuple(events), None, True)
+        return taking(Plan(st.FAILED, status(st.FAILED, error, blocking), patch, (), tuple(events), None, True))
     if m.hold:  # nothing is evicted before the policy's preDrain Job has succeeded
-        return Plan(st.FAILED if m.hold_failed else st.RUNNING, status(st.FAILED if m.hold_failed else st.RUNNING, m.hold, []), patch, (),
-                    tuple(events), None, True)
+        phase = st.FAILED if m.hold_failed else st.RUNNING
+        return taking(Plan(phase, status(phase, m.hold, []), patch, (), tuple(events), m.hold_recheck_in, True))
     step = _removals(m, to_go, budgets, now, attempts or {}, in_flight or {})
     recheck = step.recheck_in
     if m.timeout:
         until_timeout = m.timeout - elapsed + 1
         recheck = until_timeout if recheck is None else min(recheck, until_timeout)
     blocking = blocked_by(step)
-    return Plan(st.RUNNING, status(st.RUNNING, step.text(), blocking), patch, tuple(step.removals), tuple(events), recheck, True)
+    return taking(Plan(st.RUNNING, status(st.RUNNING, step.text(), blocking), patch, tuple(step.removals), tuple(events), recheck, True))
 
 
 @dataclass
@@ -275,11 +301,14 @@ def _removal(m: Maintenance, pod: dict[str, Any], finished: bool, budget: str | 
     return Removal(meta["namespace"], meta["name"], meta["uid"], finished, m.grace, budget, version)
 
 
-def _failed(m: Maintenance, now: datetime.datetime, error: str, recheck: float | None) -> Plan:
+def _failed(m: Maintenance, now: datetime.datetime, error: str, recheck: float | None, lease: rem.LeaseState | None = None) -> Plan:
     """Failed before taking the node: nothing drained, nothing held."""
     previous = m.status
     events = () if previous.get("phase") == st.FAILED and previous.get("lastError") == error else (
         Event(False, "Warning", "FailedMaintenance", error),)
+    moment = timestamps.rfc3339(now)
     status = st.build(dict(previous), phase=st.FAILED, total=0, eviction_pods=0, pending=[], last_error=error,
-                      generation=m.generation, now=timestamps.rfc3339(now))
-    return Plan(st.FAILED, status, None, (), events, recheck, False)
+                      generation=m.generation, now=moment)
+    conditions = m.conditions + ((rem.condition(lease),) if lease is not None else ())
+    status["conditions"] = cond.with_conditions(status["conditions"], conditions, generation=m.generation, now=moment)
+    return Plan(st.FAILED, status, None, (), events, recheck, False, lease_seen=lease)

@@ -6,7 +6,7 @@ Pure functions over pod dicts (as the API returns them), so every rule is tested
 from __future__ import annotations
 
 import enum
-from typing import Any
+from typing import Any, cast
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 
@@ -22,7 +22,7 @@ class Action(enum.Enum):
 def controller_of(pod: dict[str, Any]) -> dict[str, Any] | None:
     for ref in pod.get("metadata", {}).get("ownerReferences") or []:
         if ref.get("controller"):
-            return ref
+            return cast(dict[str, Any], ref)
     return None
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from node_maintenance.api.conditions import Condition, set_condition, with_conditions
 from node_maintenance.drain import blocking as drainblock
 
 PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed"
@@ -14,21 +15,6 @@ def progress(eviction_pods: int, pending: int) -> int:
     if eviction_pods <= 0:
         return 100 if pending == 0 else 0
     return max(0, min(100, round(100 * (eviction_pods - pending) / eviction_pods)))
-
-
-def set_condition(previous: list[dict[str, Any]], type_: str, status: str, reason: str, message: str, *,
-                  generation: int, now: str) -> list[dict[str, Any]]:
-    """The conditions list with ``type_`` set; lastTransitionTime moves only when the status flips."""
-    old = next((c for c in previous if c.get("type") == type_), None)
-    condition = {
-        "type": type_,
-        "status": status,
-        "reason": reason,
-        "message": message,
-        "observedGeneration": generation,
-        "lastTransitionTime": old["lastTransitionTime"] if old and old.get("status") == status else now,
-    }
-    return [c for c in previous if c.get("type") != type_] + [condition]
 
 
 def build(
@@ -43,33 +29,39 @@ def build(
     now: str,
     drain_started: str | None = None,
     blocking: list[dict[str, Any]] | None = None,
+    waiting: Condition | None = None,
 ) -> dict[str, Any]:
     """The full status; ``pending`` holds (namespace, name) of the pods still to go.
 
     ``drain_started`` is when the node was taken (None while it is not); ``blocking`` lists the
-    PodDisruptionBudgets holding the drain back (see ``drainblock``), None while nothing is drained.
+    PodDisruptionBudgets holding the drain back (see ``drainblock``), None while nothing is drained;
+    ``waiting`` is the condition a maintenance waits on before it may take its node (a policy's queue).
     """
     drained = phase == SUCCEEDED and not pending
-    if drained:
+    if waiting is not None:
+        reason, message = waiting.reason, waiting.message
+    elif drained:
         reason, message = "Drained", "every pod to evict has left the node"
     elif phase == FAILED:
         reason, message = "MaintenanceFailed", last_error
     else:
         reason, message = "Draining", f"{len(pending)} pod(s) still to leave the node"
-    built = {
+    built: dict[str, Any] = {
         "phase": phase,
         # A maintenance that failed before taking its node (missing, or held by another) drained nothing.
-        "drainProgress": 0 if phase == FAILED and not eviction_pods else progress(eviction_pods, len(pending)),
+        "drainProgress": 0 if waiting is not None or (phase == FAILED and not eviction_pods) else progress(eviction_pods, len(pending)),
         "totalpods": total,
         "evictionPods": eviction_pods,
         "pendingPods": [name for _, name in pending],
         "pendingPodsRefs": [{"namespace": ns, "name": name} for ns, name in pending],
         "lastError": last_error,
         "lastUpdate": now,
-        "conditions": set_condition(previous.get("conditions") or [], "Drained", "True" if drained else "False", reason, message,
+        "conditions": set_condition(with_conditions(previous.get("conditions") or [], (waiting,) if waiting else (), generation=generation, now=now),
+                                    "Drained", "True" if drained else "False", reason, message,
                                     generation=generation, now=now),
-        "blockingBudgets": blocking or [],
     }
+    if waiting is None:
+        built["blockingBudgets"] = blocking or []
     # DrainBlocked appears once a budget held the drain back, and then says when none does any more.
     if blocking or (blocking is not None and any(c.get("type") == drainblock.CONDITION for c in built["conditions"])):
         built["conditions"] = set_condition(built["conditions"], drainblock.CONDITION, *drainblock.condition(blocking),

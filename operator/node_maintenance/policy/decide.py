@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from node_maintenance.api import conditions as cond
 from node_maintenance.api import timestamps
 from node_maintenance.drain import node as nodes
 from node_maintenance.drain import pods
@@ -201,28 +202,28 @@ def with_defaults(body: Mapping[str, Any], policy: Policy) -> dict[str, Any]:
 # ----------------------------------------------------------------- statuses
 QUEUED = "Queued"
 HOOK_CONDITIONS = {hooks.PRE_DRAIN: "PreDrain", hooks.POST_MAINTENANCE: "PostMaintenance"}
-NOT_GOVERNED = (QUEUED, "False", "NoPolicy", "no NodeMaintenancePolicy selects the node")
+NOT_GOVERNED = cond.Condition(QUEUED, "False", "NoPolicy", "no NodeMaintenancePolicy selects the node")
 
 
-def queued_condition(verdict: Verdict, node_name: str) -> tuple[str, str, str, str]:
-    """The NodeMaintenance's Queued condition: (type, status, reason, message)."""
+def queued_condition(verdict: Verdict, node_name: str) -> cond.Condition:
+    """The NodeMaintenance's Queued condition."""
     if verdict.kind == WAITING:
-        return QUEUED, "True", "WaitingForSlot", verdict.message(node_name)
+        return cond.Condition(QUEUED, "True", "WaitingForSlot", verdict.message(node_name))
     if verdict.kind == CONFLICT:
-        return QUEUED, "True", "PolicyConflict", verdict.message(node_name)
-    return QUEUED, "False", "SlotGranted", verdict.message(node_name)
+        return cond.Condition(QUEUED, "True", "PolicyConflict", verdict.message(node_name))
+    return cond.Condition(QUEUED, "False", "SlotGranted", verdict.message(node_name))
 
 
-def hook_condition(hook: str, outcome: hooks.Outcome) -> tuple[str, str, str, str]:
+def hook_condition(hook: str, outcome: hooks.Outcome) -> cond.Condition:
     """PreDrain or PostMaintenance, from how the hook's Job stands."""
     reason = {hooks.SUCCEEDED: "JobSucceeded", hooks.FAILED: "JobFailed"}.get(outcome.state, "JobRunning")
-    return HOOK_CONDITIONS[hook], "True" if outcome.state == hooks.SUCCEEDED else "False", reason, outcome.message
+    return cond.Condition(HOOK_CONDITIONS[hook], "True" if outcome.state == hooks.SUCCEEDED else "False", reason, outcome.message)
 
 
-def left_line(status: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
+def left_line(status: Mapping[str, Any]) -> tuple[cond.Condition, ...]:
     """A maintenance that waited for a policy no longer selecting its node says so, instead of still waiting."""
-    queued = next((c for c in status.get("conditions") or [] if c.get("type") == QUEUED), {})
-    return [NOT_GOVERNED] if queued.get("status") == "True" else []
+    queued: dict[str, Any] = next((c for c in status.get("conditions") or [] if c.get("type") == QUEUED), {})
+    return (NOT_GOVERNED,) if queued.get("status") == "True" else ()
 
 
 def waiting_plan(body: Mapping[str, Any], verdict: Verdict, now: datetime.datetime) -> Plan:
@@ -232,26 +233,13 @@ def waiting_plan(body: Mapping[str, Any], verdict: Verdict, now: datetime.dateti
     meta, previous = body["metadata"], body.get("status") or {}
     node_name = body["spec"]["nodeName"]
     condition = queued_condition(verdict, node_name)
-    moment = timestamps.rfc3339(now)
-    generation = meta.get("generation", 1)
-    conditions = st.set_condition(list(previous.get("conditions") or []), *condition, generation=generation, now=moment)
-    conditions = st.set_condition(conditions, "Drained", "False", condition[2], condition[3], generation=generation, now=moment)
-    before = next((c for c in previous.get("conditions") or [] if c.get("type") == QUEUED), {})
+    before: dict[str, Any] = next((c for c in previous.get("conditions") or [] if c.get("type") == QUEUED), {})
     events: tuple[Event, ...] = ()
-    if previous.get("phase") != st.PENDING or before.get("reason") != condition[2]:
+    if previous.get("phase") != st.PENDING or before.get("reason") != condition.reason:
         conflict = verdict.kind == CONFLICT
-        events = (Event(False, "Warning" if conflict else "Normal", condition[2], condition[3]),)
-    status = {
-        "phase": st.PENDING,
-        "drainProgress": 0,
-        "totalpods": 0,
-        "evictionPods": 0,
-        "pendingPods": [],
-        "pendingPodsRefs": [],
-        "lastError": condition[3] if verdict.kind == CONFLICT else "",
-        "lastUpdate": moment,
-        "conditions": conditions,
-    }
+        events = (Event(False, "Warning" if conflict else "Normal", condition.reason, condition.message),)
+    status = st.build(dict(previous), phase=st.PENDING, total=0, eviction_pods=0, pending=[], generation=meta.get("generation", 1),
+                      last_error=condition.message if verdict.kind == CONFLICT else "", now=timestamps.rfc3339(now), waiting=condition)
     return Plan(st.PENDING, status, events=events)
 
 
@@ -259,10 +247,10 @@ def policy_status(previous: Mapping[str, Any], summary: Summary, generation: int
     """The policy's status; None values remove a field (a limit that became unlimited)."""
     if summary.conflicts:
         listing = "; ".join(f"node {node} is selected by {', '.join(names)}" for node, names in summary.conflicts)
-        condition = ("Conflict", "True", "NodeSelectedTwice",
-                     f"{listing}; their maintenances wait until only one NodeMaintenancePolicy selects each node")
+        condition = cond.Condition("Conflict", "True", "NodeSelectedTwice",
+                                   f"{listing}; their maintenances wait until only one NodeMaintenancePolicy selects each node")
     else:
-        condition = ("Conflict", "False", "NoConflict", "no selected node is selected by another NodeMaintenancePolicy")
+        condition = cond.Condition("Conflict", "False", "NoConflict", "no selected node is selected by another NodeMaintenancePolicy")
     return {
         "observedGeneration": generation,
         "selectedNodes": summary.selected,
@@ -273,7 +261,7 @@ def policy_status(previous: Mapping[str, Any], summary: Summary, generation: int
         "queued": len(summary.queue),
         "queue": list(summary.queue),
         "conflicts": [{"node": node, "policies": list(names)} for node, names in summary.conflicts],
-        "conditions": st.set_condition(list(previous.get("conditions") or []), *condition, generation=generation, now=now),
+        "conditions": cond.with_conditions(list(previous.get("conditions") or []), (condition,), generation=generation, now=now),
     }
 
 

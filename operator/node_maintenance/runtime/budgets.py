@@ -28,7 +28,7 @@ class BudgetWatch:
         # listener -> the namespaces whose budgets it reads
         self._listeners: dict[Callable[[], None], Callable[[], Collection[str]]] = {}
         self._sent: dict[str, dict[str, float]] = {}  # budget namespace/name -> pod name -> when sent
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
 
     def subscribe(self, listener: Callable[[], None], namespaces: Callable[[], Collection[str]]) -> None:
         """Call ``listener`` when a budget changes in one of ``namespaces()`` (a drain reads its node's pods'

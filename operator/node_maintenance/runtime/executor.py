@@ -10,17 +10,19 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from node_maintenance.api.conversion import status_fields
-from node_maintenance.api.paths import nm_path, node_path, pod_path
-from node_maintenance.client.errors import ApiError, Conflict, NotFound, TooManyRequests
+from node_maintenance.api.paths import jobs_path, nm_path, node_path, pod_path
+from node_maintenance.client.errors import ApiError, Conflict, KubeError, NotFound, TooManyRequests
 from node_maintenance.client.http import AsyncKube
+from node_maintenance.coordination.remediation import LeaseState
 from node_maintenance.drain import status as st
 from node_maintenance.drain.planner import Attempt, Event, Plan, Removal
 from node_maintenance.runtime import metrics
+from node_maintenance.runtime.leases import LeaseKeeper
 
 # An accepted eviction is not sent again for this long, unless the pod's watch shows it still there.
 ACCEPTED_SECONDS = 30.0
@@ -48,11 +50,17 @@ def retry_delay(failures: int, retry_after: float, jitter: float) -> float:
 class Outcome:
     node_conflict: bool = False  # the node changed under the patch: plan again on the fresh node
     attempts: dict[str, Attempt | None] | None = None  # pod uid -> new attempt (None: forget it)
+    lease: LeaseState | None = None  # what the plan's Lease claim met
+    refused_jobs: dict[str, str | None] = field(default_factory=dict)  # hook Job name -> why it was refused (None: created)
 
 
 class Executor:
-    def __init__(self, kube: AsyncKube, name: str, version: str, event: EventSink, log: logging.LoggerAdapter) -> None:
+    """The one place a drain writes to the cluster: it does what a plan says, in the plan's order."""
+
+    def __init__(self, kube: AsyncKube, name: str, version: str, event: EventSink, log: logging.LoggerAdapter[logging.Logger],
+                 lease: LeaseKeeper | None = None) -> None:
         self.kube = kube
+        self.lease = lease
         self.name = name
         self.version = version
         self.event = event
@@ -62,11 +70,13 @@ class Executor:
     async def run(self, plan: Plan, body: dict[str, Any], node: dict[str, Any] | None,
                   attempts: dict[str, Attempt], stored: dict[str, Any]) -> Outcome:
         """``stored`` is the status as last written (or as read): an unchanged status is not written again."""
+        lease = await self.lease.write(plan.lease_claim) if self.lease and plan.lease_claim else None
         if plan.node_patch is not None:
             try:
                 await self.kube.patch(node_path(body["spec"]["nodeName"]), plan.node_patch)
             except (Conflict, NotFound):
-                return Outcome(node_conflict=True)
+                return Outcome(node_conflict=True, lease=lease)
+        refused = {job["metadata"]["name"]: await self._create_job(job) for job in plan.jobs}
         for event in plan.events:
             self.event(_node_ref(node) if event.on_node and node else body, event.type, event.reason, event.message)
             if not event.on_node:
@@ -75,7 +85,17 @@ class Executor:
         await self._write_status(stored, plan.status)
         if plan.drained_after is not None:
             metrics.DRAIN_SECONDS.observe(plan.drained_after)
-        return Outcome(attempts={r.uid: a for r, a in zip(plan.removals, results)})
+        return Outcome(attempts=dict(zip((r.uid for r in plan.removals), results, strict=True)), lease=lease, refused_jobs=refused)
+
+    async def _create_job(self, job: Mapping[str, Any]) -> str | None:
+        """Create a hook Job; why the API refused it (None: created, or created meanwhile)."""
+        try:
+            await self.kube.request("POST", jobs_path(job["metadata"]["namespace"]), body=job)
+        except Conflict:  # created meanwhile; the watch brings it
+            return None
+        except ApiError as error:  # a template the API refuses: the gate says which field to fix
+            return str(error)
+        return None
 
     def _log(self, event: Event) -> None:
         if event.type == "Warning":
@@ -107,7 +127,7 @@ class Executor:
                 return Attempt(now, refused_by=((removal.budget, removal.budget_version),), failures=failures)
             return Attempt(now + retry_delay(failures, error.retry_after, random.random()),
                            error=f"eviction refused for now: {error.message or error.reason}", failures=failures)
-        except (TimeoutError, ApiError, OSError) as error:
+        except KubeError as error:
             metrics.EVICTIONS.labels(result="error").inc()
             return Attempt(now + retry_delay(failures, 0, random.random()), error=f"removal failed: {error}", failures=failures)
         metrics.EVICTIONS.labels(result="deleted" if removal.delete else "evicted").inc()

@@ -16,9 +16,10 @@ from node_maintenance.coordination import remediation as rem
 from node_maintenance.drain import node as nodes
 from node_maintenance.runtime import metrics
 from node_maintenance.runtime.executor import EventSink
+from node_maintenance.runtime.leases import LeaseKeeper
 
 
-async def end(kube: AsyncKube, body: dict[str, Any], event: EventSink, log: logging.LoggerAdapter, active: metrics.Active,
+async def end(kube: AsyncKube, body: dict[str, Any], event: EventSink, log: logging.LoggerAdapter[logging.Logger], active: metrics.Active,
               lease_namespace: str = "") -> None:
     """Give the node back if this NodeMaintenance holds it: remove our taint, uncordon unless it was cordoned before,
     put the remediation label back as it was, then release the remediation Lease (held in ``lease_namespace``)."""
@@ -29,7 +30,7 @@ async def end(kube: AsyncKube, body: dict[str, Any], event: EventSink, log: logg
         if node is None or nodes.holder_of(node) != name:
             if lease_namespace and (node is None or nodes.holder_of(node) is None):
                 # Deleted between taking the Lease and taking the node: no other maintenance uses that Lease.
-                await rem.LeaseKeeper(kube, lease_namespace, node_name).release()
+                await LeaseKeeper(kube, lease_namespace, node_name).release()
             event(body, "Normal", "RemovedMaintenance", f"maintenance of node {node_name} removed")
             return
         try:
@@ -38,7 +39,7 @@ async def end(kube: AsyncKube, body: dict[str, Any], event: EventSink, log: logg
         except Conflict:  # the node changed meanwhile: decide again on the fresh node
             continue
     if lease_namespace:
-        await rem.LeaseKeeper(kube, lease_namespace, node_name).release()
+        await LeaseKeeper(kube, lease_namespace, node_name).release()
     log.info("removed maintenance")
     node_ref = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node_name, "uid": node["metadata"]["uid"]}}
     event(body, "Normal", "RemovedMaintenance", f"maintenance of node {node_name} removed")

@@ -1,46 +1,64 @@
-"""kopf handlers: thin glue from NodeMaintenance events to ``maintenance``.
+"""kopf handlers: thin glue from NodeMaintenance events to the drain ``Engine`` and the hand-back.
 
 Handlers are registered per API version at run time (:func:`registry`): the entry point picks the
-version the installed CRD serves and builds a registry for it. The API access and that version come
-in kopf's ``memo``, so handlers hold no globals.
+version the installed CRD serves and builds a registry for it. What they share comes in kopf's
+``memo`` (a :class:`Memo`), so handlers hold no globals.
 
 One daemon per NodeMaintenance runs its drain ``Engine`` until the object is deleted; every change
 of the object wakes the engine; the deletion handler (which makes kopf keep our finalizer on every
-object) gives the node back.
+object) gives the node back. An index of NodeMaintenance names, which kopf fills before any handler
+runs, tells an engine whether the holder its node names still exists.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import logging
 from typing import Any
 
 import kopf
 
 from node_maintenance import api
-from node_maintenance.runtime import handback as maintenance
-from node_maintenance.runtime.engine import Engine
+from node_maintenance.runtime import handback
+from node_maintenance.runtime.engine import Engine, Shared
 
 FINALIZER = f"{api.GROUP}/finalizer"
 # How often a new NodeMaintenance's daemon looks whether kopf's finalizer is on it yet.
 FINALIZER_POLL_SECONDS = 0.2
 
 
-def _event(obj: dict[str, Any], type_: str, reason: str, message: str) -> None:
+@dataclasses.dataclass
+class Running:
+    """One NodeMaintenance's engine and the task running it."""
+
+    engine: Engine
+    task: asyncio.Task[None]
+
+
+@dataclasses.dataclass
+class Memo:
+    """What kopf hands every handler (a shallow copy per object: ``engines`` is one dict for all)."""
+
+    shared: Shared
+    engines: dict[str, Running]
+
+
+def post_event(obj: dict[str, Any], type_: str, reason: str, message: str) -> None:
     kopf.event(obj, type=type_, reason=reason, message=message[:1024])
 
 
-def _logger(body: kopf.Body) -> logging.LoggerAdapter:
+def _logger(body: kopf.Body) -> logging.LoggerAdapter[logging.Logger]:
     return logging.LoggerAdapter(
         logging.getLogger("node_maintenance"),
         {"nodeMaintenance": body["metadata"]["name"], "node": body.get("spec", {}).get("nodeName", "")},
     )
 
 
-def login(memo: kopf.Memo, **_: Any) -> kopf.ConnectionInfo:
+def login(memo: Memo, **_: Any) -> kopf.ConnectionInfo:
     """kopf talks to the API with our own credentials (its helper for this would load the official client)."""
-    c = memo.akube.credentials
+    c = memo.shared.kube.credentials
     token = c.bearer()
     return kopf.ConnectionInfo(server=c.server, ca_path=c.ca_file, ca_data=c.ca_data, insecure=c.insecure,
                                scheme="Bearer" if token else None, token=token, certificate_path=c.cert_file,
@@ -56,7 +74,12 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.watching.server_timeout = 300
 
 
-async def maintain(body: kopf.Body, stopped: kopf.DaemonStopped, memo: kopf.Memo, **_: Any) -> None:
+def names(name: str, **_: Any) -> dict[str, bool]:
+    """The index ``names``: every NodeMaintenance by name."""
+    return {name: True}
+
+
+async def maintain(body: kopf.Body, stopped: kopf.DaemonStopped, memo: Memo, names: kopf.Index[str, bool], **_: Any) -> None:
     """Drive the drain until kopf stops the daemon (the object is deleted, or the operator stops)."""
     name = body["metadata"]["name"]
     # kopf starts daemons before its finalizer is on the object: a node taken then would stay cordoned if the
@@ -65,36 +88,35 @@ async def maintain(body: kopf.Body, stopped: kopf.DaemonStopped, memo: kopf.Memo
         if await stopped.wait(FINALIZER_POLL_SECONDS):
             return
     # kopf keeps `body` current; the engine reads it through the conversion, which copies it.
-    engine = Engine(memo.akube, memo.budgets, memo.active, lambda: dict(body), memo.version, _event, _logger(body),
-                    policies=memo.policies, lease_namespace=memo.lease_namespace)
-    running = asyncio.create_task(engine.run())
-    memo.engines[name] = (engine, running)
+    engine = Engine(memo.shared, lambda: dict(body), _logger(body), exists=lambda holder: holder in names)
+    memo.engines[name] = Running(engine, asyncio.create_task(engine.run()))
     try:
         await stopped.wait()
     finally:
         await _stop(memo, name)
 
 
-async def _stop(memo: kopf.Memo, name: str) -> None:
-    engine = memo.engines.pop(name, None)
-    if engine is not None:
-        engine[1].cancel()
-        await asyncio.gather(engine[1], return_exceptions=True)
+async def _stop(memo: Memo, name: str) -> None:
+    running = memo.engines.pop(name, None)
+    if running is not None:
+        running.task.cancel()
+        await asyncio.gather(running.task, return_exceptions=True)
 
 
-async def changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+async def changed(body: kopf.Body, memo: Memo, **_: Any) -> None:
     """Any change of a NodeMaintenance (a new spec.drain, say) makes its engine plan again."""
-    engine = memo.engines.get(body["metadata"]["name"])
-    if engine is not None:
-        engine[0].wake()
+    running = memo.engines.get(body["metadata"]["name"])
+    if running is not None:
+        running.engine.wake()
 
 
-async def remove(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+async def remove(body: kopf.Body, memo: Memo, **_: Any) -> None:
     # The drain stops first: it must not take the node again once it is given back.
     await _stop(memo, body["metadata"]["name"])
-    if memo.policies:  # a policy's postMaintenance Job runs before the node is given back
-        await memo.policies.before_handback(dict(body), memo.version)
-    await maintenance.end(memo.akube, copy.deepcopy(dict(body)), _event, _logger(body), memo.active, memo.lease_namespace)
+    shared = memo.shared
+    if shared.policies:  # a policy's postMaintenance Job runs before the node is given back
+        await shared.policies.before_handback(dict(body), shared.version)
+    await handback.end(shared.kube, copy.deepcopy(dict(body)), post_event, _logger(body), shared.active, shared.lease_namespace)
 
 
 def registry(version: str) -> kopf.OperatorRegistry:
@@ -102,6 +124,7 @@ def registry(version: str) -> kopf.OperatorRegistry:
     handlers = kopf.OperatorRegistry()
     kopf.on.login(registry=handlers)(login)
     kopf.on.startup(registry=handlers)(configure)
+    kopf.index(api.GROUP, version, api.PLURAL, registry=handlers)(names)
     kopf.daemon(api.GROUP, version, api.PLURAL, cancellation_timeout=5.0, registry=handlers)(maintain)
     kopf.on.event(api.GROUP, version, api.PLURAL, registry=handlers)(changed)
     kopf.on.delete(api.GROUP, version, api.PLURAL, registry=handlers)(remove)

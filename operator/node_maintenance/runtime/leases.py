@@ -1,18 +1,16 @@
-"""The remediation Lease of one node at run time: the few requests that take, renew and release it.
+"""The remediation Lease of one node at run time: the reads a plan needs and the writes it asks for.
 
-The rules (who holds a Lease, the record we write) are ``coordination.lease`` and
-``coordination.remediation``; this keeper remembers when to look again, so a held Lease costs one
-request per renewal period.
+The rules (who holds a Lease, the record we write, when to claim) are ``coordination.lease`` and
+``coordination.remediation``, decided in the drain's plan; this keeper reads the Lease only when a
+claim or renewal is due, so a held Lease costs a read and a write per renewal period.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from dataclasses import replace
 from typing import Any
 
-from node_maintenance.api import timestamps
 from node_maintenance.api.paths import NAMESPACES, lease_path
 from node_maintenance.client.errors import ApiError, Conflict, Forbidden, Invalid, NotFound
 from node_maintenance.client.http import AsyncKube
@@ -20,57 +18,62 @@ from node_maintenance.coordination import lease as leases
 from node_maintenance.coordination.remediation import (
     FORBIDDEN_RECHECK_SECONDS,
     HOLDER_IDENTITY,
-    LEASE_HELD_RECHECK_SECONDS,
     RENEW_AFTER_SECONDS,
+    LeaseClaim,
     LeaseState,
-    claimed,
+    LeaseView,
     lease_name,
-    other_holder,
 )
 
 log = logging.getLogger(__name__)
 
 
 class LeaseKeeper:
-    """Holds, renews and releases the Lease of one node; at most one request per renewal period once held."""
+    """What is known of one node's Lease, and the requests that read, write and release it."""
 
     def __init__(self, kube: AsyncKube, namespace: str, node_name: str) -> None:
         self.kube = kube
         self.namespace = namespace
         self.node_name = node_name
         self.path = lease_path(namespace, lease_name(node_name))
-        self._last: tuple[LeaseState, float] | None = None  # what the last look found, and until when (monotonic) it stands
+        self.known: LeaseState | None = None  # what the last claim (or look) met
+        self._due_at = 0.0  # monotonic time from which the Lease is read and claimed again
 
-    async def hold(self, node: dict[str, Any]) -> LeaseState:
-        """Take or renew the Lease unless another holder owns it; between looks, what the last one found."""
-        clock = time.monotonic()
-        if self._last and clock < self._last[1]:
-            return replace(self._last[0], recheck_in=self._last[1] - clock)
-        state = await self._look(node)
-        self._last = (state, time.monotonic() + (state.recheck_in or 0))
-        return state
+    def due_in(self) -> float:
+        return max(0.0, self._due_at - time.monotonic())
 
-    async def _look(self, node: dict[str, Any]) -> LeaseState:
-        now = timestamps.now()
+    async def view(self) -> LeaseView:
+        """What a plan is shown: the last known state, and the Lease as it is now when a claim is due."""
+        if self.known is not None and self.due_in() > 0:
+            return LeaseView(self.namespace, self.node_name, self.known)
         try:
-            lease = await self.kube.get(self.path)
-            holder = other_holder(lease, now)
-            if holder:
-                due = leases.expires_at(lease)
-                wait = LEASE_HELD_RECHECK_SECONDS if due is None else min(LEASE_HELD_RECHECK_SECONDS, max(0.5, (due - now).total_seconds()))
-                return LeaseState(self.namespace, self.node_name, other=holder, recheck_in=wait)
-            body = claimed(lease, node, self.namespace, now)
-            if lease is None:
-                await self._create(body)
+            read = await self.kube.get(self.path)
+        except (Forbidden, Invalid) as error:
+            self.remember(self._problem(error))
+            return LeaseView(self.namespace, self.node_name, self.known)
+        return LeaseView(self.namespace, self.node_name, self.known, due=True, read=read)
+
+    def remember(self, state: LeaseState) -> None:
+        self.known = state
+        self._due_at = time.monotonic() + (state.recheck_in or 0)
+
+    async def write(self, claim: LeaseClaim) -> LeaseState:
+        """Carry a plan's claim out; what it met."""
+        try:
+            if claim.create:
+                await self._create(claim.body)
             else:
-                await self.kube.request("PUT", self.path, body=body)  # resourceVersion: a compare-and-swap
+                await self.kube.request("PUT", self.path, body=claim.body)  # resourceVersion: a compare-and-swap
         except Conflict:  # another holder wrote it meanwhile: look again at once
             return LeaseState(self.namespace, self.node_name, problem="the Lease changed while we wrote it", recheck_in=0.5)
-        except Forbidden as error:
-            return LeaseState(self.namespace, self.node_name, problem=f"forbidden: {error.message}", recheck_in=FORBIDDEN_RECHECK_SECONDS)
-        except Invalid as error:  # no Lease can have this name: node-<name> is longer than a name may be
-            return LeaseState(self.namespace, self.node_name, problem=f"invalid: {error.message}", recheck_in=FORBIDDEN_RECHECK_SECONDS)
+        except (Forbidden, Invalid) as error:
+            return self._problem(error)
         return LeaseState(self.namespace, self.node_name, recheck_in=RENEW_AFTER_SECONDS)
+
+    def _problem(self, error: Forbidden | Invalid) -> LeaseState:
+        # Invalid: no Lease can have this name (node-<name> is longer than a name may be).
+        kind = "forbidden" if isinstance(error, Forbidden) else "invalid"
+        return LeaseState(self.namespace, self.node_name, problem=f"{kind}: {error.message}", recheck_in=FORBIDDEN_RECHECK_SECONDS)
 
     async def _create(self, body: dict[str, Any]) -> None:
         create = lease_path(self.namespace)
@@ -86,7 +89,7 @@ class LeaseKeeper:
 
     async def release(self) -> None:
         """Delete the Lease if we hold it; a Lease another holder took over stays theirs."""
-        self._last = None
+        self.known, self._due_at = None, 0.0
         try:
             lease = await self.kube.get(self.path)
             if lease is None or leases.holder_of(lease) != HOLDER_IDENTITY:

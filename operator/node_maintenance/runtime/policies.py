@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import datetime
 import logging
 from collections.abc import Callable, Mapping
@@ -18,47 +17,22 @@ from typing import Any
 
 import kopf
 
+from node_maintenance.api import conditions as cond
 from node_maintenance.api import timestamps
+from node_maintenance.api.conditions import Condition
 from node_maintenance.api.paths import POLICY_CRD, POLICY_VERSION, jobs_path, nm_path, node_path, policy_path
 from node_maintenance.client.errors import ApiError, Conflict
 from node_maintenance.client.http import AsyncKube
 from node_maintenance.client.watch import Mirror
 from node_maintenance.drain import node as nodes
-from node_maintenance.drain import status as st
-from node_maintenance.drain.planner import Maintenance, Plan
 from node_maintenance.policy import decide as pol
 from node_maintenance.policy import hooks
+from node_maintenance.policy.gate import HOOK_RECHECK_SECONDS, Gate, Seen, gate, refusal
 
 CRD_CHECK_SECONDS = 5.0
 SYNC_TIMEOUT_SECONDS = 30.0
 POLICY_STATUS_INTERVAL_SECONDS = 1.0
-HOOK_RECHECK_SECONDS = {hooks.RUNNING: 2.0, hooks.MISSING: 1.0, hooks.FAILED: 10.0}
 log = logging.getLogger(__name__)
-
-
-@dataclasses.dataclass
-class Gate:
-    """What the policies mean for one step of a drain."""
-
-    waiting: Plan | None = None  # waiting for a slot or a conflict's end: carry this out instead of a drain
-    unknown: bool = False  # the policies' watch has not brought this maintenance yet: do nothing until it has
-    policy: pol.Policy | None = None
-    hold: str = ""  # why no pod may be evicted yet (a preDrain Job)
-    hold_failed: bool = False
-    conditions: list[tuple[str, str, str, str]] = dataclasses.field(default_factory=list)  # (type, status, reason, message)
-    recheck_in: float | None = None
-
-    def maintenance(self, body: Mapping[str, Any]) -> Maintenance:
-        """The planner's view: the policy's drain defaults, rules and hold, when one governs the node."""
-        if self.policy is None:
-            return Maintenance.of(body)
-        m = Maintenance.of(pol.with_defaults(body, self.policy))
-        return dataclasses.replace(m, rules=self.policy.rules, hold=self.hold, hold_failed=self.hold_failed)
-
-    def record(self, status: dict[str, Any], generation: int, now: datetime.datetime) -> None:
-        """Add the policy's conditions (Queued, PreDrain) to a drain's status."""
-        for condition in self.conditions:
-            status["conditions"] = st.set_condition(status["conditions"], *condition, generation=generation, now=timestamps.rfc3339(now))
 
 
 class Policies:
@@ -160,38 +134,19 @@ class Policies:
             except Conflict:  # created meanwhile; the watch brings it
                 pass
             except ApiError as error:  # a template the API refuses: say which field to fix
-                return hooks.Outcome(hooks.FAILED, f"the {hooks.FIELDS[hook]} Job of NodeMaintenancePolicy {policy} was refused: {error}; "
-                                                   f"fix spec.{hooks.FIELDS[hook]}.jobTemplate")
+                return hooks.Outcome(hooks.FAILED, refusal(hook, policy, str(error)))
         return hooks.outcome(hook, policy, job, self.namespace)
 
-    async def gate(self, body: Mapping[str, Any], node: Mapping[str, Any] | None, now: datetime.datetime) -> Gate:
-        """The policies' say in one drain step of ``body`` (in v1beta1, its stored status merged in)."""
-        if not self.served or node is None:
+    def gate(self, body: Mapping[str, Any], node: Mapping[str, Any], now: datetime.datetime, refused_jobs: Mapping[str, str]) -> Gate:
+        """The policies' say in one drain step of ``body`` (in v1beta1, its stored status merged in); reads only."""
+        if not self.served:
             return Gate()
         name = body["metadata"]["name"]
-        verdict = self.decision().verdicts.get(name)
-        if verdict is None and f"/{name}" not in self._mirrors["maintenances"].objects:
-            if any(pol.Policy.of(p).selects(node) for p in self._mirrors["policies"].objects.values()):
-                return Gate(unknown=True, recheck_in=HOOK_RECHECK_SECONDS[hooks.MISSING])
-        if verdict is None or verdict.policy is None or verdict.kind == pol.UNGOVERNED:
-            return Gate(conditions=pol.left_line(body.get("status") or {}))
-        holds = nodes.holder_of(dict(node)) == name
-        if not holds and verdict.kind in (pol.WAITING, pol.CONFLICT):
-            return Gate(waiting=pol.waiting_plan(body, verdict, now))
-        policy = verdict.policy
-        gate = Gate(policy=policy, conditions=[pol.queued_condition(verdict, body["spec"]["nodeName"])])
-        if verdict.kind == pol.CONFLICT:  # taken before the second policy appeared: evict nothing until it is resolved
-            gate.hold, gate.hold_failed = verdict.message(body["spec"]["nodeName"]), True
-        elif policy.pre_drain is not None:
-            if not holds:
-                gate.hold = "the preDrain Job starts once the node is cordoned"
-            else:
-                outcome = await self._hook(hooks.PRE_DRAIN, policy.pre_drain, policy.name, body)
-                gate.conditions.append(pol.hook_condition(hooks.PRE_DRAIN, outcome))
-                if outcome.state != hooks.SUCCEEDED:
-                    gate.hold, gate.hold_failed = outcome.message, outcome.state == hooks.FAILED
-                    gate.recheck_in = HOOK_RECHECK_SECONDS[outcome.state]
-        return gate
+        job_name = hooks.job_name(hooks.PRE_DRAIN, body)
+        seen = Seen(verdict=self.decision().verdicts.get(name), listed=f"/{name}" in self._mirrors["maintenances"].objects,
+                    selected=any(pol.Policy.of(p).selects(node) for p in self._mirrors["policies"].objects.values()),
+                    pre_drain_job=self._job(hooks.PRE_DRAIN, body), refused=refused_jobs.get(job_name, ""))
+        return gate(body, node, seen, self.namespace, now)
 
     async def before_handback(self, body: Mapping[str, Any], version: str) -> None:
         """Run the postMaintenance Job of the policy governing the node before it is given back; raises
@@ -205,7 +160,7 @@ class Policies:
         governing = [p for p in map(pol.Policy.of, self._mirrors["policies"].objects.values()) if p.selects(node)]
         if len(governing) > 1:
             message = pol.Verdict(pol.CONFLICT, policies=tuple(sorted(p.name for p in governing))).message(node["metadata"]["name"])
-            await self._note(body, version, ("PostMaintenance", "False", "PolicyConflict", message))
+            await self._note(body, version, Condition(pol.HOOK_CONDITIONS[hooks.POST_MAINTENANCE], "False", "PolicyConflict", message))
             raise kopf.TemporaryError(message, delay=HOOK_RECHECK_SECONDS[hooks.FAILED])
         if not governing or governing[0].post_maintenance is None:
             return
@@ -214,12 +169,12 @@ class Policies:
         if outcome.state != hooks.SUCCEEDED:
             raise kopf.TemporaryError(outcome.message, delay=HOOK_RECHECK_SECONDS[outcome.state])
 
-    async def _note(self, body: Mapping[str, Any], version: str, condition: tuple[str, str, str, str]) -> None:
+    async def _note(self, body: Mapping[str, Any], version: str, condition: Condition) -> None:
         """Record a hook's condition on a NodeMaintenance being deleted (its drain engine has stopped)."""
         status = body.get("status") or {}
-        conditions = st.set_condition(list(status.get("conditions") or []), *condition, generation=body["metadata"].get("generation", 1),
-                                      now=timestamps.rfc3339(timestamps.now()))
-        last_error = condition[3] if condition[1] != "True" else ""
+        conditions = cond.with_conditions(list(status.get("conditions") or []), (condition,), generation=body["metadata"].get("generation", 1),
+                                          now=timestamps.rfc3339(timestamps.now()))
+        last_error = condition.message if condition.status != "True" else ""
         if conditions != status.get("conditions") or last_error != status.get("lastError"):
             with contextlib.suppress(ApiError):
                 await self.kube.patch(nm_path(body["metadata"]["name"], version=version, subresource="status"),

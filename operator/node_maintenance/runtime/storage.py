@@ -7,7 +7,7 @@ Once ``status.storedVersions`` is ``[v1beta1]``, a later release may stop servin
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, cast
 
 from node_maintenance.api import HUB
 from node_maintenance.api.paths import NODE_MAINTENANCE_CRD, nm_path
@@ -47,7 +47,7 @@ def working_version(crd: dict[str, Any]) -> str:
 
 
 def storage_version(crd: dict[str, Any]) -> str:
-    return next(version["name"] for version in crd["spec"]["versions"] if version.get("storage"))
+    return cast(str, next(version["name"] for version in crd["spec"]["versions"] if version.get("storage")))
 
 
 def read_crd(kube: Kube) -> dict[str, Any] | None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from node_maintenance.api.paths import nm_path, node_path
 from node_maintenance.client.http import Kube
@@ -12,7 +12,7 @@ from node_maintenance.coordination import quorum
 
 def node_name_of(obj: dict[str, Any]) -> str:
     """The node an object names, in any served version (v1alpha3 defaults to its own name)."""
-    return (obj.get("spec") or {}).get("nodeName") or (obj.get("metadata") or {}).get("name", "")
+    return cast(str, (obj.get("spec") or {}).get("nodeName") or (obj.get("metadata") or {}).get("name", ""))
 
 
 @dataclass(frozen=True)

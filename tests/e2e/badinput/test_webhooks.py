@@ -32,7 +32,7 @@ pytestmark = pytest.mark.e2e
 CONVERT, VALIDATE = "/convert", "/validate-nodemaintenance"
 # Kubernetes' and OpenShift's names (not ours): a control-plane node's label, the etcd quorum guard budget.
 CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
-ETCD_GUARD_NAMESPACE, ETCD_GUARD_PDB = "openshift-etcd", "etcd-guard-pdb"
+ETCD_GUARD_PDB = "etcd-guard-pdb"  # in the session's etcd_guard_namespace, openshift-etcd
 FUZZ = settings(max_examples=40, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 
 
@@ -84,7 +84,7 @@ RULES = {  # each admission rule, by the words its refusal must carry (naming th
 
 
 @pytest.fixture(scope="module")
-def landscape(cluster: Cluster, crd: str) -> Iterator[dict[str, str]]:
+def landscape(cluster: Cluster, crd: str, etcd_guard_namespace: str) -> Iterator[dict[str, str]]:
     """A plain node, a node held by a NodeMaintenance, a control-plane node whose etcd guard allows nothing."""
     suffix = uuid.uuid4().hex[:6]
     names = {"plain": f"adm-plain-{suffix}", "held": f"adm-held-{suffix}", "control": f"adm-cp-{suffix}"}
@@ -93,15 +93,14 @@ def landscape(cluster: Cluster, crd: str) -> Iterator[dict[str, str]]:
     cluster.create_kwok_node(names["control"], labels={CONTROL_PLANE_LABEL: ""})
     holder = f"holder-{suffix}"
     create_nm(cluster, holder, names["held"])
-    cluster.kubectl("create", "namespace", ETCD_GUARD_NAMESPACE, check=False)
     apply(cluster, {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-                    "metadata": {"name": ETCD_GUARD_PDB, "namespace": ETCD_GUARD_NAMESPACE},
+                    "metadata": {"name": ETCD_GUARD_PDB, "namespace": etcd_guard_namespace},
                     "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "etcd-guard"}}}})
-    eventually(lambda: "disruptionsAllowed" in ((get(cluster, "pdb", ETCD_GUARD_PDB, "-n", ETCD_GUARD_NAMESPACE) or {}).get("status") or {}),
+    eventually(lambda: "disruptionsAllowed" in ((get(cluster, "pdb", ETCD_GUARD_PDB, "-n", etcd_guard_namespace) or {}).get("status") or {}),
                "the etcd guard counted by the disruption controller")
     yield {**names, "holder": holder}
     cluster.kubectl("delete", NM, holder, "--wait=false")
-    cluster.kubectl("delete", "namespace", ETCD_GUARD_NAMESPACE, "--wait=false")
+    cluster.kubectl("delete", "pdb", ETCD_GUARD_PDB, "-n", etcd_guard_namespace)  # not the namespace: other modules use it after
     cluster.kubectl("delete", "node", *names.values(), "--wait=false")
 
 
@@ -309,7 +308,7 @@ def test_slow_clients_do_not_stop_others_being_served(webhook: Webhook, operator
             conn.sendall(f"POST {VALIDATE} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n".encode() + b'{"request"')
             held.append(conn)
         tally["webhook: slow clients (slowloris)"] += len(held)
-        for round_ in range(5):
+        for _ in range(5):
             for conn in held[40:]:
                 conn.sendall(b"a")  # keep trickling
             started = time.monotonic()
@@ -342,7 +341,7 @@ def _old_tls_client(ca_pem: bytes, version: str) -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.load_verify_locations(cadata=ca_pem.decode())
     context.set_ciphers("DEFAULT:@SECLEVEL=0")  # let this client offer the old protocol at all
-    with pytest.warns(DeprecationWarning):
+    with pytest.warns(DeprecationWarning, match=rf"^ssl\.TLSVersion\.{version} is deprecated$"):
         context.minimum_version = context.maximum_version = getattr(ssl.TLSVersion, version)
     return context
 
@@ -359,7 +358,7 @@ def test_tls_below_1_2_is_refused(webhook: Webhook, operator: OperatorProcess, t
     permissive = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     permissive.load_cert_chain(tmp_path / "tls.crt", tmp_path / "tls.key")
     permissive.set_ciphers("DEFAULT:@SECLEVEL=0")
-    with pytest.warns(DeprecationWarning):
+    with pytest.warns(DeprecationWarning, match=r"^ssl\.TLSVersion\.TLSv1 is deprecated$"):
         permissive.minimum_version = ssl.TLSVersion.TLSv1
     with socket.create_server(("127.0.0.1", 0)) as listener:
         accepting = threading.Thread(target=lambda: permissive.wrap_socket(listener.accept()[0], server_side=True).close(), daemon=True)

@@ -13,6 +13,7 @@ from devcluster.cluster import Cluster
 from devcluster.olm import OLM
 from devcluster.processes import identify, survivors
 from devcluster.publish import Published
+from devcluster.waiting import ClusterError, wait_for
 
 from ....releases import ALL_CRDS
 from .install import Install
@@ -51,12 +52,21 @@ def install(request: pytest.FixtureRequest, cluster: Cluster, olm: OLM, publishe
 def _remove_crds(cluster: Cluster) -> None:
     """Delete the objects of every CRD a release owns (finalizers too: no operator is left to run them), and the CRDs."""
     for name in ALL_CRDS:
-        if cluster.kubectl("get", "crd", name, check=False).returncode != 0:
+        found = cluster.kubectl("get", "crd", name, check=False)
+        if found.returncode != 0:
+            if "(NotFound)" not in found.stderr:
+                raise ClusterError(f"kubectl get crd {name} failed:\n{found.stderr}")
             continue
-        # A webhook in it has gone with the operator: read the objects without conversion.
+        # A webhook in it has gone with the operator: read the objects without conversion. The API server
+        # rebuilds the resource's storage after that change and answers 429 meanwhile (see point_conversion_at).
         cluster.kubectl("patch", "crd", name, "--type=merge", "-p", json.dumps({"spec": {"conversion": {"strategy": "None", "webhook": None}}}))
-        for obj in cluster.kubectl("get", name, "-o", "name", check=False).stdout.split():
-            cluster.kubectl("patch", obj, "--type=merge", "-p", '{"metadata":{"finalizers":null}}', check=False)
+        listed = wait_for(f"{name} listed without conversion",
+                          lambda: (result := cluster.kubectl("get", name, "-o", "name", check=False)).returncode == 0 and result, 30,
+                          details=lambda: cluster.kubectl("get", name, "-o", "name", check=False).stderr)
+        for obj in listed.stdout.split():
+            patched = cluster.kubectl("patch", obj, "--type=merge", "-p", '{"metadata":{"finalizers":null}}', check=False)
+            if patched.returncode != 0 and "(NotFound)" not in patched.stderr:  # gone meanwhile is what the patch is for
+                raise ClusterError(f"removing the finalizers of {obj} failed:\n{patched.stderr}")
         cluster.kubectl("delete", "crd", name, "--timeout=120s")
 
 

@@ -3,6 +3,8 @@ through olm.skipRange with automatic approval (stable). No NodeMaintenance is lo
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from devcluster.cluster import Cluster
@@ -40,7 +42,7 @@ def test_manual_upgrade_through_every_release_keeps_every_node_maintenance(clust
         created[name] = (read_nm(cluster, "v1alpha1", name)["metadata"]["uid"], node, reason)
     assert _all_readable(cluster, created, SERVED["0.1.0"])
 
-    for previous, version in zip(RELEASES, RELEASES[1:]):
+    for previous, version in itertools.pairwise(RELEASES):
         install.approve(version)  # OLM offers the next release in turn, never a jump
         install.wait_plan_complete(version)
         install.wait_succeeded(version)

@@ -1,0 +1,82 @@
+"""What a drain remembers from one step to the next, decided by pure functions: the attempts of its
+removals, the evictions it counts against budgets, and when its status is written.
+
+The engine keeps the state; these functions say how it changes, so each rule is a unit test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from node_maintenance.api.conversion import status_fields
+from node_maintenance.drain import status as st
+from node_maintenance.drain.planner import Attempt, Removal
+
+# While the phase stays the same, the status is written at most this often (a drain of many pods
+# would otherwise write it once per pod); a new phase is written at once.
+NM_STATUS_INTERVAL_SECONDS = 2.0
+
+
+@dataclass(frozen=True)
+class Eviction:
+    """An eviction counted against a budget until the budget's watch shows it."""
+
+    budget: str
+    pod: str
+
+
+def counted(removals: Iterable[Removal]) -> list[Eviction]:
+    """The evictions a plan sends that count against a budget, counted before any is sent, so that
+    concurrent drains see them."""
+    return [Eviction(r.budget, r.name) for r in removals if r.budget]
+
+
+def uncounted(removals: Iterable[Removal], results: Mapping[str, Attempt | None] | None) -> list[Eviction]:
+    """The counted evictions to take back: those the API did not accept, or never saw (``results`` None:
+    the step stopped before any removal was sent)."""
+    return [Eviction(r.budget, r.name) for r in removals
+            if r.budget and not (results is not None and (a := results.get(r.uid)) is not None and a.accepted)]
+
+
+def merge_attempts(attempts: Mapping[str, Attempt], removals: Iterable[Removal], results: Mapping[str, Attempt | None],
+                   live: Collection[str]) -> dict[str, Attempt]:
+    """The attempts after a step: each removal's result replaces its pod's entry (None forgets it), and
+    pods no longer on the node (``live``: the uids still there) are forgotten."""
+    merged = dict(attempts)
+    for removal in removals:
+        result = results.get(removal.uid)
+        if result is None:
+            merged.pop(removal.uid, None)
+        else:
+            merged[removal.uid] = result
+    return {uid: a for uid, a in merged.items() if uid in live}
+
+
+def merge_refusals(known: Mapping[str, str], results: Mapping[str, str | None]) -> dict[str, str]:
+    """Why hook Jobs were refused: a Job created since forgets its refusal (None), a refused one records why."""
+    merged = {**known, **{name: why for name, why in results.items() if why is not None}}
+    return {name: why for name, why in merged.items() if not (name in results and results[name] is None)}
+
+
+def status_due(phase: str, stored: Mapping[str, Any], seconds_since_write: float, has_events: bool) -> bool:
+    """Whether a step writes its status now: a new phase, an event (whose cause is recorded at once, so it
+    fires once), or the interval since the last write has passed."""
+    return has_events or phase != stored.get("phase") or seconds_since_write >= NM_STATUS_INTERVAL_SECONDS
+
+
+def foreign_status(observed: Mapping[str, Any], written: Iterable[Mapping[str, Any]], version: str) -> bool:
+    """Whether someone else wrote the status the object shows: a field this engine writes holds a value
+    none of its recent writes gave it (``lastUpdate`` aside). Fields it never writes are not its concern."""
+    held = status_fields(version)
+    recent = list(written)
+    return bool(recent) and not any(
+        all(observed.get(key) == value for key, value in ours.items() if key in held and key != "lastUpdate") for ours in recent
+    )
+
+
+def differs(stored: Mapping[str, Any], new: Mapping[str, Any], version: str) -> bool:
+    """Whether a status differs from the one stored in what ``version`` holds (``lastUpdate`` aside)."""
+    held = status_fields(version)
+    return not st.same({k: v for k, v in stored.items() if k in held}, {k: v for k, v in new.items() if k in held})

@@ -1,0 +1,94 @@
+"""What the policies mean for one step of one drain: a pure function of what the policies' watches show.
+
+The gate reads; it writes nothing. A hook Job the maintenance needs and that does not exist yet is
+named in :attr:`Gate.jobs`, and the drain's plan asks the executor to create it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from collections.abc import Mapping
+from typing import Any
+
+from node_maintenance.api.conditions import Condition
+from node_maintenance.drain import node as nodes
+from node_maintenance.drain.planner import Maintenance, Plan
+from node_maintenance.policy import decide as pol
+from node_maintenance.policy import hooks
+
+# A hook Job in this state is looked at again this often (its watch may miss nothing, but a Job that
+# cannot be created is tried again at this pace).
+HOOK_RECHECK_SECONDS = {hooks.RUNNING: 2.0, hooks.MISSING: 1.0, hooks.FAILED: 10.0}
+
+
+@dataclasses.dataclass(frozen=True)
+class Gate:
+    """What the policies mean for one step of a drain."""
+
+    waiting: Plan | None = None  # waiting for a slot or a conflict's end: carry this out instead of a drain
+    unknown: bool = False  # the policies' watch has not brought this maintenance yet: do nothing until it has
+    policy: pol.Policy | None = None
+    hold: str = ""  # why no pod may be evicted yet (a preDrain Job)
+    hold_failed: bool = False
+    conditions: tuple[Condition, ...] = ()
+    jobs: tuple[Mapping[str, Any], ...] = ()  # hook Jobs to create
+    recheck_in: float | None = None
+
+    def maintenance(self, body: Mapping[str, Any]) -> Maintenance:
+        """The planner's view: the policy's drain defaults, rules, hold, conditions and Jobs, when one governs the node."""
+        if self.policy is None:
+            return dataclasses.replace(Maintenance.of(body), conditions=self.conditions)
+        m = Maintenance.of(pol.with_defaults(body, self.policy))
+        return dataclasses.replace(m, rules=self.policy.rules, hold=self.hold, hold_failed=self.hold_failed,
+                                   hold_recheck_in=self.recheck_in, conditions=self.conditions, jobs=self.jobs)
+
+
+@dataclasses.dataclass(frozen=True)
+class Seen:
+    """What the policies' watches show of one maintenance."""
+
+    verdict: pol.Verdict | None
+    listed: bool  # the maintenances' watch has brought it
+    selected: bool  # a policy selects its node
+    pre_drain_job: Mapping[str, Any] | None = None  # its preDrain Job, if one exists
+    refused: str = ""  # why the API refused to create that Job at the last try
+
+
+def gate(body: Mapping[str, Any], node: Mapping[str, Any], seen: Seen, namespace: str, now: datetime.datetime) -> Gate:
+    """The policies' say in one drain step of ``body`` (in v1beta1, its stored status merged in)."""
+    name = body["metadata"]["name"]
+    verdict = seen.verdict
+    if verdict is None and not seen.listed and seen.selected:
+        return Gate(unknown=True, recheck_in=HOOK_RECHECK_SECONDS[hooks.MISSING])
+    if verdict is None or verdict.policy is None or verdict.kind == pol.UNGOVERNED:
+        return Gate(conditions=pol.left_line(body.get("status") or {}))
+    holds = nodes.holder_of(dict(node)) == name
+    if not holds and verdict.kind in (pol.WAITING, pol.CONFLICT):
+        return Gate(waiting=pol.waiting_plan(body, verdict, now))
+    policy = verdict.policy
+    queued = pol.queued_condition(verdict, body["spec"]["nodeName"])
+    if verdict.kind == pol.CONFLICT:  # taken before the second policy appeared: evict nothing until it is resolved
+        return Gate(policy=policy, conditions=(queued,), hold=verdict.message(body["spec"]["nodeName"]), hold_failed=True)
+    if policy.pre_drain is None:
+        return Gate(policy=policy, conditions=(queued,))
+    if not holds:
+        return Gate(policy=policy, conditions=(queued,), hold="the preDrain Job starts once the node is cordoned")
+    outcome = pre_drain_outcome(seen, policy.name, namespace)
+    jobs = (hooks.build_job(hooks.PRE_DRAIN, policy.pre_drain, body, namespace),) if seen.pre_drain_job is None else ()
+    conditions = (queued, pol.hook_condition(hooks.PRE_DRAIN, outcome))
+    if outcome.state == hooks.SUCCEEDED:
+        return Gate(policy=policy, conditions=conditions)
+    return Gate(policy=policy, conditions=conditions, jobs=jobs, hold=outcome.message, hold_failed=outcome.state == hooks.FAILED,
+                recheck_in=HOOK_RECHECK_SECONDS[outcome.state])
+
+
+def pre_drain_outcome(seen: Seen, policy: str, namespace: str) -> hooks.Outcome:
+    """How the preDrain Job stands; a Job the API refused is a failure that names the field to fix."""
+    if seen.pre_drain_job is None and seen.refused:
+        return hooks.Outcome(hooks.FAILED, refusal(hooks.PRE_DRAIN, policy, seen.refused))
+    return hooks.outcome(hooks.PRE_DRAIN, policy, seen.pre_drain_job, namespace)
+
+
+def refusal(hook: str, policy: str, error: str) -> str:
+    return f"the {hooks.FIELDS[hook]} Job of NodeMaintenancePolicy {policy} was refused: {error}; fix spec.{hooks.FIELDS[hook]}.jobTemplate"
