@@ -9,7 +9,7 @@ export PYTHONPATH := $(CURDIR)/hack
 # Everything the tests need from the OS, installed only when missing.
 SYSTEM_PACKAGES := buildah skopeo umoci docker-registry iproute2 mmdebstrap containerd runc containernetworking-plugins iptables conntrack busybox-static
 
-.PHONY: help venv system-deps tools render check test unit demo demo-transcript bench bench-smoke soak clean
+.PHONY: help venv system-deps tools render check lint test unit demo demo-transcript bench bench-smoke soak clean
 
 help:
 	@echo "make demo   - OLM installs the operator from our images on a local cluster, which drains a node and hands it back"
@@ -21,6 +21,7 @@ help:
 	@echo "make soak   - NodeMaintenances at random for 30 min (SOAK_MINUTES) while the operator is killed and its"
 	@echo "             link to the API server faulted; report in build/soak (report.json, report.txt)"
 	@echo "make render - re-render CRD, bundle, catalog and OLM deploy manifests; make check verifies them"
+	@echo "make lint   - import layers, types and style (also the first step of make test)"
 
 # uv resolves and installs the test environment from its cache in seconds (pip took a minute); pip stays in
 # the venv, because hack/install-app.sh builds the operator image's wheels with it.
@@ -52,10 +53,16 @@ check: venv
 unit: venv
 	$(PYTEST) -q tests/unit
 
+# The layers (import-linter's contracts), the types (mypy) and the style (ruff), from pyproject.toml's configuration.
+lint: venv
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy operator/node_maintenance operator/node_maintenance_cli operator/node_maintenance_packaging
+	$(VENV)/bin/ruff check operator hack tests bench soak setup.py
+
 # The end-to-end tests mostly wait on controllers: they run in this many processes, each with a control
 # plane of its own; tests/conftest.py keeps the tests of a shared setup (the real-node cluster) in one.
 TEST_WORKERS ?= 3
-test: venv system-deps tools
+test: venv lint system-deps tools
 	$(PYTEST) -q -ra -n $(TEST_WORKERS) --dist loadscope
 
 # The demo's transcript goes to build/ unless DEMO_TRANSCRIPT names another file; KEEP=1 leaves the cluster up.

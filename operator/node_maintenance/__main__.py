@@ -8,7 +8,7 @@ import sys
 # kopf imports the official Kubernetes client whenever it is installed (a development environment has it,
 # for the tests), only to recognise that client's objects, which this process never hands it: keep its
 # ~20 MiB out, so the operator weighs what it weighs in its image, which lacks it.
-sys.modules.setdefault("kubernetes", None)  # type: ignore[assignment]
+sys.modules.setdefault("kubernetes", None)  # type: ignore[arg-type]
 
 from node_maintenance.runtime.main import main  # noqa: E402
 

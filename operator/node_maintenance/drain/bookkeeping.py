@@ -54,6 +54,18 @@ def merge_attempts(attempts: Mapping[str, Attempt], removals: Iterable[Removal],
     return {uid: a for uid, a in merged.items() if uid in live}
 
 
+def next_try_in(attempts: Mapping[str, Attempt], clock: float) -> float | None:
+    """Seconds until the earliest attempt may be tried again, so that a removal that failed is retried
+    even when no watch reports anything meanwhile; None when nothing waits on time."""
+    waits = [a.not_before - clock for a in attempts.values() if a.not_before > clock]
+    return min(waits) if waits else None
+
+
+def sooner(a: float | None, b: float | None) -> float | None:
+    """The earlier of two times to look again (None: never)."""
+    return b if a is None else a if b is None else min(a, b)
+
+
 def merge_refusals(known: Mapping[str, str], results: Mapping[str, str | None]) -> dict[str, str]:
     """Why hook Jobs were refused: a Job created since forgets its refusal (None), a refused one records why."""
     merged = {**known, **{name: why for name, why in results.items() if why is not None}}

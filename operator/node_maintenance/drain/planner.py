@@ -152,8 +152,8 @@ def plan(
     seen = rem.seen(lease, now) if lease is not None else None
     claim = rem.claim(lease, dict(node), now) if lease is not None and seen is None else None
     state = seen or (lease.known if lease is not None else None)
-    if fresh and seen is not None and seen.other:
-        return _failed(m, now, rem.held_message(seen.namespace, m.node_name, seen.other), seen.recheck_in, seen)
+    if fresh and state is not None and state.other:  # just read, or known from an earlier read: either holds the node back
+        return _failed(m, now, rem.held_message(state.namespace, m.node_name, state.other), state.recheck_in, state)
     if fresh and claim is not None and lease is not None and lease.known is None:
         # Never claimed yet: claim first, and take the node on the next step, knowing what the claim met.
         return Plan(str(m.status.get("phase") or ""), dict(m.status), lease_claim=claim, recheck_in=0.0)

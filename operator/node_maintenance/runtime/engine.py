@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from node_maintenance import api
 from node_maintenance.api import HUB, timestamps
 from node_maintenance.api.conversion import convert
 from node_maintenance.api.paths import PODS, node_path
@@ -118,7 +119,7 @@ class Engine:
     async def step(self) -> float | None:
         """Read, plan, execute, remember; return when to look again without a change (None: never)."""
         shared, memory = self.shared, self.memory
-        body = convert(self.body(), f"{HUB}")  # older versions park spec.drain in an annotation
+        body = convert(self.body(), f"{api.GROUP}/{HUB}")  # older versions park spec.drain in an annotation
         if body["metadata"].get("deletionTimestamp"):
             return None  # being deleted: the node is given back, never taken again
         # Someone else wrote the status (a user's patch, another client): it is written again, whatever changed.
@@ -143,10 +144,7 @@ class Engine:
                        holder_exists=holder_exists, attempts=memory.attempts, in_flight=shared.budgets.in_flight(), lease=lease)
         shared.active.holding(self.name, decided.holds_node)
         recheck = await self._carry_out(decided, body, node, foreign, live={p["metadata"]["uid"] for p in node_pods})
-        if self.lease and self.lease.known is not None:
-            due = self.lease.due_in()
-            recheck = due if recheck is None else min(recheck, due)
-        return recheck
+        return books.sooner(recheck, self.lease.due_in() if self.lease and self.lease.known is not None else None)
 
     async def _carry_out(self, decided: Plan, body: dict[str, Any], node: dict[str, Any] | None, foreign: bool,
                          live: set[str] | None = None) -> float | None:
@@ -165,14 +163,14 @@ class Engine:
         memory.refused_jobs = books.merge_refusals(memory.refused_jobs, outcome.refused_jobs)
         if outcome.node_conflict:
             return None  # the node watch brings the node that changed
+        recheck = decided.recheck_in
         if live is not None:
             memory.attempts = books.merge_attempts(memory.attempts, decided.removals, outcome.attempts or {}, live)
-        recheck = decided.recheck_in
+            recheck = books.sooner(recheck, books.next_try_in(memory.attempts, time.time()))
         if write or foreign:
             memory.stored, memory.written_at = decided.status, time.monotonic()
             memory.written.append(decided.status)
         elif books.differs(memory.stored, decided.status, shared.version):
-            flush = memory.written_at + books.NM_STATUS_INTERVAL_SECONDS - time.monotonic()
-            recheck = flush if recheck is None else min(recheck, flush)
+            recheck = books.sooner(recheck, memory.written_at + books.NM_STATUS_INTERVAL_SECONDS - time.monotonic())
         return recheck
 

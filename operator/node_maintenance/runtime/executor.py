@@ -42,7 +42,7 @@ def retry_delay(failures: int, retry_after: float, jitter: float) -> float:
 
     ``jitter`` in [0, 1) spreads retries of many pods over a fifth of the delay.
     """
-    backoff = min(BACKOFF_MAX_SECONDS, BACKOFF_FIRST_SECONDS * 2 ** max(0, failures - 1))
+    backoff = min(BACKOFF_MAX_SECONDS, BACKOFF_FIRST_SECONDS * 2.0 ** max(0, failures - 1))
     return max(retry_after, backoff) * (1 + jitter / 5)
 
 

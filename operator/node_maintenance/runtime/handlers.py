@@ -16,7 +16,7 @@ import asyncio
 import copy
 import dataclasses
 import logging
-from typing import Any
+from typing import Any, cast
 
 import kopf
 
@@ -46,7 +46,7 @@ class Memo:
 
 
 def post_event(obj: dict[str, Any], type_: str, reason: str, message: str) -> None:
-    kopf.event(obj, type=type_, reason=reason, message=message[:1024])
+    kopf.event(cast(kopf.Body, obj), type=type_, reason=reason, message=message[:1024])  # kopf reads it as a mapping
 
 
 def _logger(body: kopf.Body) -> logging.LoggerAdapter[logging.Logger]:
@@ -125,7 +125,7 @@ def registry(version: str) -> kopf.OperatorRegistry:
     kopf.on.login(registry=handlers)(login)
     kopf.on.startup(registry=handlers)(configure)
     kopf.index(api.GROUP, version, api.PLURAL, registry=handlers)(names)
-    kopf.daemon(api.GROUP, version, api.PLURAL, cancellation_timeout=5.0, registry=handlers)(maintain)
+    kopf.daemon(api.GROUP, version, api.PLURAL, cancellation_timeout=5.0, registry=handlers)(maintain)  # type: ignore[arg-type]  # kopf's protocol lists no index arguments
     kopf.on.event(api.GROUP, version, api.PLURAL, registry=handlers)(changed)
     kopf.on.delete(api.GROUP, version, api.PLURAL, registry=handlers)(remove)
     return handlers

@@ -17,6 +17,7 @@ import socket
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import kopf
 
@@ -105,7 +106,7 @@ async def run(args: argparse.Namespace) -> int:
             await runner.cleanup()
 
 
-async def _reconcile(kube: Kube, holding: asyncio.Task, shutdown: asyncio.Event, namespace: str,
+async def _reconcile(kube: Kube, holding: asyncio.Task[Any], shutdown: asyncio.Event, namespace: str,
                      lease_namespace: str) -> bool:
     """Run kopf in the version the CRD serves best; restart it in v1beta1 once the CRD starts serving it.
 
@@ -141,8 +142,8 @@ async def _reconcile(kube: Kube, holding: asyncio.Task, shutdown: asyncio.Event,
             log.info("the CRD serves v1beta1 now: restarting the reconciler in it")
             continue
         if operator in done:  # kopf ended by itself: that is a failure, never a clean stop
-            error = operator.exception()
-            log.error("the reconciler stopped: %r", error, exc_info=error)
+            failure = operator.exception()
+            log.error("the reconciler stopped: %r", failure, exc_info=failure)
             return True
         return holding in done
 
@@ -170,7 +171,7 @@ def _run_kopf(kube: Kube, version: str, stop: threading.Event, namespace: str, l
             # An explicit identity: kopf would otherwise ask the password database for a user name, and
             # the image's numeric user has no entry there.
             await kopf.operator(registry=handlers.registry(version), clusterwide=True, standalone=True, stop_flag=stop,
-                                memo=memo, identity=socket.gethostname())
+                                memo=memo, identity=socket.gethostname())  # type: ignore[arg-type]  # kopf's Identity is a str it does not export
         finally:
             if watching:
                 watching.cancel()
@@ -186,7 +187,7 @@ def _on_signals(shutdown: asyncio.Event) -> None:
         asyncio.get_running_loop().add_signal_handler(signum, shutdown.set)
 
 
-async def _until_crd_installed(kube: Kube, shutdown: asyncio.Event) -> dict | None:
+async def _until_crd_installed(kube: Kube, shutdown: asyncio.Event) -> dict[str, Any] | None:
     """Serve only the webhooks until the CRD exists; None if asked to stop meanwhile."""
     warned = False
     while True:

@@ -43,7 +43,7 @@ class Policies:
         self.ready = asyncio.Event()  # set once it is known whether policies apply, and they are read
         self.served = False
         self._mirrors: dict[str, Mirror] = {}
-        self._tasks: list[asyncio.Task] = []
+        self._tasks: list[asyncio.Task[None]] = []
         self._decision: pol.Decision | None = None
         self._written: dict[str, dict[str, Any]] = {}
         self._dirty = asyncio.Event()

@@ -3,30 +3,20 @@
 from __future__ import annotations
 
 import datetime
+from functools import partial
 
 from node_maintenance.drain import blocking as drainblock
 from node_maintenance.drain import status as st
+from node_maintenance.drain.node import TAINT
 from node_maintenance.drain.planner import Maintenance, plan
+from tests.unit.builders import budget, node, pod
 
 NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 RS = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1", "uid": "rs", "controller": True}]
-
-
-def a_pod(name: str, labels: dict | None = None) -> dict:
-    return {"metadata": {"name": name, "namespace": "app", "uid": f"uid-{name}", "labels": labels or {"app": "web"}, "ownerReferences": RS},
-            "spec": {"nodeName": "n1"},
-            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
-
-
-def a_budget(name: str, allowed: int, *, healthy: int = 3, desired: int = 3, expected: int = 3, **spec) -> dict:
-    return {"metadata": {"name": name, "namespace": "app", "generation": 1, "resourceVersion": "1"},
-            "spec": {"selector": {"matchLabels": {"app": "web"}}, **spec},
-            "status": {"observedGeneration": 1, "disruptionsAllowed": allowed, "currentHealthy": healthy,
-                       "desiredHealthy": desired, "expectedPods": expected}}
-
-
-HELD = {"metadata": {"name": "n1", "uid": "n", "resourceVersion": "1", "annotations": {"nodemaintenance.kubevirt.io/holder": "nm"}},
-        "spec": {"unschedulable": True, "taints": [{"key": "kubevirt.io/drain", "effect": "NoSchedule"}]}}
+a_pod = partial(pod, namespace="app", uid="uid-{name}", labels={"app": "web"}, owners=RS, node="n1")
+a_budget = partial(budget, namespace="app", generation=1, resource_version="1", labels={"app": "web"}, observed=1,
+                   healthy=3, desired=3, expected=3)
+HELD = node("n1", uid="n", resource_version="1", holder="nm", unschedulable=True, taints=[TAINT])
 RUNNING = {"phase": "Running", "totalpods": 2, "evictionPods": 2, "drainStartTime": "2026-01-01T00:00:00Z"}
 
 
@@ -39,7 +29,7 @@ def conditions(result) -> dict:
 
 
 def test_a_structural_block_is_named_with_its_counts_and_fires_one_event() -> None:
-    budget = a_budget("web", 0, healthy=2, desired=2, expected=2, minAvailable=2)
+    budget = a_budget("web", allowed=0, healthy=2, desired=2, expected=2, minAvailable=2)
     first = run(RUNNING, [a_pod("web-0"), a_pod("web-1")], [budget])
     (entry,) = first.status["blockingBudgets"]
     assert entry == {"namespace": "app", "name": "web", "disruptionsAllowed": 0, "currentHealthy": 2, "desiredHealthy": 2,
@@ -52,13 +42,13 @@ def test_a_structural_block_is_named_with_its_counts_and_fires_one_event() -> No
 
 
 def test_max_unavailable_zero_is_structural() -> None:
-    result = run(RUNNING, [a_pod("web-0")], [a_budget("web", 0, maxUnavailable=0)])
+    result = run(RUNNING, [a_pod("web-0")], [a_budget("web", allowed=0, maxUnavailable=0)])
     assert result.status["blockingBudgets"][0]["block"] == "Structural"
     assert "maxUnavailable 0" in result.status["blockingBudgets"][0]["message"]
 
 
 def test_a_budget_waiting_on_unhealthy_pods_is_temporary_and_fires_no_event() -> None:
-    budget = a_budget("web", 0, healthy=2, desired=3, expected=4, minAvailable=3)
+    budget = a_budget("web", allowed=0, healthy=2, desired=3, expected=4, minAvailable=3)
     result = run(RUNNING, [a_pod("web-0")], [budget])
     (entry,) = result.status["blockingBudgets"]
     assert entry["block"] == "Temporary" and entry["currentHealthy"] == 2 and entry["desiredHealthy"] == 3
@@ -67,21 +57,21 @@ def test_a_budget_waiting_on_unhealthy_pods_is_temporary_and_fires_no_event() ->
 
 
 def test_a_budget_pacing_evictions_does_not_block() -> None:
-    result = run(RUNNING, [a_pod("web-0"), a_pod("web-1")], [a_budget("web", 1, expected=4, minAvailable=3)])
+    result = run(RUNNING, [a_pod("web-0"), a_pod("web-1")], [a_budget("web", allowed=1, expected=4, minAvailable=3)])
     assert len(result.removals) == 1 and result.status["blockingBudgets"] == []
     assert "DrainBlocked" not in conditions(result)  # never blocked: no condition at all
 
 
 def test_the_condition_turns_false_once_the_block_is_gone() -> None:
-    blocked = run(RUNNING, [a_pod("web-0")], [a_budget("web", 0, maxUnavailable=0)])
-    freed = run(blocked.status, [a_pod("web-0")], [a_budget("web", 1, maxUnavailable=1)])
+    blocked = run(RUNNING, [a_pod("web-0")], [a_budget("web", allowed=0, maxUnavailable=0)])
+    freed = run(blocked.status, [a_pod("web-0")], [a_budget("web", allowed=1, maxUnavailable=1)])
     assert freed.status["blockingBudgets"] == [] and conditions(freed)["DrainBlocked"] == ("False", "NotBlocked")
     done = run(freed.status, [], [])
     assert conditions(done)["DrainBlocked"][0] == "False"
 
 
 def test_a_pod_under_two_budgets_blocks_both_structurally() -> None:
-    budgets = [a_budget("web", 1, minAvailable=1), a_budget("all", 1, minAvailable=1)]
+    budgets = [a_budget("web", allowed=1, minAvailable=1), a_budget("all", allowed=1, minAvailable=1)]
     result = run(RUNNING, [a_pod("web-0")], budgets)
     assert [(e["name"], e["block"]) for e in result.status["blockingBudgets"]] == [("all", "Structural"), ("web", "Structural")]
     assert len([e for e in result.events if e.reason == drainblock.DEADLOCK]) == 2

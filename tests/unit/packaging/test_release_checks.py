@@ -8,28 +8,13 @@ from pathlib import Path
 import pytest
 
 from node_maintenance_packaging import cli
+from tests.unit.rendering import ROOT, append_release, render_edited
 
-ROOT = Path(__file__).resolve().parents[2]
 V030_END = '    skipRange: ">=0.1.0 <0.3.0"\n    relatedImages: [operator]\n'
 
 
-def _run(tmp_path: Path, edit, capsys: pytest.CaptureFixture[str], command: str = "all") -> tuple[int, str]:
-    """Render from an edited copy of releases.yaml; returns the exit code and stderr."""
-    text = (ROOT / "releases.yaml").read_text()
-    edited = edit(text)
-    assert edited != text, "the edit did not apply"
-    (tmp_path / "releases.yaml").write_text(edited)
-    capsys.readouterr()
-    code = cli.main([command, "--root", str(tmp_path)])
-    return code, capsys.readouterr().err
-
-
-def _append_release(text: str, release: str) -> str:
-    return text.rstrip("\n") + "\n\n" + release
-
-
 def test_an_upgrade_dropping_the_stored_version_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, err = _run(tmp_path, lambda t: _append_release(t, """  - version: 0.5.0
+    code, err = render_edited(tmp_path, lambda t: append_release(t, """  - version: 0.5.0
     createdAt: "2026-03-01T00:00:00Z"
     maturity: beta
     channels: [stable, candidate]
@@ -48,7 +33,7 @@ def test_an_upgrade_dropping_the_stored_version_is_refused(tmp_path: Path, capsy
 
 
 def test_dropping_the_previous_storage_version_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, err = _run(tmp_path, lambda t: t.replace(
+    code, err = render_edited(tmp_path, lambda t: t.replace(
         "    served: [v1alpha1, v1alpha3, v1beta1]\n", "    served: [v1alpha3, v1beta1]\n"
     ), capsys)
     assert code == 2
@@ -57,14 +42,14 @@ def test_dropping_the_previous_storage_version_is_refused(tmp_path: Path, capsys
 
 
 def test_two_storage_versions_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, err = _run(tmp_path, lambda t: t.replace("    storage: v1beta1\n", "    storage: [v1alpha1, v1beta1]\n"), capsys)
+    code, err = render_edited(tmp_path, lambda t: t.replace("    storage: v1beta1\n", "    storage: [v1alpha1, v1beta1]\n"), capsys)
     assert code == 2
     assert "release 0.3.0: storage: lists 2 versions (v1alpha1, v1beta1) but a CRD stores exactly one" in err
     assert "keep only the version new objects are written in" in err
 
 
 def test_differing_schemas_without_conversion_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, err = _run(tmp_path, lambda t: t.replace(
+    code, err = render_edited(tmp_path, lambda t: t.replace(
         "    features: [conversion]\n    replaces: 0.1.0\n", "    features: []\n    replaces: 0.1.0\n"
     ), capsys)
     assert code == 2
@@ -74,7 +59,7 @@ def test_differing_schemas_without_conversion_are_refused(tmp_path: Path, capsys
 
 
 def test_an_image_missing_from_related_images_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, err = _run(tmp_path, lambda t: t.replace(V030_END, '    skipRange: ">=0.1.0 <0.3.0"\n    relatedImages: []\n'), capsys)
+    code, err = render_edited(tmp_path, lambda t: t.replace(V030_END, '    skipRange: ">=0.1.0 <0.3.0"\n    relatedImages: []\n'), capsys)
     assert code == 2
     assert "release 0.3.0: relatedImages: the CSV uses ghcr.io/node-maintenance-operator/node-maintenance-operator:0.3.0" in err
     assert "add the image's role" in err
@@ -85,7 +70,7 @@ def test_an_edge_to_a_newer_release_is_out_of_semver_order(tmp_path: Path, capsy
         text = text.replace("    features: [conversion]\n    replaces: 0.1.0\n", "    features: [conversion]\n    replaces: 0.3.0\n")
         return text.replace("    replaces: 0.2.0\n", "    replaces: 0.1.0\n")
 
-    code, err = _run(tmp_path, edit, capsys)
+    code, err = render_edited(tmp_path, edit, capsys)
     assert code == 2
     assert "release 0.2.0: replaces: 0.3.0 is not older, so channel stable is out of semver order" in err
 
@@ -96,13 +81,13 @@ def test_releases_listed_out_of_order_are_refused(tmp_path: Path, capsys: pytest
         first, others = rest.split("\n\n", 1)
         return head + others.rstrip("\n") + "\n\n  - version: 0.1.0\n" + first + "\n"
 
-    code, err = _run(tmp_path, edit, capsys)
+    code, err = render_edited(tmp_path, edit, capsys)
     assert code == 2
     assert "release 0.1.0: version: listed after 0.4.0 but not newer" in err
 
 
 def test_a_channel_with_two_heads_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, err = _run(tmp_path, lambda t: t.replace("    features: [conversion]\n    replaces: 0.1.0\n", "    features: [conversion]\n"), capsys)
+    code, err = render_edited(tmp_path, lambda t: t.replace("    features: [conversion]\n    replaces: 0.1.0\n", "    features: [conversion]\n"), capsys)
     assert code == 2
     assert "channel stable: 2 heads (0.1.0, 0.4.0)" in err
 
@@ -112,7 +97,7 @@ def test_a_replaced_release_missing_from_the_channel_is_refused(tmp_path: Path, 
         head, rest = text.split("  - version: 0.2.0\n", 1)
         return head + "  - version: 0.2.0\n" + rest.replace("    channels: [stable, candidate]\n", "    channels: [candidate]\n", 1)
 
-    code, err = _run(tmp_path, edit, capsys)
+    code, err = render_edited(tmp_path, edit, capsys)
     assert code == 2
     assert "release 0.3.0: replaces: 0.2.0 is not in channel stable" in err
 

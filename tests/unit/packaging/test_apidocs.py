@@ -10,8 +10,7 @@ import pytest
 
 from node_maintenance import api
 from node_maintenance_packaging import apidocs, cli
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.unit.rendering import ROOT
 
 
 def _render(root: Path) -> Path:

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 
 from node_maintenance.api.objects import key_of
 from node_maintenance.drain import budgets
 from node_maintenance.drain.pods import Action, classify, matches_selector, must_go, slim
+from tests.unit import builders
 
-
-def pod(*, owner: str | None = None, phase: str = "Running", labels: dict | None = None, annotations: dict | None = None, volumes: list | None = None) -> dict:
-    metadata: dict = {"name": "p", "namespace": "ns", "uid": "1", "labels": labels or {}, "annotations": annotations or {}}
-    if owner:
-        metadata["ownerReferences"] = [{"kind": owner, "name": "o", "controller": True}]
-    return {"metadata": metadata, "spec": {"volumes": volumes or []}, "status": {"phase": phase}}
+# Pod p as the pod watch shows it before it is slimmed: no controller unless given, no Ready condition.
+pod = partial(builders.pod, "p", uid="1", annotations={}, owner=None, volumes=[], ready=None)
 
 
 @pytest.mark.parametrize(
@@ -73,8 +72,7 @@ def test_absent_or_empty_selector_matches_everything() -> None:
 
 
 def test_a_slimmed_pod_gets_every_decision_the_full_pod_gets() -> None:
-    budget = {"metadata": {"name": "b", "namespace": "ns", "generation": 1}, "spec": {"selector": {"matchLabels": {"app": "a"}}},
-              "status": {"observedGeneration": 1, "desiredHealthy": 1, "currentHealthy": 2}}
+    budget = builders.budget("b", generation=1, labels={"app": "a"}, observed=1, desired=1, healthy=2)
     full = [pod(owner="DaemonSet"), pod(annotations={"kubernetes.io/config.mirror": "x"}), pod(phase="Failed"), pod(phase="Pending"),
             pod(owner="ReplicaSet", labels={"app": "a"}, volumes=[{"name": "tmp", "emptyDir": {}}])]
     full[-1]["status"]["conditions"] = [{"type": "Ready", "status": "True"}]

@@ -2,33 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from functools import partial
 
 import pytest
 
 from node_maintenance.drain.budgets import Block, analyse, bypasses, covering, expected_pods, structural_reason, temporary_reason
+from tests.unit import builders
 
-
-def pod(name: str, *, labels: dict | None = None, owner: str | None = "ReplicaSet", phase: str = "Running",
-        ready: bool = True, namespace: str = "ns", deleting: bool = False) -> dict:
-    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "labels": labels or {"app": "web"}}
-    if owner:
-        metadata["ownerReferences"] = [{"kind": owner, "name": "o", "controller": True}]
-    if deleting:
-        metadata["deletionTimestamp"] = "2025-01-01T00:00:00Z"
-    return {"metadata": metadata, "status": {"phase": phase, "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
-
-
-def pdb(name: str = "web", *, selector: dict | None = None, namespace: str = "ns", observed: bool = True,
-        allowed: int = 0, healthy: int = 3, desired: int = 3, expected: int = 3, **spec: Any) -> dict:
-    budget: dict[str, Any] = {
-        "metadata": {"name": name, "namespace": namespace, "generation": 2},
-        "spec": {"selector": {"matchLabels": {"app": "web"}} if selector is None else selector, **spec},
-    }
-    if observed:
-        budget["status"] = {"observedGeneration": 2, "disruptionsAllowed": allowed, "currentHealthy": healthy,
-                            "desiredHealthy": desired, "expectedPods": expected}
-    return budget
+DELETED = "2025-01-01T00:00:00Z"
+pod = partial(builders.pod, labels={"app": "web"})
+pdb = partial(builders.budget, generation=2, labels={"app": "web"}, observed=2, allowed=0, healthy=3, desired=3, expected=3)
+# Before the disruption controller has seen it, a budget has no status at all.
+unobserved = partial(builders.budget, generation=2, labels={"app": "web"})
 
 
 # ---------------------------------------------------------------- which budgets cover a pod
@@ -46,7 +31,7 @@ def test_policy_v1_selector_semantics_none_selects_nothing_empty_selects_all() -
 
 
 # ---------------------------------------------------------------- pods the Eviction API lets go regardless
-@pytest.mark.parametrize("subject", [pod("p", phase="Pending"), pod("p", phase="Succeeded"), pod("p", deleting=True)])
+@pytest.mark.parametrize("subject", [pod("p", phase="Pending"), pod("p", phase="Succeeded"), pod("p", deleted_at=DELETED)])
 def test_pods_not_running_or_terminating_ignore_budgets(subject: dict) -> None:
     assert bypasses(subject, pdb(allowed=0))
 
@@ -79,7 +64,7 @@ def test_percentages_round_up_like_the_disruption_controller() -> None:
 
 
 def test_min_available_counts_the_pods_that_exist_until_the_controller_has_seen_the_budget() -> None:
-    budget = pdb(observed=False, minAvailable=2)
+    budget = unobserved(minAvailable=2)
     assert expected_pods(budget, [pod("a"), pod("b"), pod("done", phase="Succeeded"), pod("x", labels={"app": "db"})]) == 2
     assert structural_reason(budget, [pod("a"), pod("b")])
     assert structural_reason(budget, [pod("a"), pod("b"), pod("c")]) is None
@@ -104,7 +89,7 @@ def test_budget_allowing_fewer_evictions_than_pods_on_the_node_paces_the_drain()
 
 
 def test_a_budget_not_yet_observed_holds_evictions_for_now() -> None:
-    assert "not yet processed" in (temporary_reason(pdb(observed=False, minAvailable=1), 1) or "")
+    assert "not yet processed" in (temporary_reason(unobserved(minAvailable=1), 1) or "")
 
 
 # ---------------------------------------------------------------- the whole node

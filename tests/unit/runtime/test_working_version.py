@@ -3,16 +3,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from node_maintenance.runtime.storage import storage_version, working_version
 from node_maintenance_packaging.crd import build_crd
 from node_maintenance_packaging.releases import load
 from node_maintenance_packaging.render import RELEASES_FILE
+from tests.unit.rendering import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 RELEASES = load(ROOT / RELEASES_FILE)
 
 

@@ -1,4 +1,5 @@
-"""The executor carries a plan out and reports what each removal met, through typed API errors only."""
+"""The executor carries a plan out and reports what each removal met, through typed API errors only, and
+when a refused removal is tried again."""
 
 from __future__ import annotations
 
@@ -7,37 +8,28 @@ import logging
 import time
 from typing import Any
 
+import pytest
+
+from node_maintenance.api.paths import node_path, pod_path
 from node_maintenance.client.errors import Conflict, Forbidden, NotFound, TooManyRequests
 from node_maintenance.drain.planner import Event, Plan, Removal
-from node_maintenance.runtime.executor import ACCEPTED_SECONDS, Executor
+from node_maintenance.runtime.executor import ACCEPTED_SECONDS, BACKOFF_MAX_SECONDS, Executor, retry_delay
+from tests.unit.builders import FakeApi, nm, node
 
-BODY = {"apiVersion": "nodemaintenance.kubevirt.io/v1alpha1", "kind": "NodeMaintenance",
-        "metadata": {"name": "nm", "uid": "u"}, "spec": {"nodeName": "n1"}}
+BODY = nm("nm", "n1", version="v1alpha1", uid="u")
 STATUS = {"phase": "Running", "totalpods": 2, "evictionPods": 2, "pendingPods": ["a"], "lastError": "",
           "conditions": [], "drainStartTime": "2026-01-01T00:00:00Z", "lastUpdate": "2026-01-01T00:00:01Z"}
 
 
-class FakeApi:
-    def __init__(self, answers: dict[str, Exception]) -> None:
-        self.answers = answers  # path suffix -> error to raise
-        self.calls: list[tuple[str, str, Any]] = []
-
-    async def request(self, method: str, path: str, *, body: Any = None, **_: Any) -> dict[str, Any]:
-        self.calls.append((method, path, body))
-        for suffix, error in self.answers.items():
-            if path.endswith(suffix):
-                raise error
-        return {}
-
-    async def patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        return await self.request("PATCH", path, body=body)
+def _eviction(name: str) -> str:
+    return pod_path("ns", name) + "/eviction"
 
 
 def _run(api: FakeApi, plan: Plan, stored: dict[str, Any] | None = None) -> Any:
     events: list[tuple[str, str]] = []
     executor = Executor(api, "nm", "v1alpha1", lambda obj, type_, reason, message: events.append((obj["kind"], reason)),
                         logging.LoggerAdapter(logging.getLogger("test"), {}))
-    outcome = asyncio.run(executor.run(plan, BODY, {"metadata": {"name": "n1", "uid": "nu"}}, {}, stored or {}))
+    outcome = asyncio.run(executor.run(plan, BODY, node("n1", uid="nu"), {}, stored or {}))
     return outcome, events
 
 
@@ -46,18 +38,18 @@ def _removal(name: str, budget: str | None = None, delete: bool = False) -> Remo
 
 
 def test_node_conflict_stops_before_any_removal_or_status() -> None:
-    api = FakeApi({"/nodes/n1": Conflict(409, "Conflict", "changed")})
+    api = FakeApi()
+    api.fail("PATCH", node_path("n1"), Conflict(409, "Conflict", "changed"))
     outcome, events = _run(api, Plan("Running", STATUS, {"spec": {}}, (_removal("a"),), (Event(False, "Normal", "BeginMaintenance", "m"),)))
     assert outcome.node_conflict and [c[0] for c in api.calls] == ["PATCH"] and events == []
 
 
 def test_each_answer_becomes_the_next_attempt() -> None:
-    api = FakeApi({
-        "/a/eviction": TooManyRequests(429, "TooManyRequests", "budget", 0),
-        "/b/eviction": TooManyRequests(429, "TooManyRequests", "slow down", 9),
-        "/gone/eviction": NotFound(404, "NotFound", ""),
-        "/denied/eviction": Forbidden(403, "Forbidden", "no"),
-    })
+    api = FakeApi()
+    api.fail("POST", _eviction("a"), TooManyRequests(429, "TooManyRequests", "budget", 0))
+    api.fail("POST", _eviction("b"), TooManyRequests(429, "TooManyRequests", "slow down", 9))
+    api.fail("POST", _eviction("gone"), NotFound(404, "NotFound", ""))
+    api.fail("POST", _eviction("denied"), Forbidden(403, "Forbidden", "no"))
     plan = Plan("Running", STATUS, None, (_removal("a", "ns/web"), _removal("b"), _removal("gone"), _removal("denied"), _removal("ok"),
                                          _removal("done", delete=True)))
     before = time.time()
@@ -69,21 +61,29 @@ def test_each_answer_becomes_the_next_attempt() -> None:
     assert "Forbidden" in denied.error and denied.not_before > before
     assert ok.accepted and ok.not_before >= before + ACCEPTED_SECONDS - 1
     assert done.accepted
-    eviction = next(body for method, path, body in api.calls if path.endswith("/ok/eviction"))
+    eviction = next(call.body for call in api.calls if call.path.endswith("/ok/eviction"))
     assert eviction["deleteOptions"] == {"preconditions": {"uid": "uid-ok"}, "gracePeriodSeconds": 5}
-    assert any(method == "DELETE" and path.endswith("/pods/done") for method, path, _ in api.calls)
+    assert any(call.method == "DELETE" and call.path.endswith("/pods/done") for call in api.calls)
 
 
 def test_status_goes_through_the_working_version_with_only_what_it_holds() -> None:
-    api = FakeApi({})
-    outcome, events = _run(api, Plan("Running", STATUS, None, (), (Event(True, "Normal", "BeginMaintenance", "m"),)))
-    method, path, body = api.calls[-1]
+    api = FakeApi()
+    _, events = _run(api, Plan("Running", STATUS, None, (), (Event(True, "Normal", "BeginMaintenance", "m"),)))
+    last = api.calls[-1]
+    method, path, body = last.method, last.path, last.body
     assert (method, path) == ("PATCH", "/apis/nodemaintenance.kubevirt.io/v1alpha1/nodemaintenances/nm/status")
     assert set(body["status"]) == {"phase", "totalpods", "evictionPods", "pendingPods", "lastError"}
     assert events == [("Node", "BeginMaintenance")]
 
 
 def test_unchanged_status_is_not_written_again() -> None:
-    api = FakeApi({})
+    api = FakeApi()
     _run(api, Plan("Running", STATUS), stored={**STATUS, "lastUpdate": "2026-01-01T00:00:09Z"})
     assert api.calls == []
+
+
+def test_retry_delay_honours_retry_after_backs_off_and_caps() -> None:
+    assert retry_delay(1, 0, 0) == 1 and retry_delay(3, 0, 0) == 4
+    assert retry_delay(1, 10, 0) == 10  # never sooner than the server asked
+    assert retry_delay(30, 0, 0) == BACKOFF_MAX_SECONDS
+    assert retry_delay(2, 0, 0.999) == pytest.approx(2 * 1.2, rel=1e-3)  # jitter spreads by at most a fifth

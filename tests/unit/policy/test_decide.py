@@ -3,35 +3,31 @@
 from __future__ import annotations
 
 import datetime
+from functools import partial
 from typing import Any
 
 import pytest
 
-from node_maintenance.drain import node as nodes
-from node_maintenance.policy import decide as pol
 from node_maintenance.api.conditions import Condition
+from node_maintenance.policy import decide as pol
+from tests.unit.builders import nm, nm_policy, node
 
 NOW = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.UTC)
+POOL_A = {"matchLabels": {"pool": "a"}}
+DELETED = "2026-01-01T11:00:00Z"
+
+# Nodes of pool a, Ready and schedulable unless said otherwise; a node a NodeMaintenance holds is cordoned.
+a_node = partial(node, labels={"pool": "a"}, annotations={}, unschedulable=False, ready=True)
+an_nm = partial(nm, uid="uid-{name}")
 
 
-def a_node(name: str, *, holder: str | None = None, unschedulable: bool = False, ready: bool = True,
-           labels: dict[str, str] | None = None) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "labels": {"pool": "a", **(labels or {})}, "annotations": {nodes.HOLDER: holder} if holder else {}},
-        "spec": {"unschedulable": unschedulable or bool(holder)},
-        "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
-    }
-
-
-def an_nm(name: str, node: str, created: int, *, deleting: bool = False) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "uid": f"uid-{name}", "creationTimestamp": f"2026-01-01T10:00:{created:02d}Z"}
-    if deleting:
-        meta["deletionTimestamp"] = "2026-01-01T11:00:00Z"
-    return {"metadata": meta, "spec": {"nodeName": node}}
+def at(second: int) -> str:
+    """A creation time: the NodeMaintenances of a test are created ``second`` seconds apart, in that order."""
+    return f"2026-01-01T10:00:{second:02d}Z"
 
 
 def a_policy(name: str = "p", selector: dict[str, Any] | None = None, **spec: Any) -> pol.Policy:
-    return pol.Policy.of({"metadata": {"name": name}, "spec": {"nodeSelector": selector or {"matchLabels": {"pool": "a"}}, **spec}})
+    return pol.Policy.of(nm_policy(name, node_selector=selector or POOL_A, **spec))
 
 
 @pytest.mark.parametrize(
@@ -59,7 +55,7 @@ def test_counts_and_percentages_resolve_to_node_counts(value: int | str | None, 
         (a_node("n"), False),
         (a_node("n", unschedulable=True), True),
         (a_node("n", ready=False), True),
-        ({"metadata": {"name": "n"}, "spec": {}, "status": {}}, True),  # no Ready condition yet
+        (node("n", spec={}, status={}), True),  # no Ready condition yet
     ],
 )
 def test_unavailable_means_unschedulable_or_not_ready(node: dict[str, Any], expected: bool) -> None:
@@ -73,15 +69,16 @@ def _kinds(decision: pol.Decision) -> dict[str, tuple[str, int]]:
 def test_slots_go_in_creation_order_and_the_rest_wait_in_line() -> None:
     node_list = [a_node(f"n{i}") for i in range(5)]
     # Created out of name order: creation time decides.
-    nms = [an_nm("e", "n4", 1), an_nm("a", "n0", 5), an_nm("c", "n2", 2), an_nm("b", "n1", 4), an_nm("d", "n3", 3)]
+    nms = [an_nm("e", "n4", created=at(1)), an_nm("a", "n0", created=at(5)), an_nm("c", "n2", created=at(2)),
+           an_nm("b", "n1", created=at(4)), an_nm("d", "n3", created=at(3))]
     decision = pol.decide([a_policy(maxParallel=2)], node_list, nms)
     assert _kinds(decision) == {"e": ("Admitted", 0), "c": ("Admitted", 0), "d": ("Waiting", 1), "b": ("Waiting", 2), "a": ("Waiting", 3)}
     assert decision.summaries["p"].queue == ("d", "b", "a")
 
 
 def test_maintenances_holding_their_node_keep_their_slot_and_count() -> None:
-    node_list = [a_node("n0", holder="late"), a_node("n1"), a_node("n2")]
-    nms = [an_nm("early", "n1", 1), an_nm("late", "n0", 9), an_nm("middle", "n2", 5)]
+    node_list = [a_node("n0", holder="late", unschedulable=True), a_node("n1"), a_node("n2")]
+    nms = [an_nm("early", "n1", created=at(1)), an_nm("late", "n0", created=at(9)), an_nm("middle", "n2", created=at(5))]
     decision = pol.decide([a_policy(maxParallel=2)], node_list, nms)
     assert _kinds(decision) == {"late": ("Admitted", 0), "early": ("Admitted", 0), "middle": ("Waiting", 1)}
     assert decision.summaries["p"].in_maintenance == 1
@@ -103,36 +100,37 @@ def test_maintenances_holding_their_node_keep_their_slot_and_count() -> None:
     ],
 )
 def test_limits(spec: dict[str, Any], node_list: list[dict[str, Any]], expected: dict[str, tuple[str, int]]) -> None:
-    decision = pol.decide([a_policy(**spec)], node_list, [an_nm("m1", "n1", 1), an_nm("m2", "n2", 2)])
+    decision = pol.decide([a_policy(**spec)], node_list, [an_nm("m1", "n1", created=at(1)), an_nm("m2", "n2", created=at(2))])
     assert _kinds(decision) == expected
 
 
 def test_no_maintenance_overtakes_the_first_in_line() -> None:
     # m1's node would raise the unavailable count past the limit; m2's node is already down and would fit,
     # but slots go strictly in creation order.
-    node_list = [a_node("n0", holder="m0"), a_node("n1"), a_node("n2", ready=False)]
-    decision = pol.decide([a_policy(maxUnavailable=2)], node_list, [an_nm("m0", "n0", 0), an_nm("m1", "n1", 1), an_nm("m2", "n2", 2)])
+    node_list = [a_node("n0", holder="m0", unschedulable=True), a_node("n1"), a_node("n2", ready=False)]
+    nms = [an_nm("m0", "n0", created=at(0)), an_nm("m1", "n1", created=at(1)), an_nm("m2", "n2", created=at(2))]
+    decision = pol.decide([a_policy(maxUnavailable=2)], node_list, nms)
     assert _kinds(decision) == {"m0": ("Admitted", 0), "m1": ("Waiting", 1), "m2": ("Waiting", 2)}
 
 
 def test_a_waiting_maintenance_being_deleted_frees_nothing_and_leaves_the_line() -> None:
-    node_list = [a_node("n0", holder="m0"), a_node("n1"), a_node("n2")]
-    nms = [an_nm("m0", "n0", 0), an_nm("m1", "n1", 1, deleting=True), an_nm("m2", "n2", 2)]
+    node_list = [a_node("n0", holder="m0", unschedulable=True), a_node("n1"), a_node("n2")]
+    nms = [an_nm("m0", "n0", created=at(0)), an_nm("m1", "n1", created=at(1), deleted_at=DELETED), an_nm("m2", "n2", created=at(2))]
     decision = pol.decide([a_policy(maxParallel=1)], node_list, nms)
     assert _kinds(decision) == {"m0": ("Admitted", 0), "m2": ("Waiting", 1)}
 
 
 def test_nodes_outside_every_policy_are_not_governed() -> None:
     node_list = [a_node("n0"), a_node("other", labels={"pool": "b"})]
-    decision = pol.decide([a_policy(maxParallel=0)], node_list, [an_nm("m", "other", 1), an_nm("w", "n0", 2)])
+    decision = pol.decide([a_policy(maxParallel=0)], node_list, [an_nm("m", "other", created=at(1)), an_nm("w", "n0", created=at(2))])
     assert "m" not in decision.verdicts and decision.verdicts["w"].kind == pol.WAITING
     assert decision.summaries["p"].selected == 1
 
 
 def test_a_node_selected_by_two_policies_is_a_conflict_for_both_and_its_maintenance() -> None:
-    node_list = [a_node("n0", labels={"zone": "z1"}), a_node("n1")]
+    node_list = [a_node("n0", labels={"pool": "a", "zone": "z1"}), a_node("n1")]
     policies = [a_policy("pool"), a_policy("zone", {"matchLabels": {"zone": "z1"}})]
-    decision = pol.decide(policies, node_list, [an_nm("m", "n0", 1), an_nm("ok", "n1", 2)])
+    decision = pol.decide(policies, node_list, [an_nm("m", "n0", created=at(1)), an_nm("ok", "n1", created=at(2))])
     assert decision.verdicts["m"].kind == pol.CONFLICT and decision.verdicts["m"].policies == ("pool", "zone")
     assert "pool, zone" in decision.verdicts["m"].message("n0") and "nodeSelectors" in decision.verdicts["m"].message("n0")
     assert decision.verdicts["ok"].kind == pol.ADMITTED
@@ -143,8 +141,9 @@ def test_a_node_selected_by_two_policies_is_a_conflict_for_both_and_its_maintena
 
 
 def test_waiting_is_phase_pending_with_a_condition_naming_the_policy_and_the_position() -> None:
-    decision = pol.decide([a_policy("rolling", maxParallel=0)], [a_node("n0"), a_node("n1")], [an_nm("a", "n0", 1), an_nm("b", "n1", 2)])
-    body = {**an_nm("b", "n1", 2), "status": {}}
+    nms = [an_nm("a", "n0", created=at(1)), an_nm("b", "n1", created=at(2))]
+    decision = pol.decide([a_policy("rolling", maxParallel=0)], [a_node("n0"), a_node("n1")], nms)
+    body = an_nm("b", "n1", created=at(2), status={})
     plan = pol.waiting_plan(body, decision.verdicts["b"], NOW)
     assert plan.phase == "Pending" and plan.node_patch is None and not plan.removals and not plan.holds_node
     queued = next(c for c in plan.status["conditions"] if c["type"] == "Queued")
@@ -158,13 +157,13 @@ def test_waiting_is_phase_pending_with_a_condition_naming_the_policy_and_the_pos
 
 def test_drain_defaults_fill_only_what_the_maintenance_leaves_out() -> None:
     policy = a_policy(drain={"gracePeriodSeconds": 60, "timeoutSeconds": 600})
-    body = {"metadata": {"name": "m"}, "spec": {"nodeName": "n0", "drain": {"timeoutSeconds": 30}}}
+    body = nm("m", "n0", drain={"timeoutSeconds": 30})
     assert pol.with_defaults(body, policy)["spec"]["drain"] == {"gracePeriodSeconds": 60, "timeoutSeconds": 30}
     assert body["spec"]["drain"] == {"timeoutSeconds": 30}
 
 
 def test_a_maintenance_whose_policy_is_gone_stops_saying_it_waits() -> None:
-    waiting = pol.waiting_plan({**an_nm("m", "n0", 1), "status": {}}, pol.Verdict(pol.WAITING, a_policy(), 1, 1), NOW).status
+    waiting = pol.waiting_plan(an_nm("m", "n0", created=at(1), status={}), pol.Verdict(pol.WAITING, a_policy(), 1, 1), NOW).status
     assert pol.left_line(waiting) == (Condition("Queued", "False", "NoPolicy", "no NodeMaintenancePolicy selects the node"),)
     assert pol.left_line({}) == ()
 
@@ -172,14 +171,14 @@ def test_a_maintenance_whose_policy_is_gone_stops_saying_it_waits() -> None:
 def test_a_heartbeat_leaves_what_the_policies_keep_of_a_node_unchanged() -> None:
     from node_maintenance.policy.decide import slim_node
 
-    def node(heartbeat: str, unschedulable: bool = False) -> dict:
-        return {"metadata": {"name": "w1", "labels": {"pool": "a"}, "resourceVersion": heartbeat, "annotations": {"kwok.x-k8s.io/node": "fake"}},
-                "spec": {"unschedulable": unschedulable},
-                "status": {"conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": heartbeat},
-                                          {"type": "MemoryPressure", "status": "False", "lastHeartbeatTime": heartbeat}]}}
+    def a_node_at(heartbeat: str, unschedulable: bool = False) -> dict:
+        return node("w1", labels={"pool": "a"}, resource_version=heartbeat, annotations={"kwok.x-k8s.io/node": "fake"},
+                    unschedulable=unschedulable,
+                    conditions=[{"type": "Ready", "status": "True", "lastHeartbeatTime": heartbeat},
+                                {"type": "MemoryPressure", "status": "False", "lastHeartbeatTime": heartbeat}])
 
-    assert slim_node(node("1")) == slim_node(node("2"))
-    assert slim_node(node("1")) != slim_node(node("2", unschedulable=True))
-    held = node("3")
+    assert slim_node(a_node_at("1")) == slim_node(a_node_at("2"))
+    assert slim_node(a_node_at("1")) != slim_node(a_node_at("2", unschedulable=True))
+    held = a_node_at("3")
     held["metadata"]["annotations"]["nodemaintenance.kubevirt.io/holder"] = "nm-w1"
     assert slim_node(held)["metadata"]["annotations"] == {"nodemaintenance.kubevirt.io/holder": "nm-w1"}

@@ -9,17 +9,14 @@ from pathlib import Path
 import pytest
 
 from node_maintenance import api
+from tests.unit.rendering import ROOT, append_release, load_yaml, render_bundle, render_edited
 
-from .test_packaging_checks import _append_release, _run
-from .test_packaging_render import _bundle, _load
-
-ROOT = Path(__file__).resolve().parents[2]
 CSV = "bundle/manifests/node-maintenance-operator.clusterserviceversion.yaml"
 POLICY_CRD = "bundle/manifests/nodemaintenance.kubevirt.io_nodemaintenancepolicies.yaml"
 
 
 def test_the_policy_crd_is_cluster_scoped_v1beta1_from_its_schema() -> None:
-    crd = _load(ROOT / POLICY_CRD)
+    crd = load_yaml(ROOT / POLICY_CRD)
     assert crd["metadata"]["name"] == api.POLICY.crd_name == "nodemaintenancepolicies.nodemaintenance.kubevirt.io"
     assert crd["spec"]["scope"] == "Cluster" and crd["spec"]["names"]["shortNames"] == ["nmp"]
     assert crd["spec"]["conversion"] == {"strategy": "None"}
@@ -30,7 +27,7 @@ def test_the_policy_crd_is_cluster_scoped_v1beta1_from_its_schema() -> None:
 
 
 def test_the_csv_owns_both_crds_with_descriptors_and_an_example_policy() -> None:
-    csv = _load(ROOT / CSV)
+    csv = load_yaml(ROOT / CSV)
     owned = {(o["kind"], o["version"]): o for o in csv["spec"]["customresourcedefinitions"]["owned"]}
     policy = owned[("NodeMaintenancePolicy", "v1beta1")]
     assert policy["name"] == api.POLICY.crd_name and policy["displayName"] == "Node Maintenance Policy"
@@ -44,15 +41,15 @@ def test_the_csv_owns_both_crds_with_descriptors_and_an_example_policy() -> None
 
 
 def test_older_releases_stay_without_the_policy_crd_and_its_permissions(tmp_path: Path) -> None:
-    bundle = _bundle(tmp_path, "0.3.0")
+    bundle = render_bundle(tmp_path, "0.3.0")
     assert not (bundle / POLICY_CRD).exists()
-    csv = _load(bundle / CSV)
+    csv = load_yaml(bundle / CSV)
     assert "nodemaintenancepolicies" not in json.dumps(csv) and "jobs" not in json.dumps(csv["spec"]["install"])
 
 
 def test_the_catalog_lists_the_policy_gvk_and_embeds_both_crds_for_0_4_0_only() -> None:
     def kinds(version: str) -> tuple[set[str], set[str]]:
-        bundle = _load(ROOT / f"catalog/node-maintenance-operator/bundles/node-maintenance-operator.v{version}.yaml")
+        bundle = load_yaml(ROOT / f"catalog/node-maintenance-operator/bundles/node-maintenance-operator.v{version}.yaml")
         gvks = {p["value"]["kind"] for p in bundle["properties"] if p["type"] == "olm.gvk"}
         objects = [json.loads(base64.b64decode(p["value"]["data"])) for p in bundle["properties"] if p["type"] == "olm.bundle.object"]
         return gvks, {o["metadata"]["name"] for o in objects if o["kind"] == "CustomResourceDefinition"}
@@ -86,6 +83,6 @@ NEXT = """  - version: 0.5.0
     ],
 )
 def test_bad_owned_crds_are_refused_naming_the_field(tmp_path: Path, capsys: pytest.CaptureFixture[str], owns: str, message: str) -> None:
-    code, err = _run(tmp_path, lambda t: _append_release(t, NEXT.format(owns=owns)), capsys)
+    code, err = render_edited(tmp_path, lambda t: append_release(t, NEXT.format(owns=owns)), capsys)
     assert code == 2 and message in err, err
     assert "Traceback" not in err

@@ -3,60 +3,18 @@
 from __future__ import annotations
 
 import datetime
-from typing import Any
+from functools import partial
 
 import pytest
 
+from node_maintenance.coordination import remediation as rem
 from node_maintenance.drain import node as nodes
 from node_maintenance.drain.budgets import InFlight
 from node_maintenance.drain.planner import NODE_HELD_RECHECK_SECONDS, Attempt, Maintenance, Plan, plan
+from tests.unit.builders import CLOCK, HELD, NOW, RUNNING, STAMP, ago, budget, held_node, lease, maintenance, scene_node, scene_pod, worker_1
 
-NOW = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.UTC)
-CLOCK = NOW.timestamp()
-STAMP = "2026-01-01T12:00:00Z"
-
-
-def _ago(seconds: int) -> str:
-    return (NOW - datetime.timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def a_node(holder: str | None = None, *, cordoned: bool = False, tainted: bool = False) -> dict[str, Any]:
-    annotations = {nodes.HOLDER: holder, nodes.WAS_UNSCHEDULABLE: "false"} if holder else {}
-    return {
-        "metadata": {"name": "n1", "uid": "node-uid", "resourceVersion": "7", "annotations": annotations},
-        "spec": {"unschedulable": cordoned, "taints": [dict(nodes.TAINT)] if tainted else []},
-    }
-
-
-HELD = a_node("nm", cordoned=True, tainted=True)
-
-
-def a_pod(name: str, *, ns: str = "app", labels: dict[str, str] | None = None, owner: str | None = "ReplicaSet",
-          phase: str = "Running", ready: bool = True, terminating: bool = False, **meta: Any) -> dict[str, Any]:
-    metadata: dict[str, Any] = {"name": name, "namespace": ns, "uid": f"uid-{name}", "labels": labels or {}, **meta}
-    if owner:
-        metadata["ownerReferences"] = [{"kind": owner, "name": "x", "controller": True}]
-    if terminating:
-        metadata["deletionTimestamp"] = _ago(1)
-    conditions = [{"type": "Ready", "status": "True" if ready else "False"}]
-    return {"metadata": metadata, "spec": {"nodeName": "n1"}, "status": {"phase": phase, "conditions": conditions}}
-
-
-def a_budget(name: str, allowed: int, *, ns: str = "app", labels: dict[str, str] | None = None, version: str = "1",
-             observed: bool = True, **spec: Any) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "namespace": ns, "generation": 2, "resourceVersion": version},
-        "spec": {"selector": {"matchLabels": labels or {"app": name}}, **spec},
-        "status": {"observedGeneration": 2 if observed else 1, "disruptionsAllowed": allowed, "currentHealthy": 3,
-                   "desiredHealthy": 3, "expectedPods": 3},
-    }
-
-
-def maintenance(status: dict[str, Any] | None = None, **spec: Any) -> Maintenance:
-    return Maintenance(name="nm", node_name="n1", reason="kernel", status=status or {}, **spec)
-
-
-RUNNING = {"phase": "Running", "totalpods": 3, "evictionPods": 3, "drainStartTime": _ago(10)}
+a_budget = partial(budget, namespace="app", generation=2, resource_version="1", labels={"app": "web"}, observed=2,
+                   healthy=3, desired=3, expected=3)
 
 
 def evicted(result: Plan) -> list[str]:
@@ -84,7 +42,7 @@ def test_missing_node_fails_and_waits_for_the_node_watch() -> None:
 
 
 def test_node_held_by_another_maintenance_fails_without_touching_it() -> None:
-    result = plan(maintenance(), a_node("other", cordoned=True, tainted=True), [a_pod("p")], [], NOW, holder_exists=True)
+    result = plan(maintenance(), held_node("other", cordoned=True), [scene_pod("p")], [], NOW, holder_exists=True)
     assert result.phase == "Failed" and result.node_patch is None and result.removals == ()
     assert "already in maintenance by NodeMaintenance other" in result.status["lastError"]
     assert result.recheck_in == NODE_HELD_RECHECK_SECONDS and not result.holds_node
@@ -97,13 +55,13 @@ def test_the_same_failure_is_announced_once() -> None:
 
 
 def test_node_held_by_a_deleted_maintenance_is_taken_over() -> None:
-    result = plan(maintenance(), a_node("gone", cordoned=True, tainted=True), [], [], NOW, holder_exists=False)
+    result = plan(maintenance(), held_node("gone", cordoned=True), [], [], NOW, holder_exists=False)
     assert result.node_patch is not None and result.node_patch["metadata"]["annotations"][nodes.HOLDER] == "nm"
     assert result.phase == "Succeeded"
 
 
 def test_fresh_node_is_cordoned_tainted_and_announced_on_both_objects() -> None:
-    result = plan(maintenance(), a_node(), [], [], NOW)
+    result = plan(maintenance(), scene_node(), [], [], NOW)
     patch = result.node_patch
     assert patch is not None and patch["spec"]["unschedulable"] is True and nodes.TAINT in patch["spec"]["taints"]
     assert patch["metadata"]["resourceVersion"] == "7"  # refused if the node changed meanwhile
@@ -112,7 +70,7 @@ def test_fresh_node_is_cordoned_tainted_and_announced_on_both_objects() -> None:
 
 
 def test_held_node_someone_uncordoned_is_cordoned_again_without_announcing() -> None:
-    result = plan(maintenance(RUNNING), a_node("nm", cordoned=False, tainted=True), [], [], NOW)
+    result = plan(maintenance(RUNNING), held_node("nm", cordoned=False), [], [], NOW)
     assert result.node_patch is not None and result.node_patch["spec"]["unschedulable"] is True
     assert "BeginMaintenance" not in [r for _, r in reasons(result)]
 
@@ -126,13 +84,13 @@ def test_held_node_is_not_patched_again() -> None:
 
 def test_mixed_node_evicts_deletes_finished_and_keeps_daemonset_and_mirror_pods() -> None:
     node_pods = [
-        a_pod("web"),
-        a_pod("bare", owner=None),
-        a_pod("job", owner="Job", phase="Succeeded"),
-        a_pod("agent", owner="DaemonSet"),
-        a_pod("static", owner=None, annotations={"kubernetes.io/config.mirror": "x"}),
+        scene_pod("web"),
+        scene_pod("bare", owner=None),
+        scene_pod("job", owner="Job", phase="Succeeded"),
+        scene_pod("agent", owner="DaemonSet"),
+        scene_pod("static", owner=None, annotations={"kubernetes.io/config.mirror": "x"}),
     ]
-    result = plan(maintenance(), a_node(), node_pods, [], NOW)
+    result = plan(maintenance(), scene_node(), node_pods, [], NOW)
     assert evicted(result) == ["bare", "web"] and deleted(result) == ["job"]
     assert result.phase == "Running"
     assert result.status["totalpods"] == 5 and result.status["evictionPods"] == 3
@@ -140,32 +98,32 @@ def test_mixed_node_evicts_deletes_finished_and_keeps_daemonset_and_mirror_pods(
 
 
 def test_pod_selector_and_grace_period_reach_the_removals() -> None:
-    node_pods = [a_pod("a", labels={"drain": "yes"}), a_pod("b", labels={"drain": "no"})]
-    result = plan(maintenance(selector={"matchLabels": {"drain": "yes"}}, grace=3), a_node(), node_pods, [], NOW)
+    node_pods = [scene_pod("a", labels={"drain": "yes"}), scene_pod("b", labels={"drain": "no"})]
+    result = plan(maintenance(selector={"matchLabels": {"drain": "yes"}}, grace=3), scene_node(), node_pods, [], NOW)
     assert evicted(result) == ["a"] and result.removals[0].grace == 3 and result.removals[0].uid == "uid-a"
     assert result.status["evictionPods"] == 1 and result.status["totalpods"] == 2
 
 
 def test_terminating_pods_are_waited_for_not_evicted_again() -> None:
-    result = plan(maintenance(RUNNING), HELD, [a_pod("p", terminating=True)], [], NOW)
+    result = plan(maintenance(RUNNING), HELD, [scene_pod("p", deleted_at=ago(1))], [], NOW)
     assert result.removals == () and result.phase == "Running" and result.status["pendingPods"] == ["p"]
     assert result.recheck_in is None  # the pod watch reports it gone
 
 
 def test_accepted_eviction_is_not_sent_again_while_the_pod_watch_catches_up() -> None:
     attempts = {"uid-p": Attempt(CLOCK + 30, accepted=True)}
-    result = plan(maintenance(RUNNING), HELD, [a_pod("p")], [], NOW, attempts=attempts)
+    result = plan(maintenance(RUNNING), HELD, [scene_pod("p")], [], NOW, attempts=attempts)
     assert result.removals == () and result.recheck_in == pytest.approx(30)
 
 
 def test_totals_and_drain_start_survive_a_restart() -> None:
-    result = plan(maintenance(RUNNING), HELD, [a_pod("p")], [], NOW)
+    result = plan(maintenance(RUNNING), HELD, [scene_pod("p")], [], NOW)
     assert result.status["totalpods"] == 3 and result.status["evictionPods"] == 3
-    assert result.status["drainStartTime"] == _ago(10) and result.status["drainProgress"] == 67
+    assert result.status["drainStartTime"] == ago(10) and result.status["drainProgress"] == 67
 
 
 def test_all_gone_succeeds_once() -> None:
-    first = plan(maintenance(RUNNING), HELD, [a_pod("agent", owner="DaemonSet")], [], NOW)
+    first = plan(maintenance(RUNNING), HELD, [scene_pod("agent", owner="DaemonSet")], [], NOW)
     assert first.phase == "Succeeded" and first.status["lastError"] == "" and first.status["drainProgress"] == 100
     assert reasons(first) == [(False, "SucceedMaintenance")] and first.drained_after == 10
     assert {c["type"]: c["status"] for c in first.status["conditions"]} == {"Drained": "True"}
@@ -175,21 +133,21 @@ def test_all_gone_succeeds_once() -> None:
 
 def test_late_pod_on_a_drained_node_is_evicted() -> None:
     drained = {**RUNNING, "phase": "Succeeded"}
-    result = plan(maintenance(drained), HELD, [a_pod("late")], [], NOW)
+    result = plan(maintenance(drained), HELD, [scene_pod("late")], [], NOW)
     assert result.phase == "Running" and evicted(result) == ["late"]
 
 
 def test_replaced_pod_is_a_new_pod() -> None:
     """A replacement that reuses the name has a new uid: the old pod's attempt does not hold it back."""
     attempts = {"uid-old": Attempt(CLOCK + 30, accepted=True)}
-    result = plan(maintenance(RUNNING), HELD, [a_pod("db-0")], [], NOW, attempts=attempts)
+    result = plan(maintenance(RUNNING), HELD, [scene_pod("db-0")], [], NOW, attempts=attempts)
     assert evicted(result) == ["db-0"] and result.removals[0].uid == "uid-db-0"
 
 
 # ------------------------------------------------------------------ budgets pace the evictions
 
 
-WEB = [a_pod(f"web-{i}", labels={"app": "web"}) for i in range(5)]
+WEB = [scene_pod(f"web-{i}", labels={"app": "web"}) for i in range(5)]
 
 
 @pytest.mark.parametrize(
@@ -198,7 +156,7 @@ WEB = [a_pod(f"web-{i}", labels={"app": "web"}) for i in range(5)]
 )
 def test_no_more_evictions_than_the_budget_allows_now(allowed: int, in_flight: int, sent: int) -> None:
     flights = {"app/web": InFlight(in_flight, 7.5)} if in_flight else {}
-    result = plan(maintenance(RUNNING), HELD, WEB, [a_budget("web", allowed)], NOW, in_flight=flights)
+    result = plan(maintenance(RUNNING), HELD, WEB, [a_budget("web", allowed=allowed)], NOW, in_flight=flights)
     assert len(result.removals) == sent
     assert all(r.budget == "app/web" and r.budget_version == "1" for r in result.removals)
     blocked = 5 - sent
@@ -210,44 +168,44 @@ def test_no_more_evictions_than_the_budget_allows_now(allowed: int, in_flight: i
 def test_an_eviction_whose_answer_was_lost_holds_the_budget_only_until_it_expires() -> None:
     """The budget allows one, and one eviction was sent whose acceptance no event has shown (its answer
     lost to a broken connection): the drain waits, and looks again when that eviction stops counting."""
-    result = plan(maintenance(RUNNING), HELD, WEB, [a_budget("web", 1)], NOW, in_flight={"app/web": InFlight(1, 3.0)})
+    result = plan(maintenance(RUNNING), HELD, WEB, [a_budget("web", allowed=1)], NOW, in_flight={"app/web": InFlight(1, 3.0)})
     assert result.removals == () and result.recheck_in == 3.0
-    later = plan(maintenance(RUNNING), HELD, WEB, [a_budget("web", 1)], NOW, in_flight={})
+    later = plan(maintenance(RUNNING), HELD, WEB, [a_budget("web", allowed=1)], NOW, in_flight={})
     assert len(later.removals) == 1
 
 
 def test_pods_without_a_budget_go_at_once_beside_paced_ones() -> None:
-    node_pods = [*WEB, a_pod("bare", owner=None), a_pod("other", labels={"app": "other"})]
-    result = plan(maintenance(RUNNING), HELD, node_pods, [a_budget("web", 1)], NOW)
+    node_pods = [*WEB, scene_pod("bare", owner=None), scene_pod("other", labels={"app": "other"})]
+    result = plan(maintenance(RUNNING), HELD, node_pods, [a_budget("web", allowed=1)], NOW)
     assert sorted(evicted(result)) == ["bare", "other", "web-0"]
 
 
 def test_budget_in_another_namespace_does_not_pace() -> None:
-    result = plan(maintenance(RUNNING), HELD, WEB, [a_budget("web", 0, ns="elsewhere")], NOW)
+    result = plan(maintenance(RUNNING), HELD, WEB, [a_budget("web", allowed=0, namespace="elsewhere")], NOW)
     assert len(result.removals) == 5
 
 
 def test_refused_pod_waits_for_the_budget_to_change_not_for_a_timer() -> None:
     attempts = {"uid-web-0": Attempt(CLOCK, refused_by=(("app/web", "1"),), failures=1)}
-    same = plan(maintenance(RUNNING), HELD, WEB[:1], [a_budget("web", 1, version="1")], NOW, attempts=attempts)
+    same = plan(maintenance(RUNNING), HELD, WEB[:1], [a_budget("web", allowed=1, resource_version="1")], NOW, attempts=attempts)
     assert same.removals == () and "web-0 waits on PodDisruptionBudget app/web" in same.status["lastError"]
     assert same.recheck_in is None
-    changed = plan(maintenance(RUNNING), HELD, WEB[:1], [a_budget("web", 1, version="2")], NOW, attempts=attempts)
+    changed = plan(maintenance(RUNNING), HELD, WEB[:1], [a_budget("web", allowed=1, resource_version="2")], NOW, attempts=attempts)
     assert evicted(changed) == ["web-0"]
 
 
 def test_budget_not_yet_processed_allows_nothing() -> None:
-    result = plan(maintenance(RUNNING), HELD, WEB, [a_budget("web", 3, observed=False)], NOW)
+    result = plan(maintenance(RUNNING), HELD, WEB, [a_budget("web", allowed=3, observed=1)], NOW)
     assert result.removals == ()
 
 
 @pytest.mark.parametrize(
     ("pod", "budget", "goes"),
     [
-        (a_pod("p", labels={"app": "web"}, phase="Pending"), a_budget("web", 0), True),  # not running yet
-        (a_pod("p", labels={"app": "web"}, ready=False), a_budget("web", 0, unhealthyPodEvictionPolicy="AlwaysAllow"), True),
-        (a_pod("p", labels={"app": "web"}, ready=False), a_budget("web", 0), True),  # healthy enough without it
-        (a_pod("p", labels={"app": "web"}, ready=True), a_budget("web", 0), False),
+        (scene_pod("p", labels={"app": "web"}, phase="Pending"), a_budget("web", allowed=0), True),  # not running yet
+        (scene_pod("p", labels={"app": "web"}, ready=False), a_budget("web", allowed=0, unhealthyPodEvictionPolicy="AlwaysAllow"), True),
+        (scene_pod("p", labels={"app": "web"}, ready=False), a_budget("web", allowed=0), True),  # healthy enough without it
+        (scene_pod("p", labels={"app": "web"}, ready=True), a_budget("web", allowed=0), False),
     ],
 )
 def test_pods_the_eviction_api_lets_past_a_budget_are_not_held(pod: dict, budget: dict, goes: bool) -> None:
@@ -260,44 +218,73 @@ def test_pods_the_eviction_api_lets_past_a_budget_are_not_held(pod: dict, budget
 
 def test_pod_waiting_on_a_retry_time_is_tried_then_and_its_error_shown() -> None:
     attempts = {"uid-bare": Attempt(CLOCK + 4, error="removal failed: Forbidden (403)", failures=2)}
-    waiting = plan(maintenance(RUNNING), HELD, [a_pod("bare", owner=None)], [], NOW, attempts=attempts)
+    waiting = plan(maintenance(RUNNING), HELD, [scene_pod("bare", owner=None)], [], NOW, attempts=attempts)
     assert waiting.removals == () and waiting.recheck_in == pytest.approx(4)
     assert waiting.status["lastError"] == "app/bare: removal failed: Forbidden (403)"
     later = NOW + datetime.timedelta(seconds=5)
-    assert evicted(plan(maintenance(RUNNING), HELD, [a_pod("bare", owner=None)], [], later, attempts=attempts)) == ["bare"]
+    assert evicted(plan(maintenance(RUNNING), HELD, [scene_pod("bare", owner=None)], [], later, attempts=attempts)) == ["bare"]
 
 
 def test_timeout_fails_stops_evicting_and_keeps_the_node() -> None:
-    status = {**RUNNING, "drainStartTime": _ago(61)}
-    result = plan(maintenance(status, timeout=60), HELD, WEB[:1], [a_budget("web", 0)], NOW)
+    status = {**RUNNING, "drainStartTime": ago(61)}
+    result = plan(maintenance(status, timeout=60), HELD, WEB[:1], [a_budget("web", allowed=0)], NOW)
     assert result.phase == "Failed" and result.removals == () and result.holds_node and result.node_patch is None
     error = result.status["lastError"]
     assert error.startswith("drain timed out after 60s with pods left: app/web-0")
     assert "waits on PodDisruptionBudget app/web" in error and "stays cordoned" in error
     assert reasons(result) == [(False, "FailedMaintenance")]
-    assert plan(maintenance(result.status, timeout=60), HELD, WEB[:1], [a_budget("web", 0)], NOW).events == ()
+    assert plan(maintenance(result.status, timeout=60), HELD, WEB[:1], [a_budget("web", allowed=0)], NOW).events == ()
 
 
 def test_timed_out_drain_succeeds_if_the_pods_leave_after_all() -> None:
-    status = {**RUNNING, "phase": "Failed", "drainStartTime": _ago(600)}
+    status = {**RUNNING, "phase": "Failed", "drainStartTime": ago(600)}
     assert plan(maintenance(status, timeout=60), HELD, [], [], NOW).phase == "Succeeded"
 
 
 def test_timeout_counts_from_the_drain_start_not_from_creation() -> None:
     """A maintenance that waited (its node missing) gets its whole timeout once it takes the node."""
     waited = {"phase": "Failed", "lastError": "node 'n1' not found; ...", "totalpods": 0, "evictionPods": 0}
-    result = plan(maintenance(waited, timeout=60), a_node(), WEB[:1], [a_budget("web", 0)], NOW)
+    result = plan(maintenance(waited, timeout=60), scene_node(), WEB[:1], [a_budget("web", allowed=0)], NOW)
     assert result.phase == "Running" and result.status["drainStartTime"] == STAMP
     assert result.recheck_in == pytest.approx(61)  # looks again when the timeout is due
-    still = plan(maintenance(result.status, timeout=60), HELD, WEB[:1], [a_budget("web", 0)], NOW + datetime.timedelta(seconds=59))
+    still = plan(maintenance(result.status, timeout=60), HELD, WEB[:1], [a_budget("web", allowed=0)], NOW + datetime.timedelta(seconds=59))
     assert still.phase == "Running"
 
 
 def test_status_carries_what_a_user_reads() -> None:
-    result = plan(maintenance(RUNNING, timeout=0), HELD, WEB[:2], [a_budget("web", 1)], NOW)
+    result = plan(maintenance(RUNNING, timeout=0), HELD, WEB[:2], [a_budget("web", allowed=1)], NOW)
     status = result.status
     assert status["phase"] == "Running" and status["pendingPods"] == ["web-0", "web-1"]
     assert status["pendingPodsRefs"] == [{"namespace": "app", "name": "web-0"}, {"namespace": "app", "name": "web-1"}]
     assert status["lastError"] == "app/web-1 waits on PodDisruptionBudget app/web"
     assert {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]} == {"Drained": ("False", "Draining")}
     assert status["lastUpdate"] == STAMP
+
+
+# ------------------------------------------------------------------ a remediation Lease on the node
+
+
+def test_another_holder_keeps_the_node_untouched_and_says_who() -> None:
+    node = worker_1(unschedulable=False)
+    read = rem.LeaseView("medik8s-leases", "Worker-1", due=True, read=lease("NodeHealthCheck", 10))
+    result = plan(Maintenance("nm", "Worker-1"), node, [], [], NOW, lease=read)
+    assert result.phase == "Failed" and result.node_patch is None and not result.holds_node and result.recheck_in == 5
+    assert result.lease_claim is None and result.lease_seen is not None and result.lease_seen.other == "NodeHealthCheck"
+    assert "Lease medik8s-leases/node-worker-1 belongs to NodeHealthCheck" in result.status["lastError"]
+    assert [(e.type, e.reason) for e in result.events] == [("Warning", "FailedMaintenance")]
+    assert (rem.condition(result.lease_seen).status, rem.condition(result.lease_seen).reason) == ("False", "HeldByAnother")
+    # Between reads, what the last one found still holds the node back.
+    known = rem.LeaseView("medik8s-leases", "Worker-1", known=result.lease_seen)
+    again = plan(Maintenance("nm", "Worker-1", status=result.status), node, [], [], NOW, lease=known)
+    assert again.phase == "Failed" and again.node_patch is None and again.lease_claim is None and not again.holds_node
+    # Once the holder lets it expire, the plan claims it first, and takes nothing yet.
+    freed = rem.LeaseView("medik8s-leases", "Worker-1", due=True, read=lease("NodeHealthCheck", 4000))
+    claiming = plan(Maintenance("nm", "Worker-1", status=result.status), node, [], [], NOW, lease=freed)
+    assert claiming.lease_claim is not None and not claiming.lease_claim.create and claiming.node_patch is None
+    assert claiming.lease_claim.body["spec"]["holderIdentity"] == rem.HOLDER_IDENTITY
+    # Once it is ours the node is taken, and labelled, and the status says the Lease is held.
+    ours = rem.LeaseView("medik8s-leases", "Worker-1", known=rem.LeaseState("medik8s-leases", "Worker-1"))
+    taken = plan(Maintenance("nm", "Worker-1", status=result.status), node, [], [], NOW, lease=ours)
+    assert taken.phase == "Succeeded" and taken.node_patch["metadata"]["labels"] == {rem.EXCLUDE_LABEL: "true"}
+    held = next(c for c in taken.status["conditions"] if c["type"] == rem.CONDITION)
+    assert (held["status"], held["reason"]) == ("True", "Held")

@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from node_maintenance.coordination import remediation as rem
 from node_maintenance_packaging import cli
 from node_maintenance_packaging.errors import PackagingError
 from node_maintenance_packaging.render import load_inputs, render_all
 from node_maintenance_packaging.templating import DEFAULT_TEMPLATES
+from tests.unit.rendering import ROOT, load_yaml, render_bundle
 
-ROOT = Path(__file__).resolve().parents[2]
 GENERATED = ("bundle", "catalog", "olm-deploy-manifests", "docs", "bundle.Dockerfile", "catalog.Dockerfile")
 CSV = "bundle/manifests/node-maintenance-operator.clusterserviceversion.yaml"
 CRD = "bundle/manifests/nodemaintenance.kubevirt.io_nodemaintenances.yaml"
@@ -33,16 +34,6 @@ def _copy_repo(tmp_path: Path) -> Path:
         (shutil.copytree if source.is_dir() else shutil.copy)(source, root / name)
     shutil.copytree(DEFAULT_TEMPLATES, root / "templates")
     return root
-
-
-def _load(path: Path) -> dict:
-    return yaml.safe_load(path.read_text())
-
-
-def _bundle(tmp_path: Path, version: str) -> Path:
-    out = tmp_path / version
-    assert cli.main(["bundle", "--root", str(ROOT), "--release", version, "--out", str(out)]) == 0
-    return out
 
 
 def test_committed_files_are_up_to_date(capsys: pytest.CaptureFixture[str]) -> None:
@@ -92,7 +83,7 @@ def test_check_reports_stray_files_in_generated_dirs(tmp_path: Path, capsys: pyt
 
 
 def test_bundle_dockerfile_labels_equal_the_annotations() -> None:
-    annotations = _load(ROOT / "bundle/metadata/annotations.yaml")["annotations"]
+    annotations = load_yaml(ROOT / "bundle/metadata/annotations.yaml")["annotations"]
     labels = dict(
         line.removeprefix("LABEL ").split("=", 1)
         for line in (ROOT / "bundle.Dockerfile").read_text().splitlines()
@@ -111,7 +102,7 @@ def test_each_release_crd_serves_its_versions_and_stores_one(tmp_path: Path) -> 
         "0.4.0": (["v1alpha1", "v1alpha3", "v1beta1"], "v1beta1", False),
     }
     for version, (served, storage, strategy_none) in expected.items():
-        crd = _load(_bundle(tmp_path, version) / CRD)
+        crd = load_yaml(render_bundle(tmp_path, version) / CRD)
         versions = crd["spec"]["versions"]
         assert [v["name"] for v in versions] == served
         assert [v["name"] for v in versions if v["storage"]] == [storage]
@@ -121,7 +112,7 @@ def test_each_release_crd_serves_its_versions_and_stores_one(tmp_path: Path) -> 
 
 
 def test_current_crd_deprecates_alphas_and_keeps_node_name_immutable() -> None:
-    versions = {v["name"]: v for v in _load(ROOT / CRD)["spec"]["versions"]}
+    versions = {v["name"]: v for v in load_yaml(ROOT / CRD)["spec"]["versions"]}
     assert versions["v1alpha1"]["deprecated"] and "v1beta1" in versions["v1alpha1"]["deprecationWarning"]
     assert versions["v1alpha3"]["deprecated"] and "deprecated" not in versions["v1beta1"]
     spec = versions["v1beta1"]["schema"]["openAPIV3Schema"]["properties"]["spec"]
@@ -133,7 +124,7 @@ def test_current_crd_deprecates_alphas_and_keeps_node_name_immutable() -> None:
 
 def test_webhooks_follow_the_declared_features(tmp_path: Path) -> None:
     hooks = {
-        version: {h["type"]: h for h in _load(_bundle(tmp_path, version) / CSV)["spec"].get("webhookdefinitions", [])}
+        version: {h["type"]: h for h in load_yaml(render_bundle(tmp_path, version) / CSV)["spec"].get("webhookdefinitions", [])}
         for version in ("0.1.0", "0.2.0", "0.3.0")
     }
     assert hooks["0.1.0"] == {}
@@ -150,12 +141,12 @@ def test_webhooks_follow_the_declared_features(tmp_path: Path) -> None:
 
 def test_csv_install_modes_allow_own_namespace_only_without_conversion(tmp_path: Path) -> None:
     for version, own in (("0.1.0", True), ("0.3.0", False)):
-        modes = {m["type"]: m["supported"] for m in _load(_bundle(tmp_path, version) / CSV)["spec"]["installModes"]}
+        modes = {m["type"]: m["supported"] for m in load_yaml(render_bundle(tmp_path, version) / CSV)["spec"]["installModes"]}
         assert modes == {"OwnNamespace": own, "SingleNamespace": False, "MultiNamespace": False, "AllNamespaces": True}
 
 
 def test_csv_rbac_is_exactly_the_operators_needs() -> None:
-    strategy = _load(ROOT / CSV)["spec"]["install"]["spec"]
+    strategy = load_yaml(ROOT / CSV)["spec"]["install"]["spec"]
     cluster = {
         (group, resource, tuple(rule.get("resourceNames", ()))): set(rule["verbs"])
         for rule in strategy["clusterPermissions"][0]["rules"]
@@ -186,7 +177,7 @@ def test_csv_rbac_is_exactly_the_operators_needs() -> None:
 
 
 def test_csv_deployment_is_restricted_and_probed() -> None:
-    csv = _load(ROOT / CSV)
+    csv = load_yaml(ROOT / CSV)
     deployment = csv["spec"]["install"]["spec"]["deployments"][0]
     assert deployment["name"] == "node-maintenance-operator"
     pod = deployment["spec"]["template"]["spec"]
@@ -212,7 +203,7 @@ def test_csv_deployment_is_restricted_and_probed() -> None:
 
 
 def test_csv_lists_an_example_and_descriptors_for_every_served_version() -> None:
-    csv = _load(ROOT / CSV)
+    csv = load_yaml(ROOT / CSV)
     examples = json.loads(csv["metadata"]["annotations"]["alm-examples"])
     owned = csv["spec"]["customresourcedefinitions"]["owned"]
     assert sorted((e["kind"], e["apiVersion"].split("/")[1]) for e in examples) == sorted((o["kind"], o["version"]) for o in owned) == [
@@ -238,7 +229,7 @@ def test_catalog_channels_have_one_head_and_bundles_embed_their_manifests() -> N
         assert replaced <= names
         assert names - replaced == {"node-maintenance-operator.v0.4.0"}
     for version in ("0.1.0", "0.2.0", "0.3.0", "0.4.0"):
-        bundle = _load(ROOT / f"catalog/node-maintenance-operator/bundles/node-maintenance-operator.v{version}.yaml")
+        bundle = load_yaml(ROOT / f"catalog/node-maintenance-operator/bundles/node-maintenance-operator.v{version}.yaml")
         assert bundle["image"] == f"ghcr.io/node-maintenance-operator/node-maintenance-operator-bundle:v{version}"
         kinds = {
             json.loads(base64.b64decode(p["value"]["data"]))["kind"]
@@ -272,8 +263,8 @@ def test_deploy_manifests_target_each_platforms_catalog_namespace(tmp_path: Path
     image = "registry.example/nmo-catalog:v9"
     assert cli.main(["deploy", "--root", str(root), "--catalog-image", image, "--version", "0.2.0"]) == 0
     for platform, namespace in (("kubernetes", "olm"), ("openshift", "openshift-marketplace")):
-        source = _load(root / f"olm-deploy-manifests/{platform}/nm-catalog-source.yaml")
-        subscription = _load(root / f"olm-deploy-manifests/{platform}/nm-sub.yaml")
+        source = load_yaml(root / f"olm-deploy-manifests/{platform}/nm-catalog-source.yaml")
+        subscription = load_yaml(root / f"olm-deploy-manifests/{platform}/nm-sub.yaml")
         assert (source["metadata"]["namespace"], source["spec"]["image"], source["spec"]["sourceType"]) == (namespace, image, "grpc")
         assert subscription["spec"]["sourceNamespace"] == namespace
         assert subscription["spec"]["startingCSV"] == "node-maintenance-operator.v0.2.0"
@@ -286,7 +277,7 @@ def test_pinned_digests_replace_tags_everywhere(tmp_path: Path) -> None:
     render_all(tmp_path, releases_file=ROOT / "releases.yaml", digests={operator: DIGEST, bundle: DIGEST})
     csv_text = (tmp_path / CSV).read_text()
     assert f"ghcr.io/node-maintenance-operator/node-maintenance-operator@{DIGEST}" in csv_text and operator not in csv_text
-    catalog_bundle = _load(tmp_path / "catalog/node-maintenance-operator/bundles/node-maintenance-operator.v0.4.0.yaml")
+    catalog_bundle = load_yaml(tmp_path / "catalog/node-maintenance-operator/bundles/node-maintenance-operator.v0.4.0.yaml")
     assert catalog_bundle["image"] == f"ghcr.io/node-maintenance-operator/node-maintenance-operator-bundle@{DIGEST}"
 
 
@@ -313,7 +304,7 @@ def test_bad_digest_pins_are_refused(digests: dict[str, str], message: str) -> N
 def test_committed_artifacts_name_only_images_this_project_builds() -> None:
     """Every image the bundle, the catalog, the deploy manifests and the Dockerfiles name is under the
     registry releases.yaml names, the one this project publishes to."""
-    registry = yaml.safe_load((ROOT / "releases.yaml").read_text())["registry"]
+    registry = yaml.safeload_yaml((ROOT / "releases.yaml").read_text())["registry"]
     found: list[str] = []
 
     def images(node: object) -> None:
@@ -340,3 +331,28 @@ def test_the_opm_version_is_the_pinned_one() -> None:
     from node_maintenance_packaging.catalog import OPM_VERSION
 
     assert f"github.com/operator-framework/operator-registry {OPM_VERSION}" in (ROOT / "hack/tools/opm/go.mod").read_text()
+
+
+def test_a_release_with_the_remediation_feature_grants_the_lease_rules_and_names_the_namespace(tmp_path: Path) -> None:
+    """The CSV's RBAC and setting come from the one template, for the releases declaring the feature only."""
+    doc = yaml.safe_load((ROOT / "releases.yaml").read_text())
+    newest = doc["releases"][-1]
+    newest["features"] = sorted(set(newest["features"]) | {"remediation"})
+    (tmp_path / "releases.yaml").write_text(yaml.safe_dump(doc))
+
+    def csv(version: str) -> dict:
+        out = tmp_path / version
+        assert cli.main(["bundle", "--root", str(tmp_path), "--release", version, "--out", str(out)]) == 0
+        return yaml.safe_load((out / "bundle" / "manifests" / "node-maintenance-operator.clusterserviceversion.yaml").read_text())
+
+    def rules_and_env(manifest: dict) -> tuple[list[dict], list[dict]]:
+        install = manifest["spec"]["install"]["spec"]
+        return install["clusterPermissions"][0]["rules"], install["deployments"][0]["spec"]["template"]["spec"]["containers"][0]["env"]
+
+    rules, env = rules_and_env(csv(newest["version"]))
+    assert {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update", "delete"]} in rules
+    assert {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["create"]} in rules
+    assert {"name": rem.LEASE_NAMESPACE_ENV, "value": rem.DEFAULT_LEASE_NAMESPACE} in env
+    before, env_before = rules_and_env(csv(doc["releases"][0]["version"]))
+    assert not any("leases" in r["resources"] or "namespaces" in r["resources"] for r in before)
+    assert all(e["name"] != rem.LEASE_NAMESPACE_ENV for e in env_before)

@@ -1,17 +1,15 @@
-"""The patches that take a node into maintenance and give it back exactly as it was."""
+"""The patches that take a node into maintenance and give it back exactly as it was, also when one
+NodeMaintenance takes the node over from another that vanished."""
 
 from __future__ import annotations
 
+from functools import partial
+
 from node_maintenance.drain import node
+from tests.unit import builders
 
 OTHER = {"key": "example.com/dedicated", "value": "infra", "effect": "NoSchedule"}
-
-
-def a_node(*, unschedulable: bool = False, taints: list | None = None, annotations: dict | None = None) -> dict:
-    return {
-        "metadata": {"name": "n1", "resourceVersion": "42", "annotations": annotations or {}},
-        "spec": {"unschedulable": unschedulable, "taints": taints if taints is not None else [OTHER]},
-    }
+a_node = partial(builders.node, "n1", resource_version="42", annotations={}, unschedulable=False, taints=[OTHER])
 
 
 def test_begin_cordons_taints_and_records_holder_and_earlier_state() -> None:
@@ -43,3 +41,12 @@ def test_end_removes_only_our_taint_and_uncordons_unless_cordoned_before() -> No
 def test_holder_and_taint_detection() -> None:
     assert node.holder_of(a_node(annotations={node.HOLDER: "x"})) == "x" and node.holder_of(a_node()) is None
     assert node.has_taint(a_node(taints=[dict(node.TAINT)])) and not node.has_taint(a_node())
+
+
+def test_taking_over_from_a_holder_that_is_gone_keeps_its_record() -> None:
+    # nm-old took a schedulable node and vanished without giving it back; nm-new takes over.
+    left = builders.node("n1", resource_version="7", holder="nm-old", was_unschedulable=False, unschedulable=True, taints=[node.TAINT])
+    patch = node.begin_patch(left, "nm-new")
+    assert patch["metadata"]["annotations"] == {node.HOLDER: "nm-new"}  # the record stays "false"
+    taken = {**left, "metadata": {**left["metadata"], "annotations": {node.HOLDER: "nm-new", node.WAS_UNSCHEDULABLE: "false"}}}
+    assert node.will_uncordon(taken)

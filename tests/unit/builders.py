@@ -1,0 +1,401 @@
+"""The objects unit tests are made of, built in one place: pods, nodes, PodDisruptionBudgets,
+NodeMaintenances and NodeMaintenancePolicies as the API server would show them, the drain planner's
+usual scene, and ``FakeApi``, the one stand-in for the operator's API access.
+
+Each builder writes a field only when asked to (or when a default below says so), so that a test's
+object holds exactly what the test meant it to hold. A module that always wants the same extras binds
+them once with ``functools.partial``. Dictionaries passed in are copied, never kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import datetime
+from collections import deque
+from collections.abc import AsyncIterator, Iterable
+from functools import partial
+from typing import Any, NamedTuple
+
+from node_maintenance.api import GROUP, KIND
+from node_maintenance.client.errors import Gone, NotFound
+from node_maintenance.drain.node import HOLDER, TAINT, WAS_UNSCHEDULABLE
+from node_maintenance.drain.planner import Maintenance
+
+Obj = dict[str, Any]
+
+
+# ---------------------------------------------------------------- pods
+def pod(name: str = "p", *, namespace: str = "ns", uid: str | None = None, labels: dict[str, str] | None = None,
+        annotations: dict[str, str] | None = None, owner: str | None = "ReplicaSet", owner_name: str = "o",
+        owners: list[Obj] | None = None, node: str | None = None, volumes: list[Obj] | None = None,
+        phase: str = "Running", ready: bool | None = True, deleted_at: str | None = None, **metadata: Any) -> Obj:
+    """A pod. ``uid`` may say ``{name}`` for the pod's name; ``owner`` is the kind of its controller
+    (named ``owner_name``), unless ``owners`` gives the ownerReferences whole; ``ready`` None leaves the
+    Ready condition out; ``deleted_at`` makes it terminating; other keywords go into its metadata."""
+    meta: Obj = {"name": name, "namespace": namespace}
+    if uid is not None:
+        meta["uid"] = uid.format(name=name)
+    meta["labels"] = dict(labels or {})
+    if annotations is not None:
+        meta["annotations"] = dict(annotations)
+    meta.update(metadata)
+    if owners is not None:
+        meta["ownerReferences"] = copy.deepcopy(owners)
+    elif owner:
+        meta["ownerReferences"] = [{"kind": owner, "name": owner_name, "controller": True}]
+    if deleted_at is not None:
+        meta["deletionTimestamp"] = deleted_at
+    obj: Obj = {"metadata": meta}
+    spec: Obj = {}
+    if node is not None:
+        spec["nodeName"] = node
+    if volumes is not None:
+        spec["volumes"] = copy.deepcopy(volumes)
+    if spec:
+        obj["spec"] = spec
+    status: Obj = {"phase": phase}
+    if ready is not None:
+        status["conditions"] = [{"type": "Ready", "status": "True" if ready else "False"}]
+    obj["status"] = status
+    return obj
+
+
+# ---------------------------------------------------------------- nodes
+def node(name: str = "n1", *, uid: str | None = None, resource_version: str | None = None, labels: dict[str, str] | None = None,
+         annotations: dict[str, str] | None = None, holder: str | None = None, was_unschedulable: bool | None = None,
+         spec: Obj | None = None, unschedulable: bool | None = None, taints: Iterable[Obj] | None = None,
+         status: Obj | None = None, ready: bool | None = None, conditions: list[Obj] | None = None) -> Obj:
+    """A node. ``holder`` and ``was_unschedulable`` write the annotations of a node a NodeMaintenance
+    holds; ``spec`` is there (even empty) when given or when ``unschedulable`` or ``taints`` are; ``ready``
+    writes a lone Ready condition, ``conditions`` any list of them."""
+    meta: Obj = {"name": name}
+    if uid is not None:
+        meta["uid"] = uid
+    if resource_version is not None:
+        meta["resourceVersion"] = resource_version
+    if labels is not None:
+        meta["labels"] = dict(labels)
+    if annotations is not None or holder is not None or was_unschedulable is not None:
+        meta["annotations"] = dict(annotations or {})
+        if holder is not None:
+            meta["annotations"][HOLDER] = holder
+        if was_unschedulable is not None:
+            meta["annotations"][WAS_UNSCHEDULABLE] = "true" if was_unschedulable else "false"
+    obj: Obj = {"metadata": meta}
+    if spec is not None or unschedulable is not None or taints is not None:
+        obj["spec"] = dict(spec or {})
+        if unschedulable is not None:
+            obj["spec"]["unschedulable"] = unschedulable
+        if taints is not None:
+            obj["spec"]["taints"] = [dict(taint) for taint in taints]
+    if status is not None or ready is not None or conditions is not None:
+        obj["status"] = dict(status or {})
+        if ready is not None:
+            obj["status"]["conditions"] = [{"type": "Ready", "status": "True" if ready else "False"}]
+        if conditions is not None:
+            obj["status"]["conditions"] = copy.deepcopy(conditions)
+    return obj
+
+
+CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"  # Kubernetes' label
+control_plane_node = partial(node, labels={CONTROL_PLANE_LABEL: ""}, ready=True)  # as the quorum rules read it: labels and Ready
+
+
+# ---------------------------------------------------------------- PodDisruptionBudgets
+def budget(name: str = "web", *, namespace: str = "ns", generation: int | None = None, resource_version: str | None = None,
+           labels: dict[str, str] | None = None, selector: Obj | None = None, status: Obj | None = None,
+           observed: int | None = None, allowed: int | None = None, healthy: int | None = None, desired: int | None = None,
+           expected: int | None = None, **spec: Any) -> Obj:
+    """A PodDisruptionBudget. Its selector is ``selector``, else matchLabels ``labels`` (neither: none);
+    other keywords (minAvailable, maxUnavailable, unhealthyPodEvictionPolicy) go into its spec. Its
+    status holds what is given of ``observed`` (observedGeneration), ``allowed`` (disruptionsAllowed),
+    ``healthy``, ``desired`` (currentHealthy, desiredHealthy) and ``expected`` (expectedPods), over
+    ``status``; with none of them there is no status."""
+    meta: Obj = {"name": name, "namespace": namespace}
+    if generation is not None:
+        meta["generation"] = generation
+    if resource_version is not None:
+        meta["resourceVersion"] = resource_version
+    obj: Obj = {"metadata": meta}
+    if selector is not None:
+        spec = {"selector": copy.deepcopy(selector), **spec}
+    elif labels is not None:
+        spec = {"selector": {"matchLabels": dict(labels)}, **spec}
+    if spec:
+        obj["spec"] = spec
+    counts = {"observedGeneration": observed, "disruptionsAllowed": allowed, "currentHealthy": healthy,
+              "desiredHealthy": desired, "expectedPods": expected}
+    given = {key: value for key, value in counts.items() if value is not None}
+    if status is not None or given:
+        obj["status"] = {**(status or {}), **given}
+    return obj
+
+
+def etcd_guard(allowed: int, name: str = "etcd-guard-pdb") -> Obj:
+    """OpenShift's etcd quorum guard budget, as the admission and quorum rules read it."""
+    return budget(name, namespace="openshift-etcd", allowed=allowed)
+
+
+# ---------------------------------------------------------------- NodeMaintenances and NodeMaintenancePolicies
+def nm(name: str = "nm", node: str | None = "n1", *, version: str | None = None, uid: str | None = None,
+       created: str | None = None, finalizers: list[str] | None = None, deleted_at: str | None = None,
+       status: Obj | None = None, **spec: Any) -> Obj:
+    """A NodeMaintenance for ``node`` (None: no spec.nodeName, as v1alpha3 allows). ``version`` writes
+    apiVersion and kind; ``uid`` may say ``{name}``; other keywords (reason, drain) go into its spec."""
+    obj: Obj = {}
+    if version is not None:
+        obj.update({"apiVersion": f"{GROUP}/{version}", "kind": KIND})
+    meta: Obj = {"name": name}
+    if uid is not None:
+        meta["uid"] = uid.format(name=name)
+    if created is not None:
+        meta["creationTimestamp"] = created
+    if finalizers is not None:
+        meta["finalizers"] = list(finalizers)
+    if deleted_at is not None:
+        meta["deletionTimestamp"] = deleted_at
+    obj["metadata"] = meta
+    obj["spec"] = {**({"nodeName": node} if node else {}), **copy.deepcopy(spec)}
+    if status is not None:
+        obj["status"] = copy.deepcopy(status)
+    return obj
+
+
+def nm_policy(name: str = "p", *, node_selector: Obj | None = None, **spec: Any) -> Obj:
+    """A NodeMaintenancePolicy; keywords (maxParallel, maxUnavailable, drain, drainRules, preDrain…) go into its spec."""
+    selector = {"nodeSelector": copy.deepcopy(node_selector)} if node_selector is not None else {}
+    return {"metadata": {"name": name}, "spec": {**selector, **copy.deepcopy(spec)}}
+
+
+# ---------------------------------------------------------------- the drain planner's scene
+# NodeMaintenance nm drains node n1 of pods in namespace app, at NOW; HELD is the node once nm holds it,
+# RUNNING the status of a drain under way for ten seconds; a remediation Lease may hold the node.
+NOW = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.UTC)
+CLOCK = NOW.timestamp()
+STAMP = "2026-01-01T12:00:00Z"
+
+
+def ago(seconds: int) -> str:
+    """The timestamp ``seconds`` before NOW."""
+    return (NOW - datetime.timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+scene_pod = partial(pod, namespace="app", uid="uid-{name}", owner_name="x", node="n1")
+scene_node = partial(node, "n1", uid="node-uid", resource_version="7", annotations={}, unschedulable=False, taints=[])
+
+
+def held_node(holder: str = "nm", *, cordoned: bool = True) -> Obj:
+    """Node n1 as NodeMaintenance ``holder`` took it: its record, our taint, and cordoned unless someone uncordoned it."""
+    return scene_node(holder=holder, was_unschedulable=False, unschedulable=cordoned, taints=[TAINT])
+
+
+HELD = held_node()
+RUNNING = {"phase": "Running", "totalpods": 3, "evictionPods": 3, "drainStartTime": ago(10)}
+
+
+def maintenance(status: dict[str, Any] | None = None, **spec: Any) -> Maintenance:
+    """NodeMaintenance nm of node n1 as the planner reads it."""
+    return Maintenance(name="nm", node_name="n1", reason="kernel", status=status or {}, **spec)
+
+
+def stamp(seconds_ago: float) -> str:
+    """The MicroTime ``seconds_ago`` before NOW, as a Lease's renewTime and acquireTime hold it."""
+    return (NOW - datetime.timedelta(seconds=seconds_ago)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+worker_1 = partial(node, "Worker-1", uid="u1", resource_version="7", labels={}, annotations={}, spec={})  # the node Lease node-worker-1 names
+
+
+def lease(holder: str, renewed_ago: float, duration: int = 3600, *, name: str = "node-worker-1", namespace: str = "medik8s-leases",
+          resource_version: str = "3", **spec: Any) -> Obj:
+    """A remediation Lease (of node Worker-1 unless named otherwise) held by ``holder``, renewed ``renewed_ago`` seconds before NOW."""
+    return {"metadata": {"name": name, "namespace": namespace, "resourceVersion": resource_version},
+            "spec": {"holderIdentity": holder, "renewTime": stamp(renewed_ago), "leaseDurationSeconds": duration, **spec}}
+
+
+# ---------------------------------------------------------------- the API
+class Call(NamedTuple):
+    """One call the code under test made; a watch is recorded with method WATCH."""
+
+    method: str
+    path: str
+    query: dict[str, str] | None = None
+    body: Any = None
+    content_type: str | None = None
+
+
+class FakeApi:
+    """The operator's API access (``AsyncKube``) answered from memory, recording every call in ``calls``.
+
+    - ``request(method, path, *, query, body, content_type, timeout)`` takes the next answer scripted for
+      method and path (``script``, ``fail``): an exception is raised, anything else returned. Unscripted,
+      a GET answers the object stored in ``objects`` at that path, or for a collection path a listing of
+      the objects stored under it (matching a ``labelSelector`` of ``key``, ``key=value``, ``key!=value``
+      or ``!key`` terms), else raises NotFound; a write answers its body and changes nothing stored.
+    - ``get(path)`` is a GET with None for a missing object; ``patch(path, body, content_type)`` a PATCH.
+    - ``watch(path, query)`` yields the events of the next script queued by ``script_watch``: an
+      exception among them is raised when reached, and the end of the list ends the watch as a server
+      does. With nothing queued it sets ``idle`` and waits until cancelled.
+    - ``outage``, while set, is raised by every call: an API server away or failing.
+    - ``blocking()`` is the same fake with blocking methods, for code given a ``Kube`` (admission, leader
+      election): calls, scripts and objects are shared.
+
+    Answers are deep copies: what the code under test changes never changes the script or the store.
+    """
+
+    def __init__(self, objects: dict[str, Obj] | None = None) -> None:
+        self.objects: dict[str, Obj] = dict(objects or {})
+        self.calls: list[Call] = []
+        self.outage: BaseException | None = None
+        self.idle = asyncio.Event()
+        self._answers: dict[tuple[str, str], deque[Any]] = {}
+        self._watches: dict[str, deque[list[Any]]] = {}
+
+    # ------------------------------------------------ what a test says
+    def script(self, method: str, path: str, *answers: Any) -> None:
+        """The answers of the next calls of ``method`` to ``path``, one per call: objects, or exceptions to raise."""
+        self._answers.setdefault((method, path), deque()).extend(answers)
+
+    def fail(self, method: str, path: str, error: BaseException, *, times: int = 1) -> None:
+        """Make the next ``times`` calls of ``method`` to ``path`` raise ``error``."""
+        self.script(method, path, *[error] * times)
+
+    def script_watch(self, path: str, *watches: list[Any]) -> None:
+        """What the next watches of ``path`` send, one list of events (or exceptions) per watch request."""
+        self._watches.setdefault(path, deque()).extend(list(events) for events in watches)
+
+    def remaining(self, method: str, path: str) -> list[Any]:
+        """What is scripted and not yet taken: answers for ``method`` and ``path``, or watches for WATCH."""
+        return list(self._watches.get(path, ()) if method == "WATCH" else self._answers.get((method, path), ()))
+
+    def calls_to(self, method: str, path: str | None = None) -> list[Call]:
+        return [call for call in self.calls if call.method == method and path in (None, call.path)]
+
+    def blocking(self) -> BlockingFakeApi:
+        return BlockingFakeApi(self)
+
+    # ------------------------------------------------ what the code under test calls
+    async def request(self, method: str, path: str, *, query: dict[str, str] | None = None, body: Any = None,
+                      content_type: str | None = None, timeout: float | None = None) -> Obj:
+        return self._answer(method, path, query, body, content_type)
+
+    async def get(self, path: str) -> Obj | None:
+        try:
+            return await self.request("GET", path)
+        except NotFound:
+            return None
+
+    async def patch(self, path: str, body: Obj, content_type: str | None = None) -> Obj:
+        return await self.request("PATCH", path, body=body, content_type=content_type)
+
+    async def watch(self, path: str, query: dict[str, str]) -> AsyncIterator[Obj]:
+        self.calls.append(Call("WATCH", path, dict(query)))
+        if self.outage is not None:
+            raise self.outage
+        queued = self._watches.get(path)
+        if not queued:
+            self.idle.set()
+            await asyncio.Event().wait()
+            return
+        for event in queued.popleft():
+            if isinstance(event, BaseException):
+                raise event
+            yield copy.deepcopy(event)
+
+    # ------------------------------------------------ answering
+    def _answer(self, method: str, path: str, query: dict[str, str] | None, body: Any, content_type: str | None) -> Obj:
+        self.calls.append(Call(method, path, dict(query) if query is not None else None, body, content_type))
+        if self.outage is not None:
+            raise self.outage
+        queued = self._answers.get((method, path))
+        if queued:
+            answer = queued.popleft()
+            if isinstance(answer, BaseException):
+                raise answer
+            return copy.deepcopy(answer)
+        if method != "GET":
+            return copy.deepcopy(body) if isinstance(body, dict) else {}
+        if path in self.objects:
+            return copy.deepcopy(self.objects[path])
+        if _is_collection(path):
+            selector = (query or {}).get("labelSelector", "")
+            items = [obj for stored, obj in self.objects.items() if _in_collection(stored, path) and _selects(selector, obj)]
+            return {"metadata": {"resourceVersion": "1"}, "items": copy.deepcopy(items)}
+        raise NotFound(404, "NotFound", f"{path} not found")
+
+
+class BlockingFakeApi:
+    """A ``FakeApi`` seen through blocking calls, as code given a ``Kube`` makes them (from a thread)."""
+
+    def __init__(self, api: FakeApi) -> None:
+        self.api = api
+
+    def request(self, method: str, path: str, *, query: dict[str, str] | None = None, body: Any = None,
+                content_type: str | None = None, timeout: float | None = None) -> Obj:
+        return self.api._answer(method, path, query, body, content_type)
+
+    def get(self, path: str, **query: str) -> Obj | None:
+        try:
+            return self.request("GET", path, query=query or None)
+        except NotFound:
+            return None
+
+    def patch(self, path: str, body: Obj, content_type: str | None = None) -> Obj:
+        return self.request("PATCH", path, body=body, content_type=content_type)
+
+
+def watched(name: str, version: str, namespace: str = "ns") -> Obj:
+    """An object as a listing or a watch sends it: what a Mirror keys and resumes on, and managedFields, which it drops."""
+    return {"metadata": {"name": name, "namespace": namespace, "resourceVersion": version, "managedFields": [{"manager": "x"}]}}
+
+
+def script_watch_scene(api: FakeApi, path: str, *, expire: bool = True) -> None:
+    """The watch tests' scene at ``path``: a listing at version 10 of ns/a; a watch that adds ns/b and other/d,
+    deletes ns/a and other/d and bookmarks 13; then (``expire``) a watch that fails 410 Gone, and a second
+    listing, at 20, of ns/c."""
+    api.script("GET", path, {"metadata": {"resourceVersion": "10"}, "items": [watched("a", "9")]})
+    api.script_watch(path, [{"type": "ADDED", "object": watched("b", "11")}, {"type": "ADDED", "object": watched("d", "11", "other")},
+                            {"type": "DELETED", "object": watched("a", "12")}, {"type": "DELETED", "object": watched("d", "12", "other")},
+                            {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "13"}}}])
+    if expire:
+        api.script("GET", path, {"metadata": {"resourceVersion": "20"}, "items": [watched("c", "19")]})
+        api.script_watch(path, [Gone(410, "Expired", "too old resource version")])
+
+
+def _is_collection(path: str) -> bool:
+    """/api/v1/<plural>, /api/v1/namespaces/<ns>/<plural>, /apis/<group>/<version>/… alike: an odd count of segments after the version."""
+    parts = path.strip("/").split("/")
+    rest = parts[2:] if parts[0] == "api" else parts[3:]
+    return len(rest) % 2 == 1
+
+
+def _in_collection(stored: str, collection: str) -> bool:
+    """Whether an object stored at ``stored`` is listed at ``collection``, a namespaced kind's all-namespaces path included."""
+    parent = stored.rsplit("/", 1)[0]
+    if parent == collection:
+        return True
+    parts = parent.split("/")
+    if "namespaces" in parts[:-1]:
+        at = len(parts) - 3  # …/namespaces/<ns>/<plural>
+        return at >= 0 and parts[at] == "namespaces" and "/".join(parts[:at] + parts[at + 2:]) == collection
+    return False
+
+
+def _selects(selector: str, obj: Obj) -> bool:
+    labels = obj.get("metadata", {}).get("labels") or {}
+    for term in filter(None, (t.strip() for t in selector.split(","))):
+        if "!=" in term:
+            key, value = term.split("!=", 1)
+            if labels.get(key) == value:
+                return False
+        elif "=" in term:
+            key, value = term.replace("==", "=").split("=", 1)
+            if labels.get(key) != value:
+                return False
+        elif term.startswith("!"):
+            if term[1:] in labels:
+                return False
+        elif term not in labels:
+            return False
+    return True

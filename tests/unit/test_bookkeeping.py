@@ -1,0 +1,48 @@
+"""What a drain remembers between steps: attempts, evictions counted against budgets, refused Jobs, and
+when its status is written and it looks again."""
+
+from __future__ import annotations
+
+from node_maintenance.drain import bookkeeping as books
+from node_maintenance.drain.planner import Attempt, Removal
+
+
+def removal(name: str, budget: str | None = "app/web") -> Removal:
+    return Removal("app", name, f"uid-{name}", False, None, budget)
+
+
+def test_evictions_count_against_their_budget_until_the_api_accepts_or_refuses_them() -> None:
+    sent = [removal("a"), removal("b"), removal("c", budget=None)]
+    assert books.counted(sent) == [books.Eviction("app/web", "a"), books.Eviction("app/web", "b")]
+    results = {"uid-a": Attempt(10.0, accepted=True), "uid-b": Attempt(10.0, refused_by=(("app/web", "7"),))}
+    assert books.uncounted(sent, results) == [books.Eviction("app/web", "b")]  # refused: it never counted
+    assert books.uncounted(sent, None) == books.counted(sent)  # the step stopped before sending: none counts
+
+
+def test_attempts_take_each_result_and_forget_pods_gone_from_the_node() -> None:
+    before = {"uid-a": Attempt(1.0, error="x", failures=1), "uid-gone": Attempt(1.0)}
+    after = books.merge_attempts(before, [removal("a"), removal("b")], {"uid-a": None, "uid-b": Attempt(5.0, accepted=True)},
+                                 live={"uid-a", "uid-b"})
+    assert after == {"uid-b": Attempt(5.0, accepted=True)}
+
+
+def test_the_next_try_is_the_earliest_attempt_still_ahead() -> None:
+    attempts = {"a": Attempt(105.0), "b": Attempt(102.0), "c": Attempt(90.0)}
+    assert books.next_try_in(attempts, 100.0) == 2.0
+    assert books.next_try_in({"c": Attempt(90.0)}, 100.0) is None
+    assert books.sooner(None, 3.0) == 3.0 and books.sooner(2.0, None) == 2.0 and books.sooner(None, None) is None
+
+
+def test_a_status_is_written_on_a_new_phase_an_event_or_after_the_interval() -> None:
+    stored = {"phase": "Running"}
+    assert books.status_due("Succeeded", stored, 0.1, False)
+    assert books.status_due("Running", stored, 0.1, True)
+    assert not books.status_due("Running", stored, 0.1, False)
+    assert books.status_due("Running", stored, books.NM_STATUS_INTERVAL_SECONDS, False)
+
+
+def test_a_refused_job_is_remembered_until_it_is_created() -> None:
+    known = books.merge_refusals({}, {"job": "forbidden: serviceAccountName"})
+    assert known == {"job": "forbidden: serviceAccountName"}
+    assert books.merge_refusals(known, {}) == known
+    assert books.merge_refusals(known, {"job": None}) == {}
