@@ -151,10 +151,11 @@ def plan(
     # The Lease is held before the node is taken, and kept while it is: claimed when due, unless another holder owns it.
     seen = rem.seen(lease, now) if lease is not None else None
     claim = rem.claim(lease, dict(node), now) if lease is not None and seen is None else None
-    state = seen or (lease.known if lease is not None else None)
+    # A fresh read replaces what was known: a Lease another holder let go no longer holds the node back.
+    state = seen if lease is not None and lease.due else lease.known if lease is not None else None
     if fresh and state is not None and state.other:  # just read, or known from an earlier read: either holds the node back
         return _failed(m, now, rem.held_message(state.namespace, m.node_name, state.other), state.recheck_in, state)
-    if fresh and claim is not None and lease is not None and lease.known is None:
+    if fresh and claim is not None and lease is not None and (lease.known is None or lease.known.other):
         # Never claimed yet: claim first, and take the node on the next step, knowing what the claim met.
         return Plan(str(m.status.get("phase") or ""), dict(m.status), lease_claim=claim, recheck_in=0.0)
     events: list[Event] = []

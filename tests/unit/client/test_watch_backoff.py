@@ -6,42 +6,31 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 
+from node_maintenance.api.paths import PODS
 from node_maintenance.client import watch
+from tests.unit.builders import FakeApi
 
 
-class Flaky:
-    """Fails three watches, serves one event and fails, fails once more; lists return nothing."""
-
-    def __init__(self) -> None:
-        self.script = ["fail", "fail", "fail", "event", "fail"]
-
-    async def request(self, method: str, path: str, query: dict | None = None) -> dict[str, Any]:
-        return {"metadata": {"resourceVersion": "1"}, "items": []}
-
-    async def watch(self, path: str, query: dict[str, str]) -> AsyncIterator[dict[str, Any]]:
-        step = self.script.pop(0) if self.script else "hang"
-        if step == "hang":
-            await asyncio.Event().wait()
-        if step == "event":
-            yield {"type": "ADDED", "object": {"metadata": {"name": "p", "namespace": "ns", "resourceVersion": "2"}}}
-        raise ConnectionResetError("connection reset by peer")
+def _reset() -> ConnectionResetError:
+    return ConnectionResetError("connection reset by peer")
 
 
 def test_backoff_starts_afresh_once_the_watch_is_back(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setattr(watch, "RETRY_FIRST_SECONDS", 0.1)
-    kube = Flaky()
+    # Three watches fail, one serves an event and fails, one more fails; then the watch stays open. Lists return nothing.
+    kube = FakeApi()
+    kube.script("GET", PODS, {"metadata": {"resourceVersion": "1"}, "items": []})
+    kube.script_watch(PODS, [_reset()], [_reset()], [_reset()],
+                      [{"type": "ADDED", "object": {"metadata": {"name": "p", "namespace": "ns", "resourceVersion": "2"}}}, _reset()],
+                      [_reset()])
 
     async def run() -> None:
-        mirror = watch.Mirror(kube, "/api/v1/pods", lambda _: None)  # type: ignore[arg-type]
+        mirror = watch.Mirror(kube, PODS, lambda _: None)  # type: ignore[arg-type]
         task = asyncio.create_task(mirror.run())
-        while kube.script:
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(0.5)
+        await asyncio.wait_for(kube.idle.wait(), 10)
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
 

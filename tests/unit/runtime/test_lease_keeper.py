@@ -5,29 +5,24 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-from typing import Any
 
+from node_maintenance.api.paths import lease_path
 from node_maintenance.client.errors import Invalid
 from node_maintenance.coordination import remediation as rem
 from node_maintenance.coordination.remediation import lease_name
 from node_maintenance.runtime.leases import LeaseKeeper
+from tests.unit import builders
+from tests.unit.builders import FakeApi
 
 LONGEST_NODE_NAME = "n" * 253
-
-
-class NoSuchLeaseName:
-    """The API server's answers for a Lease whose name is too long: not found, and refused when created."""
-
-    async def get(self, path: str) -> dict[str, Any] | None:
-        return None
-
-    async def request(self, method: str, path: str, **_: Any) -> dict[str, Any]:
-        raise Invalid(422, "Unprocessable Entity", f"metadata.name: Invalid value: {lease_name(LONGEST_NODE_NAME)!r}: must be no more than 253 characters")
+TOO_LONG = f"metadata.name: Invalid value: {lease_name(LONGEST_NODE_NAME)!r}: must be no more than 253 characters"
 
 
 def test_a_lease_name_past_the_limit_is_a_reported_problem() -> None:
-    node = {"metadata": {"name": LONGEST_NODE_NAME, "uid": "u"}}
-    keeper = LeaseKeeper(NoSuchLeaseName(), "medik8s-leases", LONGEST_NODE_NAME)  # type: ignore[arg-type]
+    node = builders.node(LONGEST_NODE_NAME, uid="u")
+    api = FakeApi()  # the API server's answers for a Lease whose name is too long: not found, and refused when created
+    api.fail("POST", lease_path("medik8s-leases"), Invalid(422, "Unprocessable Entity", TOO_LONG))
+    keeper = LeaseKeeper(api, "medik8s-leases", LONGEST_NODE_NAME)  # type: ignore[arg-type]
     view = asyncio.run(keeper.view())
     claim = rem.claim(view, node, datetime.datetime.now(datetime.UTC))
     assert view.due and claim is not None and claim.create

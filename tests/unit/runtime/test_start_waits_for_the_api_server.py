@@ -1,5 +1,6 @@
-"""The reconciler's start survives an API server out of reach (found by the soak: a restart during a
-network fault crashed in the storage-version migration or the CRD read, and the process exited)."""
+"""The reconciler's start waits out an API server out of reach: reading the CRD and migrating the storage
+version are tried again until they succeed, then the reconciler runs (found by the soak: a restart during a
+network fault crashed in the migration or the CRD read, and the process exited)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from node_maintenance.api import HUB
 from node_maintenance.client.errors import Unreachable
 from node_maintenance.runtime import main as entry
-from node_maintenance.api import HUB
 
 CRD = {"spec": {"versions": [{"name": HUB, "served": True, "storage": True}]}, "status": {"storedVersions": [HUB]}}
 

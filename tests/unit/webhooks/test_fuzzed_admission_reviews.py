@@ -23,53 +23,24 @@ from hypothesis import strategies as st
 from devcluster.pki import generate_self_signed
 from node_maintenance.api import GROUP, KIND, PLURAL, VERSIONS
 from node_maintenance.api.paths import nm_path, node_path
-from node_maintenance.client.errors import ApiError, NotFound
+from node_maintenance.client.errors import ApiError
 from node_maintenance.webhooks.server import start_webhook_server
+from tests.unit.builders import CONTROL_PLANE_LABEL, FakeApi, etcd_guard, nm, node
 
-CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"  # Kubernetes' label
 GUARD_PATH = "/apis/policy/v1/namespaces/openshift-etcd/poddisruptionbudgets/etcd-guard-pdb"  # OpenShift's etcd guard
-READY = {"conditions": [{"type": "Ready", "status": "True"}]}
 NODES = {
-    "plain": {"metadata": {"name": "plain", "labels": {}}, "status": READY},
-    "held": {"metadata": {"name": "held", "labels": {}}, "status": READY},
-    "control": {"metadata": {"name": "control", "labels": {CONTROL_PLANE_LABEL: ""}}, "status": READY},
+    "plain": node("plain", labels={}, ready=True),
+    "held": node("held", labels={}, ready=True),
+    "control": node("control", labels={CONTROL_PLANE_LABEL: ""}, ready=True),
 }
-HOLDER = {"apiVersion": f"{GROUP}/v1beta1", "kind": KIND, "metadata": {"name": "holder"}, "spec": {"nodeName": "held"}}
-GUARD = {"metadata": {"name": "etcd-guard-pdb", "namespace": "openshift-etcd"}, "status": {"disruptionsAllowed": 0}}
+HOLDER = nm("holder", "held", version="v1beta1")
+GUARD = etcd_guard(0)
 RULES = {  # each rule, by the words its refusal carries
     "missing node": ("does not exist", "spec.nodeName", "kubectl get nodes"),
     "node held by another": ("already in maintenance by NodeMaintenance holder", "delete holder first"),
     "etcd quorum guard": ("control-plane node", "etcd quorum guard", "allows no disruption", "wait until"),
     "API unavailable": ("could not check the node", "try again"),
 }
-
-
-class FakeApi:
-    """What the admission check reads, answered from memory; ``failing`` makes every read fail."""
-
-    failing = False
-
-    def _check(self) -> None:
-        if self.failing:
-            raise ApiError(503, "ServiceUnavailable", "the API server is shutting down")
-
-    def get(self, path: str, **_: str) -> dict[str, Any] | None:
-        self._check()
-        if path == GUARD_PATH:
-            return GUARD
-        return next((n for n in NODES.values() if node_path(n["metadata"]["name"]) == path), None)
-
-    def request(self, method: str, path: str, *, query: dict[str, str] | None = None, **_: Any) -> dict[str, Any]:
-        self._check()
-        if path == nm_path():
-            return {"items": [HOLDER]}
-        if path == node_path():
-            label = (query or {}).get("labelSelector", "")
-            return {"items": [n for n in NODES.values() if not label or label in n["metadata"]["labels"]]}
-        obj = self.get(path)
-        if obj is None:
-            raise NotFound(404, "NotFound", path)
-        return obj
 
 
 @pytest.fixture(scope="module")
@@ -79,9 +50,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, ssl.
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    api = FakeApi()
+    # What the admission check reads: the nodes, the maintenance holding node held, and the etcd guard.
+    api = FakeApi({**{node_path(name): obj for name, obj in NODES.items()}, nm_path("holder"): HOLDER, GUARD_PATH: GUARD})
     loop = asyncio.new_event_loop()
-    runner = loop.run_until_complete(start_webhook_server(host="127.0.0.1", port=port, cert_dir=cert_dir, kube=api))
+    runner = loop.run_until_complete(start_webhook_server(host="127.0.0.1", port=port, cert_dir=cert_dir, kube=api.blocking()))
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
     yield port, ssl.create_default_context(cadata=ca.decode()), api
@@ -141,16 +113,15 @@ def test_fuzzed_reviews_of_objects_reach_every_admission_rule(server: tuple[int,
     def check(case: dict) -> None:
         node = case["node"] if case["node"] != "missing" else f"missing-{case['name']}"
         implicit = case["implicit"] and case["version"] == "v1alpha3"  # v1alpha3 names the node by metadata.name
-        spec = {**case["extra"], **({} if implicit else {"nodeName": node})}
-        obj = {"apiVersion": f"{GROUP}/{case['version']}", "kind": KIND, "metadata": {"name": node if implicit else case["name"]}, "spec": spec}
+        obj = nm(node if implicit else case["name"], None if implicit else node, version=case["version"], **case["extra"])
         review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
                   "request": {"uid": case["uid"], "operation": case["operation"], "object": obj,
                               "resource": {"group": GROUP, "version": case["version"], "resource": PLURAL}}}
-        api.failing = case["api"] == "failing"
+        api.outage = ApiError(503, "ServiceUnavailable", "the API server is shutting down") if case["api"] == "failing" else None
         try:
             response = _review(server, review)
         finally:
-            api.failing = False
+            api.outage = None
         assert response["uid"] == case["uid"]
         rule = _expected(case)
         if rule is None:

@@ -1,0 +1,41 @@
+"""The budget watch: a budget's change wakes only the drains of its namespace, and evictions sent count
+against their budget until the budget shows the pod disrupted."""
+
+from __future__ import annotations
+
+import asyncio
+
+from node_maintenance.api.paths import BUDGETS
+from node_maintenance.runtime.budgets import IN_FLIGHT_SECONDS, BudgetWatch
+from tests.unit.builders import FakeApi, budget, script_watch_scene
+
+
+def test_a_budget_change_wakes_only_the_drains_of_its_namespace() -> None:
+    api = FakeApi()
+    script_watch_scene(api, BUDGETS, expire=False)
+    woken: list[str] = []
+    budgets = BudgetWatch(api)  # type: ignore[arg-type]
+
+    async def scenario() -> None:
+        for drain, namespaces in (("ns drain", {"ns"}), ("other drain", {"other"}), ("idle drain", set())):
+            budgets.subscribe(lambda drain=drain: woken.append(drain), lambda namespaces=namespaces: namespaces)
+        await asyncio.wait_for(api.idle.wait(), 5)
+        await budgets.stop()
+
+    asyncio.run(scenario())
+    # The listing wakes every drain; then b in ns, d in other, a in ns, d in other.
+    assert woken.count("idle drain") == 1
+    assert woken.count("ns drain") == 3 and woken.count("other drain") == 3
+
+
+def test_sent_evictions_count_until_the_budget_lists_the_pod_as_disrupted() -> None:
+    budgets = BudgetWatch(FakeApi())  # type: ignore[arg-type]
+    budgets.mirror.objects["app/web"] = budget("web", namespace="app", status={"disruptedPods": {}})
+    budgets.sent("app/web", "web-0")
+    budgets.sent("app/web", "web-1")
+    assert budgets.in_flight()["app/web"].count == 2
+    assert 0 < budgets.in_flight()["app/web"].expires_in <= IN_FLIGHT_SECONDS  # counted no longer, should no event come
+    budgets.mirror.objects["app/web"]["status"]["disruptedPods"] = {"web-0": "2026-01-01T00:00:00Z"}
+    assert budgets.in_flight()["app/web"].count == 1
+    budgets.returned("app/web", "web-1")  # refused: it does not count
+    assert budgets.in_flight() == {}
