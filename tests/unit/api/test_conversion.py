@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from node_maintenance.api.conversion import IMPLICIT_NODE_NAME, PARKED, ConversionError, convert
+from tests.unit.builders import nm
 
 GROUP = "nodemaintenance.kubevirt.io"
 VERSIONS = ("v1alpha1", "v1alpha3", "v1beta1")
@@ -62,7 +63,7 @@ def objects(draw: st.DrawFn, version: str) -> dict:
         "apiVersion": f"{GROUP}/{version}",
         "kind": "NodeMaintenance",
         "metadata": metadata,
-        "spec": draw(st.fixed_dictionaries({k: v for k, v in required.items()}, optional=spec_fields)),
+        "spec": draw(st.fixed_dictionaries(dict(required), optional=spec_fields)),
     }
     if draw(st.booleans()):
         obj["status"] = draw(st.fixed_dictionaries({}, optional=new_status if version == "v1beta1" else old_status))
@@ -103,7 +104,7 @@ def test_only_api_version_spec_status_and_our_annotations_change(data: st.DataOb
 
 
 def test_v1alpha3_node_name_defaults_to_the_object_name() -> None:
-    old = {"apiVersion": f"{GROUP}/v1alpha3", "kind": "NodeMaintenance", "metadata": {"name": "node02"}, "spec": {"reason": "r"}}
+    old = nm("node02", None, version="v1alpha3", reason="r")
     new = convert(old, f"{GROUP}/v1beta1")
     assert new["spec"] == {"reason": "r", "nodeName": "node02"}
     explicit = {**old, "spec": {"reason": "r", "nodeName": "node07"}}
@@ -112,12 +113,7 @@ def test_v1alpha3_node_name_defaults_to_the_object_name() -> None:
 
 
 def test_old_client_edit_keeps_drain_and_leaves_no_annotation() -> None:
-    beta = {
-        "apiVersion": f"{GROUP}/v1beta1",
-        "kind": "NodeMaintenance",
-        "metadata": {"name": "m"},
-        "spec": {"nodeName": "n1", "reason": "a", "drain": {"timeoutSeconds": 30, "podSelector": {"matchLabels": {"x": "y"}}}},
-    }
+    beta = nm("m", "n1", version="v1beta1", reason="a", drain={"timeoutSeconds": 30, "podSelector": {"matchLabels": {"x": "y"}}})
     alpha = convert(beta, f"{GROUP}/v1alpha1")
     assert "drain" not in alpha["spec"] and json.loads(alpha["metadata"]["annotations"][PARKED]) == {"spec": {"drain": beta["spec"]["drain"]}}
     alpha["spec"]["reason"] = "edited"
@@ -138,7 +134,7 @@ def test_old_client_edit_keeps_drain_and_leaves_no_annotation() -> None:
     ],
 )
 def test_malformed_objects_are_refused_naming_the_field(mutate, field: str) -> None:
-    obj = {"apiVersion": f"{GROUP}/v1alpha1", "kind": "NodeMaintenance", "metadata": {"name": "m"}, "spec": {"nodeName": "n"}}
+    obj = nm("m", "n", version="v1alpha1")
     mutate(obj)
     with pytest.raises(ConversionError, match=field.replace(".", r"\.").replace("/", "/")):
         convert(obj, f"{GROUP}/v1beta1")

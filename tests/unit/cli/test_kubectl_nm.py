@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import datetime
 import json
-from typing import Any
+from functools import partial
 
 import pytest
 
 from node_maintenance_cli import commands, inputs, plan, views
 from node_maintenance_cli import main as cli
 from node_maintenance_cli.errors import CliError, Exit
+from tests.unit import builders
 
 
 # ---------------------------------------------------------------- selectors and durations as kubectl writes them
@@ -33,7 +34,7 @@ def test_label_selectors_become_label_selector_objects(text: str, selector: dict
 
 @pytest.mark.parametrize("text", ["", "app=web,", "env in ()", "env in (a", "a>1", "=web"])
 def test_malformed_selectors_are_refused_with_the_syntax(text: str) -> None:
-    with pytest.raises(ValueError, match="key=value|inside the parentheses"):
+    with pytest.raises(ValueError, match=r"key=value|inside the parentheses"):
         inputs.label_selector(text)
 
 
@@ -49,17 +50,8 @@ def test_bad_durations_are_refused(text: str) -> None:
 
 
 # ---------------------------------------------------------------- the plan
-def pod(name: str, *, owner: str | None = "ReplicaSet", labels: dict | None = None, phase: str = "Running", **annotations: str) -> dict:
-    metadata: dict[str, Any] = {"name": name, "namespace": "ns", "labels": labels or {}, "annotations": annotations}
-    if owner:
-        metadata["ownerReferences"] = [{"kind": owner, "name": "o", "controller": True}]
-    return {"metadata": metadata, "status": {"phase": phase, "conditions": [{"type": "Ready", "status": "True"}]}}
-
-
-def budget(name: str, labels: dict, **spec_and_status: Any) -> dict:
-    status = {k: spec_and_status.pop(k) for k in ("disruptionsAllowed", "currentHealthy", "desiredHealthy", "expectedPods")}
-    return {"metadata": {"name": name, "namespace": "ns", "generation": 1},
-            "spec": {"selector": {"matchLabels": labels}, **spec_and_status}, "status": {"observedGeneration": 1, **status}}
+pod = partial(builders.pod, annotations={})
+budget = partial(builders.budget, generation=1, observed=1)
 
 
 def node_scene() -> tuple[list[dict], list[dict]]:
@@ -67,12 +59,12 @@ def node_scene() -> tuple[list[dict], list[dict]]:
         pod("web-1", labels={"app": "web"}), pod("web-2", labels={"app": "web"}),
         pod("solo", owner=None, labels={"app": "solo"}),
         pod("agent", owner="DaemonSet"),
-        pod("static", owner=None, **{"kubernetes.io/config.mirror": "x"}),
+        pod("static", owner=None, annotations={"kubernetes.io/config.mirror": "x"}),
         pod("job", owner="Job", phase="Succeeded", labels={"app": "solo"}),
     ]
     budgets = [
-        budget("web", {"app": "web"}, minAvailable=1, disruptionsAllowed=1, currentHealthy=2, desiredHealthy=1, expectedPods=2),
-        budget("solo", {"app": "solo"}, minAvailable=1, disruptionsAllowed=0, currentHealthy=1, desiredHealthy=1, expectedPods=1),
+        budget("web", labels={"app": "web"}, minAvailable=1, allowed=1, healthy=2, desired=1, expected=2),
+        budget("solo", labels={"app": "solo"}, minAvailable=1, allowed=0, healthy=1, desired=1, expected=1),
     ]
     return node_pods, budgets
 
@@ -112,9 +104,7 @@ def test_age_like_kubectl(stamp: str, shown: str) -> None:
     assert views.age(stamp, NOW) == shown
 
 
-def nm(name: str = "n1", node: str = "n1", **status: Any) -> dict:
-    return {"metadata": {"name": name, "creationTimestamp": "2025-01-01T11:59:00Z"},
-            "spec": {"nodeName": node, "reason": "NIC"}, **({"status": status} if status else {})}
+nm = partial(builders.nm, "n1", created="2025-01-01T11:59:00Z", reason="NIC")
 
 
 def test_summary_reads_the_status_and_names_a_deletion() -> None:

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from devcluster.pki import generate_self_signed
 from node_maintenance.webhooks.server import admission_response, conversion_response, start_webhook_server
+from tests.unit.builders import nm
 
 GROUP = "nodemaintenance.kubevirt.io"
 
@@ -29,7 +30,7 @@ def test_conversion_response_echoes_uid_and_converts() -> None:
         "request": {
             "uid": "abc",
             "desiredAPIVersion": f"{GROUP}/v1beta1",
-            "objects": [{"apiVersion": f"{GROUP}/v1alpha3", "kind": "NodeMaintenance", "metadata": {"name": "n1"}, "spec": {}}],
+            "objects": [nm("n1", None, version="v1alpha3")],
         },
     }
     response = conversion_response(review)["response"]
