@@ -1,6 +1,11 @@
-"""The objects unit tests are made of, built in one place: pods, nodes, PodDisruptionBudgets,
-NodeMaintenances and NodeMaintenancePolicies as the API server would show them, the drain planner's
-usual scene, and ``FakeApi``, the one stand-in for the operator's API access.
+"""What unit tests are made of, built in one place.
+
+- ``pod``, ``node``, ``budget`` (a PodDisruptionBudget), ``nm`` (a NodeMaintenance) and ``nm_policy``
+  (a NodeMaintenancePolicy), as the API server would show them, plus ``etcd_guard`` and ``lease``;
+- the scenes several test packages share: the drain planner's (``NOW``, ``scene_pod``, ``HELD``,
+  ``RUNNING``, ``maintenance``…), the runtime's (``runtime_node``, ``runtime_pod``, ``runtime_nm``) and
+  the watch tests' (``script_watch_scene``);
+- ``FakeApi``, the one stand-in for the operator's API access.
 
 Each builder writes a field only when asked to (or when a default below says so), so that a test's
 object holds exactly what the test meant it to hold. A module that always wants the same extras binds
@@ -30,13 +35,15 @@ def pod(name: str = "p", *, namespace: str = "ns", uid: str | None = None, label
         annotations: dict[str, str] | None = None, owner: str | None = "ReplicaSet", owner_name: str = "o",
         owners: list[Obj] | None = None, node: str | None = None, volumes: list[Obj] | None = None,
         phase: str = "Running", ready: bool | None = True, deleted_at: str | None = None, **metadata: Any) -> Obj:
-    """A pod. ``uid`` may say ``{name}`` for the pod's name; ``owner`` is the kind of its controller
-    (named ``owner_name``), unless ``owners`` gives the ownerReferences whole; ``ready`` None leaves the
-    Ready condition out; ``deleted_at`` makes it terminating; other keywords go into its metadata."""
+    """A pod. ``uid`` may say ``{name}`` for the pod's name; ``labels`` None leaves them out; ``owner`` is
+    the kind of its controller (named ``owner_name``), unless ``owners`` gives the ownerReferences whole;
+    ``ready`` None leaves the Ready condition out; ``deleted_at`` makes it terminating; other keywords go
+    into its metadata."""
     meta: Obj = {"name": name, "namespace": namespace}
     if uid is not None:
         meta["uid"] = uid.format(name=name)
-    meta["labels"] = dict(labels or {})
+    if labels is not None:
+        meta["labels"] = dict(labels)
     if annotations is not None:
         meta["annotations"] = dict(annotations)
     meta.update(metadata)
@@ -66,12 +73,12 @@ def node(name: str = "n1", *, uid: str | None = None, resource_version: str | No
          annotations: dict[str, str] | None = None, holder: str | None = None, was_unschedulable: bool | None = None,
          spec: Obj | None = None, unschedulable: bool | None = None, taints: Iterable[Obj] | None = None,
          status: Obj | None = None, ready: bool | None = None, conditions: list[Obj] | None = None) -> Obj:
-    """A node. ``holder`` and ``was_unschedulable`` write the annotations of a node a NodeMaintenance
+    """A node. ``uid`` may say ``{name}``; ``holder`` and ``was_unschedulable`` write the annotations of a node a NodeMaintenance
     holds; ``spec`` is there (even empty) when given or when ``unschedulable`` or ``taints`` are; ``ready``
     writes a lone Ready condition, ``conditions`` any list of them."""
     meta: Obj = {"name": name}
     if uid is not None:
-        meta["uid"] = uid
+        meta["uid"] = uid.format(name=name)
     if resource_version is not None:
         meta["resourceVersion"] = resource_version
     if labels is not None:
@@ -139,8 +146,8 @@ def etcd_guard(allowed: int, name: str = "etcd-guard-pdb") -> Obj:
 
 # ---------------------------------------------------------------- NodeMaintenances and NodeMaintenancePolicies
 def nm(name: str = "nm", node: str | None = "n1", *, version: str | None = None, uid: str | None = None,
-       created: str | None = None, finalizers: list[str] | None = None, deleted_at: str | None = None,
-       status: Obj | None = None, **spec: Any) -> Obj:
+       generation: int | None = None, created: str | None = None, finalizers: list[str] | None = None,
+       deleted_at: str | None = None, status: Obj | None = None, **spec: Any) -> Obj:
     """A NodeMaintenance for ``node`` (None: no spec.nodeName, as v1alpha3 allows). ``version`` writes
     apiVersion and kind; ``uid`` may say ``{name}``; other keywords (reason, drain) go into its spec."""
     obj: Obj = {}
@@ -149,6 +156,8 @@ def nm(name: str = "nm", node: str | None = "n1", *, version: str | None = None,
     meta: Obj = {"name": name}
     if uid is not None:
         meta["uid"] = uid.format(name=name)
+    if generation is not None:
+        meta["generation"] = generation
     if created is not None:
         meta["creationTimestamp"] = created
     if finalizers is not None:
@@ -162,10 +171,13 @@ def nm(name: str = "nm", node: str | None = "n1", *, version: str | None = None,
     return obj
 
 
-def nm_policy(name: str = "p", *, node_selector: Obj | None = None, **spec: Any) -> Obj:
+def nm_policy(name: str = "p", *, generation: int | None = None, node_selector: Obj | None = None, **spec: Any) -> Obj:
     """A NodeMaintenancePolicy; keywords (maxParallel, maxUnavailable, drain, drainRules, preDrain…) go into its spec."""
+    meta: Obj = {"name": name}
+    if generation is not None:
+        meta["generation"] = generation
     selector = {"nodeSelector": copy.deepcopy(node_selector)} if node_selector is not None else {}
-    return {"metadata": {"name": name}, "spec": {**selector, **copy.deepcopy(spec)}}
+    return {"metadata": meta, "spec": {**selector, **copy.deepcopy(spec)}}
 
 
 # ---------------------------------------------------------------- the drain planner's scene
@@ -181,7 +193,7 @@ def ago(seconds: int) -> str:
     return (NOW - datetime.timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-scene_pod = partial(pod, namespace="app", uid="uid-{name}", owner_name="x", node="n1")
+scene_pod = partial(pod, namespace="app", uid="uid-{name}", labels={}, owner_name="x", node="n1")
 scene_node = partial(node, "n1", uid="node-uid", resource_version="7", annotations={}, unschedulable=False, taints=[])
 
 
@@ -214,14 +226,22 @@ def lease(holder: str, renewed_ago: float, duration: int = 3600, *, name: str = 
             "spec": {"holderIdentity": holder, "renewTime": stamp(renewed_ago), "leaseDurationSeconds": duration, **spec}}
 
 
+# ---------------------------------------------------------------- the runtime's scene
+# What the engine's and the policies' watches show: node n1, pods of namespace app bound to it, and
+# NodeMaintenances as the reconciler reads them (v1beta1).
+runtime_node = partial(node, uid="uid-{name}", resource_version="1", labels={}, annotations={}, spec={}, ready=True)
+runtime_pod = partial(pod, namespace="app", uid="uid-{name}", owner_name="rs", node="n1", ready=None)
+runtime_nm = partial(nm, version="v1beta1", uid="uid-{name}", generation=1, created="2026-01-01T00:00:00Z", reason="test")
+
+
 # ---------------------------------------------------------------- the API
 class Call(NamedTuple):
     """One call the code under test made; a watch is recorded with method WATCH."""
 
     method: str
     path: str
-    query: dict[str, str] | None = None
     body: Any = None
+    query: dict[str, str] | None = None
     content_type: str | None = None
 
 
@@ -238,6 +258,8 @@ class FakeApi:
       exception among them is raised when reached, and the end of the list ends the watch as a server
       does. With nothing queued it sets ``idle`` and waits until cancelled.
     - ``outage``, while set, is raised by every call: an API server away or failing.
+    - ``calls`` holds a ``Call`` (method, path, body, query, content_type) per call; ``calls_to``,
+      ``writes`` and ``remaining`` read them and what is left of the script.
     - ``blocking()`` is the same fake with blocking methods, for code given a ``Kube`` (admission, leader
       election): calls, scripts and objects are shared.
 
@@ -272,12 +294,16 @@ class FakeApi:
     def calls_to(self, method: str, path: str | None = None) -> list[Call]:
         return [call for call in self.calls if call.method == method and path in (None, call.path)]
 
+    def writes(self) -> list[tuple[str, str]]:
+        """Method and path of every call that writes, in order."""
+        return [(call.method, call.path) for call in self.calls if call.method not in ("GET", "WATCH")]
+
     def blocking(self) -> BlockingFakeApi:
         return BlockingFakeApi(self)
 
     # ------------------------------------------------ what the code under test calls
     async def request(self, method: str, path: str, *, query: dict[str, str] | None = None, body: Any = None,
-                      content_type: str | None = None, timeout: float | None = None) -> Obj:
+                      content_type: str | None = None, timeout: float | None = None) -> Obj:  # noqa: ASYNC109 - AsyncKube's signature
         return self._answer(method, path, query, body, content_type)
 
     async def get(self, path: str) -> Obj | None:
@@ -290,7 +316,7 @@ class FakeApi:
         return await self.request("PATCH", path, body=body, content_type=content_type)
 
     async def watch(self, path: str, query: dict[str, str]) -> AsyncIterator[Obj]:
-        self.calls.append(Call("WATCH", path, dict(query)))
+        self.calls.append(Call("WATCH", path, query=dict(query)))
         if self.outage is not None:
             raise self.outage
         queued = self._watches.get(path)
@@ -305,7 +331,7 @@ class FakeApi:
 
     # ------------------------------------------------ answering
     def _answer(self, method: str, path: str, query: dict[str, str] | None, body: Any, content_type: str | None) -> Obj:
-        self.calls.append(Call(method, path, dict(query) if query is not None else None, body, content_type))
+        self.calls.append(Call(method, path, body, dict(query) if query is not None else None, content_type))
         if self.outage is not None:
             raise self.outage
         queued = self._answers.get((method, path))

@@ -50,7 +50,7 @@ def test_bad_durations_are_refused(text: str) -> None:
 
 
 # ---------------------------------------------------------------- the plan
-pod = partial(builders.pod, annotations={})
+pod = partial(builders.pod, labels={}, annotations={})
 budget = partial(builders.budget, generation=1, observed=1)
 
 
@@ -104,23 +104,23 @@ def test_age_like_kubectl(stamp: str, shown: str) -> None:
     assert views.age(stamp, NOW) == shown
 
 
-nm = partial(builders.nm, "n1", created="2025-01-01T11:59:00Z", reason="NIC")
+nm = partial(builders.nm, name="n1", created="2025-01-01T11:59:00Z", reason="NIC")
 
 
 def test_summary_reads_the_status_and_names_a_deletion() -> None:
-    running = nm(phase="Running", drainProgress=40, evictionPods=5,
-                 pendingPodsRefs=[{"namespace": "ns", "name": f"p{i}"} for i in range(3)], lastError="ns/p0 waits")
+    running = nm(status={"phase": "Running", "drainProgress": 40, "evictionPods": 5,
+                         "pendingPodsRefs": [{"namespace": "ns", "name": f"p{i}"} for i in range(3)], "lastError": "ns/p0 waits"})
     row = views.summary(running, NOW)
     assert (row["phase"], row["progress"], row["pending"], row["evictionPods"], row["lastError"]) == ("Running", 40, 3, 5, "ns/p0 waits")
     assert views.summary(nm(), NOW)["phase"] == "Pending"
-    stopping = nm(phase="Succeeded")
+    stopping = nm(status={"phase": "Succeeded"})
     stopping["metadata"]["deletionTimestamp"] = "2025-01-01T12:00:00Z"
     assert views.summary(stopping, NOW)["phase"] == "Stopping"
 
 
 def test_status_table_and_plan_render_with_rich() -> None:
     out = views.Console(width=200, record=True, force_terminal=False)
-    out.print(views.status_table([nm(phase="Running", drainProgress=40, lastError="waits on ns/web")], NOW))
+    out.print(views.status_table([nm(status={"phase": "Running", "drainProgress": 40, "lastError": "waits on ns/web"})], NOW))
     node_pods, budgets = node_scene()
     out.print(views.plan_view(plan.build("n1", node_pods, budgets, node_pods)))
     text = out.export_text()
@@ -177,7 +177,7 @@ def test_start_builds_the_v1beta1_object_from_the_flags(capsys: pytest.CaptureFi
 
 
 def test_start_refuses_a_node_already_in_maintenance_and_creates_nothing() -> None:
-    cluster = FakeCluster(nm("other", node="n1"))
+    cluster = FakeCluster(nm(name="other", node="n1"))
     assert run(cluster, "start", "n1", "--reason", "x") == Exit.CONFLICT
     assert cluster.created == []
 
@@ -206,7 +206,7 @@ def test_wait_timeout_is_exit_code_4(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_stop_deletes_every_maintenance_of_the_node_and_reports_them(capsys: pytest.CaptureFixture[str]) -> None:
-    cluster = FakeCluster(nm("a", node="n1"), nm("b", node="n1"), nm("c", node="n2"))
+    cluster = FakeCluster(nm(name="a", node="n1"), nm(name="b", node="n1"), nm(name="c", node="n2"))
     assert run(cluster, "stop", "n1", "--wait", "-o", "json") == Exit.OK
     assert cluster.deleted == ["a", "b"]
     assert json.loads(capsys.readouterr().out) == {"node": "n1", "deleted": ["a", "b"], "gone": True}
@@ -218,8 +218,8 @@ def test_stop_and_status_of_a_node_not_in_maintenance_are_not_found() -> None:
 
 
 def test_status_exit_code_tells_a_failed_maintenance(capsys: pytest.CaptureFixture[str]) -> None:
-    assert run(FakeCluster(nm(phase="Succeeded")), "status", "-o", "yaml") == Exit.OK
-    assert run(FakeCluster(nm(phase="Failed")), "status", "n1") == Exit.NOT_DRAINED
+    assert run(FakeCluster(nm(status={"phase": "Succeeded"})), "status", "-o", "yaml") == Exit.OK
+    assert run(FakeCluster(nm(status={"phase": "Failed"})), "status", "n1") == Exit.NOT_DRAINED
     capsys.readouterr()
     assert run(FakeCluster(), "status", "-o", "json") == Exit.OK
     assert json.loads(capsys.readouterr().out) == {"apiVersion": "v1", "kind": "List", "items": []}

@@ -1,4 +1,5 @@
-"""The drain planner, situation by situation, without a cluster: what it patches, removes, reports and posts."""
+"""The drain planner, situation by situation, without a cluster: what it patches, removes, reports and posts,
+also when a remediation Lease on the node is held by another."""
 
 from __future__ import annotations
 

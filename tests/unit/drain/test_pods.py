@@ -12,7 +12,7 @@ from node_maintenance.drain.pods import Action, classify, matches_selector, must
 from tests.unit import builders
 
 # Pod p as the pod watch shows it before it is slimmed: no controller unless given, no Ready condition.
-pod = partial(builders.pod, "p", uid="1", annotations={}, owner=None, volumes=[], ready=None)
+pod = partial(builders.pod, "p", uid="1", labels={}, annotations={}, owner=None, volumes=[], ready=None)
 
 
 @pytest.mark.parametrize(

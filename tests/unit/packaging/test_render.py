@@ -304,7 +304,7 @@ def test_bad_digest_pins_are_refused(digests: dict[str, str], message: str) -> N
 def test_committed_artifacts_name_only_images_this_project_builds() -> None:
     """Every image the bundle, the catalog, the deploy manifests and the Dockerfiles name is under the
     registry releases.yaml names, the one this project publishes to."""
-    registry = yaml.safeload_yaml((ROOT / "releases.yaml").read_text())["registry"]
+    registry = yaml.safe_load((ROOT / "releases.yaml").read_text())["registry"]
     found: list[str] = []
 
     def images(node: object) -> None:

@@ -27,6 +27,7 @@ def at(second: int) -> str:
 
 
 def a_policy(name: str = "p", selector: dict[str, Any] | None = None, **spec: Any) -> pol.Policy:
+    """The decisions' view of a NodeMaintenancePolicy, of pool a unless it selects otherwise."""
     return pol.Policy.of(nm_policy(name, node_selector=selector or POOL_A, **spec))
 
 

@@ -2,47 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any
+from functools import partial
 
 import pytest
 
-from node_maintenance.drain.node import HOLDER, TAINT
+from node_maintenance.drain.node import TAINT
 from soak.invariants import NodeBefore, desired_healthy, node_violations, pdb_violations, settled_violations
+from tests.unit import builders
 
 OUR_TAINT = dict(TAINT)
 LIFECYCLE_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
+DELETED = "2026-01-01T00:00:00Z"
 
-
-def node(name: str = "n1", *, unschedulable: bool = False, holder: str | None = None, taints: list[dict] | None = None) -> dict[str, Any]:
-    annotations = {HOLDER: holder} if holder else {}
-    return {"metadata": {"name": name, "annotations": annotations}, "spec": {"unschedulable": unschedulable, "taints": taints or []}}
-
-
-def held(name: str = "n1", holder: str = "m1") -> dict[str, Any]:
-    return node(name, unschedulable=True, holder=holder, taints=[OUR_TAINT, LIFECYCLE_TAINT])
-
-
-def nm(name: str = "m1", node_name: str = "n1", *, phase: str | None = None, deleting: bool = False) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "finalizers": ["nodemaintenance.kubevirt.io/finalizer"]}
-    if deleting:
-        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-    return {"metadata": meta, "spec": {"nodeName": node_name}, "status": {"phase": phase} if phase else {}}
-
-
-def pod(name: str, *, node_name: str = "n1", labels: dict | None = None, ready: bool = True, deleting: bool = False,
-        owner: str | None = "ReplicaSet", phase: str = "Running") -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "namespace": "ns", "labels": labels or {"app": "a"}}
-    if owner:
-        meta["ownerReferences"] = [{"kind": owner, "name": "o", "controller": True}]
-    if deleting:
-        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-    return {"metadata": meta, "spec": {"nodeName": node_name},
-            "status": {"phase": phase, "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
-
-
-def pdb(expected: int | None, **spec: Any) -> dict[str, Any]:
-    status = {"expectedPods": expected} if expected is not None else {}
-    return {"metadata": {"name": "b", "namespace": "ns"}, "spec": {"selector": {"matchLabels": {"app": "a"}}, **spec}, "status": status}
+node = partial(builders.node, annotations={}, unschedulable=False, taints=[])
+held = partial(node, unschedulable=True, holder="m1", taints=[OUR_TAINT, LIFECYCLE_TAINT])  # held by m1 as a drain leaves it
+nm = partial(builders.nm, name="m1", node="n1", finalizers=["nodemaintenance.kubevirt.io/finalizer"], status={})
+pod = partial(builders.pod, labels={"app": "a"}, node="n1")
+pdb = partial(builders.budget, "b", labels={"app": "a"}, status={})
 
 
 FREE = NodeBefore(unschedulable=False, taints=frozenset())
@@ -55,8 +31,8 @@ class TestNode:
         assert node_violations(node(unschedulable=True), CORDONED, []) == []
 
     def test_a_node_held_by_an_existing_maintenance_is_fine(self) -> None:
-        assert node_violations(held(), FREE, [nm(phase="Succeeded")]) == []
-        assert node_violations(held(), FREE, [nm(deleting=True)]) == []  # being given back
+        assert node_violations(held(), FREE, [nm(status={"phase": "Succeeded"})]) == []
+        assert node_violations(held(), FREE, [nm(deleted_at=DELETED)]) == []  # being given back
 
     def test_wrongly_cordoned_without_a_holder(self) -> None:
         (found,) = node_violations(node(unschedulable=True), FREE, [])
@@ -71,11 +47,11 @@ class TestNode:
         assert "drain taint" in found
 
     def test_held_by_a_maintenance_that_is_gone(self) -> None:
-        (found,) = node_violations(held(holder="gone"), FREE, [nm("other")])
+        (found,) = node_violations(held(holder="gone"), FREE, [nm(name="other")])
         assert "held by NodeMaintenance gone, which no longer exists" in found
 
     def test_held_by_a_maintenance_of_another_node(self) -> None:
-        (found,) = node_violations(held(), FREE, [nm(node_name="n2")])
+        (found,) = node_violations(held(), FREE, [nm(node="n2")])
         assert "which is for node n2" in found
 
     def test_held_but_not_cordoned(self) -> None:
@@ -83,9 +59,9 @@ class TestNode:
         assert "not cordoned and tainted" in found
 
     def test_succeeded_maintenance_whose_node_is_not_held(self) -> None:
-        (found,) = node_violations(node(), FREE, [nm(phase="Succeeded")])
+        (found,) = node_violations(node(), FREE, [nm(status={"phase": "Succeeded"})])
         assert "reports Succeeded but the node is held by None" in found
-        assert node_violations(node(), FREE, [nm(phase="Succeeded", deleting=True)]) == []
+        assert node_violations(node(), FREE, [nm(status={"phase": "Succeeded"}, deleted_at=DELETED)]) == []
 
     def test_foreign_taints_must_stay_and_controller_taints_do_not_count(self) -> None:
         before = NodeBefore.of(node(taints=[{"key": "team", "value": "x", "effect": "NoSchedule"}]))
@@ -104,30 +80,30 @@ class TestBudgets:
         ({}, 3, None),
     ])
     def test_desired_healthy(self, spec: dict, expected: int | None, desired: int | None) -> None:
-        assert desired_healthy(pdb(expected, **spec)) == desired
+        assert desired_healthy(pdb(expected=expected, **spec)) == desired
 
     def test_enough_healthy_pods(self) -> None:
-        assert pdb_violations([pdb(3, maxUnavailable=1)], [pod("a"), pod("b"), pod("c", ready=False)]) == []
+        assert pdb_violations([pdb(expected=3, maxUnavailable=1)], [pod("a"), pod("b"), pod("c", ready=False)]) == []
 
     def test_too_few_healthy_pods(self) -> None:
-        pods = [pod("a"), pod("b", deleting=True), pod("c", ready=False), pod("other", labels={"app": "z"})]
-        (found,) = pdb_violations([pdb(3, minAvailable=2)], pods)
+        pods = [pod("a"), pod("b", deleted_at=DELETED), pod("c", ready=False), pod("other", labels={"app": "z"})]
+        (found,) = pdb_violations([pdb(expected=3, minAvailable=2)], pods)
         assert found == "PodDisruptionBudget ns/b: 1 healthy pod(s), it demands 2"
 
 
 class TestSettled:
     def test_drained_and_nothing_kept(self) -> None:
         daemon = pod("ds", owner="DaemonSet")
-        assert settled_violations([held()], [nm(phase="Succeeded")], [daemon, pod("x", node_name="n2")]) == []
+        assert settled_violations([held()], [nm(status={"phase": "Succeeded"})], [daemon, pod("x", node="n2")]) == []
 
     def test_a_deleted_maintenance_kept_by_its_finalizer(self) -> None:
-        (found,) = settled_violations([node()], [nm(deleting=True)], [])
+        (found,) = settled_violations([node()], [nm(deleted_at=DELETED)], [])
         assert "deleted but still kept by finalizers" in found
 
     def test_a_stuck_maintenance(self) -> None:
-        found = settled_violations([held()], [nm(phase="Running")], [pod("x")])
+        found = settled_violations([held()], [nm(status={"phase": "Running"})], [pod("x")])
         assert any("Running, not Succeeded" in f for f in found)
         assert any("not drained, ns/x still there" in f for f in found)
 
     def test_a_maintenance_of_a_missing_node_waits(self) -> None:
-        assert settled_violations([], [nm(phase="Failed")], []) == []
+        assert settled_violations([], [nm(status={"phase": "Failed"})], []) == []
