@@ -444,13 +444,22 @@ class Cluster:
     def service_account_kubeconfig(self, namespace: str, name: str) -> Path:
         """A kubeconfig authenticating as ServiceAccount ``namespace/name`` (created if missing)."""
         self.ensure_namespace(namespace)
-        created = self.kubectl("create", "serviceaccount", name, "-n", namespace, check=False)
-        if created.returncode != 0 and "(AlreadyExists)" not in created.stderr:
-            raise ClusterError(f"kubectl create serviceaccount {name} -n {namespace} failed ({created.returncode}):\n{created.stderr}")
+        self.create_unless_present({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": namespace}})
         token = self.kubectl("create", "token", name, "-n", namespace, "--duration=24h").stdout.strip()
         path = self.workdir / f"sa-{namespace}-{name}.kubeconfig"
         self.write_kubeconfig(path, f"system:serviceaccount:{namespace}:{name}", token)
         return path
+
+    def create_unless_present(self, manifest: dict) -> bool:
+        """Create ``manifest``'s object; True if created, False if one of its name was already there.
+        Through ``create -f`` (not ``create <kind>``, whose error text has no reason) so that the
+        server's AlreadyExists is told apart from every other failure, which raises."""
+        created = self.kubectl("create", "-f", "-", input=json.dumps(manifest), check=False)
+        if created.returncode == 0:
+            return True
+        if "(AlreadyExists)" in created.stderr:
+            return False
+        raise ClusterError(f"kubectl create {manifest['kind']} {manifest['metadata']['name']} failed ({created.returncode}):\n{created.stderr}")
 
     def ensure_namespace(self, name: str, timeout: float = 120) -> None:
         """Make namespace ``name`` exist and be Active, creating it if absent. One still being deleted
@@ -463,10 +472,8 @@ class Cluster:
                 return phase.stdout.strip() == "Active"
             if "(NotFound)" not in phase.stderr:
                 raise ClusterError(f"kubectl get namespace {name} failed ({phase.returncode}):\n{phase.stderr}")
-            created = self.kubectl("create", "namespace", name, check=False)
-            if created.returncode != 0 and "(AlreadyExists)" not in created.stderr:
-                raise ClusterError(f"kubectl create namespace {name} failed ({created.returncode}):\n{created.stderr}")
-            return created.returncode == 0  # else created or deleted meanwhile by someone else: look again
+            # Not created means created or deleted meanwhile by someone else: look again.
+            return self.create_unless_present({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
 
         def status() -> str:
             return self.kubectl("get", "namespace", name, "-o", "jsonpath={.status}", check=False).stdout

@@ -169,6 +169,7 @@ class Engine:
             recheck = books.sooner(recheck, books.next_try_in(memory.attempts, time.time()))
         if write or foreign:
             memory.stored, memory.written_at = decided.status, time.monotonic()
+        if outcome.status_written:  # only what was sent tells our writes from someone else's (an empty one matches any)
             memory.written.append(decided.status)
         elif books.differs(memory.stored, decided.status, shared.version):
             recheck = books.sooner(recheck, memory.written_at + books.NM_STATUS_INTERVAL_SECONDS - time.monotonic())

@@ -52,6 +52,7 @@ class Outcome:
     attempts: dict[str, Attempt | None] | None = None  # pod uid -> new attempt (None: forget it)
     lease: LeaseState | None = None  # what the plan's Lease claim met
     refused_jobs: dict[str, str | None] = field(default_factory=dict)  # hook Job name -> why it was refused (None: created)
+    status_written: bool = False  # the plan's status was sent (it differed from the one stored)
 
 
 class Executor:
@@ -82,10 +83,11 @@ class Executor:
             if not event.on_node:
                 self._log(event)
         results = await asyncio.gather(*(self._remove(r, attempts.get(r.uid)) for r in plan.removals))
-        await self._write_status(stored, plan.status)
+        written = await self._write_status(stored, plan.status)
         if plan.drained_after is not None:
             metrics.DRAIN_SECONDS.observe(plan.drained_after)
-        return Outcome(attempts=dict(zip((r.uid for r in plan.removals), results, strict=True)), lease=lease, refused_jobs=refused)
+        return Outcome(attempts=dict(zip((r.uid for r in plan.removals), results, strict=True)), lease=lease, refused_jobs=refused,
+                       status_written=written)
 
     async def _create_job(self, job: Mapping[str, Any]) -> str | None:
         """Create a hook Job; why the API refused it (None: created, or created meanwhile)."""
@@ -133,13 +135,15 @@ class Executor:
         metrics.EVICTIONS.labels(result="deleted" if removal.delete else "evicted").inc()
         return Attempt(now + ACCEPTED_SECONDS, accepted=True)
 
-    async def _write_status(self, stored: dict[str, Any], new: dict[str, Any]) -> None:
-        """Patch the status when it changed; only the fields the working version holds are written."""
+    async def _write_status(self, stored: dict[str, Any], new: dict[str, Any]) -> bool:
+        """Patch the status when it changed (True: patched); only the fields the working version holds are written."""
         held = status_fields(self.version)
         new = {key: value for key, value in new.items() if key in held}
         previous = {key: value for key, value in stored.items() if key in held}
-        if not st.same(previous, new):
-            await self.kube.patch(nm_path(self.name, version=self.version, subresource="status"), {"status": new})
+        if st.same(previous, new):
+            return False
+        await self.kube.patch(nm_path(self.name, version=self.version, subresource="status"), {"status": new})
+        return True
 
 
 def _node_ref(node: dict[str, Any]) -> dict[str, Any]:

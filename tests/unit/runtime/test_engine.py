@@ -8,7 +8,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from node_maintenance.api.paths import nm_path, node_path, pod_path
+from node_maintenance.api.paths import lease_path, nm_path, node_path, pod_path
 from node_maintenance.client.errors import Conflict, Unreachable
 from node_maintenance.drain import node as nodes
 from node_maintenance.runtime.budgets import BudgetWatch
@@ -18,15 +18,21 @@ from tests.unit.builders import FakeApi, runtime_nm, runtime_node, runtime_pod
 
 
 def an_engine(api: FakeApi, body: dict[str, Any], node: dict[str, Any], pods: list[dict[str, Any]],
-              events: list[tuple[str, str]]) -> Engine:
+              events: list[tuple[str, str]], lease_namespace: str = "") -> Engine:
     def post(obj: dict[str, Any], type_: str, reason: str, message: str) -> None:
         events.append((obj.get("kind", "NodeMaintenance"), reason))
 
-    shared = Shared(api, BudgetWatch(api), Active(), "v1beta1", post)  # type: ignore[arg-type]
+    shared = Shared(api, BudgetWatch(api), Active(), "v1beta1", post, lease_namespace=lease_namespace)  # type: ignore[arg-type]
     engine = Engine(shared, lambda: body, logging.LoggerAdapter(logging.getLogger("test"), {}), exists=lambda _: False)
     engine.node.objects = {f"/{node['metadata']['name']}": node}
     engine.pods.objects = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p for p in pods}
     return engine
+
+
+def taken(node: dict[str, Any], holder: str = "nm1") -> dict[str, Any]:
+    """``node`` as its watch shows it once the maintenance ``holder`` took it."""
+    return {**node, "metadata": {**node["metadata"], "annotations": {nodes.HOLDER: holder}},
+            "spec": {"unschedulable": True, "taints": [{"key": "kubevirt.io/drain", "effect": "NoSchedule"}]}}
 
 
 def run(coroutine: Callable[[], Any]) -> Any:
@@ -45,9 +51,7 @@ def test_a_drain_goes_from_start_to_succeeded_through_the_plan_alone() -> None:
         assert api.calls[-1][2]["status"]["phase"] == "Running"
         assert ("NodeMaintenance", "BeginMaintenance") in events
         # The watches show what the first step did: the node taken, the pod gone.
-        taken = {**node, "metadata": {**node["metadata"], "annotations": {nodes.HOLDER: "nm1"}}, "spec": {"unschedulable": True,
-                 "taints": [{"key": "kubevirt.io/drain", "effect": "NoSchedule"}]}}
-        engine.node.objects = {"/n1": taken}
+        engine.node.objects = {"/n1": taken(node)}
         engine.pods.objects = {}
         api.calls.clear()
         assert await engine.step() is None  # drained: nothing to look at until something changes
@@ -85,5 +89,30 @@ def test_an_answer_lost_on_the_way_keeps_every_other_outcome_of_the_batch() -> N
         assert not attempts["uid-web-1"].accepted and "connection reset" in attempts["uid-web-1"].error
         assert recheck is not None and recheck > 0  # the failed one is tried again after its backoff
         assert ("PATCH", nm_path("nm1", subresource="status")) in api.writes()  # the status was still written
+
+    run(scenario)
+
+
+def test_a_status_someone_else_wrote_is_written_again_after_a_lease_claimed_first() -> None:
+    """The first step only claims the remediation Lease and writes no status: that unwritten (empty) status
+    must not count as one of ours, or every status anyone writes would look like ours."""
+    api, events = FakeApi(), []
+    node, body = runtime_node(), runtime_nm("nm1")
+    engine = an_engine(api, body, node, [runtime_pod("web-0")], events, lease_namespace="leases")
+
+    async def scenario() -> None:
+        await engine.step()
+        assert api.writes() == [("POST", lease_path("leases"))]  # the claim alone, no status
+        await engine.step()
+        truth = api.calls_to("PATCH", nm_path("nm1", subresource="status"))[-1].body["status"]
+        assert truth["phase"] == "Running"
+        body["status"] = truth  # the watch shows our write
+        engine.node.objects = {"/n1": taken(node)}
+        await engine.step()
+        api.calls.clear()
+        body["status"] = {**truth, "phase": "Succeeded", "pendingPods": [], "pendingPodsRefs": []}  # someone else's
+        await engine.step()
+        (rewritten,) = api.calls_to("PATCH", nm_path("nm1", subresource="status"))
+        assert rewritten.body["status"]["phase"] == "Running" and rewritten.body["status"]["pendingPods"] == ["web-0"]
 
     run(scenario)
