@@ -1,4 +1,5 @@
-"""Carries a :class:`planner.Plan` out: the node patch, the pod removals, the events and the status.
+"""Carries out what the pure decisions say: a drain step's :class:`planner.Plan` (the Lease, the node
+patch, the Jobs, the pod removals, the events, the status) and a deletion's :class:`handback.Handback`.
 
 What each removal met comes back as an :class:`planner.Attempt` for the next plan. Retries of pods
 no budget paces wait ``max(Retry-After, backoff)`` with jitter.
@@ -20,6 +21,7 @@ from node_maintenance.client.errors import ApiError, Conflict, KubeError, NotFou
 from node_maintenance.client.http import AsyncKube
 from node_maintenance.coordination.remediation import LeaseState
 from node_maintenance.drain import status as st
+from node_maintenance.drain.handback import Handback
 from node_maintenance.drain.planner import Attempt, Event, Plan, Removal
 from node_maintenance.runtime import metrics
 from node_maintenance.runtime.leases import LeaseKeeper
@@ -88,6 +90,23 @@ class Executor:
             metrics.DRAIN_SECONDS.observe(plan.drained_after)
         return Outcome(attempts=dict(zip((r.uid for r in plan.removals), results, strict=True)), lease=lease, refused_jobs=refused,
                        status_written=written)
+
+    async def hand_back(self, handback: Handback, body: dict[str, Any], node: dict[str, Any] | None) -> bool:
+        """Carry out a hand-back; False when the node changed under its patch (decide again on the fresh node)."""
+        if handback.node_patch is not None:
+            try:
+                await self.kube.patch(node_path(body["spec"]["nodeName"]), handback.node_patch)
+            except Conflict:
+                return False
+        if handback.release_lease and self.lease:
+            await self.lease.release()
+        if handback.node_patch is not None:
+            self.log.info("removed maintenance")
+        if handback.uncordons:
+            self.log.info("uncordoned node")
+        for event in handback.events:
+            self.event(_node_ref(node) if event.on_node and node else body, event.type, event.reason, event.message)
+        return True
 
     async def _create_job(self, job: Mapping[str, Any]) -> str | None:
         """Create a hook Job; why the API refused it (None: created, or created meanwhile)."""

@@ -1,8 +1,5 @@
-"""Giving the node back when a NodeMaintenance is deleted (the drain itself is ``engine``'s job).
-
-Everything is read from the Node itself (the holder and the earlier schedulability are recorded
-on it), so the operator can be killed at any point and still restores the node exactly.
-"""
+"""Giving the node back when a NodeMaintenance is deleted (the drain itself is ``engine``'s job): read the
+node, decide (:func:`drain.handback.hand_back`), carry it out; a node that changed meanwhile is read again."""
 
 from __future__ import annotations
 
@@ -10,40 +7,21 @@ import logging
 from typing import Any
 
 from node_maintenance.api.paths import node_path
-from node_maintenance.client.errors import Conflict
 from node_maintenance.client.http import AsyncKube
-from node_maintenance.coordination import remediation as rem
-from node_maintenance.drain import node as nodes
+from node_maintenance.drain.handback import hand_back
 from node_maintenance.runtime import metrics
-from node_maintenance.runtime.executor import EventSink
+from node_maintenance.runtime.executor import EventSink, Executor
 from node_maintenance.runtime.leases import LeaseKeeper
 
 
-async def end(kube: AsyncKube, body: dict[str, Any], event: EventSink, log: logging.LoggerAdapter[logging.Logger], active: metrics.Active,
-              lease_namespace: str = "") -> None:
-    """Give the node back if this NodeMaintenance holds it: remove our taint, uncordon unless it was cordoned before,
-    put the remediation label back as it was, then release the remediation Lease (held in ``lease_namespace``)."""
+async def end(kube: AsyncKube, body: dict[str, Any], version: str, event: EventSink, log: logging.LoggerAdapter[logging.Logger],
+              active: metrics.Active, lease_namespace: str = "") -> None:
+    """Give back the node ``body`` holds; its remediation Lease is held in ``lease_namespace`` (empty: none)."""
     name, node_name = body["metadata"]["name"], body["spec"]["nodeName"]
     active.holding(name, False)
+    lease = LeaseKeeper(kube, lease_namespace, node_name) if lease_namespace else None
+    executor = Executor(kube, name, version, event, log, lease)
     while True:
         node = await kube.get(node_path(node_name))
-        if node is None or nodes.holder_of(node) != name:
-            if lease_namespace and (node is None or nodes.holder_of(node) is None):
-                # Deleted between taking the Lease and taking the node: no other maintenance uses that Lease.
-                await LeaseKeeper(kube, lease_namespace, node_name).release()
-            event(body, "Normal", "RemovedMaintenance", f"maintenance of node {node_name} removed")
+        if await executor.hand_back(hand_back(name, node_name, node, bool(lease_namespace)), body, node):
             return
-        try:
-            await kube.patch(node_path(node_name), rem.restore(node, nodes.end_patch(node)))
-            break
-        except Conflict:  # the node changed meanwhile: decide again on the fresh node
-            continue
-    if lease_namespace:
-        await LeaseKeeper(kube, lease_namespace, node_name).release()
-    log.info("removed maintenance")
-    node_ref = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node_name, "uid": node["metadata"]["uid"]}}
-    event(body, "Normal", "RemovedMaintenance", f"maintenance of node {node_name} removed")
-    event(node_ref, "Normal", "RemovedMaintenance", f"NodeMaintenance {name} removed")
-    if nodes.will_uncordon(node):
-        log.info("uncordoned node")
-        event(node_ref, "Normal", "Uncordon", f"node {node_name} is schedulable again")

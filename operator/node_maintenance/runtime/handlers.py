@@ -116,7 +116,7 @@ async def remove(body: kopf.Body, memo: Memo, **_: Any) -> None:
     shared = memo.shared
     if shared.policies:  # a policy's postMaintenance Job runs before the node is given back
         await shared.policies.before_handback(dict(body), shared.version)
-    await handback.end(shared.kube, copy.deepcopy(dict(body)), post_event, _logger(body), shared.active, shared.lease_namespace)
+    await handback.end(shared.kube, copy.deepcopy(dict(body)), shared.version, post_event, _logger(body), shared.active, shared.lease_namespace)
 
 
 def registry(version: str) -> kopf.OperatorRegistry:
