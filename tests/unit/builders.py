@@ -243,6 +243,7 @@ class Call(NamedTuple):
     body: Any = None
     query: dict[str, str] | None = None
     content_type: str | None = None
+    timeout: float | None = None  # what the caller bounded the request by
 
 
 class FakeApi:
@@ -304,7 +305,7 @@ class FakeApi:
     # ------------------------------------------------ what the code under test calls
     async def request(self, method: str, path: str, *, query: dict[str, str] | None = None, body: Any = None,
                       content_type: str | None = None, timeout: float | None = None) -> Obj:  # noqa: ASYNC109 - AsyncKube's signature
-        return self._answer(method, path, query, body, content_type)
+        return self._answer(method, path, query, body, content_type, timeout)
 
     async def get(self, path: str) -> Obj | None:
         try:
@@ -330,8 +331,9 @@ class FakeApi:
             yield copy.deepcopy(event)
 
     # ------------------------------------------------ answering
-    def _answer(self, method: str, path: str, query: dict[str, str] | None, body: Any, content_type: str | None) -> Obj:
-        self.calls.append(Call(method, path, body, dict(query) if query is not None else None, content_type))
+    def _answer(self, method: str, path: str, query: dict[str, str] | None, body: Any, content_type: str | None,
+                timeout: float | None = None) -> Obj:
+        self.calls.append(Call(method, path, body, dict(query) if query is not None else None, content_type, timeout))
         if self.outage is not None:
             raise self.outage
         queued = self._answers.get((method, path))
@@ -359,7 +361,7 @@ class BlockingFakeApi:
 
     def request(self, method: str, path: str, *, query: dict[str, str] | None = None, body: Any = None,
                 content_type: str | None = None, timeout: float | None = None) -> Obj:
-        return self.api._answer(method, path, query, body, content_type)
+        return self.api._answer(method, path, query, body, content_type, timeout)
 
     def get(self, path: str, **query: str) -> Obj | None:
         try:

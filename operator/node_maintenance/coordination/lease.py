@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from node_maintenance.api import timestamps
@@ -34,12 +35,6 @@ def expires_at(lease: Mapping[str, Any] | None) -> datetime.datetime | None:
     return timestamps.parse(renewed) + datetime.timedelta(seconds=duration)
 
 
-def expired(lease: Mapping[str, Any] | None, now: datetime.datetime) -> bool:
-    """Whether nobody holds the Lease at ``now``: no holder, never renewed, or its duration has passed."""
-    due = expires_at(lease)
-    return not holder_of(lease) or due is None or due < now
-
-
 def is_valid(lease: Mapping[str, Any] | None, now: datetime.datetime) -> bool:
     """Whether the Lease holds now as medik8s judges it: renewed not in the future, and not expired."""
     due = expires_at(lease)
@@ -52,6 +47,32 @@ def other_holder(lease: Mapping[str, Any] | None, identity: str, now: datetime.d
     if lease is None or holder == identity or not is_valid(lease, now):
         return None
     return holder or "an unnamed holder"
+
+
+@dataclass(frozen=True)
+class Observed:
+    """A Lease's record as last seen to change, and when, on the reader's own monotonic clock.
+
+    Leader election judges expiry from this, as client-go does: the holder's ``renewTime`` is written with
+    the holder's clock, and a skewed clock would let a standby take a Lease its holder still renews.
+    """
+
+    record: Mapping[str, Any]  # the Lease's spec
+    at: float  # local monotonic seconds when ``record`` was first seen
+
+
+def observe(previous: Observed | None, lease: Mapping[str, Any] | None, clock: float) -> Observed:
+    """What is known after reading ``lease`` at local time ``clock``: a changed record restarts its time."""
+    record = dict(spec_of(lease))
+    return previous if previous is not None and previous.record == record else Observed(record, clock)
+
+
+def held_by_other(observed: Observed, identity: str, clock: float) -> bool:
+    """Whether another holder owns the Lease at local time ``clock``: named, and its record changed less than
+    ``leaseDurationSeconds`` ago by the reader's clock, whatever its timestamps say."""
+    holder = str(observed.record.get("holderIdentity") or "")
+    duration = float(observed.record.get("leaseDurationSeconds") or 0)
+    return bool(holder) and holder != identity and clock < observed.at + duration
 
 
 def claimed(lease: Mapping[str, Any] | None, identity: str, duration_seconds: int, now: datetime.datetime,

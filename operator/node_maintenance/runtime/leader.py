@@ -1,83 +1,120 @@
-"""Leader election with a coordination.k8s.io Lease, the way controller-runtime does it.
+"""Leader election with a coordination.k8s.io Lease, with the guarantees client-go's elector gives.
 
 Why a Lease and not kopf's peering: it is a built-in API (no extra CRD in the bundle), every
-Kubernetes tool understands it, and it gives the same guarantee controller-runtime operators give:
-only the holder reconciles, and a holder that cannot renew in time stops itself.
+Kubernetes tool understands it, and only the holder reconciles.
+
+- Expiry is judged from when this replica last saw the Lease's record change, on its own monotonic
+  clock (:func:`lease.observe`): no clock skew lets a standby take a Lease its holder still renews.
+- A renewal is tried every ``LEADER_RETRY_SECONDS``, and every request of an attempt ends by the
+  renewal deadline. A holder that has not renewed for ``LEADER_RENEW_DEADLINE_SECONDS`` gives the
+  lead up, which leaves its caller ``LEADER_STOP_GRACE_SECONDS`` to stop acting before any other
+  replica can see the Lease expire.
+- The elector has a thread of its own: admission reviews on the default pool cannot starve it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
+import random
 import socket
+import time
+from collections.abc import Callable
+from typing import Any
 
 from node_maintenance.api import timestamps
 from node_maintenance.api.paths import lease_path
-from node_maintenance.client.errors import ApiError, Conflict, KubeError, NotFound
+from node_maintenance.client.errors import Conflict, KubeError, NotFound, Unreachable
 from node_maintenance.client.http import Kube
 from node_maintenance.coordination import lease as leases
 
 LEASE_NAME = "node-maintenance-operator-lock"
 LEADER_LEASE_SECONDS = 15
-LEADER_RENEW_SECONDS = 5
+LEADER_RENEW_DEADLINE_SECONDS = 10
+LEADER_RETRY_SECONDS = 2
+# Once the lead is lost, the time left to stop acting before another replica may see the Lease expire.
+LEADER_STOP_GRACE_SECONDS = LEADER_LEASE_SECONDS - LEADER_RENEW_DEADLINE_SECONDS
 log = logging.getLogger(__name__)
 
 
 class LeaderElector:
-    def __init__(self, kube: Kube, namespace: str, identity: str | None = None) -> None:
+    def __init__(self, kube: Kube, namespace: str, identity: str | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self.kube = kube
         self.namespace = namespace
         self.path = lease_path(namespace, LEASE_NAME)
         # In a pod the hostname is the pod name: a restarted container keeps its claim, another replica does not.
         self.identity = identity or socket.gethostname()
+        self.clock = clock
+        self.observed: leases.Observed | None = None
+        self._thread = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="leader-election")
 
-    def try_acquire_or_renew(self) -> bool:
-        now = timestamps.now()
-        lease = self.kube.get(self.path)
-        if lease is not None and leases.holder_of(lease) != self.identity and not leases.expired(lease, now):
+    def try_acquire_or_renew(self, deadline: float) -> bool:
+        """One attempt to take or keep the Lease; each of its requests ends by ``deadline`` (on ``clock``)."""
+        lease = self._call("GET", self.path, deadline)
+        self.observed = leases.observe(self.observed, lease, self.clock())
+        if lease is not None and leases.held_by_other(self.observed, self.identity, self.clock()):
             return False
-        body = leases.claimed(lease, self.identity, LEADER_LEASE_SECONDS, now, {"name": LEASE_NAME})
+        body = leases.claimed(lease, self.identity, LEADER_LEASE_SECONDS, timestamps.now(), {"name": LEASE_NAME})
         try:
-            if lease is None:
-                self.kube.request("POST", lease_path(self.namespace), body=body)
-            else:
-                self.kube.request("PUT", self.path, body=body)  # resourceVersion makes this a compare-and-swap
-            return True
+            # A PUT carries the resourceVersion read: a compare-and-swap.
+            written = self._call("POST", lease_path(self.namespace), deadline, body) if lease is None else self._call("PUT", self.path, deadline, body)
         except (Conflict, NotFound):  # another replica won the race, or the Lease went meanwhile
             return False
+        self.observed = leases.observe(self.observed, written, self.clock())
+        return True
 
     def release(self) -> None:
         """Give the Lease up on a clean shutdown so another replica takes over at once, not after it expires."""
-        lease = self.kube.get(self.path)
-        if lease and leases.holder_of(lease) == self.identity:
-            lease["spec"]["holderIdentity"] = ""
-            try:
-                self.kube.request("PUT", self.path, body=lease)
-            except ApiError as error:
-                log.warning("could not release the lease: %s", error)
-
-    async def _attempt(self) -> bool:
+        deadline = self.clock() + LEADER_RENEW_DEADLINE_SECONDS
         try:
-            return await asyncio.to_thread(self.try_acquire_or_renew)
+            lease = self._call("GET", self.path, deadline)
+            if lease and leases.holder_of(lease) == self.identity:
+                lease["spec"]["holderIdentity"] = ""
+                self._call("PUT", self.path, deadline, lease)
+        except KubeError as error:
+            log.warning("could not release the lease: %s", error)
+
+    def _call(self, method: str, path: str, deadline: float, body: Any = None) -> dict[str, Any] | None:
+        """A request that ends by ``deadline``; a GET of a missing Lease is None."""
+        left = deadline - self.clock()
+        if left <= 0:
+            raise Unreachable(f"{method} {path}: the renewal deadline passed")
+        try:
+            return self.kube.request(method, path, body=body, timeout=left)
+        except NotFound:
+            if method == "GET":
+                return None
+            raise
+
+    async def _attempt(self, deadline: float) -> bool:
+        """An attempt in the elector's thread, given up at ``deadline`` even if a request is still stuck there."""
+        attempt = asyncio.get_running_loop().run_in_executor(self._thread, self.try_acquire_or_renew, deadline)
+        try:
+            return await asyncio.wait_for(attempt, max(0.0, deadline - self.clock()))
+        except TimeoutError:
+            log.warning("lease renewal failed: no answer by the deadline")
         except KubeError as error:  # the apiserver may be briefly unreachable
             log.warning("lease renewal failed: %s", error)
-            return False
+        return False
 
     async def acquire(self) -> None:
         """Return once this replica holds the Lease; an API server out of reach is waited for."""
         log.info("waiting for leadership", extra={"lease": LEASE_NAME, "identity": self.identity})
-        while not await self._attempt():  # noqa: ASYNC110 - the Lease lives on the API server: no local event to wait on
-            await asyncio.sleep(LEADER_RENEW_SECONDS / 2)
+        while not await self._attempt(self.clock() + LEADER_RENEW_DEADLINE_SECONDS):
+            # Jittered as client-go does, so that standbys do not all ask at once.
+            await asyncio.sleep(LEADER_RETRY_SECONDS * (1 + 0.2 * random.random()))
         log.info("became leader", extra={"lease": LEASE_NAME, "identity": self.identity})
 
     async def hold(self) -> None:
-        """Renew until renewal has failed for a whole lease duration, then return (the caller must stop)."""
-        last_ok = asyncio.get_running_loop().time()
+        """Renew until no renewal has succeeded for ``LEADER_RENEW_DEADLINE_SECONDS``, then return: the caller
+        must stop acting within ``LEADER_STOP_GRACE_SECONDS``."""
+        renewed = self.clock()  # when the last successful attempt began: the Lease holds at least until then plus its duration
         while True:
-            await asyncio.sleep(LEADER_RENEW_SECONDS)
-            if await self._attempt():
-                last_ok = asyncio.get_running_loop().time()
-                continue
-            if asyncio.get_running_loop().time() - last_ok > LEADER_LEASE_SECONDS - LEADER_RENEW_SECONDS:
+            await asyncio.sleep(LEADER_RETRY_SECONDS)
+            started = self.clock()
+            if await self._attempt(renewed + LEADER_RENEW_DEADLINE_SECONDS):
+                renewed = started
+            elif self.clock() >= renewed + LEADER_RENEW_DEADLINE_SECONDS:
                 log.error("lost leadership", extra={"lease": LEASE_NAME})
                 return

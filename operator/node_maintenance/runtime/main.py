@@ -30,7 +30,7 @@ from node_maintenance.runtime import handlers, logs
 from node_maintenance.runtime.budgets import BudgetWatch
 from node_maintenance.runtime.engine import Shared
 from node_maintenance.runtime.health import Health
-from node_maintenance.runtime.leader import LeaderElector
+from node_maintenance.runtime.leader import LEADER_STOP_GRACE_SECONDS, LeaderElector
 from node_maintenance.runtime.metrics import Active
 from node_maintenance.runtime.policies import Policies
 from node_maintenance.runtime.storage import migrate_storage_version, read_crd, storage_version, working_version
@@ -40,6 +40,8 @@ log = logging.getLogger("node_maintenance")
 # How often an operator working in v1alpha1 looks whether the CRD serves v1beta1 yet (one GET of one object).
 CRD_CHECK_SECONDS = 5.0
 MIGRATION_RETRY_SECONDS = 5.0
+# How long the reconciler is given to stop on a shutdown or an upgrade of the CRD.
+STOP_SECONDS = 15.0
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -135,7 +137,11 @@ async def _reconcile(kube: Kube, holding: asyncio.Task[Any], shutdown: asyncio.E
         done, _ = await asyncio.wait([operator, holding, stopping, upgraded], return_when=asyncio.FIRST_COMPLETED)
         stop.set()
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(asyncio.shield(operator), 15)
+            await asyncio.wait_for(asyncio.shield(operator), LEADER_STOP_GRACE_SECONDS if holding in done else STOP_SECONDS)
+        if holding in done and not operator.done():
+            # Another replica may take the Lease any moment now: a reconciler still running would act beside it.
+            log.critical("the reconciler did not stop in time after the lead was lost; exiting")
+            os._exit(1)
         for task in (upgraded, stopping):
             task.cancel()
         if upgraded in done and holding not in done and not shutdown.is_set():

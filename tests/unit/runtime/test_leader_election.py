@@ -1,13 +1,14 @@
-"""Leader election through an API server out of reach: acquiring waits for it instead of crashing the
-process, and holding gives leadership up once renewals failed for as long as the Lease lasts (found by the
-control-plane fault tests, where a restarted API server made the operator exit)."""
+"""Leader election: expiry judged on the reader's own clock whatever the holder's clock says, every request
+ended by the renewal deadline, an API server out of reach waited for, and the lead given up in time."""
 
 from __future__ import annotations
 
 import asyncio
+import datetime
 
 import pytest
 
+from node_maintenance.api import timestamps
 from node_maintenance.api.paths import lease_path
 from node_maintenance.client.errors import Unreachable
 from node_maintenance.runtime import leader
@@ -16,21 +17,93 @@ from tests.unit.builders import FakeApi
 LEASE = lease_path("ns", leader.LEASE_NAME)
 
 
+class Clock:
+    """A monotonic clock the test moves."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def held(holder: str, skew_seconds: float, renewals: int = 0) -> dict[str, object]:
+    """The leader Lease as ``holder`` writes it with a clock ``skew_seconds`` off ours, after ``renewals`` renewals."""
+    stamp = timestamps.micro_time(timestamps.now() + datetime.timedelta(seconds=skew_seconds + renewals))
+    return {"metadata": {"name": leader.LEASE_NAME, "resourceVersion": str(10 + renewals)},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": leader.LEADER_LEASE_SECONDS, "renewTime": stamp,
+                     "acquireTime": stamp, "leaseTransitions": 0}}
+
+
+def a_standby(api: FakeApi, clock: Clock) -> leader.LeaderElector:
+    return leader.LeaderElector(api.blocking(), "ns", "standby", clock=clock)  # type: ignore[arg-type]
+
+
+def attempt(elector: leader.LeaderElector, clock: Clock) -> bool:
+    return elector.try_acquire_or_renew(clock() + leader.LEADER_RENEW_DEADLINE_SECONDS)
+
+
+@pytest.mark.parametrize("skew_seconds", [-30, 30], ids=["holder's clock 30 s behind", "holder's clock 30 s ahead"])
+def test_a_lease_its_holder_renews_is_never_taken_whatever_its_clock(skew_seconds: float) -> None:
+    api, clock = FakeApi(), Clock()
+    standby = a_standby(api, clock)
+    for renewal in range(20):  # a minute of renewals every 3 s: the record changes each time
+        api.objects[LEASE] = held("leader", skew_seconds, renewal)
+        assert not attempt(standby, clock), f"taken at renewal {renewal}"
+        clock.now += 3
+    assert api.writes() == []
+
+
+@pytest.mark.parametrize("skew_seconds", [-30, 30], ids=["holder's clock 30 s behind", "holder's clock 30 s ahead"])
+def test_a_lease_no_longer_renewed_is_taken_one_duration_after_its_last_change_was_seen(skew_seconds: float) -> None:
+    api, clock = FakeApi(), Clock()
+    standby = a_standby(api, clock)
+    api.objects[LEASE] = held("leader", skew_seconds)
+    assert not attempt(standby, clock)  # first seen now: the holder has a whole duration from here
+    clock.now += leader.LEADER_LEASE_SECONDS - 0.5
+    assert not attempt(standby, clock)
+    clock.now += 1
+    assert attempt(standby, clock)
+    (taken,) = [call.body for call in api.calls if call.method == "PUT"]
+    assert taken["spec"]["holderIdentity"] == "standby" and taken["spec"]["leaseTransitions"] == 1
+    assert taken["metadata"]["resourceVersion"] == "10"  # a compare-and-swap on what was read
+
+
+def test_a_lease_given_up_is_taken_at_once_and_its_own_is_kept() -> None:
+    api, clock = FakeApi(), Clock()
+    released = held("leader", 0)
+    released["spec"]["holderIdentity"] = ""  # type: ignore[index]
+    api.objects[LEASE] = released
+    assert attempt(a_standby(api, clock), clock)
+    api.objects[LEASE] = held("standby", 0)
+    assert attempt(a_standby(api, clock), clock)  # a restarted replica of the same identity keeps its Lease
+
+
+def test_every_request_of_an_attempt_ends_by_the_deadline() -> None:
+    api, clock = FakeApi(), Clock()
+    standby = a_standby(api, clock)
+    assert standby.try_acquire_or_renew(clock() + 4)
+    assert [call.timeout for call in api.calls] == [4, 4]
+    with pytest.raises(Unreachable, match="deadline"):
+        standby.try_acquire_or_renew(clock() - 1)
+
+
 def test_acquire_waits_for_an_api_server_out_of_reach(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(leader, "LEADER_RENEW_SECONDS", 0.02)
-    kube = FakeApi()  # three reads refused as by a server out of reach, then no Lease
-    kube.fail("GET", LEASE, Unreachable("connection reset by peer"), times=3)
-    elector = leader.LeaderElector(kube.blocking(), "ns", "me")  # type: ignore[arg-type]
+    monkeypatch.setattr(leader, "LEADER_RETRY_SECONDS", 0.02)
+    api = FakeApi()  # three reads refused as by a server out of reach, then no Lease
+    api.fail("GET", LEASE, Unreachable("connection reset by peer"), times=3)
+    elector = leader.LeaderElector(api.blocking(), "ns", "me")  # type: ignore[arg-type]
     asyncio.run(asyncio.wait_for(elector.acquire(), 5))
-    assert not kube.remaining("GET", LEASE)
-    created = [call.body for call in kube.calls if call.method != "GET"]
-    assert [lease["spec"]["holderIdentity"] for lease in created] == ["me"]
+    assert not api.remaining("GET", LEASE)
+    assert [call.body["spec"]["holderIdentity"] for call in api.calls if call.method != "GET"] == ["me"]
 
 
-def test_hold_gives_up_once_renewals_failed_for_the_lease(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(leader, "LEADER_RENEW_SECONDS", 0.02)
-    monkeypatch.setattr(leader, "LEADER_LEASE_SECONDS", 0.1)
-    kube = FakeApi()
-    kube.outage = Unreachable("connection reset by peer")
-    elector = leader.LeaderElector(kube.blocking(), "ns", "me")  # type: ignore[arg-type]
+def test_hold_gives_the_lead_up_once_no_renewal_succeeded_by_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(leader, "LEADER_RETRY_SECONDS", 0.02)
+    monkeypatch.setattr(leader, "LEADER_RENEW_DEADLINE_SECONDS", 0.1)
+    api = FakeApi()
+    api.outage = Unreachable("connection reset by peer")
+    elector = leader.LeaderElector(api.blocking(), "ns", "me")  # type: ignore[arg-type]
     asyncio.run(asyncio.wait_for(elector.hold(), 5))  # returns: the caller must stop reconciling
+    assert len(api.calls) >= 2  # renewals were tried until the deadline
+
