@@ -1,6 +1,6 @@
-"""The Node side of a maintenance: who holds the node, whether it was cordoned before, our taint.
+"""The Node side of a maintenance: who holds the node, whether it was cordoned or tainted before, our taint.
 
-The holder and the earlier schedulability are recorded on the Node itself, so the state survives
+The holder, the earlier schedulability and an earlier drain taint are recorded on the Node itself, so the state survives
 operator restarts and a second NodeMaintenance for the same node can see the node is taken.
 Pure functions build the patches; each carries the node's resourceVersion, so a patch against a node
 that changed meanwhile is refused and decided again on fresh state.
@@ -14,6 +14,7 @@ from node_maintenance.api import GROUP
 
 HOLDER = f"{GROUP}/holder"
 WAS_UNSCHEDULABLE = f"{GROUP}/was-unschedulable"
+WAS_TAINTED = f"{GROUP}/was-tainted"  # the drain taint was on the node before: it stays when the node is given back
 TAINT = {"key": "kubevirt.io/drain", "effect": "NoSchedule"}
 
 
@@ -30,12 +31,15 @@ def has_taint(node: dict[str, Any]) -> bool:
 
 
 def begin_patch(node: dict[str, Any], holder: str) -> dict[str, Any]:
-    """Cordon, taint and record the holder; remember schedulability only when nobody held the node.
+    """Cordon, taint and record the holder; remember schedulability and an earlier drain taint only when
+    nobody held the node.
 
-    Taking over from a holder that is gone keeps its record: the cordon on the node is that holder's."""
+    Taking over from a holder that is gone keeps its record: the cordon and the taint on the node are that holder's."""
     annotations = {HOLDER: holder}
     if holder_of(node) is None or WAS_UNSCHEDULABLE not in (node.get("metadata", {}).get("annotations") or {}):
         annotations[WAS_UNSCHEDULABLE] = "true" if node.get("spec", {}).get("unschedulable") else "false"
+    if holder_of(node) is None and has_taint(node):
+        annotations[WAS_TAINTED] = "true"
     taints = _taints(node) if has_taint(node) else [*_taints(node), dict(TAINT)]
     return {
         "metadata": {"annotations": annotations, "resourceVersion": node["metadata"]["resourceVersion"]},
@@ -44,11 +48,14 @@ def begin_patch(node: dict[str, Any], holder: str) -> dict[str, Any]:
 
 
 def end_patch(node: dict[str, Any]) -> dict[str, Any]:
-    """Remove our taint and records; uncordon unless the node was unschedulable before we began."""
-    was_unschedulable = (node.get("metadata", {}).get("annotations") or {}).get(WAS_UNSCHEDULABLE) == "true"
-    taints = [t for t in _taints(node) if not (t.get("key") == TAINT["key"] and t.get("effect") == TAINT["effect"])]
+    """Remove our records, and our taint unless it was there before; uncordon unless the node was unschedulable before."""
+    annotations = node.get("metadata", {}).get("annotations") or {}
+    was_unschedulable = annotations.get(WAS_UNSCHEDULABLE) == "true"
+    taints = _taints(node) if annotations.get(WAS_TAINTED) == "true" else \
+        [t for t in _taints(node) if not (t.get("key") == TAINT["key"] and t.get("effect") == TAINT["effect"])]
     return {
-        "metadata": {"annotations": {HOLDER: None, WAS_UNSCHEDULABLE: None}, "resourceVersion": node["metadata"]["resourceVersion"]},
+        "metadata": {"annotations": {HOLDER: None, WAS_UNSCHEDULABLE: None, WAS_TAINTED: None},
+                     "resourceVersion": node["metadata"]["resourceVersion"]},
         "spec": {"unschedulable": True if was_unschedulable else None, "taints": taints or None},
     }
 

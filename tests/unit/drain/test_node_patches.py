@@ -31,7 +31,7 @@ def test_end_removes_only_our_taint_and_uncordons_unless_cordoned_before() -> No
     held = a_node(unschedulable=True, taints=[OTHER, dict(node.TAINT)], annotations={node.HOLDER: "nm-1", node.WAS_UNSCHEDULABLE: "false"})
     patch = node.end_patch(held)
     assert patch["spec"] == {"unschedulable": None, "taints": [OTHER]}
-    assert patch["metadata"]["annotations"] == {node.HOLDER: None, node.WAS_UNSCHEDULABLE: None}
+    assert patch["metadata"]["annotations"] == {node.HOLDER: None, node.WAS_UNSCHEDULABLE: None, node.WAS_TAINTED: None}
     assert node.will_uncordon(held)
     before = a_node(unschedulable=True, taints=[dict(node.TAINT)], annotations={node.HOLDER: "nm-1", node.WAS_UNSCHEDULABLE: "true"})
     assert node.end_patch(before)["spec"] == {"unschedulable": True, "taints": None}
@@ -50,3 +50,19 @@ def test_taking_over_from_a_holder_that_is_gone_keeps_its_record() -> None:
     assert patch["metadata"]["annotations"] == {node.HOLDER: "nm-new"}  # the record stays "false"
     taken = {**left, "metadata": {**left["metadata"], "annotations": {node.HOLDER: "nm-new", node.WAS_UNSCHEDULABLE: "false"}}}
     assert node.will_uncordon(taken)
+
+
+def test_a_drain_taint_that_was_there_before_is_still_there_after() -> None:
+    tainted = a_node(taints=[OTHER, dict(node.TAINT)])
+    patch = node.begin_patch(tainted, "nm-1")
+    assert patch["metadata"]["annotations"][node.WAS_TAINTED] == "true"
+    assert patch["spec"]["taints"] == [OTHER, node.TAINT]  # not added twice
+    held = {**tainted, "metadata": {**tainted["metadata"], "annotations": patch["metadata"]["annotations"]}, "spec": patch["spec"]}
+    assert node.end_patch(held)["spec"]["taints"] == [OTHER, node.TAINT]
+    assert node.WAS_TAINTED not in node.begin_patch(a_node(), "nm-1")["metadata"]["annotations"]
+
+
+def test_a_holder_that_is_gone_left_its_own_taint_which_is_not_recorded_as_earlier() -> None:
+    left = builders.node("n1", resource_version="7", holder="nm-old", was_unschedulable=False, unschedulable=True, taints=[node.TAINT])
+    assert node.WAS_TAINTED not in node.begin_patch(left, "nm-new")["metadata"]["annotations"]
+    assert node.end_patch(left)["spec"]["taints"] is None
