@@ -148,6 +148,15 @@ def _order(maintenance: Mapping[str, Any]) -> tuple[str, str]:
 def decide(policies: Iterable[Policy], node_list: Iterable[Mapping[str, Any]], maintenances: Iterable[Mapping[str, Any]]) -> Decision:
     """Every NodeMaintenance's verdict and every policy's summary, from the cluster as it is."""
     policies = sorted(policies, key=lambda p: p.name)
+    maintenances = list(maintenances)
+    existing = {m["metadata"]["name"] for m in maintenances}
+
+    def holder_of(node: Mapping[str, Any]) -> str | None:
+        """The node's holder if that NodeMaintenance exists: a holder whose finalizer was removed by hand left
+        its record behind, and a maintenance taking the node over is governed like any other."""
+        holder = nodes.holder_of(dict(node))
+        return holder if holder in existing else None
+
     by_node = {n["metadata"]["name"]: n for n in node_list}
     governing = {name: tuple(p.name for p in policies if p.selects(node)) for name, node in by_node.items()}
     verdicts: dict[str, Verdict] = {}
@@ -155,7 +164,7 @@ def decide(policies: Iterable[Policy], node_list: Iterable[Mapping[str, Any]], m
     live = sorted((m for m in maintenances if not m["metadata"].get("deletionTimestamp")), key=_order)
     for policy in policies:
         selected = [n for name, n in by_node.items() if policy.name in governing[name]]
-        held = {n["metadata"]["name"] for n in selected if nodes.holder_of(dict(n))}
+        held = {n["metadata"]["name"] for n in selected if holder_of(n)}
         down = held | {n["metadata"]["name"] for n in selected if unavailable(n)}
         parallel = resolve(policy.max_parallel, len(selected))
         limit = resolve(policy.max_unavailable, len(selected))
@@ -166,7 +175,7 @@ def decide(policies: Iterable[Policy], node_list: Iterable[Mapping[str, Any]], m
             node_name = (m.get("spec") or {}).get("nodeName")
             if node_name not in by_node or policy.name not in governing[node_name]:
                 continue
-            holder = nodes.holder_of(dict(by_node[node_name]))
+            holder = holder_of(by_node[node_name])
             if node_name in in_conflict:
                 verdicts[m["metadata"]["name"]] = Verdict(CONFLICT, policy, policies=governing[node_name])
             elif holder == m["metadata"]["name"]:

@@ -121,6 +121,17 @@ def test_a_waiting_maintenance_being_deleted_frees_nothing_and_leaves_the_line()
     assert _kinds(decision) == {"m0": ("Admitted", 0), "m2": ("Waiting", 1)}
 
 
+def test_a_holder_that_no_longer_exists_holds_nothing_and_its_node_is_governed() -> None:
+    # "gone" held n0 and its finalizer was removed by hand: its record stays on the node, which stays cordoned.
+    node_list = [a_node("n0", holder="gone", unschedulable=True), a_node("n1", holder="m1", unschedulable=True), a_node("n2")]
+    nms = [an_nm("m1", "n1", created=at(1)), an_nm("next", "n0", created=at(2)), an_nm("last", "n2", created=at(3))]
+    decision = pol.decide([a_policy(maxParallel=1)], node_list, nms)
+    assert _kinds(decision) == {"m1": ("Admitted", 0), "next": ("Waiting", 1), "last": ("Waiting", 2)}  # governed, in line
+    assert decision.summaries["p"].in_maintenance == 1
+    decision = pol.decide([a_policy(maxParallel=2)], node_list, nms)
+    assert _kinds(decision) == {"m1": ("Admitted", 0), "next": ("Admitted", 0), "last": ("Waiting", 1)}
+
+
 def test_nodes_outside_every_policy_are_not_governed() -> None:
     node_list = [a_node("n0"), a_node("other", labels={"pool": "b"})]
     decision = pol.decide([a_policy(maxParallel=0)], node_list, [an_nm("m", "other", created=at(1)), an_nm("w", "n0", created=at(2))])
