@@ -7,8 +7,7 @@ Kubernetes tool understands it, and only the holder reconciles.
   clock (:func:`lease.observe`): no clock skew lets a standby take a Lease its holder still renews.
 - A renewal is tried every ``LEADER_RETRY_SECONDS``, and every request of an attempt ends by the
   renewal deadline. A holder that has not renewed for ``LEADER_RENEW_DEADLINE_SECONDS`` gives the
-  lead up, which leaves its caller ``LEADER_STOP_GRACE_SECONDS`` to stop acting before any other
-  replica can see the Lease expire.
+  lead up and its caller stops reconciling, 5 s before any other replica can see the Lease expire.
 - The elector has a thread of its own: admission reviews on the default pool cannot starve it.
 """
 
@@ -33,8 +32,6 @@ LEASE_NAME = "node-maintenance-operator-lock"
 LEADER_LEASE_SECONDS = 15
 LEADER_RENEW_DEADLINE_SECONDS = 10
 LEADER_RETRY_SECONDS = 2
-# Once the lead is lost, the time left to stop acting before another replica may see the Lease expire.
-LEADER_STOP_GRACE_SECONDS = LEADER_LEASE_SECONDS - LEADER_RENEW_DEADLINE_SECONDS
 log = logging.getLogger(__name__)
 
 
@@ -108,7 +105,7 @@ class LeaderElector:
 
     async def hold(self) -> None:
         """Renew until no renewal has succeeded for ``LEADER_RENEW_DEADLINE_SECONDS``, then return: the caller
-        must stop acting within ``LEADER_STOP_GRACE_SECONDS``."""
+        must stop acting before the Lease can expire for the other replicas."""
         renewed = self.clock()  # when the last successful attempt began: the Lease holds at least until then plus its duration
         while True:
             await asyncio.sleep(LEADER_RETRY_SECONDS)

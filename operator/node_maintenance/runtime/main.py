@@ -30,7 +30,7 @@ from node_maintenance.runtime import handlers, logs
 from node_maintenance.runtime.budgets import BudgetWatch
 from node_maintenance.runtime.engine import Shared
 from node_maintenance.runtime.health import Health
-from node_maintenance.runtime.leader import LEADER_STOP_GRACE_SECONDS, LeaderElector
+from node_maintenance.runtime.leader import LeaderElector
 from node_maintenance.runtime.metrics import Active
 from node_maintenance.runtime.policies import Policies
 from node_maintenance.runtime.storage import migrate_storage_version, read_crd, storage_version, working_version
@@ -137,11 +137,7 @@ async def _reconcile(kube: Kube, holding: asyncio.Task[Any], shutdown: asyncio.E
         done, _ = await asyncio.wait([operator, holding, stopping, upgraded], return_when=asyncio.FIRST_COMPLETED)
         stop.set()
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(asyncio.shield(operator), LEADER_STOP_GRACE_SECONDS if holding in done else STOP_SECONDS)
-        if holding in done and not operator.done():
-            # Another replica may take the Lease any moment now: a reconciler still running would act beside it.
-            log.critical("the reconciler did not stop in time after the lead was lost; exiting")
-            os._exit(1)
+            await asyncio.wait_for(asyncio.shield(operator), STOP_SECONDS)
         for task in (upgraded, stopping):
             task.cancel()
         if upgraded in done and holding not in done and not shutdown.is_set():
