@@ -25,7 +25,7 @@ from rich.table import Table
 
 from devcluster.cluster import Cluster
 from devcluster.operator import CRD_NAME, NAMESPACE, OperatorProcess, grant_csv_permissions
-from devcluster.toxiproxy import Toxiproxy, kubeconfig_through
+from devcluster.toxiproxy import Toxiproxy
 
 from .chaos import Api, BudgetMonitor, Loop, Supervisor, Tally, build_workload
 from .memory import MemorySampler, comparison_seconds, warm_up_seconds
@@ -45,7 +45,7 @@ def soak(minutes: float, seed: int, workdir: Path, logs: Path) -> dict:
         cluster.kubectl("apply", "--server-side", "-f", str(CRD_FILE))
         cluster.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
         proxy = toxiproxy.proxy("apiserver", urlsplit(cluster.server).netloc)
-        kubeconfig = kubeconfig_through(proxy, grant_csv_permissions(cluster, NAMESPACE), workdir / "proxied.kubeconfig")
+        kubeconfig = cluster.kubeconfig_via(grant_csv_permissions(cluster, NAMESPACE), workdir / "proxied.kubeconfig", f"https://{proxy.listen}")
         operator = OperatorProcess(cluster, logs, kubeconfig, identity="soak")
         admin = Api(cluster)
         cluster.kubectl("create", "namespace", "soak")

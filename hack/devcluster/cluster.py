@@ -29,6 +29,8 @@ from .realnode import RealNode
 from .registry import Registry
 from .waiting import ClusterError, wait_for
 
+# The one cluster, context and user entry of the kubeconfigs this harness writes.
+KUBECONFIG_CLUSTER = "local"
 SERVICE_CIDR = "10.96.0.0/24"
 SERVICE_IP = "10.96.0.1"
 # Addresses KWOK hands simulated pods: nothing answers there.
@@ -247,8 +249,9 @@ class Cluster:
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--allow-privileged=true",
                 "--profiling=false",
-                # Webhook Services are dialled at their endpoints (pod IPs), as by an API server outside the pod network.
+                # Webhook and APIService Services are dialled at their endpoints (pod IPs), as by an API server outside the pod network.
                 "--enable-aggregator-routing=true",
+                *self._aggregation_flags(pki_dir),
                 f"--audit-policy-file={self._write_audit_policy()}",
                 f"--audit-log-path={self.audit_log}",
                 "--audit-log-format=json",
@@ -257,6 +260,22 @@ class Cluster:
         )
         self.write_kubeconfig(self.kubeconfig, "admin", self.admin_token)
         wait_for("kube-apiserver /readyz", lambda: self._api_ok("/readyz"), 60, apiserver)
+
+    @staticmethod
+    def _aggregation_flags(pki_dir: Path) -> list[str]:
+        """The aggregation layer, as kubeadm sets it up: the API server proxies an APIService's requests (OLM's
+        PackageManifests) with the front-proxy client certificate and the caller's identity in these headers, and
+        publishes the CA and the header names in kube-system/extension-apiserver-authentication for the extension
+        API server to check them by."""
+        return [
+            f"--requestheader-client-ca-file={pki_dir / pki.FRONT_PROXY_CA_FILE}",
+            f"--requestheader-allowed-names={pki.FRONT_PROXY_CLIENT}",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            f"--proxy-client-cert-file={pki_dir / pki.FRONT_PROXY_CERT_FILE}",
+            f"--proxy-client-key-file={pki_dir / pki.FRONT_PROXY_KEY_FILE}",
+        ]
 
     def _apiserver_address_flags(self) -> list[str]:
         """With a real node, pods reach the API server through the kubernetes Service at the node's address."""
@@ -373,13 +392,21 @@ class Cluster:
         config = {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": "local", "cluster": {"server": self.server, "certificate-authority": str(self.ca_file)}}],
+            "clusters": [{"name": KUBECONFIG_CLUSTER, "cluster": {"server": self.server, "certificate-authority": str(self.ca_file)}}],
             "users": [{"name": user, "user": {"token": token}}],
-            "contexts": [{"name": "local", "context": {"cluster": "local", "user": user}}],
-            "current-context": "local",
+            "contexts": [{"name": KUBECONFIG_CLUSTER, "context": {"cluster": KUBECONFIG_CLUSTER, "user": user}}],
+            "current-context": KUBECONFIG_CLUSTER,
         }
         path.write_text(yaml.safe_dump(config))
         path.chmod(0o600)
+
+    def kubeconfig_via(self, source: Path, dest: Path, server: str) -> Path:
+        """A copy of kubeconfig ``source`` (one this harness wrote) whose clients reach the API server at
+        ``server`` instead, with the same TLS and user: kubectl edits it."""
+        shutil.copyfile(source, dest)
+        dest.chmod(0o600)
+        self.kubectl("config", "set-cluster", KUBECONFIG_CLUSTER, f"--server={server}", kubeconfig=dest)
+        return dest
 
     def _ssl(self) -> ssl.SSLContext:
         return ssl.create_default_context(cafile=str(self.ca_file))

@@ -1,13 +1,15 @@
 """OLM on the local cluster, on the path an admin's cluster takes: OLM's `olm` and `catalog` operators
-(local processes with upstream's arguments), our catalog image served by the registry pod OLM starts on
-the real node, our bundle images unpacked by OLM's Jobs (with OLM's util image and the opm image, built
-from their pinned modules and named by the catalog operator's own flags), and our operator run by OLM's
-Deployment from its image.
+(local processes with upstream's arguments), OLM's package server (the PackageManifest API OperatorHub
+reads) installed by the olm operator from upstream's packageserver CSV, our catalog image served by the
+registry pod OLM starts on the real node, our bundle images unpacked by OLM's Jobs (with OLM's util image
+and the opm image, built from their pinned modules and named by the catalog operator's own flags), and
+our operator run by OLM's Deployment from its image.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from pathlib import Path
 
@@ -28,6 +30,17 @@ CATALOG_SOURCE = "nm-catalog-source.yaml"
 RESYNC = "30s"
 # OLM's label naming a CatalogSource on its serving registry pod (a registry poll's update pod has it empty).
 SOURCE_LABEL = "olm.catalogSource"
+OLM_MODULE = "github.com/operator-framework/operator-lifecycle-manager"
+OLM_CHART = "deploy/chart"  # OLM's Helm chart, which its release manifests are rendered from
+UPSTREAM_VALUES = "deploy/upstream/values.yaml"  # the values of OLM's upstream (not OpenShift) release
+# The chart's templates that install the package server: the ServiceAccount its pods run as (with its
+# ClusterRole and binding), the OperatorGroup of OLM's namespace, and the packageserver CSV, whose
+# apiservicedefinitions make the olm operator create the Deployment, Service, certificate and APIService.
+PACKAGE_SERVER_TEMPLATES = (
+    "templates/0000_50_olm_02-olm-operator.serviceaccount.yaml",
+    "templates/0000_50_olm_13-operatorgroup-default.yaml",
+    "templates/0000_50_olm_15-packageserver.clusterserviceversion.yaml",
+)
 
 
 def catalog_source(registry: str) -> dict:
@@ -37,8 +50,40 @@ def catalog_source(registry: str) -> dict:
     return yaml.safe_load(rendered[CATALOG_SOURCE])
 
 
+def package_server_manifests(image: str, workdir: Path) -> list[dict]:
+    """The package server's objects of OLM's release manifests, rendered as OLM's release script renders them
+    (its chart at the pinned version, with upstream's values), with one value of ours: the image, built here
+    from the same module. The chart's objects in its other namespace (`operators`, which OLM's own
+    install makes and nothing here uses) are left out."""
+    source = toolchain.module_source("olm", OLM_MODULE)
+    version = toolchain.module_version("olm", OLM_MODULE).removeprefix("v")
+    chart = _versioned_chart(source / OLM_CHART, version, workdir / "olm-chart")
+    rendered = subprocess.run(
+        [str(toolchain.binary("helm")), "template", f"--namespace={NAMESPACE}", f"--values={source / UPSTREAM_VALUES}",
+         "--set", f"namespace={NAMESPACE},catalog_namespace={NAMESPACE},package.image.ref={image}",
+         *(f"--show-only={template}" for template in PACKAGE_SERVER_TEMPLATES), str(chart)],
+        capture_output=True, text=True)
+    if rendered.returncode != 0:
+        raise ClusterError(f"helm template of OLM's chart failed:\n{rendered.stderr}")
+    objects = [obj for obj in yaml.safe_load_all(rendered.stdout) if obj]
+    return [obj for obj in objects if obj["metadata"].get("namespace", NAMESPACE) == NAMESPACE]
+
+
+def _versioned_chart(chart: Path, version: str, target: Path) -> Path:
+    """A copy of OLM's chart carrying the release's version, as OLM's release script makes it: the CSV's
+    version and its olm.version label come from there (the module's copy says 0.0.0-dev)."""
+    for path in chart.rglob("*"):
+        if path.is_file():
+            copy = target / path.relative_to(chart)
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            copy.write_bytes(path.read_bytes())
+    meta = yaml.safe_load((chart / "Chart.yaml").read_text())
+    (target / "Chart.yaml").write_text(yaml.safe_dump({**meta, "version": version}))
+    return target
+
+
 class OLM:
-    """OLM's two operators and our CatalogSource, on a cluster with a real node and our images published."""
+    """OLM's two operators, its package server and our CatalogSource, on a cluster with a real node and our images published."""
 
     def __init__(self, cluster: Cluster, workdir: Path, published: Published) -> None:
         if cluster.node is None:
@@ -48,9 +93,13 @@ class OLM:
         self.published = published
         self.processes: list[Process] = []
         self.catalog_source = ""
+        self.package = load_inputs(ROOT / RELEASES_FILE).releases.package
+        self.package_server_csv = ""
+        self.packages_api = ("", "")  # the group and version the package server serves, as its CSV declares them
 
     def start(self) -> OLM:
-        """Start OLM and add our CatalogSource, and wait until OLM reaches the catalog."""
+        """Start OLM with its package server and add our CatalogSource; wait until OLM reaches the catalog and
+        the package server lists our package. The package server starts while the catalog's registry pod does."""
         started = time.monotonic()
         binaries = toolchain.ensure(["olm", "catalog"])
         crds = toolchain.module_source("olm", "github.com/operator-framework/api") / OLM_CRDS
@@ -74,10 +123,18 @@ class OLM:
         ], env)
         self.cluster.kubectl("apply", "-f", "-", input=json.dumps(
             {"apiVersion": "operators.coreos.com/v1", "kind": "OLMConfig", "metadata": {"name": "cluster"}}))
+        package_server = package_server_manifests(self.published.util_image, self.workdir)
+        self.cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": package_server}))
+        csv = next(obj for obj in package_server if obj["kind"] == "ClusterServiceVersion")
+        self.package_server_csv = csv["metadata"]["name"]
+        (served,) = csv["spec"]["apiservicedefinitions"]["owned"]  # the PackageManifest API
+        self.packages_api = (served["group"], served["version"])
         source = catalog_source(self.published.registry)
         self.cluster.kubectl("apply", "-f", "-", input=json.dumps(source))
         self.catalog_source = source["metadata"]["name"]
         wait_for("the CatalogSource READY (its registry pod runs our catalog image)", self.catalog_ready, 120, details=self.logs)
+        wait_for(f"OLM's package server listing the package {self.package}", self.package_listed, 180,
+                 details=self.package_server_report)
         self.startup_seconds = time.monotonic() - started
         return self
 
@@ -90,6 +147,21 @@ class OLM:
         out = self.cluster.kubectl("get", "catalogsource", self.catalog_source, "-n", NAMESPACE,
                                    "-o", "jsonpath={.status.connectionState.lastObservedState}", check=False)
         return out.stdout.strip() == "READY"
+
+    def package_listed(self) -> bool:
+        """The PackageManifest API answers through the API server's aggregation layer with our package."""
+        group, version = self.packages_api
+        path = f"/apis/{group}/{version}/namespaces/{NAMESPACE}/packagemanifests/{self.package}"
+        return self.cluster.kubectl("get", "--raw", path, check=False).returncode == 0
+
+    def package_server_report(self) -> str:
+        """Where the package server's install stands (its CSV, the APIService OLM made from it), then the logs."""
+        csv = self.cluster.kubectl("get", "csv", self.package_server_csv, "-n", NAMESPACE, "-o",
+                                   "jsonpath={.status.phase}: {.status.message}", check=False)
+        group, version = self.packages_api
+        api = self.cluster.kubectl("get", "apiservice", f"{version}.{group}", "-o", "jsonpath={.status.conditions}", check=False)
+        return (f"CSV {self.package_server_csv}: {csv.stdout}{csv.stderr}\n"
+                f"APIService {version}.{group}: {api.stdout}{api.stderr}\n{self.logs()}")
 
     def serving(self, digest: str) -> bool:
         """The CatalogSource is READY and its registry pod (not a poll's update pod) runs the image ``digest``."""

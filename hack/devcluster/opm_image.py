@@ -3,8 +3,10 @@
 - ``opm``: opm (with the libraries it links) and ``grpc_health_probe``, as upstream's opm image ships
   them: the base of our catalog image, whose registry pod OLM probes with ``grpc_health_probe``, and
   the image OLM's bundle unpack Jobs run ``opm alpha bundle extract`` in.
-- ``olm-util``: OLM's ``cpb`` and a ``/bin/cp``, which an unpack Job's init container runs to copy
-  ``cpb`` into the bundle container (bundle images are FROM scratch).
+- ``olm-util``: the parts of upstream's OLM image that run in pods, laid out and run as that image's
+  Dockerfile does (``/bin``, user 1001): ``cpb`` and a ``/bin/cp``, which an unpack Job's init container
+  runs to copy ``cpb`` into the bundle container (bundle images are FROM scratch), and ``package-server``,
+  which the packageserver CSV's Deployment runs.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from node_maintenance_packaging.imagetool import Builder, pick
 
 from . import toolchain
 
-CONTAINERFILE = 'FROM scratch\nCOPY rootfs/ /\nENTRYPOINT ["{entrypoint}"]\n'
+CONTAINERFILE = 'FROM scratch\nCOPY rootfs/ /\n{user}ENTRYPOINT ["{entrypoint}"]\n'
+# Upstream's OLM image runs as this user: the packageserver CSV's pod asks for a non-root user without naming one.
+OLM_IMAGE_USER = 1001
 # A statically linked busybox answers as `cp` when called as /bin/cp.
 BUSYBOX = Path("/bin/busybox")
 
@@ -41,7 +45,8 @@ def _install(binary: Path, rootfs: Path, name: str) -> None:
         shutil.copy(library.resolve(), copy)
 
 
-def _build(registry: str, name: str, binaries: dict[str, Path], entrypoint: str, builder_tool: str, tag: str = "local") -> str:
+def _build(registry: str, name: str, binaries: dict[str, Path], entrypoint: str, builder_tool: str, tag: str = "local",
+           user: int | None = None) -> str:
     context = Path(tempfile.mkdtemp(prefix=f"nmo-{name}-image-"))
     builder = Builder(pick(builder_tool), tls_verify=False)
     try:
@@ -50,7 +55,8 @@ def _build(registry: str, name: str, binaries: dict[str, Path], entrypoint: str,
         (rootfs / "tmp").chmod(0o1777)  # registry pods run as a non-root user and write their cache there
         for target, binary in binaries.items():
             _install(binary, rootfs, target)
-        (context / "Containerfile").write_text(CONTAINERFILE.format(entrypoint=entrypoint))
+        user_line = f"USER {user}\n" if user is not None else ""
+        (context / "Containerfile").write_text(CONTAINERFILE.format(entrypoint=entrypoint, user=user_line))
         digest = builder.build_and_push(context, context / "Containerfile", f"{registry}/{name}:{tag}")
         return f"{registry}/{name}@{digest}"
     finally:
@@ -65,7 +71,8 @@ def build_opm_image(registry: str, builder_tool: str = "auto") -> str:
 
 
 def build_util_image(registry: str, builder_tool: str = "auto") -> str:
-    """Build and push ``<registry>/olm-util`` (OLM's ``-util-image``); return it by digest."""
+    """Build and push ``<registry>/olm-util`` (OLM's ``-util-image`` and the package server's image); return it by digest."""
     if not BUSYBOX.exists():
         raise RuntimeError("busybox is needed for the OLM util image's /bin/cp: install Debian's busybox-static")
-    return _build(registry, "olm-util", {"cpb": toolchain.binary("cpb"), "cp": BUSYBOX}, "/bin/cpb", builder_tool)
+    binaries = {**toolchain.ensure(["cpb", "package-server"]), "cp": BUSYBOX}
+    return _build(registry, "olm-util", binaries, "/bin/cpb", builder_tool, user=OLM_IMAGE_USER)

@@ -1,4 +1,4 @@
-"""Build the upstream Go tools (Kubernetes, etcd, KWOK, opm, operator-sdk, OLM, Toxiproxy) from pinned modules.
+"""Build the upstream Go tools (Kubernetes, etcd, KWOK, opm, operator-sdk, OLM, Helm, Toxiproxy) from pinned modules.
 
 Each tool module under ``hack/tools/<name>/`` pins its upstream release in ``go.mod``/``go.sum`` and
 lists the binaries it provides as ``tool`` directives. Binaries are cached outside the work tree,
@@ -75,6 +75,10 @@ MODULES: dict[str, ToolModule] = {
         ToolModule("olm", tags=_OPERATOR_FRAMEWORK_TAGS),
         # OLM's bundle-copy tool runs inside FROM-scratch bundle images, so it is linked statically.
         ToolModule("olm-util", tags=_OPERATOR_FRAMEWORK_TAGS, cgo=False),
+        # OLM's package server runs in the FROM-scratch util image, statically linked as upstream links it.
+        ToolModule("package-server", tags=_OPERATOR_FRAMEWORK_TAGS, cgo=False),
+        # Renders OLM's own Helm chart into the manifests of an OLM release, as OLM's release script does.
+        ToolModule("helm"),
         # Cluster DNS for the real node's pods (kubernetes.default.svc and Service names).
         ToolModule("coredns", cgo=False),
         # Runs inside the catalog image, which carries no C library for it.
@@ -99,6 +103,8 @@ BINARIES: dict[str, str] = {
     "olm": "olm",
     "catalog": "olm",
     "cpb": "olm-util",
+    "package-server": "package-server",
+    "helm": "helm",
     "grpc_health_probe": "grpc-health-probe",
     "coredns": "coredns",
     "toxiproxy": "toxiproxy",
@@ -192,6 +198,13 @@ def module_source(tool_module: str, go_module: str) -> Path:
         ["go", "list", "-m", "-f", "{{.Dir}}", go_module], cwd=path, check=True, capture_output=True, text=True
     )
     return Path(out.stdout.strip())
+
+
+def module_version(tool_module: str, go_module: str) -> str:
+    """The version of ``go_module`` that hack/tools/<tool_module> pins, as go.mod names it (``v1.2.3``)."""
+    out = subprocess.run(["go", "list", "-m", "-f", "{{.Version}}", go_module], cwd=MODULES[tool_module].path,
+                         check=True, capture_output=True, text=True)
+    return out.stdout.strip()
 
 
 def binary(name: str) -> Path:

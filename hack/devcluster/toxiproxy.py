@@ -15,8 +15,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from . import toolchain
 from .processes import Process, free_port
 from .waiting import ClusterError, wait_for
@@ -132,13 +130,3 @@ class Proxy:
             yield
         finally:
             self.set_enabled(True)
-
-
-def kubeconfig_through(proxy: Proxy, source: Path, dest: Path) -> Path:
-    """A copy of kubeconfig ``source`` whose clients reach the API server through ``proxy`` (same TLS, same user)."""
-    config = yaml.safe_load(source.read_text())
-    for entry in config["clusters"]:
-        entry["cluster"]["server"] = f"https://{proxy.listen}"
-    dest.write_text(yaml.safe_dump(config))
-    dest.chmod(0o600)
-    return dest

@@ -1,7 +1,7 @@
 """The plugin's API access: kubeconfig like kubectl, plain dicts out, and every failure as a CliError
 that names the object and the fix (callers never see HTTP statuses).
 
-It stands on the operator's own API layer (``node_maintenance.kube``), whose typed errors it translates.
+It stands on the operator's own API layer (``node_maintenance.client``), whose typed errors it translates.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from urllib.parse import quote
 
 from node_maintenance import api
 from node_maintenance.api.paths import nm_path, node_path
-from node_maintenance.client.config import ConfigError, load_credentials
-from node_maintenance.client.errors import ApiError, Conflict, Invalid, NotFound, Unauthorized
+from node_maintenance.client.config import Impersonation, load_credentials
+from node_maintenance.client.errors import ApiError, ConfigError, Conflict, Invalid, NotFound, Unauthorized, Unreachable
 from node_maintenance.client.http import Kube
 
 from .errors import CliError, Exit
@@ -41,7 +41,9 @@ def _translated(what: str) -> Iterator[None]:
         raise CliError(Exit.USAGE, f"{what}: {error.message or error}") from None
     except ApiError as error:  # Forbidden and the rest: the server's message says what was refused
         raise CliError(Exit.CLUSTER, f"{what}: {error.message or error}") from None
-    except OSError as error:  # refused, unresolvable, TLS: the server is not where the kubeconfig says
+    except ConfigError as error:  # an exec plugin that failed when its credential expired
+        raise CliError(Exit.CLUSTER, f"{what}: {error}") from None
+    except Unreachable as error:  # refused, unresolvable, TLS: the server is not where the kubeconfig says
         raise CliError(Exit.CLUSTER, f"{what}: cannot reach the API server ({error}); check the server in your kubeconfig "
                                      "or pick another --kubeconfig / --context") from None
 
@@ -49,9 +51,10 @@ def _translated(what: str) -> Iterator[None]:
 class Cluster:
     """Reads and writes NodeMaintenances, nodes, pods and budgets."""
 
-    def __init__(self, kubeconfig: str | None = None, context: str | None = None) -> None:
+    def __init__(self, kubeconfig: str | None = None, context: str | None = None,
+                 impersonation: Impersonation | None = None) -> None:
         try:
-            self._kube = Kube(load_credentials(kubeconfig, context))
+            self._kube = Kube(load_credentials(kubeconfig, context, impersonation))
         except ConfigError as error:  # its message names the file and the fix
             raise CliError(Exit.CLUSTER, str(error)) from None
         except OSError as error:  # a certificate or key the kubeconfig names cannot be loaded

@@ -7,6 +7,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from node_maintenance.client.config import Impersonation
+
 from . import commands, inputs
 from .cluster import Cluster
 from .errors import CliError
@@ -45,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
     common.add_argument("--context", help="kubeconfig context to use (default: its current context)")
+    common.add_argument("--as", dest="as_user", metavar="USER", help="act as this user (impersonation, as kubectl's --as)")
+    common.add_argument("--as-group", dest="as_groups", metavar="GROUP", action="append", default=[],
+                        help="with --as: act as a member of this group; repeat for several")
     common.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table",
                         help="table for people (default), json or yaml for scripts")
     waiting = argparse.ArgumentParser(add_help=False)
@@ -88,9 +93,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.as_groups and not args.as_user:
+        parser.error("--as-group needs --as: name the user to act as")
+    impersonation = Impersonation(args.as_user, tuple(args.as_groups)) if args.as_user else None
     try:
-        return int(args.run(Cluster(args.kubeconfig, args.context), args))
+        return int(args.run(Cluster(args.kubeconfig, args.context, impersonation), args))
     except CliError as error:
         print(f"kubectl nm {args.verb}: error: {error}", file=sys.stderr)
         return int(error.code)

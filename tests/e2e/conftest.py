@@ -14,6 +14,8 @@ from devcluster.operator import CRD_NAME, NAMESPACE, OperatorProcess, grant_csv_
 from devcluster.operator import USER as OPERATOR_USER
 from devcluster.processes import identify, survivors
 
+from .helpers import PLUGIN_USER
+
 ROOT = Path(__file__).resolve().parents[2]
 CRD_FILE = ROOT / "bundle" / "manifests" / "nodemaintenance.kubevirt.io_nodemaintenances.yaml"
 NAMESPACE_MANIFEST = ROOT / "olm-deploy-manifests" / "kubernetes" / "nm-ns.yaml"
@@ -25,8 +27,9 @@ def _suffix() -> str:
 
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[Cluster]:
-    # Every request of the operator is audited: tests/e2e/test_least_privilege.py checks them against the CSV.
-    with Cluster(audit_users=(OPERATOR_USER,)) as running:
+    # Every request of the operator is audited: tests/e2e/test_least_privilege.py checks them against the CSV;
+    # so are kubectl nm's under an exec plugin (tests/e2e/test_plugin_kubeconfigs.py counts them).
+    with Cluster(audit_users=(OPERATOR_USER, PLUGIN_USER)) as running:
         processes = identify(running.pids())
         yield running
     assert not survivors(processes), f"control-plane processes still alive after teardown: {survivors(processes)}"

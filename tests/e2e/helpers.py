@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 from devcluster.cluster import KWOK_TAINT, Cluster
@@ -112,3 +117,34 @@ def node(cluster: Cluster, name: str) -> dict:
 
 def our_taint(node_obj: dict) -> bool:
     return any(t["key"] == "kubevirt.io/drain" and t["effect"] == "NoSchedule" for t in node_obj["spec"].get("taints") or [])
+
+
+# ----------------------------------------------------------------- kubectl nm
+PLUGIN_DIR = Path(sys.executable).parent  # where the package installed kubectl-nm
+# The ServiceAccount an admin's kubeconfig logs in as, in the kubeconfig tests, and its user name.
+PLUGIN_ACCOUNT = ("kubectl-nm-users", "admin")
+PLUGIN_USER = f"system:serviceaccount:{PLUGIN_ACCOUNT[0]}:{PLUGIN_ACCOUNT[1]}"
+
+
+@dataclass
+class Run:
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> dict:
+        return json.loads(self.out)
+
+
+def plugin_env(cluster: Cluster, kubeconfig: Path | None = None) -> dict[str, str]:
+    """kubectl and kubectl-nm on PATH, KUBECONFIG pointing at the local cluster (or at ``kubeconfig``)."""
+    path = f"{cluster.bin['kubectl'].parent}{os.pathsep}{PLUGIN_DIR}{os.pathsep}{os.environ['PATH']}"
+    return {**os.environ, "PATH": path, "KUBECONFIG": str(kubeconfig or cluster.kubeconfig)}
+
+
+def kubectl_nm(cluster: Cluster, *args: str, timeout: float = 120, kubeconfig: Path | None = None,
+               env: dict[str, str] | None = None) -> Run:
+    """``kubectl nm ARGS`` through kubectl's plugin lookup, as a user types it (``env`` added to the environment)."""
+    done = subprocess.run(["kubectl", "nm", *args], env={**plugin_env(cluster, kubeconfig), **(env or {})},
+                          capture_output=True, text=True, timeout=timeout)
+    return Run(done.returncode, done.stdout, done.stderr)

@@ -10,11 +10,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
 from devcluster.processes import identify, survivors
 from devcluster.waiting import polls
+from node_maintenance.client.config import load_credentials
 
 pytestmark = pytest.mark.e2e
 
@@ -42,9 +44,8 @@ def _start_cluster() -> tuple[subprocess.Popen[str], list[int], Path, int]:
         assert time.monotonic() < deadline, "cluster did not come up"
     else:
         raise AssertionError(f"cluster exited early with {proc.wait()}")
-    server = re.search(r"server: https://127.0.0.1:(\d+)", kubeconfig.read_text())
-    assert server and len(pids) == 5
-    return proc, pids, kubeconfig.parent, int(server.group(1))
+    assert len(pids) == 5
+    return proc, pids, kubeconfig.parent, urlsplit(load_credentials(str(kubeconfig)).server).port or 443
 
 
 def _listeners(port: int) -> set[str]:

@@ -6,45 +6,18 @@ evicts or deletes, the pods it cannot evict, and the PodDisruptionBudgets it rep
 
 from __future__ import annotations
 
-import json
 import os
 import pty
 import subprocess
-import sys
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
 from devcluster.cluster import Cluster
 from devcluster.operator import USER as OPERATOR_USER
 
-from .helpers import apply, deployment, eventually, get, nm, node, our_taint, pdb, pinned, pod, pods_on
+from .helpers import PLUGIN_DIR, Run, apply, deployment, eventually, get, kubectl_nm, nm, node, our_taint, pdb, pinned, plugin_env, pod, pods_on
 
 pytestmark = pytest.mark.e2e
-PLUGIN_DIR = Path(sys.executable).parent  # where the package installed kubectl-nm
-
-
-@dataclass
-class Run:
-    code: int
-    out: str
-    err: str
-
-    def json(self) -> dict:
-        return json.loads(self.out)
-
-
-def plugin_env(cluster: Cluster, kubeconfig: Path | None = None) -> dict[str, str]:
-    """kubectl and kubectl-nm on PATH, KUBECONFIG pointing at the local cluster (or at ``kubeconfig``)."""
-    path = f"{cluster.bin['kubectl'].parent}{os.pathsep}{PLUGIN_DIR}{os.pathsep}{os.environ['PATH']}"
-    return {**os.environ, "PATH": path, "KUBECONFIG": str(kubeconfig or cluster.kubeconfig)}
-
-
-def kubectl_nm(cluster: Cluster, *args: str, timeout: float = 120, kubeconfig: Path | None = None) -> Run:
-    """``kubectl nm ARGS`` through kubectl's plugin lookup, as a user types it."""
-    done = subprocess.run(["kubectl", "nm", *args], env=plugin_env(cluster, kubeconfig), capture_output=True, text=True, timeout=timeout)
-    return Run(done.returncode, done.stdout, done.stderr)
 
 
 def on_terminal(cluster: Cluster, *args: str, timeout: float = 120) -> Run:

@@ -1,120 +1,145 @@
-"""Where the API server is and how this process proves who it is: a kubeconfig read as kubectl reads
-it, or the pod's ServiceAccount."""
+"""Where the API server is and how this process proves who it is: a kubeconfig, read by the official
+client's loader with kubectl's semantics (:mod:`node_maintenance.client.kubeconfig`), or the pod's
+ServiceAccount."""
 
 from __future__ import annotations
 
-import base64
-import contextlib
 import os
+import socket
 import ssl
-import tempfile
-from collections.abc import Iterator
-from dataclasses import dataclass
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from urllib.parse import urlsplit
 
-import yaml
+from node_maintenance.client.errors import ConfigError
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+DEFAULT_KUBECONFIG = "~/.kube/config"
 
 
-class ConfigError(Exception):
-    """No usable kubeconfig or ServiceAccount; the message names the file and entry, and the fix."""
+@dataclass(frozen=True)
+class Impersonation:
+    """Whom the requests act as (kubectl's ``--as`` and ``--as-group``)."""
+
+    user: str | None = None
+    groups: tuple[str, ...] = ()
+
+    def headers(self) -> list[tuple[str, str]]:
+        if not self.user:
+            return []
+        return [("Impersonate-User", self.user), *(("Impersonate-Group", group) for group in self.groups)]
+
+
+def _no_authorization() -> str | None:
+    return None
+
+
+def _never() -> datetime | None:
+    return None
 
 
 @dataclass(frozen=True)
 class Credentials:
     """Where the API server is and how this process proves who it is."""
 
-    server: str
+    server: str  # the URL the API is served under, its path included
+    authorization: Callable[[], str | None] = _no_authorization  # the Authorization header, fresh at each call
+    expires: Callable[[], datetime | None] = _never  # when the current authorization ends, if known
     ca_file: str | None = None
-    ca_data: str | None = None  # PEM
     insecure: bool = False
-    token: str | None = None
-    token_file: str | None = None  # read at each use: a ServiceAccount's token is rotated in place
     cert_file: str | None = None
-    cert_data: str | None = None  # PEM
     key_file: str | None = None
-    key_data: str | None = None  # PEM
-
-    def bearer(self) -> str | None:
-        if self.token_file:
-            return Path(self.token_file).read_text().strip() or None
-        return self.token
+    tls_server_name: str | None = None
+    proxy: str | None = None  # an http:// proxy that tunnels to the server (CONNECT)
+    impersonation: Impersonation = field(default_factory=Impersonation)
 
     def ssl_context(self) -> ssl.SSLContext:
-        context = ssl.create_default_context(cafile=self.ca_file, cadata=self.ca_data)
+        context = _ServerNameContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.server_name = self.tls_server_name
         if self.insecure:
             context.check_hostname = False
             context.verify_mode = ssl.CERT_NONE
-        if self.cert_file or self.cert_data:
-            with _as_file(self.cert_file, self.cert_data) as cert, _as_file(self.key_file, self.key_data) as key:
-                assert cert is not None  # a cert_file or cert_data is set, so there is a path
-                context.load_cert_chain(cert, key)
+        elif self.ca_file:
+            context.load_verify_locations(cafile=self.ca_file)
+        else:
+            context.load_default_certs()
+        if self.cert_file:
+            context.load_cert_chain(self.cert_file, self.key_file)
         return context
 
-    def headers(self, content_type: str) -> dict[str, str]:
-        headers = {"Accept": "application/json", "Content-Type": content_type}
-        if token := self.bearer():
-            headers["Authorization"] = f"Bearer {token}"
-        return headers
+    def identity(self) -> list[tuple[str, str]]:
+        """Who is asking: a list, not a dict, because impersonating several groups repeats a header."""
+        authorization = self.authorization()
+        return [*self.impersonation.headers(), *([("Authorization", authorization)] if authorization else [])]
+
+    def headers(self, content_type: str) -> list[tuple[str, str]]:
+        return [("Accept", "application/json"), ("Content-Type", content_type), *self.identity()]
 
 
-@contextlib.contextmanager
-def _as_file(path: str | None, data: str | None) -> Iterator[str | None]:
-    """A path for a PEM given inline (the ssl module loads certificates from files only)."""
-    if path or not data:
-        yield path
-        return
-    with tempfile.NamedTemporaryFile("w", suffix=".pem") as handle:
-        handle.write(data)
-        handle.flush()
-        yield handle.name
+class _ServerNameContext(ssl.SSLContext):
+    """Checks the server's certificate for ``server_name`` instead of the URL's host (``tls-server-name``),
+    on blocking sockets and on the event loop's TLS alike."""
+
+    server_name: str | None = None
+
+    def wrap_socket(self, sock: socket.socket, server_side: bool = False, do_handshake_on_connect: bool = True,
+                    suppress_ragged_eofs: bool = True, server_hostname: str | bytes | None = None,
+                    session: ssl.SSLSession | None = None) -> ssl.SSLSocket:
+        return super().wrap_socket(sock, server_side, do_handshake_on_connect, suppress_ragged_eofs,
+                                   self.server_name or server_hostname, session)
+
+    def wrap_bio(self, incoming: ssl.MemoryBIO, outgoing: ssl.MemoryBIO, server_side: bool = False,
+                 server_hostname: str | bytes | None = None, session: ssl.SSLSession | None = None) -> ssl.SSLObject:
+        return super().wrap_bio(incoming, outgoing, server_side, self.server_name or server_hostname, session)
 
 
-def load_credentials(kubeconfig: str | None = None, context: str | None = None) -> Credentials:
-    """The kubeconfig named, else the first file of $KUBECONFIG, else ~/.kube/config, as kubectl reads
-    them; without any, the pod's ServiceAccount."""
-    path = kubeconfig or next((p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p), "~/.kube/config")
-    file = Path(path).expanduser()
-    if kubeconfig or context or file.exists():
-        return _from_kubeconfig(file, context)
+def proxy_for(server: str, proxy_url: str | None) -> str | None:
+    """The proxy as kubectl picks it: the kubeconfig's ``proxy-url``, else the environment's proxy for the
+    server's scheme unless ``NO_PROXY`` names the server."""
+    if proxy_url:
+        chosen = proxy_url
+    else:
+        environment = urllib.request.getproxies_environment()
+        target = urlsplit(server)
+        if urllib.request.proxy_bypass_environment(target.hostname or "", environment):  # type: ignore[attr-defined]
+            return None
+        chosen = environment.get(target.scheme) or ""
+    if chosen and urlsplit(chosen).scheme != "http":
+        raise ConfigError(f"proxy {chosen!r}: only http:// proxies are supported; name an HTTP CONNECT proxy")
+    return chosen or None
+
+
+def kubeconfig_paths(kubeconfig: str | None = None, context: str | None = None) -> str | None:
+    """The kubeconfig files that apply, as kubectl picks them: the one named, else $KUBECONFIG's list,
+    else ~/.kube/config; None when none exists and none was asked for (then the pod's ServiceAccount)."""
+    paths = kubeconfig or os.environ.get("KUBECONFIG") or DEFAULT_KUBECONFIG
+    exists = any(Path(p).expanduser().exists() for p in paths.split(os.pathsep) if p)
+    return paths if kubeconfig or context or exists else None
+
+
+def load_credentials(kubeconfig: str | None = None, context: str | None = None,
+                     impersonation: Impersonation | None = None) -> Credentials:
+    """The credentials of the kubeconfig that applies; without one, the pod's ServiceAccount."""
+    if (paths := kubeconfig_paths(kubeconfig, context)) is not None:
+        from node_maintenance.client import kubeconfig as loader  # the official client: only outside a pod
+
+        return loader.load(paths, context, impersonation)
     if os.environ.get("KUBERNETES_SERVICE_HOST"):
         host, port = os.environ["KUBERNETES_SERVICE_HOST"], os.environ.get("KUBERNETES_SERVICE_PORT", "443")
-        return Credentials(f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}",
-                           ca_file=str(SERVICE_ACCOUNT_DIR / "ca.crt"), token_file=str(SERVICE_ACCOUNT_DIR / "token"))
-    raise ConfigError(f"no kubeconfig at {file} and not in a pod; set KUBECONFIG or pass --kubeconfig")
+        server = f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
+        return Credentials(server, authorization=_service_account_token, ca_file=str(SERVICE_ACCOUNT_DIR / "ca.crt"),
+                           proxy=proxy_for(server, None), impersonation=impersonation or Impersonation())
+    raise ConfigError(f"no kubeconfig at {kubeconfig or os.environ.get('KUBECONFIG') or DEFAULT_KUBECONFIG} and not in a pod; "
+                      "set KUBECONFIG or pass --kubeconfig")
 
 
-def _from_kubeconfig(file: Path, context: str | None) -> Credentials:
+def _service_account_token() -> str | None:
+    """Read at each use: the kubelet rotates the token in place."""
     try:
-        config = yaml.safe_load(file.read_text()) or {}
-    except (OSError, yaml.YAMLError) as error:
-        raise ConfigError(f"cannot read kubeconfig {file} ({error}); set KUBECONFIG or pass --kubeconfig naming a readable one") from None
-
-    def entry(kind: str, name: str | None) -> dict[str, Any]:
-        for item in config.get(kind) or []:
-            if item.get("name") == name:
-                return item.get(kind[:-1]) or {}
-        raise ConfigError(f"kubeconfig {file} has no {kind[:-1]} named {name!r}; check its {kind} or pick another context")
-
-    chosen = entry("contexts", context or config.get("current-context"))
-    cluster = entry("clusters", chosen.get("cluster"))
-    user = entry("users", chosen["user"]) if chosen.get("user") else {}
-    for plugin in ("exec", "auth-provider"):
-        if plugin in user:
-            raise ConfigError(f"kubeconfig {file}: user {chosen['user']!r} logs in through an {plugin} plugin, which is not "
-                              "supported; use a token or a client certificate")
-    if not cluster.get("server"):
-        raise ConfigError(f"kubeconfig {file}: cluster {chosen.get('cluster')!r} has no server")
-
-    def path(section: dict[str, Any], key: str) -> str | None:
-        return str(file.parent / Path(section[key]).expanduser()) if section.get(key) else None  # relative to the file
-
-    def pem(section: dict[str, Any], key: str) -> str | None:
-        return base64.b64decode(section[key]).decode() if section.get(key) else None
-
-    return Credentials(cluster["server"], ca_file=path(cluster, "certificate-authority"), ca_data=pem(cluster, "certificate-authority-data"),
-                       insecure=bool(cluster.get("insecure-skip-tls-verify")), token=user.get("token"), token_file=path(user, "tokenFile"),
-                       cert_file=path(user, "client-certificate"), cert_data=pem(user, "client-certificate-data"),
-                       key_file=path(user, "client-key"), key_data=pem(user, "client-key-data"))
+        token = (SERVICE_ACCOUNT_DIR / "token").read_text().strip()
+    except OSError as error:
+        raise ConfigError(f"cannot read the ServiceAccount token ({error}); mount the pod's ServiceAccount token") from None
+    return f"Bearer {token}" if token else None

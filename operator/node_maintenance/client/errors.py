@@ -1,7 +1,8 @@
 """The API layer's typed errors: callers never see an HTTP library's exception or a status code.
 
 :class:`ApiError` and its subclasses are answers the server gave; :class:`Unreachable` is no answer at
-all (refused, reset, dropped, timed out, a body cut short). Both are :class:`KubeError`.
+all (refused, reset, dropped, timed out, a body cut short); :class:`ConfigError` is no credential to
+send. All are :class:`KubeError`.
 """
 
 from __future__ import annotations
@@ -12,6 +13,11 @@ from typing import Any
 
 class KubeError(Exception):
     """A request that did not succeed, for whatever reason."""
+
+
+class ConfigError(KubeError):
+    """No usable credentials: a kubeconfig, its exec plugin or the pod's ServiceAccount; the message
+    names the file or entry, and the fix."""
 
 
 class Unreachable(KubeError):

@@ -9,20 +9,21 @@ HTTP status codes and the HTTP libraries' exceptions.
 ``AsyncKube`` serves the drain engine on the event loop, including watch streams, with the same
 credentials. Both build a request and read its answer through the same two functions, and stand on
 the standard library and aiohttp (which kopf brings): the official client would cost the process
-about 20 MiB of imports for the few requests made here.
+about 40 MiB of imports for the few requests made here. Both keep the server URL's path (a cluster
+behind a proxy that serves it under a prefix), tunnel through the proxy the credentials name, and
+send repeated headers (impersonated groups).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import http.client
 import json
-import urllib.error
-import urllib.request
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import unquote, urlencode, urlsplit
 
 import aiohttp
 
@@ -44,13 +45,13 @@ _NO_ANSWER = (OSError, asyncio.TimeoutError, http.client.HTTPException, aiohttp.
 class Prepared:
     """One request as both clients send it."""
 
-    path: str  # with the query string
-    headers: dict[str, str]
+    url: str  # the server's URL, its path and the query string
+    headers: list[tuple[str, str]]
     data: bytes | None
 
 
 def prepare(credentials: Credentials, path: str, query: dict[str, str] | None, body: Any, content_type: str) -> Prepared:
-    return Prepared(path + (f"?{urlencode(query)}" if query else ""), credentials.headers(content_type),
+    return Prepared(credentials.server + path + (f"?{urlencode(query)}" if query else ""), credentials.headers(content_type),
                     None if body is None else json.dumps(body).encode())
 
 
@@ -69,27 +70,57 @@ def unreachable(error: BaseException) -> Unreachable:
     return Unreachable(str(error) or type(error).__name__)
 
 
+def _proxy_authorization(proxy: str) -> dict[str, str]:
+    """The credentials a proxy URL carries (``http://user:password@host``), as a CONNECT request sends them."""
+    parts = urlsplit(proxy)
+    if parts.username is None:
+        return {}
+    secret = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
+    return {"Proxy-Authorization": f"Basic {base64.b64encode(secret).decode()}"}
+
+
 class Kube:
     """Blocking requests, one connection each: leader election and admission make a few a second at most."""
 
     def __init__(self, credentials: Credentials) -> None:
         self.credentials = credentials
-        # No proxy from the environment, as with kubectl's default for an in-cluster server.
-        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}),
-                                                   urllib.request.HTTPSHandler(context=credentials.ssl_context()))
+        self._context = credentials.ssl_context()
+
+    def _connection(self, timeout: float) -> http.client.HTTPConnection:
+        """A connection to the server, or to the proxy with a tunnel (or, for an http:// server, a forward) to it."""
+        target = urlsplit(self.credentials.server)
+        secure = target.scheme == "https"
+        port = target.port or (443 if secure else 80)
+        proxy = urlsplit(self.credentials.proxy) if self.credentials.proxy else None
+        host, dial = (proxy.hostname or "", proxy.port or 80) if proxy else (target.hostname or "", port)
+        if not secure:
+            return http.client.HTTPConnection(host, dial, timeout=timeout)
+        connection = http.client.HTTPSConnection(host, dial, timeout=timeout, context=self._context)
+        if self.credentials.proxy:
+            connection.set_tunnel(target.hostname or "", port, headers=_proxy_authorization(self.credentials.proxy))
+        return connection
 
     def request(self, method: str, path: str, *, query: dict[str, str] | None = None, body: Any = None,
                 content_type: str = JSON, timeout: float = REQUEST_TIMEOUT_SECONDS) -> dict[str, Any]:
         prepared = prepare(self.credentials, path, query, body, content_type)
-        request = urllib.request.Request(self.credentials.server + prepared.path, method=method, headers=prepared.headers,
-                                         data=prepared.data)
+        plain_forward = self.credentials.proxy and not prepared.url.startswith("https:")
+        target = urlsplit(prepared.url)
+        connection = self._connection(timeout)
         try:
-            with self._opener.open(request, timeout=timeout) as response:
-                return answer(response.status, str(response.reason), response.read(), None)
-        except urllib.error.HTTPError as error:
-            return answer(error.code, str(error.reason), error.read(), error.headers.get("Retry-After"))
+            connection.putrequest(method, prepared.url if plain_forward else target.path + (f"?{target.query}" if target.query else ""))
+            for name, value in prepared.headers:
+                connection.putheader(name, value)
+            if plain_forward and self.credentials.proxy:
+                for name, value in _proxy_authorization(self.credentials.proxy).items():
+                    connection.putheader(name, value)
+            connection.putheader("Content-Length", str(len(prepared.data or b"")))
+            connection.endheaders(prepared.data)
+            response = connection.getresponse()
+            return answer(response.status, response.reason, response.read(), response.getheader("Retry-After"))
         except _NO_ANSWER as error:
             raise unreachable(error) from None
+        finally:
+            connection.close()
 
     def get(self, path: str, **query: str) -> dict[str, Any] | None:
         """GET, with None for a missing object."""
@@ -100,6 +131,13 @@ class Kube:
 
     def patch(self, path: str, body: dict[str, Any], content_type: str = MERGE_PATCH) -> dict[str, Any]:
         return self.request("PATCH", path, body=body, content_type=content_type)
+
+
+def client_session(credentials: Credentials, limit: int, headers: list[tuple[str, str]] | None = None) -> aiohttp.ClientSession:
+    """An aiohttp session to the server as the credentials describe it (TLS, proxy), for ours and kopf's
+    requests; ``headers`` go with every request (ours send theirs per request, fresh)."""
+    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=credentials.ssl_context(), limit=limit),
+                                 proxy=credentials.proxy, headers=headers)
 
 
 class AsyncKube:
@@ -114,8 +152,7 @@ class AsyncKube:
         sharing one bounded pool, enough open watches would leave no connection for a request."""
         session = self._sessions.get(watching)
         if session is None or session.closed:
-            connector = aiohttp.TCPConnector(ssl=self.credentials.ssl_context(), limit=0 if watching else MAX_REQUEST_CONNECTIONS)
-            session = self._sessions[watching] = aiohttp.ClientSession(self.credentials.server, connector=connector)
+            session = self._sessions[watching] = client_session(self.credentials, 0 if watching else MAX_REQUEST_CONNECTIONS)
         return session
 
     async def close(self) -> None:
@@ -126,7 +163,7 @@ class AsyncKube:
                       content_type: str = JSON, timeout: float = REQUEST_TIMEOUT_SECONDS) -> dict[str, Any]:
         prepared = prepare(self.credentials, path, query, body, content_type)
         try:
-            async with self._session(False).request(method, prepared.path, data=prepared.data, headers=prepared.headers,
+            async with self._session(False).request(method, prepared.url, data=prepared.data, headers=prepared.headers,
                                                     timeout=aiohttp.ClientTimeout(total=timeout)) as response:
                 return answer(response.status, response.reason or "", await response.read(), response.headers.get("Retry-After"))
         except _NO_ANSWER as error:
@@ -146,7 +183,7 @@ class AsyncKube:
         prepared = prepare(self.credentials, path, {**query, "watch": "true"}, None, JSON)
         try:
             async with self._session(True).get(
-                prepared.path, headers=prepared.headers,
+                prepared.url, headers=prepared.headers,
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=WATCH_CONNECT_TIMEOUT_SECONDS),
             ) as response:
                 if response.status != 200:

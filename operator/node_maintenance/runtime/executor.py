@@ -11,7 +11,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,10 +80,7 @@ class Executor:
             except (Conflict, NotFound):
                 return Outcome(node_conflict=True, lease=lease)
         refused = {job["metadata"]["name"]: await self._create_job(job) for job in plan.jobs}
-        for event in plan.events:
-            self.event(_node_ref(node) if event.on_node and node else body, event.type, event.reason, event.message)
-            if not event.on_node:
-                self._log(event)
+        self._post(plan.events, body, node, logged=True)
         results = await asyncio.gather(*(self._remove(r, attempts.get(r.uid)) for r in plan.removals))
         written = await self._write_status(stored, plan.status)
         if plan.drained_after is not None:
@@ -104,9 +101,15 @@ class Executor:
             self.log.info("removed maintenance")
         if handback.uncordons:
             self.log.info("uncordoned node")
-        for event in handback.events:
-            self.event(_node_ref(node) if event.on_node and node else body, event.type, event.reason, event.message)
+        self._post(handback.events, body, node, logged=False)
         return True
+
+    def _post(self, events: Iterable[Event], body: dict[str, Any], node: dict[str, Any] | None, *, logged: bool) -> None:
+        """Post each event on the node or the NodeMaintenance it is about; ``logged``: log the latter too."""
+        for event in events:
+            self.event(_node_ref(node) if event.on_node and node else body, event.type, event.reason, event.message)
+            if logged and not event.on_node:
+                self._log(event)
 
     async def _create_job(self, job: Mapping[str, Any]) -> str | None:
         """Create a hook Job; why the API refused it (None: created, or created meanwhile)."""

@@ -21,6 +21,7 @@ from typing import Any, cast
 import kopf
 
 from node_maintenance import api
+from node_maintenance.client.http import client_session
 from node_maintenance.runtime import handback
 from node_maintenance.runtime.engine import Engine, Shared
 
@@ -56,13 +57,12 @@ def _logger(body: kopf.Body) -> logging.LoggerAdapter[logging.Logger]:
     )
 
 
-def login(memo: Memo, **_: Any) -> kopf.ConnectionInfo:
-    """kopf talks to the API with our own credentials (its helper for this would load the official client)."""
-    c = memo.shared.kube.credentials
-    token = c.bearer()
-    return kopf.ConnectionInfo(server=c.server, ca_path=c.ca_file, ca_data=c.ca_data, insecure=c.insecure,
-                               scheme="Bearer" if token else None, token=token, certificate_path=c.cert_file,
-                               certificate_data=c.cert_data, private_key_path=c.key_file, private_key_data=c.key_data)
+async def login(memo: Memo, **_: Any) -> kopf.AiohttpSession:
+    """kopf talks to the API as we do: our credentials, TLS, proxy and impersonation in a session of ours.
+    kopf logs in again when the credential expires or the server refuses it."""
+    credentials = memo.shared.kube.credentials
+    return kopf.AiohttpSession(server=credentials.server, expiration=credentials.expires(),
+                               aiohttp_session=client_session(credentials, 0, credentials.identity()))
 
 
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:

@@ -16,7 +16,7 @@ import pytest
 
 from devcluster.cluster import Cluster
 from devcluster.operator import OperatorProcess
-from devcluster.toxiproxy import Proxy, Toxiproxy, kubeconfig_through
+from devcluster.toxiproxy import Proxy, Toxiproxy
 from soak.chaos import Api, Supervisor, Tally
 
 
@@ -38,7 +38,7 @@ def proxied_operator(cluster: Cluster, operator: OperatorProcess, operator_kubec
     """The operator with every request to the API server going through ``api_proxy``; the session's
     operator stands down meanwhile."""
     workdir = tmp_path_factory.mktemp("faults")
-    kubeconfig = kubeconfig_through(api_proxy, operator_kubeconfig, workdir / "proxied.kubeconfig")
+    kubeconfig = cluster.kubeconfig_via(operator_kubeconfig, workdir / "proxied.kubeconfig", f"https://{api_proxy.listen}")
     operator.stop()
     process = OperatorProcess(cluster, workdir / "operator", kubeconfig, identity="under-faults",
                               cert_dir=operator.cert_dir, webhook_port=operator.webhook_port)

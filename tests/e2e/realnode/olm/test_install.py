@@ -1,5 +1,7 @@
-"""Installing from our catalog by Subscription, as cluster admins do: the committed deploy manifests,
-OLM resolving the default channel, and the operator OLM deployed draining a node."""
+"""Installing from our catalog as cluster admins do: from OperatorHub, whose install form subscribes to
+the default channel with the values OLM's package server publishes (the same Subscription as the committed
+deploy manifests), or by Subscription with the install modes and approval an admin picks; and the operator
+OLM deployed draining a node."""
 
 from __future__ import annotations
 
@@ -7,21 +9,71 @@ import pytest
 import yaml
 
 from devcluster.cluster import Cluster
+from devcluster.olm import NAMESPACE as OLM_NAMESPACE
+from devcluster.olm import OLM, catalog_source
+from node_maintenance.api import GROUP, KIND
 
 from ....releases import HEAD, SERVED
-from ...helpers import apply, create_nm, delete_nm, deployment, eventually, get, nm_status, node, our_taint, pods_on
-from .install import BUNDLE_CRD, Install, crd, csv_name, image_digests, olm_pods, served_versions
+from ...helpers import apply, delete_nm, deployment, eventually, get, nm_status, node, our_taint, pods_on
+from .install import BUNDLE_CRD, Install, crd, csv_name, deploy_manifests, image_digests, olm_pods, served_versions
+from .operatorhub import (
+    bundle_crds,
+    bundle_csv,
+    bundle_icon,
+    channel_heads,
+    create,
+    default_channel,
+    example,
+    icon,
+    install_objects,
+    package_manifest,
+    storage_version,
+    undescribed_status_fields,
+)
 
 pytestmark = pytest.mark.e2e
 
 
-def test_fresh_install_on_default_channel_drains_a_node(cluster: Cluster, install: Install, nodes) -> None:
-    install.apply()  # nm-sub.yaml as committed: default channel, automatic approval
+def test_fresh_install_from_operatorhub_drains_a_node(cluster: Cluster, olm: OLM, install: Install, nodes) -> None:
+    # OperatorHub lists our package from our catalog, as the bundle describes it.
+    releases = install.published.inputs().releases
+    manifest = package_manifest(cluster, olm, channel_heads(releases))
+    status = manifest["status"]
+    assert status["packageName"] == releases.package
+    assert (status["catalogSource"], status["catalogSourceNamespace"]) == (olm.catalog_source, OLM_NAMESPACE)
+    assert status["catalogSourceDisplayName"] == catalog_source(install.published.registry)["spec"]["displayName"]
+    channel = default_channel(manifest)
+    assert channel["name"] == releases.default_channel
+    ours, shown = bundle_csv(), channel["currentCSVDesc"]
+    assert channel["currentCSV"] == ours["metadata"]["name"] == csv_name(HEAD)
+    assert shown["description"], "OperatorHub shows no description"
+    for field in ("displayName", "description", "version", "installModes", "keywords", "maturity", "provider", "links", "maintainers"):
+        assert shown.get(field) == ours["spec"][field], f"{field} differs from the bundle's"
+    assert shown["annotations"]["alm-examples"] == ours["metadata"]["annotations"]["alm-examples"]
+    # The package server lists the owned CRDs by name, kind, version and description (their descriptors come with the installed CSV).
+    described = ("name", "version", "kind", "displayName", "description")
+    assert shown["customresourcedefinitions"]["owned"] == [
+        {key: owned[key] for key in described} for owned in ours["spec"]["customresourcedefinitions"]["owned"]]
+    data, mediatype, etag = icon(cluster, olm, manifest)
+    assert etag, "OperatorHub shows OLM's default icon: the package's CSV has none"
+    assert (data, mediatype) == bundle_icon(ours)
+
+    # Install as the form does, from those values alone: what the committed deploy manifests subscribe to too.
+    cluster.ensure_namespace(install.namespace)
+    group, subscription = install_objects(manifest, install.namespace)
+    _, committed_group, committed_subscription = deploy_manifests(install.namespace)
+    assert group["spec"] == committed_group["spec"]
+    assert committed_subscription["spec"].items() <= subscription["spec"].items()
+    create(cluster, [group, subscription])
     plan = install.wait_plan_complete(HEAD)
     assert plan["spec"]["approval"] == "Automatic"
     csv = install.wait_succeeded(HEAD)
     assert csv["status"]["reason"] == "InstallSucceeded"
-    assert install.subscription()["status"]["installedCSV"] == csv_name(HEAD)
+    assert install.subscription()["status"]["installedCSV"] == csv_name(HEAD) == channel["currentCSV"]
+    # The installed CSV, where the console reads descriptors from, describes every status field it stores.
+    for owned_crd in bundle_crds():
+        assert undescribed_status_fields(owned_crd, csv) == [], f"{owned_crd['metadata']['name']} status fields without a statusDescriptor"
+    assert csv["spec"]["customresourcedefinitions"] == ours["spec"]["customresourcedefinitions"]
 
     # Every pod on this path runs an image nmo-pack pushed, or one built from OLM's and opm's pinned modules.
     published = install.published
@@ -54,8 +106,11 @@ def test_fresh_install_on_default_channel_drains_a_node(cluster: Cluster, instal
     apply(cluster, deployment("web", workload, [target, spare], 2))
     eventually(lambda: len([p for p in pods_on(cluster, target) + pods_on(cluster, spare)
                             if p["status"].get("phase") == "Running"]) == 2, "2 web pods running")
-    name = f"nm-{target}"
-    create_nm(cluster, name, target)
+    # A NodeMaintenance created as the console's form creates it: the CSV's example, its node filled in.
+    maintenance = example(shown, KIND, f"{GROUP}/{storage_version(installed)['name']}")
+    maintenance["spec"]["nodeName"] = target
+    name = maintenance["metadata"]["name"]
+    apply(cluster, maintenance)
     eventually(lambda: nm_status(cluster, name).get("phase") == "Succeeded", "maintenance Succeeded", timeout=90)
     target_node = node(cluster, target)
     assert target_node["spec"].get("unschedulable") is True and our_taint(target_node)
