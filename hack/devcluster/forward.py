@@ -8,7 +8,8 @@ import socket
 import sys
 
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Copy ``reader`` to ``writer`` until either side ends, then close ``writer``."""
     try:
         while data := await reader.read(65536):
             writer.write(data)
@@ -26,7 +27,7 @@ async def _serve(listener: socket.socket, port: int) -> None:
         except OSError:
             client_writer.close()
             return
-        await asyncio.gather(_pipe(client_reader, upstream_writer), _pipe(upstream_reader, client_writer))
+        await asyncio.gather(pipe(client_reader, upstream_writer), pipe(upstream_reader, client_writer))
 
     server = await asyncio.start_server(relay, sock=listener)
     async with server:

@@ -22,6 +22,7 @@ from typing import Self
 import aiohttp
 from aiohttp import web
 
+from .forward import pipe
 from .processes import free_port
 
 # Hop-by-hop headers a proxy does not pass on (RFC 9110, 7.6.1), and the ones aiohttp sets itself.
@@ -74,8 +75,8 @@ class ConnectProxy(_Served):
     async def _stop(self) -> None:
         assert self._server is not None
         self._server.close()
-        for pipe in self._pipes:
-            pipe.cancel()
+        for copying in self._pipes:
+            copying.cancel()
         await asyncio.gather(*self._pipes, return_exceptions=True)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -91,20 +92,9 @@ class ConnectProxy(_Served):
         self.tunnels.append(request[1])
         writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
         for source, sink in ((reader, upstream_writer), (upstream_reader, writer)):
-            pipe = asyncio.ensure_future(_pipe(source, sink))
-            self._pipes.add(pipe)
-            pipe.add_done_callback(self._pipes.discard)
-
-
-async def _pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
-    try:
-        while chunk := await source.read(65536):
-            sink.write(chunk)
-            await sink.drain()
-    except ConnectionError:
-        pass
-    finally:
-        sink.close()
+            copying = asyncio.ensure_future(pipe(source, sink))
+            self._pipes.add(copying)
+            copying.add_done_callback(self._pipes.discard)
 
 
 class PrefixProxy(_Served):
