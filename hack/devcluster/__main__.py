@@ -4,7 +4,8 @@
     python -m devcluster up [--nodes N]     start the cluster, print its kubeconfig, wait for Ctrl-C
     python -m devcluster up --real-node     the same with a real kubelet node and a local image registry (root)
     python -m devcluster up --olm           the same with a real node, every image published to its registry, OLM
-                                            and our catalog image as a CatalogSource (root); then
+                                            (with its package server) and our catalog image as a CatalogSource
+                                            (root); then
                                             `kubectl apply -f olm-deploy-manifests/kubernetes/nm-{ns,op-group,sub}.yaml`
 """
 
@@ -46,6 +47,8 @@ def _up(nodes: int, with_olm: bool, real_node: bool) -> int:
             olm = OLM(cluster, Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="nmo-olm-"))), published).start()
             stack.callback(olm.stop)
             print(f"OLM ready in {olm.startup_seconds:.1f}s; CatalogSource {olm.catalog_source} in namespace olm")
+            olm.wait_package_listed()
+            print(f"OperatorHub's PackageManifest API lists {olm.package} (kubectl get packagemanifests -n olm)")
         for index in range(nodes):
             cluster.create_kwok_node(f"kwok-node-{index}")
         for index in range(nodes):

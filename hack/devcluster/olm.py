@@ -98,8 +98,8 @@ class OLM:
         self.packages_api = ("", "")  # the group and version the package server serves, as its CSV declares them
 
     def start(self) -> OLM:
-        """Start OLM with its package server and add our CatalogSource; wait until OLM reaches the catalog and
-        the package server lists our package. The package server starts while the catalog's registry pod does."""
+        """Start OLM and its package server, add our CatalogSource, and wait until OLM reaches the catalog. The
+        package server starts meanwhile; what reads PackageManifests waits for it (``wait_package_listed``)."""
         started = time.monotonic()
         binaries = toolchain.ensure(["olm", "catalog"])
         crds = toolchain.module_source("olm", "github.com/operator-framework/api") / OLM_CRDS
@@ -123,20 +123,28 @@ class OLM:
         ], env)
         self.cluster.kubectl("apply", "-f", "-", input=json.dumps(
             {"apiVersion": "operators.coreos.com/v1", "kind": "OLMConfig", "metadata": {"name": "cluster"}}))
+        self._install_package_server()
+        source = catalog_source(self.published.registry)
+        self.cluster.kubectl("apply", "-f", "-", input=json.dumps(source))
+        self.catalog_source = source["metadata"]["name"]
+        wait_for("the CatalogSource READY (its registry pod runs our catalog image)", self.catalog_ready, 120, details=self.logs)
+        self.startup_seconds = time.monotonic() - started
+        return self
+
+    def _install_package_server(self) -> None:
+        """Apply upstream's package server objects; the olm operator installs the CSV and registers its API."""
         package_server = package_server_manifests(self.published.util_image, self.workdir)
         self.cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": package_server}))
         csv = next(obj for obj in package_server if obj["kind"] == "ClusterServiceVersion")
         self.package_server_csv = csv["metadata"]["name"]
         (served,) = csv["spec"]["apiservicedefinitions"]["owned"]  # the PackageManifest API
         self.packages_api = (served["group"], served["version"])
-        source = catalog_source(self.published.registry)
-        self.cluster.kubectl("apply", "-f", "-", input=json.dumps(source))
-        self.catalog_source = source["metadata"]["name"]
-        wait_for("the CatalogSource READY (its registry pod runs our catalog image)", self.catalog_ready, 120, details=self.logs)
-        wait_for(f"OLM's package server listing the package {self.package}", self.package_listed, 180,
+
+    def wait_package_listed(self, timeout: float = 180) -> None:
+        """Wait until the PackageManifest API lists our package: the package server's CSV has succeeded, the API
+        server routes the API to it, and it has read our catalog."""
+        wait_for(f"OLM's package server listing the package {self.package}", self.package_listed, timeout,
                  details=self.package_server_report)
-        self.startup_seconds = time.monotonic() - started
-        return self
 
     def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> Process:
         process = self.cluster.spawn(name, argv, env=env, log_dir=self.workdir)

@@ -40,8 +40,14 @@ def apply(cluster: Cluster, *objects: dict) -> None:
 
 
 def get(cluster: Cluster, *args: str) -> dict | None:
+    """The object or list ``args`` name, None when it does not exist. Any other failure is the test's, with
+    kubectl's words: an absent object and an API server that did not answer are different findings."""
     result = cluster.kubectl("get", *args, "-o", "json", check=False)
-    return json.loads(result.stdout) if result.returncode == 0 else None
+    if result.returncode == 0:
+        return json.loads(result.stdout)
+    if "(NotFound)" in result.stderr or "doesn't have a resource type" in result.stderr:
+        return None
+    raise AssertionError(f"kubectl get {' '.join(args)} failed: {result.stderr.strip()}")
 
 
 def pods_on(cluster: Cluster, node: str) -> list[dict]:

@@ -186,4 +186,8 @@ def nm_manifest(version: str, name: str, node: str, reason: str) -> dict:
 
 
 def read_nm(cluster: Cluster, version: str, name: str) -> dict | None:
-    return get(cluster, f"nodemaintenances.{version}.{GROUP}", name)
+    """The maintenance read in ``version``; None while it cannot be read in it. During an upgrade OLM gives
+    the new operator a new serving certificate and injects its CA into the CRD: until both agree, a read that
+    needs the conversion webhook fails, and callers wait for the maintenance to be readable again."""
+    result = cluster.kubectl("get", f"nodemaintenances.{version}.{GROUP}", name, "-o", "json", check=False)
+    return json.loads(result.stdout) if result.returncode == 0 else None

@@ -117,6 +117,7 @@ def example(csv_description: dict[str, Any], kind: str, api_version: str) -> dic
 
 
 def storage_version(crd: dict[str, Any]) -> dict[str, Any]:
+    """The version of ``crd`` the API server stores objects in."""
     (stored,) = [v for v in crd["spec"]["versions"] if v["storage"]]
     return stored
 

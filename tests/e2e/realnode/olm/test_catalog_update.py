@@ -17,7 +17,7 @@ from devcluster.publish import Published, pinned
 from node_maintenance_packaging.render import Inputs
 
 from ....releases import HEAD, RELEASES, SERVED
-from ...helpers import apply, deployment, eventually, nm_status, node, our_taint, pdb, pods_on
+from ...helpers import apply, deployment, eventually, node, our_taint, pdb, pods_on
 from .budgets import BudgetWatch
 from .install import GROUP, Install, crd, csv_name, nm_manifest, read_nm, served_versions
 
@@ -125,9 +125,10 @@ def test_a_release_added_to_the_catalog_upgrades_the_subscription_by_itself(
         # OLM wires the conversion webhook into the new CRD just after the CSV succeeds.
         eventually(lambda: all((read_nm(cluster, v, name) or {}).get("metadata", {}).get("uid") == uid for v in SERVED[HEAD]),
                    f"the maintenance readable in {', '.join(SERVED[HEAD])}")
-        assert held_back() and nm_status(cluster, name).get("phase") == "Running"
+        assert held_back()
+        eventually(lambda: _phase(cluster, name, "v1beta1") == "Running", "the maintenance still Running under the new operator")
         cluster.kubectl("patch", "pdb", "held", "-n", workload, "--type=merge", "-p", '{"spec":{"minAvailable":null,"maxUnavailable":1}}')
-        eventually(lambda: nm_status(cluster, name).get("phase") == "Succeeded", "the drain Succeeded after the upgrade", timeout=90)
+        eventually(lambda: _phase(cluster, name, "v1beta1") == "Succeeded", "the drain Succeeded after the upgrade", timeout=90)
         assert [p for p in pods_on(cluster, target) if p["metadata"]["namespace"] == workload] == []
         held = node(cluster, target)
         assert held["spec"].get("unschedulable") is True and our_taint(held)

@@ -36,6 +36,7 @@ pytestmark = pytest.mark.e2e
 
 def test_fresh_install_from_operatorhub_drains_a_node(cluster: Cluster, olm: OLM, install: Install, nodes) -> None:
     # OperatorHub lists our package from our catalog, as the bundle describes it.
+    olm.wait_package_listed()
     releases = install.published.inputs().releases
     manifest = package_manifest(cluster, olm, channel_heads(releases))
     status = manifest["status"]
