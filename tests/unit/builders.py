@@ -18,7 +18,7 @@ import asyncio
 import copy
 import datetime
 from collections import deque
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from functools import partial
 from typing import Any, NamedTuple
 
@@ -255,7 +255,8 @@ class FakeApi:
       the objects stored under it (matching a ``labelSelector`` of ``key``, ``key=value``, ``key!=value``
       or ``!key`` terms), else raises NotFound; a write answers its body and changes nothing stored.
     - ``get(path)`` is a GET with None for a missing object; ``patch(path, body, content_type)`` a PATCH.
-    - ``watch(path, query)`` yields the events of the next script queued by ``script_watch``: an
+    - ``watch(path, query, on_open)`` calls ``on_open`` (the server accepted the watch) unless an outage is set,
+      then yields the events of the next script queued by ``script_watch``: an
       exception among them is raised when reached, and the end of the list ends the watch as a server
       does. With nothing queued it sets ``idle`` and waits until cancelled.
     - ``outage``, while set, is raised by every call: an API server away or failing.
@@ -316,10 +317,12 @@ class FakeApi:
     async def patch(self, path: str, body: Obj, content_type: str | None = None) -> Obj:
         return await self.request("PATCH", path, body=body, content_type=content_type)
 
-    async def watch(self, path: str, query: dict[str, str]) -> AsyncIterator[Obj]:
+    async def watch(self, path: str, query: dict[str, str], on_open: Callable[[], None] | None = None) -> AsyncIterator[Obj]:
         self.calls.append(Call("WATCH", path, query=dict(query)))
         if self.outage is not None:
             raise self.outage
+        if on_open:
+            on_open()
         queued = self._watches.get(path)
         if not queued:
             self.idle.set()

@@ -2,7 +2,7 @@
 
 :class:`ApiError` and its subclasses are answers the server gave; :class:`Unreachable` is no answer at
 all (refused, reset, dropped, timed out, a body cut short); :class:`ConfigError` is no credential to
-send. All are :class:`KubeError`.
+send; :class:`NotLeading` is a write this replica may no longer send. All are :class:`KubeError`.
 """
 
 from __future__ import annotations
@@ -23,6 +23,11 @@ class ConfigError(KubeError):
 class Unreachable(KubeError):
     """No answer from the API server: the connection was refused, reset, dropped or timed out, or the
     answer was cut short. Whether the request took effect is unknown."""
+
+
+class NotLeading(KubeError):
+    """A write refused before it was sent: this replica no longer leads (its Lease renewal failed), and
+    another may take over at any moment."""
 
 
 class ApiError(KubeError):
@@ -48,11 +53,13 @@ class Gone(ApiError):
 
 
 class TooManyRequests(ApiError):
-    """Refused for now (a PodDisruptionBudget, or the server's own limits); ``retry_after`` in seconds."""
+    """Refused for now; ``retry_after`` in seconds. ``by_budget``: a PodDisruptionBudget refused an eviction
+    (the server names the cause); otherwise the server's own limits or an admission webhook did."""
 
-    def __init__(self, status: int, reason: str, message: str, retry_after: float = 0.0) -> None:
+    def __init__(self, status: int, reason: str, message: str, retry_after: float = 0.0, by_budget: bool = False) -> None:
         super().__init__(status, reason, message)
         self.retry_after = retry_after
+        self.by_budget = by_budget
 
 
 class Unauthorized(ApiError):
@@ -71,6 +78,9 @@ class ServerError(ApiError):
     """The server failed (5xx): the request may be tried again later."""
 
 
+# The cause the Eviction API gives when a PodDisruptionBudget refuses (policy/v1 DisruptionBudgetCause).
+DISRUPTION_BUDGET_CAUSE = "DisruptionBudget"
+
 _KINDS: dict[int, type[ApiError]] = {400: Invalid, 401: Unauthorized, 403: Forbidden, 404: NotFound, 409: Conflict, 410: Gone, 412: Conflict, 422: Invalid}
 
 
@@ -87,7 +97,8 @@ def api_error(status: int, reason: str, body: str | dict[str, Any], retry_after:
             seconds = float(retry_after) if retry_after else 0.0
         except ValueError:
             seconds = 0.0
-        details = body.get("details") if isinstance(body, dict) else None
-        seconds = max(seconds, float((details or {}).get("retryAfterSeconds") or 0))
-        return TooManyRequests(status, reason, message, seconds)
+        details = (body.get("details") if isinstance(body, dict) else None) or {}
+        seconds = max(seconds, float(details.get("retryAfterSeconds") or 0))
+        by_budget = any(cause.get("type") == DISRUPTION_BUDGET_CAUSE for cause in details.get("causes") or [])
+        return TooManyRequests(status, reason, message, seconds, by_budget)
     return _KINDS.get(status, ServerError if status >= 500 else ApiError)(status, reason, message)

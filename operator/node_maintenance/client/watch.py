@@ -1,7 +1,8 @@
 """A list+watch of one selection of objects, kept current in memory.
 
 The watch resumes from the last resourceVersion it saw (bookmarks included) when the server ends
-it, and lists again only when that version is gone (410). Callers are told of every change of what
+it, and lists again only when that version is gone (410). While a list or watch fails, ``failure`` says
+why: what is kept may be stale until the server has accepted a watch again. Callers are told of every change of what
 they keep of the objects (``slim``) through a callback, with the namespace of the object that changed;
 they read ``objects`` (or one namespace's, indexed) then.
 """
@@ -45,6 +46,7 @@ class Mirror:
         self.objects: dict[str, dict[str, Any]] = {}
         self._by_namespace: dict[str, dict[str, dict[str, Any]]] = {}
         self.synced = asyncio.Event()
+        self.failure = ""  # why the objects may be stale now ("" while the list+watch is current)
 
     async def run(self) -> None:
         version: str | None = None
@@ -54,7 +56,7 @@ class Mirror:
                 if version is None:
                     version = await self._list()
                 query = {**self.query, "resourceVersion": version, "allowWatchBookmarks": "true", "timeoutSeconds": str(WATCH_SECONDS)}
-                async for event in self.kube.watch(self.path, query):
+                async for event in self.kube.watch(self.path, query, on_open=self._current):
                     delay = RETRY_FIRST_SECONDS  # the watch is back: a later failure starts the backoff afresh
                     obj = event["object"]
                     version = obj["metadata"]["resourceVersion"]
@@ -72,9 +74,16 @@ class Mirror:
             except asyncio.CancelledError:
                 raise
             except Exception as error:  # the server may be briefly away; resume from where we were
-                log.warning("watch of %s failed, resuming in %.1fs: %s", self.path, delay, str(error) or type(error).__name__)
+                self.failure = str(error) or type(error).__name__
+                log.warning("watch of %s failed, resuming in %.1fs: %s", self.path, delay, self.failure)
                 await asyncio.sleep(delay)
                 delay = min(RETRY_MAX_SECONDS, delay * 2)
+
+    def _current(self) -> None:
+        """The server accepted a watch from where the objects stand: they are current again."""
+        if self.failure:
+            self.failure = ""
+            self.on_change(None)
 
     def in_namespace(self, namespace: str) -> Iterable[dict[str, Any]]:
         """The objects of one namespace, without a pass over all of them (many drains ask at every change)."""
@@ -103,5 +112,6 @@ class Mirror:
         for obj in listing.get("items") or []:
             self._put(self.slim(obj))
         self.synced.set()
+        self.failure = ""
         self.on_change(None)
         return cast(str, listing["metadata"]["resourceVersion"])

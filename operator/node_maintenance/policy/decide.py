@@ -24,6 +24,7 @@ from node_maintenance.drain.planner import Event, Plan
 from node_maintenance.policy import hooks
 
 WAITING, ADMITTED, CONFLICT, UNGOVERNED = "Waiting", "Admitted", "Conflict", "Ungoverned"
+UNKNOWN = "Unknown"  # the policies cannot be read now: whether one governs the node is not known
 
 
 @dataclass(frozen=True)
@@ -103,13 +104,17 @@ def unavailable(node: Mapping[str, Any]) -> bool:
 class Verdict:
     """Where one NodeMaintenance stands with the policies."""
 
-    kind: str  # UNGOVERNED, ADMITTED, WAITING or CONFLICT
+    kind: str  # UNGOVERNED, ADMITTED, WAITING, CONFLICT or UNKNOWN
     policy: Policy | None = None
     position: int = 0  # 1-based place in the policy's queue while WAITING
     queued: int = 0  # how many wait in that queue
     policies: tuple[str, ...] = ()  # every policy selecting the node, for CONFLICT
+    why: str = ""  # what keeps the policies unknown, for UNKNOWN
 
     def message(self, node_name: str) -> str:
+        if self.kind == UNKNOWN:
+            return (f"waiting until NodeMaintenancePolicies can be read ({self.why}); node {node_name} is not touched "
+                    "until it is known which policy governs it")
         if self.kind == CONFLICT:
             return (f"node {node_name} is selected by more than one NodeMaintenancePolicy ({', '.join(self.policies)}); "
                     "change their nodeSelectors so that at most one selects it")
@@ -188,8 +193,8 @@ def decide(policies: Iterable[Policy], node_list: Iterable[Mapping[str, Any]], m
         queue: list[str] = []
         for m in waiting:
             node_name = m["spec"]["nodeName"]
-            adds = 0 if node_name in down else 1
-            fits = (parallel is None or used + 1 <= parallel) and (limit is None or out + adds <= limit)
+            adds = 0 if node_name in down else 1  # a node already out of service takes nothing more out
+            fits = (parallel is None or used + 1 <= parallel) and (limit is None or not adds or out + adds <= limit)
             if fits and not queue:
                 used, out = used + 1, out + adds
                 verdicts[m["metadata"]["name"]] = Verdict(ADMITTED, policy)
@@ -220,6 +225,8 @@ def queued_condition(verdict: Verdict, node_name: str) -> cond.Condition:
         return cond.Condition(QUEUED, "True", "WaitingForSlot", verdict.message(node_name))
     if verdict.kind == CONFLICT:
         return cond.Condition(QUEUED, "True", "PolicyConflict", verdict.message(node_name))
+    if verdict.kind == UNKNOWN:
+        return cond.Condition(QUEUED, "True", "WaitingForPolicies", verdict.message(node_name))
     return cond.Condition(QUEUED, "False", "SlotGranted", verdict.message(node_name))
 
 
@@ -236,7 +243,8 @@ def left_line(status: Mapping[str, Any]) -> tuple[cond.Condition, ...]:
 
 
 def waiting_plan(body: Mapping[str, Any], verdict: Verdict, now: datetime.datetime) -> Plan:
-    """Phase Pending while the maintenance waits for a slot (or for a conflict to end): the node is untouched.
+    """Phase Pending while the maintenance waits for a slot, for a conflict to end or for the policies to be
+    readable: the node is untouched.
 
     An event marks the start of the wait and each change of its cause, not every move up the queue."""
     meta, previous = body["metadata"], body.get("status") or {}
@@ -245,8 +253,7 @@ def waiting_plan(body: Mapping[str, Any], verdict: Verdict, now: datetime.dateti
     before: dict[str, Any] = next((c for c in previous.get("conditions") or [] if c.get("type") == QUEUED), {})
     events: tuple[Event, ...] = ()
     if previous.get("phase") != st.PENDING or before.get("reason") != condition.reason:
-        conflict = verdict.kind == CONFLICT
-        events = (Event(False, "Warning" if conflict else "Normal", condition.reason, condition.message),)
+        events = (Event(False, "Normal" if verdict.kind == WAITING else "Warning", condition.reason, condition.message),)
     status = st.build(dict(previous), phase=st.PENDING, total=0, eviction_pods=0, pending=[], generation=meta.get("generation", 1),
                       last_error=condition.message if verdict.kind == CONFLICT else "", now=timestamps.rfc3339(now), waiting=condition)
     return Plan(st.PENDING, status, events=events)

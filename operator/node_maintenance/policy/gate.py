@@ -20,6 +20,8 @@ from node_maintenance.policy import hooks
 # A hook Job in this state is looked at again this often (its watch may miss nothing, but a Job that
 # cannot be created is tried again at this pace).
 HOOK_RECHECK_SECONDS = {hooks.RUNNING: 2.0, hooks.MISSING: 1.0, hooks.FAILED: 10.0}
+# A drain held while the policies cannot be read looks again this often (their recovery also wakes it).
+UNKNOWN_RECHECK_SECONDS = 5.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,7 +40,7 @@ class Gate:
     def maintenance(self, body: Mapping[str, Any]) -> Maintenance:
         """The planner's view: the policy's drain defaults, rules, hold, conditions and Jobs, when one governs the node."""
         if self.policy is None:
-            return dataclasses.replace(Maintenance.of(body), conditions=self.conditions)
+            return dataclasses.replace(Maintenance.of(body), conditions=self.conditions, hold=self.hold, hold_recheck_in=self.recheck_in)
         m = Maintenance.of(pol.with_defaults(body, self.policy))
         return dataclasses.replace(m, rules=self.policy.rules, hold=self.hold, hold_failed=self.hold_failed,
                                    hold_recheck_in=self.recheck_in, conditions=self.conditions, jobs=self.jobs)
@@ -81,6 +83,15 @@ def gate(body: Mapping[str, Any], node: Mapping[str, Any], seen: Seen, namespace
         return Gate(policy=policy, conditions=conditions)
     return Gate(policy=policy, conditions=conditions, jobs=jobs, hold=outcome.message, hold_failed=outcome.state == hooks.FAILED,
                 recheck_in=HOOK_RECHECK_SECONDS[outcome.state])
+
+
+def unknown(body: Mapping[str, Any], node: Mapping[str, Any], why: str, now: datetime.datetime) -> Gate:
+    """The policies cannot be read (not yet, or not now): hold. A maintenance that has not taken its node waits
+    without touching it; one that holds it keeps it and evicts nothing, since its rules and hooks are not known."""
+    verdict = pol.Verdict(pol.UNKNOWN, why=why)
+    if nodes.holder_of(dict(node)) != body["metadata"]["name"]:
+        return Gate(waiting=pol.waiting_plan(body, verdict, now))
+    return Gate(hold=verdict.message(body["spec"]["nodeName"]), recheck_in=UNKNOWN_RECHECK_SECONDS)
 
 
 def pre_drain_outcome(seen: Seen, policy: str, namespace: str) -> hooks.Outcome:

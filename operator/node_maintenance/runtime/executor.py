@@ -147,8 +147,9 @@ class Executor:
             return None  # gone, or replaced: the pod watch tells
         except TooManyRequests as error:
             metrics.EVICTIONS.labels(result="blocked").inc()
-            if removal.budget:  # the budget's next change says when to try again
+            if removal.budget and error.by_budget:  # the budget's next change says when to try again
                 return Attempt(now, refused_by=((removal.budget, removal.budget_version),), failures=failures)
+            # The server's limits (API Priority and Fairness) or a webhook: tried again, as kubectl does.
             return Attempt(now + retry_delay(failures, error.retry_after, random.random()),
                            error=f"eviction refused for now: {error.message or error.reason}", failures=failures)
         except KubeError as error:

@@ -58,11 +58,13 @@ def _logger(body: kopf.Body) -> logging.LoggerAdapter[logging.Logger]:
 
 
 async def login(memo: Memo, **_: Any) -> kopf.AiohttpSession:
-    """kopf talks to the API as we do: our credentials, TLS, proxy and impersonation in a session of ours.
-    kopf logs in again when the credential expires or the server refuses it."""
-    credentials = memo.shared.kube.credentials
+    """kopf talks to the API as we do: our credentials, TLS, proxy and impersonation in a session of ours,
+    which writes nothing once this replica no longer leads. kopf logs in again when the credential expires
+    or the server refuses it."""
+    kube = memo.shared.kube
+    credentials = kube.credentials
     return kopf.AiohttpSession(server=credentials.server, expiration=credentials.expires(),
-                               aiohttp_session=client_session(credentials, 0, credentials.identity()))
+                               aiohttp_session=client_session(credentials, 0, credentials.identity(), kube.may_write))
 
 
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:

@@ -7,7 +7,8 @@ Kubernetes tool understands it, and only the holder reconciles.
   clock (:func:`lease.observe`): no clock skew lets a standby take a Lease its holder still renews.
 - A renewal is tried every ``LEADER_RETRY_SECONDS``, and every request of an attempt ends by the
   renewal deadline. A holder that has not renewed for ``LEADER_RENEW_DEADLINE_SECONDS`` gives the
-  lead up and its caller stops reconciling, 5 s before any other replica can see the Lease expire.
+  lead up, 5 s before any other replica can see the Lease expire: its caller refuses every write of
+  that reconciler from then on (``AsyncKube.may_write``, kopf's session too), and stops it.
 - The elector has a thread of its own: admission reviews on the default pool cannot starve it.
 """
 

@@ -16,6 +16,7 @@ import signal
 import socket
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -133,8 +134,13 @@ async def _reconcile(kube: Kube, holding: asyncio.Task[Any], shutdown: asyncio.E
         stop = threading.Event()
         upgraded = asyncio.create_task(_until_hub_served(kube) if version != HUB else asyncio.Event().wait())
         stopping = asyncio.create_task(shutdown.wait())
-        operator = asyncio.create_task(asyncio.to_thread(_run_kopf, kube, version, stop, namespace, lease_namespace))
+        # This run of the reconciler may write while it leads; once it ends for any reason, never again, even
+        # if kopf takes its time to stop and this process leads again meanwhile.
+        leading = threading.Event()
+        leading.set()
+        operator = asyncio.create_task(asyncio.to_thread(_run_kopf, kube, version, stop, namespace, lease_namespace, leading.is_set))
         done, _ = await asyncio.wait([operator, holding, stopping, upgraded], return_when=asyncio.FIRST_COMPLETED)
+        leading.clear()
         stop.set()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(asyncio.shield(operator), STOP_SECONDS)
@@ -150,12 +156,13 @@ async def _reconcile(kube: Kube, holding: asyncio.Task[Any], shutdown: asyncio.E
         return holding in done
 
 
-def _run_kopf(kube: Kube, version: str, stop: threading.Event, namespace: str, lease_namespace: str) -> None:
+def _run_kopf(kube: Kube, version: str, stop: threading.Event, namespace: str, lease_namespace: str,
+              leading: Callable[[], bool]) -> None:
     """kopf on an event loop of its own: when it stops it cancels every task of its loop, and the
     webhooks (which must answer during a restart, for the storage migration above all) are not among them."""
 
     async def operate() -> None:
-        akube = AsyncKube(kube.credentials)
+        akube = AsyncKube(kube.credentials, leading)
         budgets = BudgetWatch(akube)
         engines: dict[str, handlers.Running] = {}
 

@@ -2,8 +2,12 @@
 engine its verdict, creates hook Jobs and writes the policies' status.
 
 Releases before 0.4.0 install no policy CRD, and their RBAC grants nothing on policies or Jobs, so
-nothing here runs (and every drain goes on as before) until the CRD is served; it is looked for every
-few seconds, since an upgrade installs it while the operator runs.
+nothing here runs (and every drain goes on as before) while the API server answers that the CRD does
+not exist; it is looked for every few seconds, since an upgrade installs it while the operator runs.
+
+Anything short of that answer fails closed: until the CRD has been read and every watch has listed,
+and whenever a read fails, no maintenance takes a node. Drains that hold theirs keep the rules and
+hooks last read, once read at all.
 """
 
 from __future__ import annotations
@@ -21,16 +25,15 @@ from node_maintenance.api import conditions as cond
 from node_maintenance.api import timestamps
 from node_maintenance.api.conditions import Condition
 from node_maintenance.api.paths import POLICY_CRD, POLICY_VERSION, jobs_path, nm_path, node_path, policy_path
-from node_maintenance.client.errors import ApiError, Conflict
+from node_maintenance.client.errors import ApiError, Conflict, KubeError
 from node_maintenance.client.http import AsyncKube
 from node_maintenance.client.watch import Mirror
 from node_maintenance.drain import node as nodes
 from node_maintenance.policy import decide as pol
 from node_maintenance.policy import hooks
-from node_maintenance.policy.gate import HOOK_RECHECK_SECONDS, Gate, Seen, gate, refusal
+from node_maintenance.policy.gate import HOOK_RECHECK_SECONDS, Gate, Seen, gate, refusal, unknown
 
 CRD_CHECK_SECONDS = 5.0
-SYNC_TIMEOUT_SECONDS = 30.0
 POLICY_STATUS_INTERVAL_SECONDS = 1.0
 log = logging.getLogger(__name__)
 
@@ -40,71 +43,87 @@ class Policies:
         self.kube = kube
         self.namespace = namespace  # where hook Jobs run: the operator's own
         self.on_change = on_change
-        self.ready = asyncio.Event()  # set once it is known whether policies apply, and they are read
-        self.served = False
+        self.ready = asyncio.Event()  # set after the first look at the CRD, whatever it found
+        self.served = False  # the CRD is served: the watches run
+        self.absent = False  # the API server answered that the CRD does not exist: no policy applies
+        self._crd_trouble = ""  # why the CRD's last look did not tell that policies are served ("" when it did)
         self._mirrors: dict[str, Mirror] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._decision: pol.Decision | None = None
         self._written: dict[str, dict[str, Any]] = {}
         self._dirty = asyncio.Event()
-        self._unreadable = False  # the CRD could not be read at the last look (said once, not every look)
 
     # ----------------------------------------------------------------- lifecycle
     async def run(self) -> None:
         try:
             while True:
-                try:
-                    served = await self._crd_served()
-                    if served and not self.served:
-                        await self._start()
-                    elif not served and self.served:
-                        await self._stop()
-                        self.on_change()
-                except Exception as error:  # the API briefly away: decide at the next look
-                    log.warning("looking for NodeMaintenancePolicies failed: %s", str(error) or type(error).__name__)
-                self.ready.set()  # drains wait for the first look only, whatever it found
+                await self._look()
+                self.ready.set()
                 await asyncio.sleep(CRD_CHECK_SECONDS)
         finally:
             await self._stop()
 
-    async def _crd_served(self) -> bool:
+    async def _look(self) -> None:
+        """Read the CRD: start the watches once it is served, stop them only when it does not exist."""
+        trouble = self._crd_trouble
         try:
             crd = await self.kube.get(POLICY_CRD)
-        except ApiError as error:  # e.g. RBAC without access to CRDs: policies stay off
-            if not self._unreadable:
-                log.warning("cannot read the NodeMaintenancePolicy CRD; policies are off: %s", error)
-            self._unreadable = True
-            return False
-        self._unreadable = False
-        if crd is None:
-            return False
-        established = any(c.get("type") == "Established" and c.get("status") == "True" for c in (crd.get("status") or {}).get("conditions") or [])
-        return established and any(v["name"] == POLICY_VERSION and v.get("served") for v in crd["spec"]["versions"])
+        except KubeError as error:  # unknown: whatever was known holds, and no node is taken meanwhile
+            self._crd_trouble = f"the NodeMaintenancePolicy CRD could not be read: {error}"
+        else:
+            self.absent = crd is None
+            if crd is None:
+                self._crd_trouble = ""
+                if self.served:
+                    await self._stop()
+                    log.info("the NodeMaintenancePolicy CRD is gone: maintenances follow no policy")
+            elif served_version(crd):
+                self._crd_trouble = ""
+                if not self.served:
+                    self._start()
+            else:  # being installed or changed: its version is not served yet
+                self._crd_trouble = f"the NodeMaintenancePolicy CRD is not established or does not serve {POLICY_VERSION} yet"
+        if self._crd_trouble != trouble:
+            if self._crd_trouble:
+                log.warning("%s; no maintenance takes a node until it is", self._crd_trouble)
+            self.on_change()
 
-    async def _start(self) -> None:
+    def _start(self) -> None:
         self._mirrors = {
-            "policies": Mirror(self.kube, policy_path(), self._changed),
+            "NodeMaintenancePolicies": Mirror(self.kube, policy_path(), self._changed),
             "nodes": Mirror(self.kube, node_path(), self._changed, slim=pol.slim_node),
-            "maintenances": Mirror(self.kube, nm_path(), self._changed, slim=pol.slim_maintenance),
-            "jobs": Mirror(self.kube, jobs_path(self.namespace), self._changed),
+            "NodeMaintenances": Mirror(self.kube, nm_path(), self._changed, slim=pol.slim_maintenance),
+            "hook Jobs": Mirror(self.kube, jobs_path(self.namespace), self._changed),
         }
         self._tasks = [asyncio.create_task(m.run(), name=f"policy {k} watch") for k, m in self._mirrors.items()]
-        try:
-            await asyncio.wait_for(asyncio.gather(*(m.synced.wait() for m in self._mirrors.values())), SYNC_TIMEOUT_SECONDS)
-        except TimeoutError:  # e.g. the CRD installed by hand under an older release's RBAC
-            await self._stop()
-            log.warning("NodeMaintenancePolicies, nodes, NodeMaintenances or hook Jobs cannot be listed; policies are off")
-            return
         self._tasks.append(asyncio.create_task(self._publish(), name="policy status"))
         self.served = True
-        log.info("NodeMaintenancePolicies are served: maintenances follow them")
-        self.on_change()
+        log.info("NodeMaintenancePolicies are served: maintenances follow them once they are read")
 
     async def _stop(self) -> None:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks, self._mirrors, self.served, self._decision = [], {}, False, None
+
+    def unknown(self) -> str:
+        """Why the policies are not known now, "" when they are: the CRD unread or failing, a watch that has
+        not listed yet or whose last read failed."""
+        if self._crd_trouble:
+            return self._crd_trouble
+        if self.absent:
+            return ""
+        if not self.served:
+            return "the NodeMaintenancePolicy CRD has not been read yet"
+        for kind, mirror in self._mirrors.items():
+            if not mirror.synced.is_set():
+                return f"the {kind} have not been listed yet" + (f" ({mirror.failure})" if mirror.failure else "")
+            if mirror.failure:
+                return f"the watch of {kind} failed: {mirror.failure}"
+        return ""
+
+    def _synced(self) -> bool:
+        return self.served and all(m.synced.is_set() for m in self._mirrors.values())
 
     def _changed(self, _namespace: str | None = None) -> None:
         self._decision = None
@@ -116,14 +135,14 @@ class Policies:
     def decision(self) -> pol.Decision:
         if self._decision is None:
             self._decision = pol.decide(
-                (pol.Policy.of(p) for p in self._mirrors["policies"].objects.values()),
+                (pol.Policy.of(p) for p in self._mirrors["NodeMaintenancePolicies"].objects.values()),
                 self._mirrors["nodes"].objects.values(),
-                self._mirrors["maintenances"].objects.values(),
+                self._mirrors["NodeMaintenances"].objects.values(),
             )
         return self._decision
 
     def _job(self, hook: str, body: Mapping[str, Any]) -> dict[str, Any] | None:
-        return self._mirrors["jobs"].objects.get(f"{self.namespace}/{hooks.job_name(hook, body)}")
+        return self._mirrors["hook Jobs"].objects.get(f"{self.namespace}/{hooks.job_name(hook, body)}")
 
     async def _hook(self, hook: str, template: Mapping[str, Any], policy: str, body: Mapping[str, Any]) -> hooks.Outcome:
         """The hook Job's outcome, creating the Job when there is none yet."""
@@ -138,26 +157,32 @@ class Policies:
         return hooks.outcome(hook, policy, job, self.namespace)
 
     def gate(self, body: Mapping[str, Any], node: Mapping[str, Any], now: datetime.datetime, refused_jobs: Mapping[str, str]) -> Gate:
-        """The policies' say in one drain step of ``body`` (in v1beta1, its stored status merged in); reads only."""
+        """The policies' say in one drain step of ``body`` (in v1beta1, its stored status merged in); reads only.
+        While they are not known, a maintenance that holds its node keeps its last rules once they were read."""
+        why = self.unknown()
+        if why and not (self._synced() and nodes.holder_of(dict(node)) == body["metadata"]["name"]):
+            return unknown(body, node, why, now)
         if not self.served:
             return Gate()
         name = body["metadata"]["name"]
         job_name = hooks.job_name(hooks.PRE_DRAIN, body)
-        seen = Seen(verdict=self.decision().verdicts.get(name), listed=f"/{name}" in self._mirrors["maintenances"].objects,
-                    selected=any(pol.Policy.of(p).selects(node) for p in self._mirrors["policies"].objects.values()),
+        seen = Seen(verdict=self.decision().verdicts.get(name), listed=f"/{name}" in self._mirrors["NodeMaintenances"].objects,
+                    selected=any(pol.Policy.of(p).selects(node) for p in self._mirrors["NodeMaintenancePolicies"].objects.values()),
                     pre_drain_job=self._job(hooks.PRE_DRAIN, body), refused=refused_jobs.get(job_name, ""))
         return gate(body, node, seen, self.namespace, now)
 
     async def before_handback(self, body: Mapping[str, Any], version: str) -> None:
         """Run the postMaintenance Job of the policy governing the node before it is given back; raises
         kopf.TemporaryError (kopf calls again later) until it has succeeded. A NodeMaintenance that never
-        held its node (one still waiting) runs nothing."""
+        held its node (one still waiting) runs nothing. While the policies are not known, it waits for them."""
+        if why := self.unknown():
+            raise kopf.TemporaryError(f"the node is given back once NodeMaintenancePolicies are read: {why}", delay=CRD_CHECK_SECONDS)
         if not self.served:
             return
         node = self._mirrors["nodes"].objects.get(f"/{body['spec']['nodeName']}")
         if node is None or nodes.holder_of(node) != body["metadata"]["name"]:
             return
-        governing = [p for p in map(pol.Policy.of, self._mirrors["policies"].objects.values()) if p.selects(node)]
+        governing = [p for p in map(pol.Policy.of, self._mirrors["NodeMaintenancePolicies"].objects.values()) if p.selects(node)]
         if len(governing) > 1:
             message = pol.Verdict(pol.CONFLICT, policies=tuple(sorted(p.name for p in governing))).message(node["metadata"]["name"])
             await self._note(body, version, Condition(pol.HOOK_CONDITIONS[hooks.POST_MAINTENANCE], "False", "PolicyConflict", message))
@@ -186,6 +211,8 @@ class Policies:
         while True:
             await self._dirty.wait()
             self._dirty.clear()
+            if not self._synced():  # a status from half the objects would be wrong; each listing sets _dirty again
+                continue
             try:
                 await self._write_statuses()
             except Exception as error:  # tried again after the pause
@@ -196,7 +223,7 @@ class Policies:
     async def _write_statuses(self) -> None:
         decision = self.decision()
         now = timestamps.rfc3339(timestamps.now())
-        for body in list(self._mirrors["policies"].objects.values()):
+        for body in list(self._mirrors["NodeMaintenancePolicies"].objects.values()):
             name = body["metadata"]["name"]
             summary = decision.summaries.get(name)
             if summary is None:
@@ -205,3 +232,9 @@ class Policies:
             if status != self._written.get(name) and not pol.same_status(body.get("status") or {}, status):
                 await self.kube.patch(policy_path(name, "status"), {"status": status})
                 self._written[name] = status
+
+
+def served_version(crd: Mapping[str, Any]) -> bool:
+    """Whether the CRD is established and serves the version the policies are read in."""
+    established = any(c.get("type") == "Established" and c.get("status") == "True" for c in (crd.get("status") or {}).get("conditions") or [])
+    return established and any(v["name"] == POLICY_VERSION and v.get("served") for v in crd["spec"]["versions"])

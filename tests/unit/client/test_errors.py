@@ -25,3 +25,13 @@ def test_too_many_requests_carries_retry_after_from_header_or_status_details() -
     body = {"message": "Cannot evict pod", "details": {"retryAfterSeconds": 10}}
     assert kube.api_error(429, "TooManyRequests", body, None).retry_after == 10
     assert kube.api_error(429, "TooManyRequests", "not json", "soon").retry_after == 0
+
+
+def test_only_a_refusal_naming_a_disruption_budget_is_the_budget_s() -> None:
+    by_budget = {"message": "Cannot evict pod as it would violate the pod's disruption budget.",
+                 "details": {"causes": [{"type": "DisruptionBudget", "message": "The disruption budget web needs 2 healthy pods and has 2 currently"}]}}
+    refused = kube.api_error(429, "TooManyRequests", by_budget)
+    assert isinstance(refused, kube.TooManyRequests) and refused.by_budget
+    flow_control = {"message": "Too many requests, please try again later.", "details": {"retryAfterSeconds": 1}}
+    limited = kube.api_error(429, "TooManyRequests", flow_control, "1")
+    assert isinstance(limited, kube.TooManyRequests) and not limited.by_budget and limited.retry_after == 1

@@ -93,6 +93,8 @@ def test_maintenances_holding_their_node_keep_their_slot_and_count() -> None:
         ({"maxUnavailable": 2}, [a_node("n0", ready=False), a_node("n1"), a_node("n2")], {"m1": ("Admitted", 0), "m2": ("Waiting", 1)}),
         # Taking a node that is already out of service adds nothing to the unavailable count.
         ({"maxUnavailable": 1}, [a_node("n0"), a_node("n1", unschedulable=True), a_node("n2")], {"m1": ("Admitted", 0), "m2": ("Waiting", 1)}),
+        # ... so it is admitted even while other nodes already exceed the limit, and the line moves on behind it.
+        ({"maxUnavailable": 1}, [a_node("n0", ready=False), a_node("n1", ready=False), a_node("n2")], {"m1": ("Admitted", 0), "m2": ("Waiting", 1)}),
         # Both limits hold: the tighter one decides.
         ({"maxParallel": 3, "maxUnavailable": "50%"}, [a_node(f"n{i}") for i in range(4)], {"m1": ("Admitted", 0), "m2": ("Admitted", 0)}),
         ({"maxParallel": 1, "maxUnavailable": "50%"}, [a_node(f"n{i}") for i in range(4)], {"m1": ("Admitted", 0), "m2": ("Waiting", 1)}),

@@ -46,7 +46,7 @@ def test_node_conflict_stops_before_any_removal_or_status() -> None:
 
 def test_each_answer_becomes_the_next_attempt() -> None:
     api = FakeApi()
-    api.fail("POST", _eviction("a"), TooManyRequests(429, "TooManyRequests", "budget", 0))
+    api.fail("POST", _eviction("a"), TooManyRequests(429, "TooManyRequests", "budget", 0, by_budget=True))
     api.fail("POST", _eviction("b"), TooManyRequests(429, "TooManyRequests", "slow down", 9))
     api.fail("POST", _eviction("gone"), NotFound(404, "NotFound", ""))
     api.fail("POST", _eviction("denied"), Forbidden(403, "Forbidden", "no"))
@@ -87,3 +87,15 @@ def test_retry_delay_honours_retry_after_backs_off_and_caps() -> None:
     assert retry_delay(1, 10, 0) == 10  # never sooner than the server asked
     assert retry_delay(30, 0, 0) == BACKOFF_MAX_SECONDS
     assert retry_delay(2, 0, 0.999) == pytest.approx(2 * 1.2, rel=1e-3)  # jitter spreads by at most a fifth
+
+
+def test_a_429_the_budget_did_not_send_is_tried_again_not_charged_to_the_budget() -> None:
+    # API Priority and Fairness, or an admission webhook, refuses an eviction of a pod a budget covers: no
+    # change of that budget may ever come, so the pod is tried again at max(Retry-After, backoff).
+    api = FakeApi()
+    api.fail("POST", _eviction("a"), TooManyRequests(429, "TooManyRequests", "Too many requests, please try again later.", 3))
+    before = time.time()
+    outcome, _ = _run(api, Plan("Running", STATUS, None, (_removal("a", "ns/web"),)))
+    attempt = outcome.attempts["uid-a"]
+    assert attempt.refused_by == () and not attempt.accepted
+    assert before + 3 <= attempt.not_before and "try again later" in attempt.error

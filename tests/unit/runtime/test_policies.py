@@ -1,32 +1,161 @@
-"""The policies at run time against a fake API: a policy's queue read without a write."""
+"""The policies at run time against a fake API: a queue read without a write, and failing closed. Only a
+404 of the policy CRD means that no policy applies; any other failed read, or watches not yet listed,
+keep every maintenance that has not taken its node waiting, and one that has keeps the rules last read."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+import kopf
+import pytest
+
+from node_maintenance.api.paths import POLICY_CRD, POLICY_VERSION, nm_path, node_path, policy_path
+from node_maintenance.client import watch
+from node_maintenance.client.errors import Forbidden, ServerError, TooManyRequests, Unreachable
 from node_maintenance.drain import node as nodes
+from node_maintenance.drain.rules import Behavior
+from node_maintenance.policy.gate import Gate
 from node_maintenance.runtime.policies import Policies
 from tests.unit.builders import FakeApi, nm_policy, runtime_nm, runtime_node
 
+NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+CRD = {"metadata": {"name": POLICY_CRD.rsplit("/", 1)[1]}, "spec": {"versions": [{"name": POLICY_VERSION, "served": True}]},
+       "status": {"conditions": [{"type": "Established", "status": "True"}]}}
+SKIP = {"podSelector": {"matchLabels": {"app": "cache"}}, "behavior": "Skip"}
+# Five nodes of one pool under maxParallel 1: nm-n1 holds n1, the other four wait in line.
+POOL = [f"n{i}" for i in range(1, 6)]
+
+
+def pool_api() -> FakeApi:
+    policy = nm_policy("pool", generation=1, node_selector={"matchLabels": {"pool": "a"}}, maxParallel=1, drainRules=[SKIP])
+    objects: dict[str, Any] = {POLICY_CRD: CRD, policy_path("pool"): policy}
+    for i, name in enumerate(POOL):
+        node = runtime_node(name, labels={"pool": "a"})
+        if name == "n1":
+            node["metadata"]["annotations"] = {nodes.HOLDER: "nm-n1"}
+        objects[node_path(name)] = node
+        objects[nm_path(f"nm-{name}")] = runtime_nm(f"nm-{name}", name, created=f"2026-01-01T00:0{i}:00Z")
+    return FakeApi(objects)
+
+
+def gate_of(policies: Policies, api: FakeApi, name: str) -> Gate:
+    return policies.gate(api.objects[nm_path(f"nm-{name}")], api.objects[node_path(name)], NOW, {})
+
+
+def queued_reason(gate: Gate) -> str:
+    assert gate.waiting is not None, gate
+    assert gate.waiting.node_patch is None and not gate.waiting.removals, "a waiting maintenance touches nothing"
+    return str(next(c for c in gate.waiting.status["conditions"] if c["type"] == "Queued")["reason"])
+
+
+def scenario(api: FakeApi, body: Callable[[Policies], Awaitable[None]]) -> None:
+    async def run() -> None:
+        policies = Policies(api, "operator-ns", lambda: None)  # type: ignore[arg-type]
+        try:
+            await asyncio.wait_for(body(policies), 10)
+        finally:
+            await policies._stop()
+    asyncio.run(run())
+
+
+async def read(policies: Policies) -> None:
+    """One look at the CRD, and its watches listed."""
+    await policies._look()
+    await asyncio.gather(*(m.synced.wait() for m in policies._mirrors.values()))
+
 
 def test_a_queued_maintenance_is_told_to_wait_and_the_gate_writes_nothing() -> None:
-    api = FakeApi()
-    policies = Policies(api, "operator-ns", lambda: None)  # type: ignore[arg-type]
-    policies.served = True
-    policy = nm_policy("pool", generation=1, node_selector={"matchLabels": {"pool": "a"}}, maxParallel=1)
-    pool = [runtime_node(f"n{i}", labels={"pool": "a"}) for i in (1, 2)]
-    pool[0]["metadata"]["annotations"] = {nodes.HOLDER: "first"}
-    first, second = runtime_nm("first", "n1"), runtime_nm("second", "n2", created="2026-01-01T00:01:00Z")
+    api = pool_api()
 
-    class Listed:
-        def __init__(self, objects: dict[str, dict[str, Any]]) -> None:
-            self.objects = objects
+    async def body(policies: Policies) -> None:
+        await read(policies)
+        calls = list(api.calls)
+        assert queued_reason(gate_of(policies, api, "n2")) == "WaitingForSlot"
+        assert api.calls == calls  # the gate only reads what the watches hold
+    scenario(api, body)
 
-    policies._mirrors = {"policies": Listed({"/pool": policy}), "nodes": Listed({f"/{n['metadata']['name']}": n for n in pool}),  # type: ignore[dict-item]
-                         "maintenances": Listed({"/first": first, "/second": second}), "jobs": Listed({})}
-    gate = policies.gate(second, pool[1], datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC), {})
-    assert gate.waiting is not None and gate.waiting.node_patch is None and not gate.waiting.removals
-    queued = next(c for c in gate.waiting.status["conditions"] if c["type"] == "Queued")
-    assert (queued["status"], queued["reason"]) == ("True", "WaitingForSlot")
-    assert api.calls == []  # the gate only reads
+
+@pytest.mark.parametrize("error", [ServerError(503, "ServiceUnavailable", "the server is shutting down"),
+                                   TooManyRequests(429, "TooManyRequests", "too many requests", 1.0),
+                                   Forbidden(403, "Forbidden", "cannot get customresourcedefinitions"),
+                                   Unreachable("connection reset")], ids=type)
+def test_an_error_reading_the_crd_keeps_the_queue_closed_and_the_running_drain_its_rules(error: Exception) -> None:
+    api = pool_api()
+
+    async def body(policies: Policies) -> None:
+        await read(policies)
+        api.fail("GET", POLICY_CRD, error)
+        await policies._look()
+        why = policies.unknown()
+        assert "could not be read" in why and str(error) in why
+        for name in POOL[1:]:  # none of the four in line takes its node
+            gate = gate_of(policies, api, name)
+            assert queued_reason(gate) == "WaitingForPolicies" and str(error) in gate.waiting.status["conditions"][0]["message"]  # type: ignore[union-attr]
+        running = gate_of(policies, api, "n1")  # the holder keeps the policy's rules
+        assert running.waiting is None and running.policy is not None and running.policy.name == "pool"
+        assert [r.behavior for r in running.maintenance(api.objects[nm_path("nm-n1")]).rules] == [Behavior.SKIP]
+        await policies._look()  # the next read succeeds: the queue is as it was
+        assert policies.unknown() == "" and queued_reason(gate_of(policies, api, "n2")) == "WaitingForSlot"
+    scenario(api, body)
+
+
+def test_only_a_404_of_the_crd_means_no_policy_applies() -> None:
+    api = pool_api()
+
+    async def body(policies: Policies) -> None:
+        await read(policies)
+        del api.objects[POLICY_CRD]
+        await policies._look()
+        assert policies.absent and not policies.served and policies.unknown() == ""
+        assert gate_of(policies, api, "n2") == Gate()
+    scenario(api, body)
+
+
+def test_nothing_is_taken_and_nothing_evicted_before_the_policies_are_read() -> None:
+    api = pool_api()
+
+    async def body(policies: Policies) -> None:
+        assert queued_reason(gate_of(policies, api, "n2")) == "WaitingForPolicies"
+        holder = gate_of(policies, api, "n1")  # taken before a restart: it keeps the node and evicts nothing
+        assert holder.waiting is None and "NodeMaintenancePolicies" in holder.maintenance(api.objects[nm_path("nm-n1")]).hold
+        with pytest.raises(kopf.TemporaryError, match="NodeMaintenancePolicies are read"):
+            await policies.before_handback(api.objects[nm_path("nm-n1")], "v1beta1")
+    scenario(api, body)
+
+
+def test_watches_not_listed_yet_keep_every_maintenance_waiting_until_they_are() -> None:
+    api = pool_api()
+    api.outage = Unreachable("connection refused")
+
+    async def body(policies: Policies) -> None:
+        await policies._look()
+        assert not policies.served and policies.unknown() == "the NodeMaintenancePolicy CRD could not be read: connection refused"
+        api.outage = None
+        await policies._look()  # the CRD is read, its watches are not listed yet
+        assert "have not been listed yet" in policies.unknown()
+        assert queued_reason(gate_of(policies, api, "n2")) == "WaitingForPolicies"
+        assert gate_of(policies, api, "n1").hold
+        await asyncio.gather(*(m.synced.wait() for m in policies._mirrors.values()))
+        assert policies.unknown() == "" and queued_reason(gate_of(policies, api, "n2")) == "WaitingForSlot"
+    scenario(api, body)
+
+
+def test_a_failed_watch_keeps_the_queue_closed_until_the_server_accepts_a_watch_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(watch, "RETRY_FIRST_SECONDS", 3600.0)  # the retry is not reached during the test
+    api = pool_api()
+    api.script_watch(node_path(), [Unreachable("the connection was dropped")])
+
+    async def body(policies: Policies) -> None:
+        await read(policies)
+        nodes_watch = policies._mirrors["nodes"]
+        while not nodes_watch.failure:  # noqa: ASYNC110 - a failed watch signals nobody; it is only read
+            await asyncio.sleep(0.01)
+        assert policies.unknown() == "the watch of nodes failed: the connection was dropped"
+        assert queued_reason(gate_of(policies, api, "n2")) == "WaitingForPolicies"
+        assert gate_of(policies, api, "n1").policy is not None  # the holder keeps its rules
+        nodes_watch._current()  # what the next accepted watch calls
+        assert policies.unknown() == "" and queued_reason(gate_of(policies, api, "n2")) == "WaitingForSlot"
+    scenario(api, body)

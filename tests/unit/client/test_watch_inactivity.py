@@ -1,0 +1,58 @@
+"""A watch whose connection goes silent ends: a connection dropped without a reset (a NAT or load balancer
+forgetting it) sends nothing more, and only the silence tells. The API server sends a bookmark about
+once a minute, so WATCH_INACTIVITY_SECONDS without a byte means the connection is gone."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from aiohttp import web
+
+from node_maintenance.client import http
+from node_maintenance.client.config import Credentials
+from node_maintenance.client.errors import Unreachable
+from node_maintenance.client.http import AsyncKube
+
+EVENT = {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "5"}}}
+
+
+def test_a_watch_silent_for_the_inactivity_timeout_raises_unreachable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(http, "WATCH_INACTIVITY_SECONDS", 0.5)
+    opened: list[str] = []
+    done = asyncio.Event()
+
+    async def silent_after_one_event(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse()
+        await response.prepare(request)
+        await response.write(json.dumps(EVENT).encode() + b"\n")
+        await done.wait()  # the connection stays open and says nothing more, as a dropped one does
+        return response
+
+    async def scenario() -> list[dict[str, object]]:
+        app = web.Application()
+        app.router.add_get("/api/v1/pods", silent_after_one_event)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = runner.addresses[0][1]
+        kube = AsyncKube(Credentials(server=f"http://127.0.0.1:{port}"))
+        events: list[dict[str, object]] = []
+
+        async def follow() -> None:
+            async for event in kube.watch("/api/v1/pods", {"allowWatchBookmarks": "true"}, on_open=lambda: opened.append("open")):
+                events.append(event)
+
+        try:
+            with pytest.raises(Unreachable):
+                await follow()
+        finally:
+            done.set()
+            await kube.close()
+            await runner.cleanup()
+        return events
+
+    events = asyncio.run(asyncio.wait_for(scenario(), 10))
+    assert events == [EVENT] and opened == ["open"]
