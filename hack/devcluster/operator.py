@@ -14,8 +14,8 @@ from pathlib import Path
 
 import yaml
 
-from node_maintenance.api import CRD_NAME
-from node_maintenance_packaging.clusterserviceversion import DEPLOYMENT, NAMESPACE
+from node_maintenance.api import CRD_NAME, SERVICE_ACCOUNT
+from node_maintenance_packaging.clusterserviceversion import NAMESPACE
 
 from .cluster import Cluster, ClusterError
 from .processes import Process, free_port
@@ -23,7 +23,6 @@ from .waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 CSV_FILE = ROOT / "bundle" / "manifests" / "node-maintenance-operator.clusterserviceversion.yaml"
-SERVICE_ACCOUNT = DEPLOYMENT  # the CSV runs its Deployment as a ServiceAccount of the same name
 # The user the operator's requests are made as (what the audit log records).
 USER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
 

@@ -39,6 +39,7 @@ def build_csv(templates: Templates, releases: Releases, images: ImageRefs, relea
         min_kube_version=releases.min_kube_version,
         namespace=NAMESPACE,
         deployment=DEPLOYMENT,
+        service_account=api.SERVICE_ACCOUNT,
         webhook_port=WEBHOOK_PORT,
         health_port=HEALTH_PORT,
         crd_name=api.CRD_NAME,
@@ -130,7 +131,7 @@ def _webhooks(release: Release) -> list[dict[str, Any]]:
                 "type": "ConversionWebhook",
                 "generateName": f"convert.{api.GROUP}",
                 **common,
-                "webhookPath": "/convert",
+                "webhookPath": api.CONVERT_PATH,
                 "conversionCRDs": [api.CRD_NAME],
             }
         )
@@ -140,7 +141,7 @@ def _webhooks(release: Release) -> list[dict[str, Any]]:
                 "type": "ValidatingAdmissionWebhook",
                 "generateName": f"validate.{api.GROUP}",
                 **common,
-                "webhookPath": "/validate-nodemaintenance",
+                "webhookPath": api.VALIDATE_PATH,
                 "failurePolicy": "Fail",
                 "timeoutSeconds": 10,
                 "rules": [
@@ -149,6 +150,28 @@ def _webhooks(release: Release) -> list[dict[str, Any]]:
                         "apiVersions": list(release.served),
                         "operations": ["CREATE"],
                         "resources": [api.PLURAL],
+                        "scope": "Cluster",
+                    }
+                ],
+            }
+        )
+    policy = next((owned for owned in release.crds if owned.resource is api.POLICY), None)
+    if release.has("validation") and policy:
+        # Refuses a hook Job template that would run as the operator's ServiceAccount; status writes are not checked.
+        hooks.append(
+            {
+                "type": "ValidatingAdmissionWebhook",
+                "generateName": f"validate.{api.POLICY.plural}.{api.GROUP}",
+                **common,
+                "webhookPath": api.VALIDATE_POLICY_PATH,
+                "failurePolicy": "Fail",
+                "timeoutSeconds": 10,
+                "rules": [
+                    {
+                        "apiGroups": [api.GROUP],
+                        "apiVersions": list(policy.served),
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": [api.POLICY.plural],
                         "scope": "Cluster",
                     }
                 ],

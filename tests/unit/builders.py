@@ -1,7 +1,8 @@
 """What unit tests are made of, built in one place.
 
 - ``pod``, ``node``, ``budget`` (a PodDisruptionBudget), ``nm`` (a NodeMaintenance) and ``nm_policy``
-  (a NodeMaintenancePolicy), as the API server would show them, plus ``etcd_guard`` and ``lease``;
+  (a NodeMaintenancePolicy), as the API server would show them, plus ``etcd_guard``, ``lease`` and
+  ``hook_template`` (a policy hook's jobTemplate);
 - the scenes several test packages share: the drain planner's (``NOW``, ``scene_pod``, ``HELD``,
   ``RUNNING``, ``maintenance``…), the runtime's (``runtime_node``, ``runtime_pod``, ``runtime_nm``) and
   the watch tests' (``script_watch_scene``);
@@ -178,6 +179,12 @@ def nm_policy(name: str = "p", *, generation: int | None = None, node_selector: 
         meta["generation"] = generation
     selector = {"nodeSelector": copy.deepcopy(node_selector)} if node_selector is not None else {}
     return {"metadata": meta, "spec": {**selector, **copy.deepcopy(spec)}}
+
+
+def hook_template(**pod_spec: Any) -> Obj:
+    """A policy hook's jobTemplate: a Job of one container; keywords (serviceAccountName, automountServiceAccountToken…)
+    go into its pod spec."""
+    return {"spec": {"backoffLimit": 0, "template": {"spec": {"containers": [{"name": "hook", "image": "tools:1"}], **copy.deepcopy(pod_spec)}}}}
 
 
 # ---------------------------------------------------------------- the drain planner's scene

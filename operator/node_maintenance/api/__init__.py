@@ -20,6 +20,13 @@ GROUP = "nodemaintenance.kubevirt.io"
 # The version every other converts through, and the one the CRD stores from 0.3.0 on.
 HUB = "v1beta1"
 DESCRIPTOR_HINT = "csvDescriptor"
+# The ServiceAccount the operator runs as (the CSV's install strategy names it): its rights are cluster-wide,
+# so no policy's hook Job may run as it.
+SERVICE_ACCOUNT = "node-maintenance-operator"
+# Where the operator serves its webhooks, which the CSV's webhookdefinitions name.
+CONVERT_PATH = "/convert"
+VALIDATE_PATH = "/validate-nodemaintenance"
+VALIDATE_POLICY_PATH = "/validate-nodemaintenancepolicy"
 
 
 @dataclass(frozen=True)

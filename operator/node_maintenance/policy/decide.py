@@ -44,20 +44,27 @@ class Policy:
     @classmethod
     def of(cls, body: Mapping[str, Any]) -> Policy:
         spec = body.get("spec") or {}
+        templates = hooks.templates(spec)
         return cls(
             name=body["metadata"]["name"],
             generation=body["metadata"].get("generation", 1),
             node_selector=spec.get("nodeSelector") or {},
             max_parallel=spec.get("maxParallel"),
             max_unavailable=spec.get("maxUnavailable"),
-            pre_drain=(spec.get("preDrain") or {}).get("jobTemplate"),
-            post_maintenance=(spec.get("postMaintenance") or {}).get("jobTemplate"),
+            pre_drain=templates.get(hooks.PRE_DRAIN),
+            post_maintenance=templates.get(hooks.POST_MAINTENANCE),
             drain=spec.get("drain") or {},
             rules=tuple(drainrules.Rule.of(rule) for rule in spec.get("drainRules") or ()),
         )
 
     def selects(self, node: Mapping[str, Any]) -> bool:
         return pods.matches_selector(node.get("metadata", {}).get("labels") or {}, dict(self.node_selector))
+
+    @property
+    def hook_templates(self) -> dict[str, Mapping[str, Any]]:
+        """The Job template of each hook the policy declares."""
+        declared = {hooks.PRE_DRAIN: self.pre_drain, hooks.POST_MAINTENANCE: self.post_maintenance}
+        return {hook: template for hook, template in declared.items() if template is not None}
 
 
 def resolve(value: int | str | None, total: int) -> int | None:
@@ -137,6 +144,7 @@ class Summary:
     unavailable: int
     queue: tuple[str, ...]
     conflicts: tuple[tuple[str, tuple[str, ...]], ...]  # (node, every policy selecting it)
+    borrowed: tuple[str, ...] = ()  # why each hook whose template names the operator's ServiceAccount is refused
 
 
 @dataclass(frozen=True)
@@ -202,7 +210,8 @@ def decide(policies: Iterable[Policy], node_list: Iterable[Mapping[str, Any]], m
                 queue.append(m["metadata"]["name"])
         for position, name in enumerate(queue, start=1):
             verdicts[name] = Verdict(WAITING, policy, position, len(queue))
-        summaries[policy.name] = Summary(len(selected), parallel, limit, len(held), len(down), tuple(queue), conflicts)
+        summaries[policy.name] = Summary(len(selected), parallel, limit, len(held), len(down), tuple(queue), conflicts,
+                                         hooks.borrowed_identities(policy.hook_templates))
     return Decision(verdicts, summaries)
 
 
@@ -215,6 +224,7 @@ def with_defaults(body: Mapping[str, Any], policy: Policy) -> dict[str, Any]:
 
 # ----------------------------------------------------------------- statuses
 QUEUED = "Queued"
+BORROWED_IDENTITY = "BorrowedIdentity"  # a policy's condition: a hook template names the operator's ServiceAccount
 HOOK_CONDITIONS = {hooks.PRE_DRAIN: "PreDrain", hooks.POST_MAINTENANCE: "PostMaintenance"}
 NOT_GOVERNED = cond.Condition(QUEUED, "False", "NoPolicy", "no NodeMaintenancePolicy selects the node")
 
@@ -267,6 +277,11 @@ def policy_status(previous: Mapping[str, Any], summary: Summary, generation: int
                                    f"{listing}; their maintenances wait until only one NodeMaintenancePolicy selects each node")
     else:
         condition = cond.Condition("Conflict", "False", "NoConflict", "no selected node is selected by another NodeMaintenancePolicy")
+    if summary.borrowed:
+        identity = cond.Condition(BORROWED_IDENTITY, "True", "OperatorServiceAccount",
+                                  f"{'; '.join(summary.borrowed)}; until then that hook fails without running its Job and the maintenances needing it hold")
+    else:
+        identity = cond.Condition(BORROWED_IDENTITY, "False", "OwnServiceAccounts", "no hook Job template names the operator's ServiceAccount")
     return {
         "observedGeneration": generation,
         "selectedNodes": summary.selected,
@@ -277,7 +292,7 @@ def policy_status(previous: Mapping[str, Any], summary: Summary, generation: int
         "queued": len(summary.queue),
         "queue": list(summary.queue),
         "conflicts": [{"node": node, "policies": list(names)} for node, names in summary.conflicts],
-        "conditions": cond.with_conditions(list(previous.get("conditions") or []), (condition,), generation=generation, now=now),
+        "conditions": cond.with_conditions(list(previous.get("conditions") or []), (condition, identity), generation=generation, now=now),
     }
 
 

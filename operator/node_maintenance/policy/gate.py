@@ -76,13 +76,13 @@ def gate(body: Mapping[str, Any], node: Mapping[str, Any], seen: Seen, namespace
         return Gate(policy=policy, conditions=(queued,))
     if not holds:
         return Gate(policy=policy, conditions=(queued,), hold="the preDrain Job starts once the node is cordoned")
-    outcome = pre_drain_outcome(seen, policy.name, namespace)
-    jobs = (hooks.build_job(hooks.PRE_DRAIN, policy.pre_drain, body, namespace),) if seen.pre_drain_job is None else ()
+    hook = hooks.standing(hooks.PRE_DRAIN, policy.name, policy.pre_drain, body, seen.pre_drain_job, namespace, seen.refused)
+    outcome = hook.outcome
     conditions = (queued, pol.hook_condition(hooks.PRE_DRAIN, outcome))
     if outcome.state == hooks.SUCCEEDED:
         return Gate(policy=policy, conditions=conditions)
-    return Gate(policy=policy, conditions=conditions, jobs=jobs, hold=outcome.message, hold_failed=outcome.state == hooks.FAILED,
-                recheck_in=HOOK_RECHECK_SECONDS[outcome.state])
+    return Gate(policy=policy, conditions=conditions, jobs=(hook.create,) if hook.create else (), hold=outcome.message,
+                hold_failed=outcome.state == hooks.FAILED, recheck_in=HOOK_RECHECK_SECONDS[outcome.state])
 
 
 def unknown(body: Mapping[str, Any], node: Mapping[str, Any], why: str, now: datetime.datetime) -> Gate:
@@ -92,14 +92,3 @@ def unknown(body: Mapping[str, Any], node: Mapping[str, Any], why: str, now: dat
     if nodes.holder_of(dict(node)) != body["metadata"]["name"]:
         return Gate(waiting=pol.waiting_plan(body, verdict, now))
     return Gate(hold=verdict.message(body["spec"]["nodeName"]), recheck_in=UNKNOWN_RECHECK_SECONDS)
-
-
-def pre_drain_outcome(seen: Seen, policy: str, namespace: str) -> hooks.Outcome:
-    """How the preDrain Job stands; a Job the API refused is a failure that names the field to fix."""
-    if seen.pre_drain_job is None and seen.refused:
-        return hooks.Outcome(hooks.FAILED, refusal(hooks.PRE_DRAIN, policy, seen.refused))
-    return hooks.outcome(hooks.PRE_DRAIN, policy, seen.pre_drain_job, namespace)
-
-
-def refusal(hook: str, policy: str, error: str) -> str:
-    return f"the {hooks.FIELDS[hook]} Job of NodeMaintenancePolicy {policy} was refused: {error}; fix spec.{hooks.FIELDS[hook]}.jobTemplate"

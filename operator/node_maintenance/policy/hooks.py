@@ -3,6 +3,10 @@
 Pure functions. One Job per maintenance and hook, named after the NodeMaintenance's uid so that a new
 NodeMaintenance for the same node runs its hooks again, and owned by the NodeMaintenance so the garbage
 collector removes it with it. The Job's own backoffLimit decides how often a failed pod is retried.
+
+The Job runs in the operator's namespace, where the operator's own ServiceAccount lives: a template naming
+it would hand its cluster-wide rights to whoever may write a policy, so such a template is refused (by the
+admission webhook, and here for a policy stored before it or past it) and its Job is never built.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from node_maintenance.api import GROUP, KIND
+from node_maintenance.api import GROUP, KIND, SERVICE_ACCOUNT
 
 PRE_DRAIN, POST_MAINTENANCE = "pre-drain", "post-maintenance"
 HOOK_LABEL = f"{GROUP}/hook"
@@ -22,6 +26,9 @@ NODE_ANNOTATION = f"{GROUP}/node"
 # The policy fields that declare each hook, for messages.
 FIELDS = {PRE_DRAIN: "preDrain", POST_MAINTENANCE: "postMaintenance"}
 RUNNING, SUCCEEDED, FAILED, MISSING = "Running", "Succeeded", "Failed", "Missing"
+# The pod spec fields naming the ServiceAccount a pod runs as: serviceAccount is the deprecated spelling,
+# which the API server still honours.
+SERVICE_ACCOUNT_FIELDS = ("serviceAccountName", "serviceAccount")
 
 
 def job_name(hook: str, maintenance: Mapping[str, Any]) -> str:
@@ -29,15 +36,54 @@ def job_name(hook: str, maintenance: Mapping[str, Any]) -> str:
     return f"nm-{hook}-{digest}"
 
 
+def _mapping(value: Any) -> Mapping[str, Any]:
+    """``value`` if it is an object, else an empty one: the schema leaves a jobTemplate's inside unchecked, and the
+    webhook may be sent anything."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def templates(spec: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """The jobTemplate of each hook a policy's spec declares."""
+    declared = {hook: _mapping(spec.get(field)).get("jobTemplate") for hook, field in FIELDS.items()}
+    return {hook: template for hook, template in declared.items() if isinstance(template, Mapping)}
+
+
+def borrowed_identity(hook: str, template: Mapping[str, Any]) -> str:
+    """Why ``hook``'s Job may not be built from ``template``: its pod would run as the operator's ServiceAccount,
+    naming the field and the fix; empty when it names another ServiceAccount or none."""
+    pod_spec = _mapping(_mapping(_mapping(template.get("spec")).get("template")).get("spec"))
+    paths = [f"spec.{FIELDS[hook]}.jobTemplate.spec.template.spec.{name}" for name in SERVICE_ACCOUNT_FIELDS
+             if pod_spec.get(name) == SERVICE_ACCOUNT]
+    if not paths:
+        return ""
+    return (f"{' and '.join(paths)} {'name' if len(paths) > 1 else 'names'} the operator's ServiceAccount {SERVICE_ACCOUNT}, whose "
+            "cluster-wide rights a hook Job must not borrow; run the hook as a ServiceAccount of its own, with only the rights the hook needs")
+
+
+def borrowed_identities(hook_templates: Mapping[str, Mapping[str, Any]]) -> tuple[str, ...]:
+    """:func:`borrowed_identity` of each hook that has one."""
+    return tuple(reason for hook, template in hook_templates.items() if (reason := borrowed_identity(hook, template)))
+
+
+def admission_refusal(policy: Mapping[str, Any]) -> str | None:
+    """Why the admission webhook refuses to store ``policy`` (created or updated), or None to store it."""
+    reasons = borrowed_identities(templates(_mapping(policy.get("spec"))))
+    return f"NodeMaintenancePolicy {_mapping(policy.get('metadata')).get('name', '')}: {'; '.join(reasons)}" if reasons else None
+
+
 def build_job(hook: str, template: Mapping[str, Any], maintenance: Mapping[str, Any], namespace: str) -> dict[str, Any]:
     """The Job for ``hook`` of ``maintenance`` from the policy's jobTemplate, with NODE_NAME and
-    NODE_MAINTENANCE in every container's environment."""
+    NODE_MAINTENANCE in every container's environment. Its pod gets no API token unless the template
+    asks for one: most hooks never call the API, and a token is a credential anyone reading the pod's
+    files could use."""
     meta = maintenance["metadata"]
     node_name = maintenance["spec"]["nodeName"]
     job_meta = copy.deepcopy(dict(template.get("metadata") or {}))
     spec = copy.deepcopy(dict(template.get("spec") or {}))
     pod_spec = spec.setdefault("template", {}).setdefault("spec", {})
     pod_spec.setdefault("restartPolicy", "Never")
+    if pod_spec.get("automountServiceAccountToken") is None:
+        pod_spec["automountServiceAccountToken"] = False
     env = [{"name": "NODE_NAME", "value": node_name}, {"name": "NODE_MAINTENANCE", "value": meta["name"]}]
     for container in [*pod_spec.get("initContainers", []), *pod_spec.get("containers", [])]:
         container["env"] = [*env, *(e for e in container.get("env", []) if e.get("name") not in ("NODE_NAME", "NODE_MAINTENANCE"))]
@@ -59,6 +105,32 @@ def build_job(hook: str, template: Mapping[str, Any], maintenance: Mapping[str, 
 class Outcome:
     state: str  # RUNNING, SUCCEEDED, FAILED or MISSING
     message: str
+
+
+@dataclass(frozen=True)
+class Standing:
+    """How a hook stands, and the Job to create for it (None: it exists, or it must not be created)."""
+
+    outcome: Outcome
+    create: dict[str, Any] | None = None
+
+
+def standing(hook: str, policy: str, template: Mapping[str, Any], maintenance: Mapping[str, Any], job: Mapping[str, Any] | None,
+             namespace: str, refused: str = "") -> Standing:
+    """The hook's outcome and the Job to create. A template borrowing the operator's identity fails the hook
+    and builds no Job; a Job the API refused at the last try (``refused``) is a failure, tried again."""
+    borrowed = borrowed_identity(hook, template)
+    if borrowed:
+        return Standing(Outcome(FAILED, f"the {FIELDS[hook]} Job of NodeMaintenancePolicy {policy} is not created: {borrowed}"))
+    if job is not None:
+        return Standing(outcome(hook, policy, job, namespace))
+    missing = Outcome(FAILED, refusal(hook, policy, refused)) if refused else outcome(hook, policy, None, namespace)
+    return Standing(missing, build_job(hook, template, maintenance, namespace))
+
+
+def refusal(hook: str, policy: str, error: str) -> str:
+    """The API refused to create the hook's Job: ``error`` says why, the field to fix is the template."""
+    return f"the {FIELDS[hook]} Job of NodeMaintenancePolicy {policy} was refused: {error}; fix spec.{FIELDS[hook]}.jobTemplate"
 
 
 def outcome(hook: str, policy: str, job: Mapping[str, Any] | None, namespace: str) -> Outcome:

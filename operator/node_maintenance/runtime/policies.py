@@ -31,7 +31,7 @@ from node_maintenance.client.watch import Mirror
 from node_maintenance.drain import node as nodes
 from node_maintenance.policy import decide as pol
 from node_maintenance.policy import hooks
-from node_maintenance.policy.gate import HOOK_RECHECK_SECONDS, Gate, Seen, gate, refusal, unknown
+from node_maintenance.policy.gate import HOOK_RECHECK_SECONDS, Gate, Seen, gate, unknown
 
 CRD_CHECK_SECONDS = 5.0
 POLICY_STATUS_INTERVAL_SECONDS = 1.0
@@ -145,15 +145,16 @@ class Policies:
         return self._mirrors["hook Jobs"].objects.get(f"{self.namespace}/{hooks.job_name(hook, body)}")
 
     async def _hook(self, hook: str, template: Mapping[str, Any], policy: str, body: Mapping[str, Any]) -> hooks.Outcome:
-        """The hook Job's outcome, creating the Job when there is none yet."""
-        job = self._job(hook, body)
-        if job is None:
-            try:
-                job = await self.kube.request("POST", jobs_path(self.namespace), body=hooks.build_job(hook, template, body, self.namespace))
-            except Conflict:  # created meanwhile; the watch brings it
-                pass
-            except ApiError as error:  # a template the API refuses: say which field to fix
-                return hooks.Outcome(hooks.FAILED, refusal(hook, policy, str(error)))
+        """The hook Job's outcome, creating the Job when there is none yet (and the template may have one)."""
+        standing = hooks.standing(hook, policy, template, body, self._job(hook, body), self.namespace)
+        if standing.create is None:
+            return standing.outcome
+        try:
+            job = await self.kube.request("POST", jobs_path(self.namespace), body=standing.create)
+        except Conflict:  # created meanwhile; the watch brings it
+            return standing.outcome
+        except ApiError as error:  # a template the API refuses: say which field to fix
+            return hooks.Outcome(hooks.FAILED, hooks.refusal(hook, policy, str(error)))
         return hooks.outcome(hook, policy, job, self.namespace)
 
     def gate(self, body: Mapping[str, Any], node: Mapping[str, Any], now: datetime.datetime, refused_jobs: Mapping[str, str]) -> Gate:

@@ -1,4 +1,5 @@
-"""The HTTPS server for the CRD conversion webhook and the validating admission webhook.
+"""The HTTPS server for the CRD conversion webhook and the validating admission webhooks (of
+NodeMaintenances and of NodeMaintenancePolicies).
 
 Every request gets an answer in the review's own format: a malformed review is a failed review
 with a message, never a 5xx or a dropped connection, because the apiserver turns those into
@@ -15,8 +16,10 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from node_maintenance.api import CONVERT_PATH, VALIDATE_PATH, VALIDATE_POLICY_PATH
 from node_maintenance.api.conversion import ConversionError, convert, version_of
 from node_maintenance.client.http import Kube
+from node_maintenance.policy import hooks
 from node_maintenance.webhooks import admission
 from node_maintenance.webhooks.certs import ReloadingTLS
 
@@ -56,6 +59,31 @@ def admission_response(uid: str, reason: str | None) -> dict[str, Any]:
     return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
 
 
+NOT_A_REVIEW = "the body must be an AdmissionReview with request.object"
+
+
+def _admission_request(review: Any) -> tuple[str, dict[str, Any] | None]:
+    """The review's uid and request; None for a body that is no AdmissionReview with request.object."""
+    req = review.get("request") if isinstance(review, dict) else None
+    if not isinstance(req, dict):
+        return "", None
+    uid = str(req.get("uid", ""))
+    return uid, req if isinstance(req.get("object"), dict) else None
+
+
+def policy_admission_response(review: Any) -> dict[str, Any]:
+    """Answer an AdmissionReview of a NodeMaintenancePolicy being created or updated; pure, so it is tested without a server."""
+    uid, req = _admission_request(review)
+    if req is None:
+        return admission_response(uid, NOT_A_REVIEW)
+    if req.get("operation") not in ("CREATE", "UPDATE"):
+        return admission_response(uid, None)
+    reason = hooks.admission_refusal(req["object"])
+    if reason:
+        log.info("refused NodeMaintenancePolicy", extra={"reason": reason})
+    return admission_response(uid, reason)
+
+
 async def _read_json(request: web.Request) -> Any:
     body = await _read_body(request)
     try:
@@ -90,13 +118,9 @@ def _app(kube: Kube) -> web.Application:
             return _json(answer)
 
     async def validate_handler(request: web.Request) -> web.Response:
-        review = await _read_json(request)
-        req = review.get("request") if isinstance(review, dict) else None
-        if not isinstance(req, dict) or not isinstance(req.get("object"), dict):
-            return _json(admission_response(
-                req.get("uid", "") if isinstance(req, dict) else "",
-                "the body must be an AdmissionReview with request.object"))
-        uid = str(req.get("uid", ""))
+        uid, req = _admission_request(await _read_json(request))
+        if req is None:
+            return _json(admission_response(uid, NOT_A_REVIEW))
         if req.get("operation") != "CREATE":
             return _json(admission_response(uid, None))
         obj = req["object"]
@@ -110,9 +134,13 @@ def _app(kube: Kube) -> web.Application:
             log.info("refused NodeMaintenance", extra={"nodeMaintenance": obj.get("metadata", {}).get("name"), "reason": reason})
         return _json(admission_response(uid, reason))
 
+    async def validate_policy_handler(request: web.Request) -> web.Response:
+        return _json(policy_admission_response(await _read_json(request)))
+
     app = web.Application(client_max_size=MAX_REVIEW_BYTES)
-    app.router.add_post("/convert", convert_handler)
-    app.router.add_post("/validate-nodemaintenance", validate_handler)
+    app.router.add_post(CONVERT_PATH, convert_handler)
+    app.router.add_post(VALIDATE_PATH, validate_handler)
+    app.router.add_post(VALIDATE_POLICY_PATH, validate_policy_handler)
     return app
 
 

@@ -40,6 +40,18 @@ def test_the_csv_owns_both_crds_with_descriptors_and_an_example_policy() -> None
     assert "NodeMaintenancePolicy" in csv["spec"]["description"]
 
 
+def test_the_csv_validates_policies_as_they_are_written_and_runs_the_operator_as_the_account_they_may_not_name() -> None:
+    spec = load_yaml(ROOT / CSV)["spec"]
+    webhook = next(w for w in spec["webhookdefinitions"] if w.get("webhookPath") == "/validate-nodemaintenancepolicy")
+    assert webhook["type"] == "ValidatingAdmissionWebhook" and webhook["failurePolicy"] == "Fail"
+    assert webhook["rules"] == [{"apiGroups": [api.GROUP], "apiVersions": ["v1beta1"], "operations": ["CREATE", "UPDATE"],
+                                 "resources": ["nodemaintenancepolicies"], "scope": "Cluster"}]  # not the status its operator writes
+    install = spec["install"]["spec"]
+    accounts = {install["deployments"][0]["spec"]["template"]["spec"]["serviceAccountName"],
+                *(entry["serviceAccountName"] for entry in install["clusterPermissions"] + install["permissions"])}
+    assert accounts == {api.SERVICE_ACCOUNT}
+
+
 def test_older_releases_stay_without_the_policy_crd_and_its_permissions(tmp_path: Path) -> None:
     bundle = render_bundle(tmp_path, "0.3.0")
     assert not (bundle / POLICY_CRD).exists()

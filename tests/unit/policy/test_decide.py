@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
+from node_maintenance.api import SERVICE_ACCOUNT
 from node_maintenance.api.conditions import Condition
 from node_maintenance.policy import decide as pol
-from tests.unit.builders import nm, nm_policy, node
+from tests.unit.builders import hook_template, nm, nm_policy, node
 
 NOW = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.UTC)
 POOL_A = {"matchLabels": {"pool": "a"}}
@@ -152,6 +153,22 @@ def test_a_node_selected_by_two_policies_is_a_conflict_for_both_and_its_maintena
     status = pol.policy_status({}, decision.summaries["zone"], 1, "2026-01-01T12:00:00Z")
     assert status["conditions"][0]["type"] == "Conflict" and status["conditions"][0]["status"] == "True"
     assert "node n0 is selected by pool, zone" in status["conditions"][0]["message"]
+
+
+def test_a_policy_whose_hook_would_run_as_the_operator_says_so_in_its_status() -> None:
+    borrowing = a_policy("borrowing", preDrain={"jobTemplate": hook_template(serviceAccountName="storage-admin")},
+                         postMaintenance={"jobTemplate": hook_template(serviceAccount=SERVICE_ACCOUNT)})
+    own = a_policy("own", {"matchLabels": {"pool": "b"}}, preDrain={"jobTemplate": hook_template(serviceAccountName="storage-admin")})
+    decision = pol.decide([borrowing, own], [a_node("n0")], [])
+    conditions = {c["type"]: c for c in pol.policy_status({}, decision.summaries["borrowing"], 1, "2026-01-01T12:00:00Z")["conditions"]}
+    condition = conditions[pol.BORROWED_IDENTITY]
+    assert (condition["status"], condition["reason"]) == ("True", "OperatorServiceAccount")
+    assert condition["message"].startswith(f"spec.postMaintenance.jobTemplate.spec.template.spec.serviceAccount names the operator's "
+                                           f"ServiceAccount {SERVICE_ACCOUNT}")
+    assert "run the hook as a ServiceAccount of its own" in condition["message"] and "preDrain" not in condition["message"]
+    assert conditions["Conflict"]["status"] == "False"
+    fine = next(c for c in pol.policy_status({}, decision.summaries["own"], 1, "2026-01-01T12:00:00Z")["conditions"] if c["type"] == pol.BORROWED_IDENTITY)
+    assert (fine["status"], fine["reason"]) == ("False", "OwnServiceAccounts")
 
 
 def test_waiting_is_phase_pending_with_a_condition_naming_the_policy_and_the_position() -> None:

@@ -1,13 +1,18 @@
-"""The hook Jobs of a NodeMaintenancePolicy: how each is built for a NodeMaintenance, and what its state says."""
+"""The hook Jobs of a NodeMaintenancePolicy: how each is built for a NodeMaintenance, what its state says, and
+that none is built to run as the operator's ServiceAccount, whose failed hook holds the maintenance instead."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
+from node_maintenance.api import SERVICE_ACCOUNT
+from node_maintenance.policy import decide as pol
 from node_maintenance.policy import hooks
-from tests.unit.builders import nm
+from node_maintenance.policy.gate import Seen, gate
+from tests.unit.builders import HELD, NOW, hook_template, nm, nm_policy
 
 NM = nm("worker-3", "worker-3", uid="1234")
 TEMPLATE = {
@@ -48,3 +53,49 @@ def _job(conditions: list[dict[str, str]], failed: int = 0) -> dict[str, Any]:
 def test_hook_outcomes(job: dict[str, Any] | None, state: str, words: str) -> None:
     outcome = hooks.outcome(hooks.PRE_DRAIN, "p", job, "nmo")
     assert outcome.state == state and words in outcome.message and outcome.message.startswith("preDrain Job")
+
+
+@pytest.mark.parametrize(("template", "automount"), [
+    (hook_template(), False),
+    (hook_template(automountServiceAccountToken=True), True),
+    (hook_template(automountServiceAccountToken=False), False),
+])
+def test_a_hook_pod_gets_an_api_token_only_when_its_template_asks(template: dict[str, Any], automount: bool) -> None:
+    job = hooks.build_job(hooks.POST_MAINTENANCE, template, NM, "nmo")
+    assert job["spec"]["template"]["spec"]["automountServiceAccountToken"] is automount
+
+
+@pytest.mark.parametrize("hook", [hooks.PRE_DRAIN, hooks.POST_MAINTENANCE])
+@pytest.mark.parametrize("field", ["serviceAccountName", "serviceAccount"])
+def test_no_job_is_built_to_run_as_the_operator_and_the_hook_fails_naming_the_field(hook: str, field: str) -> None:
+    for job in (None, _job([{"type": "Complete", "status": "True"}])):  # one made before the refusal counts for nothing
+        standing = hooks.standing(hook, "rolling", hook_template(**{field: SERVICE_ACCOUNT}), NM, job, "nmo")
+        assert standing.create is None and standing.outcome.state == hooks.FAILED
+        message = standing.outcome.message
+        assert message.startswith(f"the {hooks.FIELDS[hook]} Job of NodeMaintenancePolicy rolling is not created: ")
+        assert f"spec.{hooks.FIELDS[hook]}.jobTemplate.spec.template.spec.{field} names the operator's ServiceAccount {SERVICE_ACCOUNT}" in message
+        assert "run the hook as a ServiceAccount of its own" in message
+
+
+def test_a_job_running_as_its_own_service_account_is_built_until_it_exists() -> None:
+    template = hook_template(serviceAccountName="storage-admin")
+    standing = hooks.standing(hooks.PRE_DRAIN, "rolling", template, NM, None, "nmo")
+    assert standing.outcome.state == hooks.MISSING and standing.create is not None
+    assert standing.create["spec"]["template"]["spec"]["serviceAccountName"] == "storage-admin"
+    assert hooks.standing(hooks.PRE_DRAIN, "rolling", template, NM, _job([]), "nmo") == hooks.Standing(hooks.outcome(hooks.PRE_DRAIN, "rolling", _job([]), "nmo"))
+    refused = hooks.standing(hooks.PRE_DRAIN, "rolling", template, NM, None, "nmo", refused="forbidden")
+    assert refused.outcome.state == hooks.FAILED and "was refused: forbidden" in refused.outcome.message and refused.create is not None
+
+
+def test_a_pre_drain_job_that_would_run_as_the_operator_holds_the_maintenance_with_the_reason() -> None:
+    policy = pol.Policy.of(nm_policy("rolling", preDrain={"jobTemplate": hook_template(serviceAccount=SERVICE_ACCOUNT)}))
+    seen = Seen(pol.Verdict(pol.ADMITTED, policy), listed=True, selected=True)
+    step = gate(nm("nm", "n1", uid="1234", status={}), HELD, seen, "nmo", NOW)
+    assert step.jobs == () and step.hold_failed
+    pre_drain = next(c for c in step.conditions if c.type == "PreDrain")
+    assert (pre_drain.status, pre_drain.reason, pre_drain.message) == ("False", "JobFailed", step.hold)
+    assert "spec.preDrain.jobTemplate.spec.template.spec.serviceAccount names the operator's ServiceAccount" in step.hold
+    # The same policy with a ServiceAccount of its own creates the Job and waits for it.
+    fixed = dataclasses.replace(policy, pre_drain=hook_template(serviceAccount="storage-admin"))
+    step = gate(nm("nm", "n1", uid="1234", status={}), HELD, dataclasses.replace(seen, verdict=pol.Verdict(pol.ADMITTED, fixed)), "nmo", NOW)
+    assert len(step.jobs) == 1 and not step.hold_failed

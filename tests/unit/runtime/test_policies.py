@@ -1,6 +1,7 @@
 """The policies at run time against a fake API: a queue read without a write, and failing closed. Only a
 404 of the policy CRD means that no policy applies; any other failed read, or watches not yet listed,
-keep every maintenance that has not taken its node waiting, and one that has keeps the rules last read."""
+keep every maintenance that has not taken its node waiting, and one that has keeps the rules last read.
+A postMaintenance Job that would run as the operator is never created, and the node is kept with the reason."""
 
 from __future__ import annotations
 
@@ -12,14 +13,15 @@ from typing import Any
 import kopf
 import pytest
 
-from node_maintenance.api.paths import POLICY_CRD, POLICY_VERSION, nm_path, node_path, policy_path
+from node_maintenance.api import SERVICE_ACCOUNT
+from node_maintenance.api.paths import POLICY_CRD, POLICY_VERSION, jobs_path, nm_path, node_path, policy_path
 from node_maintenance.client import watch
 from node_maintenance.client.errors import Forbidden, ServerError, TooManyRequests, Unreachable
 from node_maintenance.drain import node as nodes
 from node_maintenance.drain.rules import Behavior
 from node_maintenance.policy.gate import Gate
 from node_maintenance.runtime.policies import Policies
-from tests.unit.builders import FakeApi, nm_policy, runtime_nm, runtime_node
+from tests.unit.builders import FakeApi, hook_template, nm_policy, runtime_nm, runtime_node
 
 NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 CRD = {"metadata": {"name": POLICY_CRD.rsplit("/", 1)[1]}, "spec": {"versions": [{"name": POLICY_VERSION, "served": True}]},
@@ -29,8 +31,8 @@ SKIP = {"podSelector": {"matchLabels": {"app": "cache"}}, "behavior": "Skip"}
 POOL = [f"n{i}" for i in range(1, 6)]
 
 
-def pool_api() -> FakeApi:
-    policy = nm_policy("pool", generation=1, node_selector={"matchLabels": {"pool": "a"}}, maxParallel=1, drainRules=[SKIP])
+def pool_api(**spec: Any) -> FakeApi:
+    policy = nm_policy("pool", generation=1, node_selector={"matchLabels": {"pool": "a"}}, maxParallel=1, drainRules=[SKIP], **spec)
     objects: dict[str, Any] = {POLICY_CRD: CRD, policy_path("pool"): policy}
     for i, name in enumerate(POOL):
         node = runtime_node(name, labels={"pool": "a"})
@@ -158,4 +160,19 @@ def test_a_failed_watch_keeps_the_queue_closed_until_the_server_accepts_a_watch_
         assert gate_of(policies, api, "n1").policy is not None  # the holder keeps its rules
         nodes_watch._current()  # what the next accepted watch calls
         assert policies.unknown() == "" and queued_reason(gate_of(policies, api, "n2")) == "WaitingForSlot"
+    scenario(api, body)
+
+
+def test_a_post_maintenance_job_that_would_run_as_the_operator_is_not_created_and_the_node_is_kept() -> None:
+    api = pool_api(postMaintenance={"jobTemplate": hook_template(serviceAccount=SERVICE_ACCOUNT)})
+
+    async def body(policies: Policies) -> None:
+        await read(policies)
+        with pytest.raises(kopf.TemporaryError) as held:
+            await policies.before_handback(api.objects[nm_path("nm-n1")], "v1beta1")
+        assert "spec.postMaintenance.jobTemplate.spec.template.spec.serviceAccount names the operator's ServiceAccount" in str(held.value)
+        assert api.calls_to("POST", jobs_path("operator-ns")) == []
+        [patch] = api.calls_to("PATCH", nm_path("nm-n1", version="v1beta1", subresource="status"))
+        condition = next(c for c in patch.body["status"]["conditions"] if c["type"] == "PostMaintenance")
+        assert (condition["status"], condition["reason"], condition["message"]) == ("False", "JobFailed", str(held.value))
     scenario(api, body)

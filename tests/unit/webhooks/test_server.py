@@ -17,8 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from devcluster.pki import generate_self_signed
+from node_maintenance.api import SERVICE_ACCOUNT
 from node_maintenance.webhooks.server import admission_response, conversion_response, start_webhook_server
-from tests.unit.builders import nm
+from tests.unit.builders import hook_template, nm, nm_policy
 
 GROUP = "nodemaintenance.kubevirt.io"
 
@@ -107,7 +108,7 @@ bodies = st.binary(max_size=512) | json_values.map(lambda v: json.dumps(v).encod
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(body=bodies, path=st.sampled_from(["/convert", "/validate-nodemaintenance"]))
+@given(body=bodies, path=st.sampled_from(["/convert", "/validate-nodemaintenance", "/validate-nodemaintenancepolicy"]))
 def test_fuzzed_reviews_always_get_a_well_formed_answer(server, body: bytes, path: str) -> None:
     status, answer = _post(server, path, body)
     assert status == 200
@@ -116,3 +117,14 @@ def test_fuzzed_reviews_always_get_a_well_formed_answer(server, body: bytes, pat
         assert answer["response"]["result"]["status"] in ("Success", "Failure")
     else:
         assert answer["response"]["allowed"] in (True, False)
+
+
+def test_the_policy_webhook_refuses_a_hook_that_would_run_as_the_operator(server: tuple[int, ssl.SSLContext]) -> None:
+    def review(service_account: str) -> bytes:
+        policy = nm_policy("rolling", postMaintenance={"jobTemplate": hook_template(serviceAccountName=service_account)})
+        return json.dumps({"request": {"uid": "u", "operation": "UPDATE", "object": policy}}).encode()
+
+    status, answer = _post(server, "/validate-nodemaintenancepolicy", review(SERVICE_ACCOUNT))
+    assert status == 200 and isinstance(answer, dict) and answer["response"]["allowed"] is False
+    assert "spec.postMaintenance.jobTemplate.spec.template.spec.serviceAccountName" in answer["response"]["status"]["message"]
+    assert _post(server, "/validate-nodemaintenancepolicy", review("storage-admin")) == (200, admission_response("u", None))
