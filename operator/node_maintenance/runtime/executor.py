@@ -17,7 +17,7 @@ from typing import Any
 
 from node_maintenance.api.conversion import status_fields
 from node_maintenance.api.paths import jobs_path, nm_path, node_path, pod_path
-from node_maintenance.client.errors import ApiError, Conflict, KubeError, NotFound, TooManyRequests
+from node_maintenance.client.errors import ApiError, Conflict, KubeError, NotFound, ServerError, TooManyRequests, Unreachable
 from node_maintenance.client.http import AsyncKube
 from node_maintenance.coordination.remediation import LeaseState
 from node_maintenance.drain import status as st
@@ -55,6 +55,7 @@ class Outcome:
     lease: LeaseState | None = None  # what the plan's Lease claim met
     refused_jobs: dict[str, str | None] = field(default_factory=dict)  # hook Job name -> why it was refused (None: created)
     status_written: bool = False  # the plan's status was sent (it differed from the one stored)
+    status_failed: bool = False  # sending it failed: it is still to be written
 
 
 class Executor:
@@ -82,11 +83,15 @@ class Executor:
         refused = {job["metadata"]["name"]: await self._create_job(job) for job in plan.jobs}
         self._post(plan.events, body, node, logged=True)
         results = await asyncio.gather(*(self._remove(r, attempts.get(r.uid)) for r in plan.removals))
-        written = await self._write_status(stored, plan.status)
+        try:
+            written, status_failed = await self._write_status(stored, plan.status), False
+        except KubeError as error:  # what the removals met stands; the status is written at a later step
+            self.log.warning("writing the status failed; trying again: %s", error)
+            written, status_failed = False, True
         if plan.drained_after is not None:
             metrics.DRAIN_SECONDS.observe(plan.drained_after)
         return Outcome(attempts=dict(zip((r.uid for r in plan.removals), results, strict=True)), lease=lease, refused_jobs=refused,
-                       status_written=written)
+                       status_written=written, status_failed=status_failed)
 
     async def hand_back(self, handback: Handback, body: dict[str, Any], node: dict[str, Any] | None) -> bool:
         """Carry out a hand-back; False when the node changed under its patch (decide again on the fresh node)."""
@@ -117,6 +122,8 @@ class Executor:
             await self.kube.request("POST", jobs_path(job["metadata"]["namespace"]), body=job)
         except Conflict:  # created meanwhile; the watch brings it
             return None
+        except (Unreachable, ServerError) as error:  # no verdict on the template: the gate asks for the Job again
+            self.log.warning("creating hook Job %s failed; trying again: %s", job["metadata"]["name"], error)
         except ApiError as error:  # a template the API refuses: the gate says which field to fix
             return str(error)
         return None

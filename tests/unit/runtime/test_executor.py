@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from node_maintenance.api.paths import node_path, pod_path
-from node_maintenance.client.errors import Conflict, Forbidden, NotFound, TooManyRequests
+from node_maintenance.client.errors import Conflict, Forbidden, NotFound, TooManyRequests, Unreachable
 from node_maintenance.drain.planner import Event, Plan, Removal
 from node_maintenance.runtime.executor import ACCEPTED_SECONDS, BACKOFF_MAX_SECONDS, Executor, retry_delay
 from tests.unit.builders import FakeApi, nm, node
@@ -99,3 +99,21 @@ def test_a_429_the_budget_did_not_send_is_tried_again_not_charged_to_the_budget(
     attempt = outcome.attempts["uid-a"]
     assert attempt.refused_by == () and not attempt.accepted
     assert before + 3 <= attempt.not_before and "try again later" in attempt.error
+
+
+def test_a_failed_status_write_loses_none_of_the_removals_outcomes() -> None:
+    # A keep-alive connection dropped under the status write: the evictions already accepted or refused stand.
+    api = FakeApi()
+    api.fail("POST", _eviction("b"), TooManyRequests(429, "TooManyRequests", "budget", 0, by_budget=True))
+    api.fail("PATCH", "/apis/nodemaintenance.kubevirt.io/v1alpha1/nodemaintenances/nm/status", Unreachable("server disconnected"))
+    outcome, _ = _run(api, Plan("Running", STATUS, None, (_removal("a"), _removal("b", "ns/web"))))
+    assert outcome.attempts["uid-a"].accepted and outcome.attempts["uid-b"].refused_by == (("ns/web", "7"),)
+    assert outcome.status_failed and not outcome.status_written
+
+
+def test_a_hook_job_the_server_could_not_take_is_not_a_refused_template() -> None:
+    api = FakeApi()
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "nm-pre-drain-1", "namespace": "ops"}}
+    api.fail("POST", "/apis/batch/v1/namespaces/ops/jobs", Unreachable("connection reset"))
+    outcome, _ = _run(api, Plan("Running", STATUS, None, (_removal("a"),), jobs=(job,)))
+    assert outcome.refused_jobs == {"nm-pre-drain-1": None} and outcome.attempts["uid-a"].accepted
