@@ -1,21 +1,28 @@
-"""The two proxies that stand between admins and their API servers, on 127.0.0.1, for the kubeconfig tests:
+"""Proxies the harness puts between clients and the API server, on 127.0.0.1:
 
 - :class:`ConnectProxy`: a forward proxy that tunnels with HTTP CONNECT (what ``proxy-url`` and
   ``HTTPS_PROXY`` name);
 - :class:`PrefixProxy`: a reverse proxy that serves the API under a path prefix, as Rancher's does, and
-  answers 404 to anything outside it.
+  answers 404 to anything outside it;
+- :class:`FaultProxy`: a reverse proxy that injects faults at the HTTP level, which Toxiproxy (TCP) cannot:
+  error answers to chosen requests for a while, and response streams (watches) that go silent, neither
+  sending a byte nor closing, as a connection a NAT or load balancer forgot.
 
 Each runs its own event loop in a thread and records what it carried, so a test can check that the
-traffic really went through it.
+traffic really went through it and the fault really happened.
 """
 
 from __future__ import annotations
 
 import abc
 import asyncio
+import collections
 import contextlib
 import ssl
 import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Self
 
@@ -97,22 +104,17 @@ class ConnectProxy(_Served):
             copying.add_done_callback(self._pipes.discard)
 
 
-class PrefixProxy(_Served):
-    """Serves ``upstream`` (the API server, verified with ``ca_file``) under ``prefix`` over plain HTTP;
-    ``paths`` lists every request's path as the client sent it."""
+class _ReverseProxy(_Served):
+    """Serves ``upstream`` (the API server, verified with ``ca_file``) over plain HTTP; each request goes to the
+    upstream path :meth:`_route` gives, or is answered with the response it gives instead."""
 
-    def __init__(self, upstream: str, ca_file: Path, prefix: str) -> None:
+    def __init__(self, upstream: str, ca_file: Path) -> None:
         super().__init__()
         self.upstream = upstream.rstrip("/")
-        self.prefix = prefix.rstrip("/")
-        self.paths: list[str] = []
         self._ca_file = ca_file
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}{self.prefix}"
+        self._closing = asyncio.Event()  # set when the proxy stops: streams held silent end then
 
     async def _start(self) -> None:
         self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ssl.create_default_context(cafile=str(self._ca_file))))
@@ -124,24 +126,131 @@ class PrefixProxy(_Served):
 
     async def _stop(self) -> None:
         assert self._runner is not None and self._session is not None
+        self._closing.set()
         await self._runner.cleanup()
         await self._session.close()
 
+    @abc.abstractmethod
+    def _route(self, request: web.Request) -> str | web.Response:
+        """The upstream path and query to send ``request`` to, or the answer to give instead."""
+
+    def _silenced(self, request: web.Request) -> asyncio.Event | None:
+        """An event that silences the response to ``request`` once set (None: never silenced)."""
+        return None
+
+    def _ended(self, request: web.Request) -> None:
+        """The response to ``request`` has ended."""
+
     async def _forward(self, request: web.Request) -> web.StreamResponse:
+        route = self._route(request)
+        if isinstance(route, web.Response):
+            return route
+        assert self._session is not None
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in _NOT_FORWARDED}
+        try:
+            async with self._session.request(request.method, self.upstream + route, headers=headers, data=await request.read(),
+                                             timeout=aiohttp.ClientTimeout(total=None)) as answer:
+                response = web.StreamResponse(status=answer.status, reason=answer.reason)
+                response.headers.update({k: v for k, v in answer.headers.items() if k.lower() not in _NOT_FORWARDED})
+                await response.prepare(request)
+                silenced = self._silenced(request)
+                try:
+                    with contextlib.suppress(ConnectionError):  # the client went away mid-stream (a watch it ended)
+                        async for chunk in answer.content.iter_any():
+                            if silenced is not None and silenced.is_set():
+                                await self._closing.wait()  # no byte more, and no end: the connection is forgotten
+                                break
+                            await response.write(chunk)
+                        await response.write_eof()
+                finally:
+                    self._ended(request)
+                return response
+        except aiohttp.ClientConnectionError as error:  # the API server away (a restart): what a gateway answers
+            return web.Response(status=502, text=f"the API server could not be reached: {error}")
+
+
+class PrefixProxy(_ReverseProxy):
+    """Serves ``upstream`` under ``prefix``; ``paths`` lists every request's path as the client sent it."""
+
+    def __init__(self, upstream: str, ca_file: Path, prefix: str) -> None:
+        super().__init__(upstream, ca_file)
+        self.prefix = prefix.rstrip("/")
+        self.paths: list[str] = []
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}{self.prefix}"
+
+    def _route(self, request: web.Request) -> str | web.Response:
         self.paths.append(request.path)
         if not request.path.startswith(self.prefix + "/"):
             return web.Response(status=404, text=f"nothing is served outside {self.prefix}/")
-        assert self._session is not None
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in _NOT_FORWARDED}
-        async with self._session.request(request.method, self.upstream + request.rel_url.path_qs[len(self.prefix):],
-                                         headers=headers, data=await request.read(),
-                                         timeout=aiohttp.ClientTimeout(total=None)) as answer:
-            response = web.StreamResponse(status=answer.status, reason=answer.reason)
-            response.headers.update({k: v for k, v in answer.headers.items() if k.lower() not in _NOT_FORWARDED})
-            await response.prepare(request)
-            with contextlib.suppress(ConnectionError):  # the client went away mid-stream (a watch it ended)
-                async for chunk in answer.content.iter_any():
-                    await response.write(chunk)
-            await response.write_eof()
-            return response
+        return request.rel_url.path_qs[len(self.prefix):]
 
+
+# Which requests a fault applies to: (method, path, query).
+Matches = Callable[[str, str, Mapping[str, str]], bool]
+
+
+@dataclass
+class _Fault:
+    matches: Matches
+    status: int
+    until: float  # on the monotonic clock
+
+
+class FaultProxy(_ReverseProxy):
+    """Serves ``upstream`` as it is, but for the faults a test asks for. ``injected`` counts the error answers
+    given by status, ``silenced`` the response streams held silent."""
+
+    def __init__(self, upstream: str, ca_file: Path) -> None:
+        super().__init__(upstream, ca_file)
+        self.injected: collections.Counter[int] = collections.Counter()
+        self.silenced = 0
+        self._faults: list[_Fault] = []
+        self._streams: list[tuple[web.Request, asyncio.Event]] = []  # responses under way, and what silences each
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def answer_with(self, status: int, seconds: float, matches: Matches) -> None:
+        """For ``seconds`` from now, answer the requests ``matches`` selects with ``status`` (a Status body, and
+        Retry-After: 1 for a 429 or a 503), as the API server does under load; the streams of such requests
+        under way end now, so their clients ask again."""
+        self._loop.call_soon_threadsafe(self._answer_with, _Fault(matches, status, time.monotonic() + seconds))
+
+    def silence(self, matches: Matches) -> None:
+        """Hold the responses under way that ``matches`` selects silent from now on: not a byte more, no end."""
+        self._loop.call_soon_threadsafe(self._silence, matches)
+
+    def _answer_with(self, fault: _Fault) -> None:
+        self._faults.append(fault)
+        for request, _ in self._streams:
+            if fault.matches(request.method, request.path, request.query) and request.transport is not None:
+                request.transport.close()
+
+    def _silence(self, matches: Matches) -> None:
+        for request, silenced in self._streams:
+            if not silenced.is_set() and matches(request.method, request.path, request.query):
+                silenced.set()
+                self.silenced += 1
+
+    def _route(self, request: web.Request) -> str | web.Response:
+        now = time.monotonic()
+        self._faults = [f for f in self._faults if f.until > now]
+        fault = next((f for f in self._faults if f.matches(request.method, request.path, request.query)), None)
+        if fault is None:
+            return request.rel_url.path_qs
+        self.injected[fault.status] += 1
+        status = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": fault.status,
+                  "message": f"injected by the harness's fault proxy ({fault.status})", "details": {"retryAfterSeconds": 1}}
+        return web.json_response(status, status=fault.status, headers={"Retry-After": "1"})
+
+    def _silenced(self, request: web.Request) -> asyncio.Event:
+        silenced = asyncio.Event()
+        self._streams.append((request, silenced))
+        return silenced
+
+    def _ended(self, request: web.Request) -> None:
+        self._streams = [(r, e) for r, e in self._streams if r is not request]

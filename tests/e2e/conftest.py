@@ -14,9 +14,8 @@ from devcluster.operator import CRD_NAME, NAMESPACE, OperatorProcess, grant_csv_
 from devcluster.operator import USER as OPERATOR_USER
 from devcluster.processes import identify, survivors
 
-from .helpers import PLUGIN_USER
+from .helpers import PLUGIN_USER, ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 CRD_FILE = ROOT / "bundle" / "manifests" / "nodemaintenance.kubevirt.io_nodemaintenances.yaml"
 NAMESPACE_MANIFEST = ROOT / "olm-deploy-manifests" / "kubernetes" / "nm-ns.yaml"
 

@@ -2,21 +2,28 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from devcluster.cluster import KWOK_TAINT, Cluster
+from devcluster.operator import OperatorProcess
 from devcluster.waiting import polls
+from node_maintenance.api import GROUP, POLICY
+from node_maintenance.api.paths import POLICY_VERSION
 
 T = TypeVar("T")
+ROOT = Path(__file__).resolve().parents[2]
 NM = "nodemaintenances.v1beta1.nodemaintenance.kubevirt.io"
+NMP = f"{POLICY.plural}.{POLICY_VERSION}.{GROUP}"
+POLICY_CRD_FILE = ROOT / "bundle" / "manifests" / f"{GROUP}_{POLICY.plural}.yaml"
 # Test workloads run on KWOK nodes, which carry this taint in a cluster with a real node.
 KWOK_TOLERATION = {"key": KWOK_TAINT["key"], "operator": "Exists", "effect": KWOK_TAINT["effect"]}
 # What a pod needs to pass the `restricted` Pod Security Standard (the operator's namespace enforces it).
@@ -69,6 +76,12 @@ def create_nm(cluster: Cluster, name: str, node: str, **drain: Any) -> None:
     if drain:
         spec["drain"] = drain
     apply(cluster, {"apiVersion": "nodemaintenance.kubevirt.io/v1beta1", "kind": "NodeMaintenance", "metadata": {"name": name}, "spec": spec})
+
+
+def install_policy_crd(cluster: Cluster) -> None:
+    """The NodeMaintenancePolicy CRD as the bundle ships it, established (it stays for the session)."""
+    cluster.kubectl("apply", "--server-side", "-f", str(POLICY_CRD_FILE))
+    cluster.kubectl("wait", "--for=condition=Established", f"crd/{POLICY.crd_name}", "--timeout=60s")
 
 
 def delete_nm(cluster: Cluster, name: str) -> None:
@@ -154,3 +167,19 @@ def kubectl_nm(cluster: Cluster, *args: str, timeout: float = 120, kubeconfig: P
     done = subprocess.run(["kubectl", "nm", *args], env={**plugin_env(cluster, kubeconfig), **(env or {})},
                           capture_output=True, text=True, timeout=timeout)
     return Run(done.returncode, done.stdout, done.stderr)
+
+
+@contextlib.contextmanager
+def standing_in(cluster: Cluster, session_operator: OperatorProcess, kubeconfig: Path, workdir: Path, identity: str) -> Iterator[OperatorProcess]:
+    """An operator of a test's own, reaching the API server as ``kubeconfig`` says, while the session's stands
+    down (two would share the work). It takes the session operator's webhook port and certificate, so the
+    CRD's conversion keeps working; the session's operator starts again afterwards."""
+    session_operator.stop()
+    process = OperatorProcess(cluster, workdir, kubeconfig, identity=identity, cert_dir=session_operator.cert_dir,
+                              webhook_port=session_operator.webhook_port)
+    try:
+        process.start()
+        yield process
+    finally:
+        process.stop()
+        session_operator.start()

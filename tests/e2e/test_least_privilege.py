@@ -21,11 +21,24 @@ from node_maintenance.api import CRD_NAME, GROUP, KIND, POLICY
 from node_maintenance.coordination.remediation import DEFAULT_LEASE_NAMESPACE
 from node_maintenance.runtime.leader import LEASE_NAME
 
-from .conftest import NAMESPACE_MANIFEST, ROOT
-from .helpers import RESTRICTED_CONTAINER, RESTRICTED_POD, apply, create_nm, delete_nm, deployment, eventually, get, nm_status, pdb, pod, pods_on
+from .conftest import NAMESPACE_MANIFEST
+from .helpers import (
+    RESTRICTED_CONTAINER,
+    RESTRICTED_POD,
+    apply,
+    create_nm,
+    delete_nm,
+    deployment,
+    eventually,
+    get,
+    install_policy_crd,
+    nm_status,
+    pdb,
+    pod,
+    pods_on,
+)
 
 pytestmark = pytest.mark.e2e
-POLICY_CRD = ROOT / "bundle" / "manifests" / f"{GROUP}_{POLICY.plural}.yaml"
 
 
 def _policy(name: str, labels: dict[str, str]) -> dict:
@@ -89,8 +102,7 @@ def _drive_every_permission(cluster: Cluster, operator: OperatorProcess, namespa
     # As on a fresh cluster, the remediation Leases' namespace does not exist yet: the operator creates it.
     cluster.kubectl("delete", "namespace", DEFAULT_LEASE_NAMESPACE, "--ignore-not-found", "--timeout=120s")
     # The target's maintenance goes through a policy: its slot, its Jobs, its status.
-    cluster.kubectl("apply", "--server-side", "-f", str(POLICY_CRD))
-    cluster.kubectl("wait", "--for=condition=Established", f"crd/{POLICY.plural}.{GROUP}", "--timeout=60s")
+    install_policy_crd(cluster)
     cluster.kubectl("label", "node", target, f"lp-policy={namespace}")
     apply(cluster, _policy(f"lp-{namespace}", {"lp-policy": namespace}))
     cluster.kubectl("cordon", spare)

@@ -22,20 +22,30 @@ import pytest
 from devcluster.cluster import Cluster
 from devcluster.operator import NAMESPACE as OPERATOR_NAMESPACE
 
-from .conftest import ROOT
-from .helpers import NM, RESTRICTED_CONTAINER, RESTRICTED_POD, apply, create_nm, eventually, get, nm, nm_status, pod, pods_on
+from .helpers import (
+    NM,
+    NMP,
+    RESTRICTED_CONTAINER,
+    RESTRICTED_POD,
+    apply,
+    create_nm,
+    eventually,
+    get,
+    install_policy_crd,
+    nm,
+    nm_status,
+    pod,
+    pods_on,
+)
 
 pytestmark = pytest.mark.e2e
 
-POLICY_CRD = ROOT / "bundle" / "manifests" / "nodemaintenance.kubevirt.io_nodemaintenancepolicies.yaml"
-NMP = "nodemaintenancepolicies.v1beta1.nodemaintenance.kubevirt.io"
 
 
 @pytest.fixture(scope="module")
 def policy_crd(cluster: Cluster, operator) -> Iterator[str]:
     """The policy CRD, installed while the operator runs (as an upgrade installs it): the operator finds it by itself."""
-    cluster.kubectl("apply", "--server-side", "-f", str(POLICY_CRD))
-    cluster.kubectl("wait", "--for=condition=Established", "crd/nodemaintenancepolicies.nodemaintenance.kubevirt.io", "--timeout=60s")
+    install_policy_crd(cluster)
     yield "nodemaintenancepolicies.nodemaintenance.kubevirt.io"
     cluster.kubectl("delete", NMP, "--all", "--wait=false", check=False)
 

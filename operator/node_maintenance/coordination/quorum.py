@@ -13,11 +13,29 @@ any maintenance of it, whatever we decide), so it is left to the admin, as befor
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
+
+from node_maintenance.api.conditions import Condition
 
 CONTROL_PLANE_LABELS = ("node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master")
 ETCD_GUARD_NAMESPACE = "openshift-etcd"
 ETCD_GUARD_PDBS = ("etcd-guard-pdb", "etcd-quorum-guard")  # the name since OpenShift 4.11, and before
+# The condition of a maintenance the guard keeps from taking its node.
+CONDITION = "QuorumGuard"
+
+
+@dataclass(frozen=True)
+class Members:
+    """What the guard reads, fresh when a maintenance is about to take a control-plane node: every
+    control-plane node (with its holder annotation) and the etcd guard budgets found."""
+
+    control_plane: tuple[dict[str, Any], ...]
+    etcd_guards: tuple[dict[str, Any], ...] = ()
+
+
+def held_back(message: str) -> Condition:
+    return Condition(CONDITION, "False", "WouldBreakEtcdQuorum", message)
 
 
 def is_control_plane(node: dict[str, Any]) -> bool:

@@ -22,6 +22,7 @@ from typing import Any
 from node_maintenance.api import conditions as cond
 from node_maintenance.api import timestamps
 from node_maintenance.api.objects import key_of
+from node_maintenance.coordination import quorum as qu
 from node_maintenance.coordination import remediation as rem
 from node_maintenance.drain import blocking as drainblock
 from node_maintenance.drain import budgets as pdbs
@@ -30,6 +31,8 @@ from node_maintenance.drain import pods
 from node_maintenance.drain import rules as drainrules
 from node_maintenance.drain import status as st
 
+# A maintenance the etcd-quorum guard holds back looks again this often (control-plane nodes change rarely).
+QUORUM_RECHECK_SECONDS = 10.0
 # A maintenance failed because another one holds its node looks again this often (the other may be
 # gone without giving the node back); every other wait ends on a change the watches report.
 NODE_HELD_RECHECK_SECONDS = 15.0
@@ -132,13 +135,15 @@ def plan(
     attempts: Mapping[str, Attempt] | None = None,
     in_flight: Mapping[str, pdbs.InFlight] | None = None,
     lease: rem.LeaseView | None = None,
+    members: qu.Members | None = None,
 ) -> Plan:
     """Decide the next step of ``maintenance``.
 
     ``node_pods`` are the pods bound to the node, ``budgets`` the PodDisruptionBudgets of their
     namespaces; ``holder_exists`` says whether the NodeMaintenance the node names as its holder
     exists (only read when that is another one); ``lease`` is what is known of the node's remediation
-    Lease (None: no coordination with remediation).
+    Lease (None: no coordination with remediation); ``members`` what the etcd-quorum guard reads, given
+    when a control-plane node is about to be taken (checked then, however long the maintenance waited).
     """
     m = maintenance
     if node is None:
@@ -148,6 +153,11 @@ def plan(
         return _failed(m, now, f"node {m.node_name!r} is already in maintenance by NodeMaintenance {holder}; "
                        f"delete this NodeMaintenance, or delete {holder} to take over", NODE_HELD_RECHECK_SECONDS)
     fresh = holder != m.name
+    if fresh and members is not None:
+        taken = {n["metadata"]["name"] for n in members.control_plane if nodes.holder_of(dict(n)) not in (None, m.name)}
+        refused = qu.refusal(dict(node), members.control_plane, taken, list(members.etcd_guards))
+        if refused:
+            return _held_back(m, now, qu.held_back(refused), QUORUM_RECHECK_SECONDS)
     # The Lease is held before the node is taken, and kept while it is: claimed when due, unless another holder owns it.
     seen = rem.seen(lease, now) if lease is not None else None
     claim = rem.claim(lease, dict(node), now) if lease is not None and seen is None else None
@@ -300,6 +310,19 @@ def _removals(m: Maintenance, to_go: list[dict[str, Any]], budgets: list[dict[st
 def _removal(m: Maintenance, pod: dict[str, Any], finished: bool, budget: str | None, version: str = "") -> Removal:
     meta = pod["metadata"]
     return Removal(meta["namespace"], meta["name"], meta["uid"], finished, m.grace, budget, version)
+
+
+def _held_back(m: Maintenance, now: datetime.datetime, condition: cond.Condition, recheck: float) -> Plan:
+    """Not taken, and waiting: a check made at takeover refused, ``condition`` says why; the node is untouched."""
+    previous = m.status
+    before: Mapping[str, Any] = next((c for c in previous.get("conditions") or [] if c.get("type") == condition.type), {})
+    events = () if previous.get("phase") == st.PENDING and before.get("message") == condition.message else (
+        Event(False, "Warning", condition.reason, condition.message),)
+    moment = timestamps.rfc3339(now)
+    status = st.build(dict(previous), phase=st.PENDING, total=0, eviction_pods=0, pending=[], last_error=condition.message,
+                      generation=m.generation, now=moment, waiting=condition)
+    status["conditions"] = cond.with_conditions(status["conditions"], m.conditions, generation=m.generation, now=moment)
+    return Plan(st.PENDING, status, None, (), events, recheck, False)
 
 
 def _failed(m: Maintenance, now: datetime.datetime, error: str, recheck: float | None, lease: rem.LeaseState | None = None) -> Plan:

@@ -27,6 +27,7 @@ from node_maintenance.api.paths import PODS, node_path
 from node_maintenance.client.errors import KubeError
 from node_maintenance.client.http import AsyncKube
 from node_maintenance.client.watch import Mirror
+from node_maintenance.coordination import quorum
 from node_maintenance.drain import bookkeeping as books
 from node_maintenance.drain import node as nodes
 from node_maintenance.drain import pods
@@ -136,15 +137,28 @@ class Engine:
             return await self._carry_out(gate.waiting, body, node, foreign)
         holder = nodes.holder_of(node) if node else None
         holder_exists = bool(holder and holder != self.name and self.exists(holder))
-        # The Lease is read only when a claim is due; never for a node another maintenance holds.
-        lease = await self.lease.view() if self.lease and node and not holder_exists else None
+        # The Lease is read when a claim is due, and before the node is taken; never for a node another maintenance holds.
+        lease = await self.lease.view(fresh=holder != self.name) if self.lease and node and not holder_exists else None
+        # The etcd-quorum guard looks again when a control-plane node is about to be taken, however long this waited.
+        members = await self._members() if node and holder != self.name and quorum.is_control_plane(node) else None
         node_pods = list(self.pods.objects.values())
         memory.namespaces = {p["metadata"]["namespace"] for p in node_pods}
         decided = plan(gate.maintenance(body), node, node_pods, shared.budgets.in_namespaces(memory.namespaces), now,
-                       holder_exists=holder_exists, attempts=memory.attempts, in_flight=shared.budgets.in_flight(), lease=lease)
+                       holder_exists=holder_exists, attempts=memory.attempts, in_flight=shared.budgets.in_flight(), lease=lease,
+                       members=members)
         shared.active.holding(self.name, decided.holds_node)
         recheck = await self._carry_out(decided, body, node, foreign, live={p["metadata"]["uid"] for p in node_pods})
         return books.sooner(recheck, self.lease.due_in() if self.lease and self.lease.known is not None else None)
+
+    async def _members(self) -> quorum.Members:
+        """Every control-plane node as it is now, and the etcd guard budgets the budget watch holds."""
+        shared = self.shared
+        found: dict[str, dict[str, Any]] = {}
+        for label in quorum.CONTROL_PLANE_LABELS:
+            listing = await shared.kube.request("GET", node_path(), query={"labelSelector": label})
+            found.update({n["metadata"]["name"]: n for n in listing.get("items") or []})
+        guards = [b for b in shared.budgets.in_namespaces({quorum.ETCD_GUARD_NAMESPACE}) if b["metadata"]["name"] in quorum.ETCD_GUARD_PDBS]
+        return quorum.Members(tuple(found.values()), tuple(guards[:1]))
 
     async def _carry_out(self, decided: Plan, body: dict[str, Any], node: dict[str, Any] | None, foreign: bool,
                          live: set[str] | None = None) -> float | None:

@@ -42,9 +42,10 @@ class LeaseKeeper:
     def due_in(self) -> float:
         return max(0.0, self._due_at - time.monotonic())
 
-    async def view(self) -> LeaseView:
-        """What a plan is shown: the last known state, and the Lease as it is now when a claim is due."""
-        if self.known is not None and self.due_in() > 0:
+    async def view(self, fresh: bool = False) -> LeaseView:
+        """What a plan is shown: the last known state, and the Lease as it is now when a claim is due or
+        ``fresh`` asks (a node about to be taken: the Lease may be gone, or held by another, since last read)."""
+        if self.known is not None and self.due_in() > 0 and not fresh:
             return LeaseView(self.namespace, self.node_name, self.known)
         try:
             read = await self.kube.get(self.path)

@@ -1,8 +1,6 @@
 """Fixtures of the fault tests: Toxiproxy in front of the API server, and the operator talking through it.
 
-The session's operator is stopped while a fault test runs (two operators would share the work) and
-started again afterwards; the operator under test takes its webhook port and certificate, so the
-CRD's conversion keeps working.
+The session's operator stands down while a fault test runs (``helpers.standing_in``).
 """
 
 from __future__ import annotations
@@ -18,6 +16,8 @@ from devcluster.cluster import Cluster
 from devcluster.operator import OperatorProcess
 from devcluster.toxiproxy import Proxy, Toxiproxy
 from soak.chaos import Api, Supervisor, Tally
+
+from ..helpers import standing_in
 
 
 @pytest.fixture(scope="session")
@@ -39,15 +39,8 @@ def proxied_operator(cluster: Cluster, operator: OperatorProcess, operator_kubec
     operator stands down meanwhile."""
     workdir = tmp_path_factory.mktemp("faults")
     kubeconfig = cluster.kubeconfig_via(operator_kubeconfig, workdir / "proxied.kubeconfig", f"https://{api_proxy.listen}")
-    operator.stop()
-    process = OperatorProcess(cluster, workdir / "operator", kubeconfig, identity="under-faults",
-                              cert_dir=operator.cert_dir, webhook_port=operator.webhook_port)
-    try:
-        process.start()
+    with standing_in(cluster, operator, kubeconfig, workdir / "operator", "under-faults") as process:
         yield process
-    finally:
-        process.stop()
-        operator.start()
 
 
 @pytest.fixture(scope="package")

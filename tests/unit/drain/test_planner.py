@@ -8,11 +8,27 @@ from functools import partial
 
 import pytest
 
+from node_maintenance.coordination import quorum as qu
 from node_maintenance.coordination import remediation as rem
 from node_maintenance.drain import node as nodes
 from node_maintenance.drain.budgets import InFlight
 from node_maintenance.drain.planner import NODE_HELD_RECHECK_SECONDS, Attempt, Maintenance, Plan, plan
-from tests.unit.builders import CLOCK, HELD, NOW, RUNNING, STAMP, ago, budget, held_node, lease, maintenance, scene_node, scene_pod, worker_1
+from tests.unit.builders import (
+    CLOCK,
+    HELD,
+    NOW,
+    RUNNING,
+    STAMP,
+    ago,
+    budget,
+    control_plane_node,
+    held_node,
+    lease,
+    maintenance,
+    scene_node,
+    scene_pod,
+    worker_1,
+)
 
 a_budget = partial(budget, namespace="app", generation=2, resource_version="1", labels={"app": "web"}, observed=2,
                    healthy=3, desired=3, expected=3)
@@ -289,3 +305,24 @@ def test_another_holder_keeps_the_node_untouched_and_says_who() -> None:
     assert taken.phase == "Succeeded" and taken.node_patch["metadata"]["labels"] == {rem.EXCLUDE_LABEL: "true"}
     held = next(c for c in taken.status["conditions"] if c["type"] == rem.CONDITION)
     assert (held["status"], held["reason"]) == ("True", "Held")
+
+
+# ------------------------------------------------------------------ checked again at takeover
+
+
+def test_the_quorum_guard_is_asked_again_when_a_control_plane_node_is_about_to_be_taken() -> None:
+    # Admitted an hour ago, m2 is in maintenance by then: taking m1 now would leave one Ready member of three.
+    m1 = control_plane_node("m1", uid="u1", resource_version="1", annotations={})
+    members = qu.Members((m1, control_plane_node("m2", annotations={nodes.HOLDER: "other"}), control_plane_node("m3")))
+    held = plan(Maintenance("nm", "m1"), m1, [], [], NOW, members=members)
+    assert held.phase == "Pending" and held.node_patch is None and not held.holds_node and not held.removals
+    condition = next(c for c in held.status["conditions"] if c["type"] == qu.CONDITION)
+    assert (condition["status"], condition["reason"]) == ("False", "WouldBreakEtcdQuorum")
+    assert "taking it would leave 1, fewer than the majority of 2" in condition["message"] == held.status["lastError"]
+    assert reasons(held) == [(False, "WouldBreakEtcdQuorum")]
+    again = plan(Maintenance("nm", "m1", status=held.status), m1, [], [], NOW, members=members)
+    assert again.events == ()  # said once
+    # Once m2 is given back, the same maintenance takes its node.
+    members = qu.Members((m1, control_plane_node("m2"), control_plane_node("m3")))
+    taken = plan(Maintenance("nm", "m1", status=held.status), m1, [], [], NOW, members=members)
+    assert taken.holds_node and taken.node_patch is not None

@@ -30,3 +30,15 @@ def test_a_lease_name_past_the_limit_is_a_reported_problem() -> None:
     assert not state.held and "must be no more than 253 characters" in state.problem
     condition = rem.condition(state)
     assert (condition.status, condition.reason) == ("False", "LeaseUnavailable") and "could not be held" in condition.message
+
+
+def test_the_lease_is_read_again_before_the_node_is_taken() -> None:
+    # Known as ours from an earlier claim, then deleted (the garbage collector removes it with its Node): a
+    # plan about to take the node sees it as it is now, not as it was.
+    api = FakeApi()
+    keeper = LeaseKeeper(api, "medik8s-leases", "w1")  # type: ignore[arg-type]
+    keeper.remember(rem.LeaseState("medik8s-leases", "w1", recheck_in=rem.RENEW_AFTER_SECONDS))
+    cached = asyncio.run(keeper.view())
+    assert not cached.due and api.calls == []
+    fresh = asyncio.run(keeper.view(fresh=True))
+    assert fresh.due and fresh.read is None and [c.path for c in api.calls] == [lease_path("medik8s-leases", lease_name("w1"))]
