@@ -7,12 +7,12 @@ It stands on the operator's own API layer (``node_maintenance.client``), whose t
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, cast
 from urllib.parse import quote
 
 from node_maintenance import api
-from node_maintenance.api.paths import nm_path, node_path
+from node_maintenance.api.paths import daemonset_path, nm_path, node_path
 from node_maintenance.client.config import Impersonation, load_credentials
 from node_maintenance.client.errors import ApiError, ConfigError, Conflict, Invalid, NotFound, Unauthorized, Unreachable
 from node_maintenance.client.http import Kube
@@ -49,7 +49,7 @@ def _translated(what: str) -> Iterator[None]:
 
 
 class Cluster:
-    """Reads and writes NodeMaintenances, nodes, pods and budgets."""
+    """Reads and writes NodeMaintenances, nodes, pods and budgets; reads DaemonSets."""
 
     def __init__(self, kubeconfig: str | None = None, context: str | None = None,
                  impersonation: Impersonation | None = None) -> None:
@@ -111,3 +111,13 @@ class Cluster:
     def budgets_in(self, namespace: str) -> list[dict[str, Any]]:
         with _translated(f"list the PodDisruptionBudgets of namespace {namespace}"):
             return _items(self._kube.request("GET", f"/apis/policy/v1/namespaces/{quote(namespace)}/poddisruptionbudgets"))
+
+    def daemonsets_exist(self, keys: Iterable[str]) -> dict[str, bool]:
+        """Whether each DaemonSet ("namespace/name") exists; one the server refuses to show (RBAC) is left out:
+        unknown, its pods stay, as the operator keeps them."""
+        found = {}
+        for key in sorted(keys):
+            namespace, name = key.split("/", 1)
+            with _translated(f"get DaemonSet {key}"), contextlib.suppress(ApiError):
+                found[key] = self._kube.get(daemonset_path(namespace, name)) is not None
+        return found

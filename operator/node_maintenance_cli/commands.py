@@ -10,6 +10,7 @@ from typing import Any
 
 from node_maintenance import api
 from node_maintenance.drain import node as nodes
+from node_maintenance.drain import pods
 
 from . import plan as planning
 from . import views
@@ -134,7 +135,8 @@ def plan(cluster: Cluster, args: argparse.Namespace) -> int:
     namespaces = sorted({p["metadata"]["namespace"] for p in node_pods})
     pdbs = [b for ns in namespaces for b in cluster.budgets_in(ns)]
     namespace_pods = [p for ns in namespaces for p in cluster.pods_in(ns)]
-    document = planning.build(args.node, node_pods, pdbs, namespace_pods, args.pod_selector, nodes.holder_of(node))
+    daemonsets = cluster.daemonsets_exist(pods.daemonsets_to_read(node_pods))
+    document = planning.build(args.node, node_pods, pdbs, namespace_pods, args.pod_selector, nodes.holder_of(node), daemonsets)
     if args.output == "table":
         views.console().print(views.plan_view(document))
     else:

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from node_maintenance.api.objects import key_of
@@ -14,6 +15,8 @@ from node_maintenance.drain.budgets import Block
 
 WHY_STAY = {
     pods.Action.KEEP_DAEMONSET: "managed by a DaemonSet, which would recreate it on the node (kubectl drain --ignore-daemonsets)",
+    pods.Action.KEEP_UNKNOWN_DAEMONSET: "managed by a DaemonSet that could not be read: it stays until the DaemonSet can be "
+                                        "read (kubectl drain refuses the node)",
     pods.Action.KEEP_MIRROR: "a static (mirror) pod: it belongs to the kubelet, the API cannot remove it",
     pods.Action.KEEP_UNSELECTED: "outside the pod selector: the drain neither touches nor waits for it",
 }
@@ -30,9 +33,11 @@ def build(
     namespace_pods: list[dict[str, Any]],
     selector: dict[str, Any] | None = None,
     holder: str | None = None,
+    daemonsets: Mapping[str, bool] | None = None,
 ) -> dict[str, Any]:
-    """The plan for draining ``node``; ``pdbs`` and ``namespace_pods`` cover the namespaces of its pods."""
-    actions = {key_of(p): pods.classify(p, selector) for p in node_pods}
+    """The plan for draining ``node``; ``pdbs`` and ``namespace_pods`` cover the namespaces of its pods, ``daemonsets``
+    says whether the DaemonSets they name exist (as ``pods.classify`` reads it)."""
+    actions = {key_of(p): pods.classify(p, selector, daemonsets) for p in node_pods}
     evicting = [p for p in node_pods if actions[key_of(p)] is pods.Action.EVICT]
     analysis = budgets.analyse(evicting, pdbs, namespace_pods)
     rows = []

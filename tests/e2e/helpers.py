@@ -124,6 +124,24 @@ def deployment(name: str, namespace: str, pool: list[str], replicas: int, labels
     }
 
 
+def daemonset(name: str, namespace: str, pool: list[str], labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """A DaemonSet with a pod on each node of ``pool`` (the nodes under test only)."""
+    labels = labels or {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"terminationGracePeriodSeconds": 1, "affinity": pinned(pool), "tolerations": [KWOK_TOLERATION],
+                         "containers": [{"name": "c", "image": "registry.invalid/agent:1"}]},
+            },
+        },
+    }
+
+
 def pdb(name: str, namespace: str, labels: dict[str, str], **spec: Any) -> dict:
     return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": name, "namespace": namespace}, "spec": {"selector": {"matchLabels": labels}, **spec}}
 

@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import pytest
 
 from devcluster.cluster import Cluster
 from devcluster.operator import USER as OPERATOR_USER
+from devcluster.operator import OperatorProcess
 
 from .helpers import (
     apply,
     create_nm,
+    daemonset,
     delete_nm,
     deployment,
     eventually,
@@ -80,18 +87,7 @@ def test_mixed_node_drains_to_daemonset_and_mirror_pods(cluster: Cluster, operat
                 }
             },
         },
-        {
-            "apiVersion": "apps/v1",
-            "kind": "DaemonSet",
-            "metadata": {"name": "agent", "namespace": namespace},
-            "spec": {
-                "selector": {"matchLabels": ds_labels},
-                "template": {
-                    "metadata": {"labels": ds_labels},
-                    "spec": {"affinity": pinned([target]), "containers": [{"name": "c", "image": "registry.invalid/agent:1"}]},
-                },
-            },
-        },
+        daemonset("agent", namespace, [target], ds_labels),
         pod("bare", namespace, target),
         pod("scratch", namespace, target, spec={"volumes": [{"name": "tmp", "emptyDir": {}}]}),
         pod("mirror", namespace, target, annotations={"kubernetes.io/config.mirror": "static"}),
@@ -131,6 +127,86 @@ def test_mixed_node_drains_to_daemonset_and_mirror_pods(cluster: Cluster, operat
     target_node = node(cluster, target)
     assert target_node["spec"]["unschedulable"] is True and our_taint(target_node)
     delete_nm(cluster, f"nm-{target}")
+
+
+# The controllers that remove, on their own, the DaemonSet pods the side-by-side drains are to decide on: the
+# garbage collector deletes a pod whose owner is gone, the DaemonSet controller a finished pod of its own.
+CLEANERS = ("system:serviceaccount:kube-system:generic-garbage-collector", "system:serviceaccount:kube-system:daemon-set-controller")
+KEPT = {"e2e.test/kept-from-controllers": "true"}
+
+
+@contextmanager
+def _kept_from_controllers(cluster: Cluster, namespace: str) -> Iterator[None]:
+    """A ValidatingAdmissionPolicy refusing the CLEANERS' deletions of the pods labelled KEPT in ``namespace``, so
+    such pods stay until a drain removes them (evictions and the operator's deletions are not theirs)."""
+    name = f"kept-from-controllers-{namespace}"
+    users = ", ".join(f"'{user}'" for user in CLEANERS)
+    apply(cluster, {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": {"name": name},
+        "spec": {"failurePolicy": "Fail",
+                 "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["DELETE"], "resources": ["pods"]}]},
+                 "validations": [{"expression": f"!(request.userInfo.username in [{users}])", "message": "kept for the drains under test"}]},
+    }, {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": name},
+        "spec": {"policyName": name, "validationActions": ["Deny"],
+                 "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                                    "objectSelector": {"matchLabels": KEPT}}},
+    })
+    try:
+        yield
+    finally:
+        cluster.kubectl("delete", "validatingadmissionpolicybinding,validatingadmissionpolicy", name, "--ignore-not-found")
+
+
+def _role(pod_obj: dict[str, Any]) -> str:
+    """What a pod stands for on its node: its controller's name (a DaemonSet's, one gone included), else its own."""
+    return str(next((r["name"] for r in pod_obj["metadata"].get("ownerReferences") or [] if r.get("controller")), pod_obj["metadata"]["name"]))
+
+
+def _roles(cluster: Cluster, node_name: str) -> dict[str, str]:
+    """The uid of each pod on the node, by its role."""
+    return {_role(p): p["metadata"]["uid"] for p in pods_on(cluster, node_name)}
+
+
+def test_daemonset_pods_go_as_with_kubectl_drain_side_by_side(cluster: Cluster, operator: OperatorProcess, namespace: str,
+                                                               nodes: Callable[..., list[str]]) -> None:
+    """Two nodes alike, one drained by `kubectl drain --ignore-daemonsets --delete-emptydir-data --force`, the other
+    by a NodeMaintenance: both remove the finished DaemonSet pods (Succeeded, Failed) and the pod whose DaemonSet
+    is gone, and both leave the running pod of a DaemonSet that exists."""
+    by_kubectl, by_operator = pair = nodes(2)
+    with _kept_from_controllers(cluster, namespace):
+        apply(cluster, *(daemonset(name, namespace, pair, {"app": name, **KEPT}) for name in ("agent", "spent-ok", "spent-failed")))
+        eventually(lambda: all(_roles(cluster, n).keys() >= {"agent", "spent-ok", "spent-failed"} for n in pair), "a pod of each DaemonSet on both nodes")
+        probe = next(p for p in pods_on(cluster, by_kubectl) if p["metadata"]["name"].startswith("agent-"))["metadata"]["name"]
+
+        def policy_holds() -> bool:
+            attempt = cluster.kubectl("delete", "pod", probe, "-n", namespace, "--dry-run=server", f"--as={CLEANERS[0]}", check=False)
+            return attempt.returncode != 0 and "kept for the drains under test" in attempt.stderr
+
+        eventually(policy_holds, "the garbage collector's deletions refused")
+        gone = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "gone", "uid": str(uuid.uuid4()), "controller": True}
+        apply(cluster, *(pod(f"orphan-{n}", namespace, n, labels=KEPT, ownerReferences=[gone]) for n in pair))
+        for node_name in pair:
+            for p in pods_on(cluster, node_name):
+                phase = {"spent-ok": "Succeeded", "spent-failed": "Failed"}.get(p["metadata"].get("labels", {}).get("app", ""))
+                if phase:
+                    cluster.kubectl("patch", "pod", p["metadata"]["name"], "-n", namespace, "--subresource=status", "--type=merge",
+                                    "-p", json.dumps({"status": {"phase": phase}}))
+        expected = {"agent": "Running", "spent-ok": "Succeeded", "spent-failed": "Failed", "gone": "Running"}
+        eventually(lambda: all({_role(p): p["status"].get("phase") for p in pods_on(cluster, n)} == expected for n in pair),
+                   "both nodes alike: a running DaemonSet pod, two finished ones and an orphan")
+        before = {n: _roles(cluster, n) for n in pair}
+
+        name = f"nm-{by_operator}"
+        create_nm(cluster, name, by_operator)
+        drained = cluster.kubectl("drain", by_kubectl, "--ignore-daemonsets", "--delete-emptydir-data", "--force", "--timeout=90s")
+        assert 'daemonsets.apps "gone" not found' in drained.stderr, drained.stderr  # kubectl saw the orphan as one
+        eventually(lambda: nm_status(cluster, name).get("phase") == "Succeeded", "maintenance Succeeded", timeout=90)
+        removed = {n: {role for role, uid in before[n].items() if uid not in _roles(cluster, n).values()} for n in pair}
+        assert removed[by_operator] == removed[by_kubectl] == {"spent-ok", "spent-failed", "gone"}, removed
+        status = nm_status(cluster, name)
+        assert status["totalpods"] == 4 and status["evictionPods"] == 3 and status["pendingPods"] == []
+        delete_nm(cluster, name)
 
 
 def test_blocking_pdb_keeps_running_and_sends_nothing_the_budget_refuses(cluster: Cluster, operator, namespace: str, nodes) -> None:
@@ -218,10 +294,11 @@ def test_timeout_fails_and_stops_evicting(cluster: Cluster, operator, namespace:
     delete_nm(cluster, name)
 
 
-@pytest.mark.parametrize("cordoned_before", [False, True])
-def test_delete_restores_the_node_exactly(cluster: Cluster, operator, nodes, cordoned_before: bool) -> None:
+@pytest.mark.parametrize(("cordoned_before", "tainted_before"), [(False, False), (True, False), (False, True)])
+def test_delete_restores_the_node_exactly(cluster: Cluster, operator, nodes, cordoned_before: bool, tainted_before: bool) -> None:
     other_taint = {"key": "example.com/dedicated", "value": "infra", "effect": "NoSchedule"}
-    (target,) = nodes(1, labels={"example.com/pool": "infra"}, taints=[other_taint], unschedulable=cordoned_before)
+    drain_taint = [{"key": "kubevirt.io/drain", "effect": "NoSchedule"}] if tainted_before else []
+    (target,) = nodes(1, labels={"example.com/pool": "infra"}, taints=[other_taint, *drain_taint], unschedulable=cordoned_before)
     before = node(cluster, target)
     name = f"nm-{target}"
     create_nm(cluster, name, target)
@@ -231,7 +308,7 @@ def test_delete_restores_the_node_exactly(cluster: Cluster, operator, nodes, cor
     delete_nm(cluster, name)
     after = node(cluster, target)
     assert bool(after["spec"].get("unschedulable")) is cordoned_before
-    assert not our_taint(after)
+    assert our_taint(after) is tainted_before  # a drain taint someone else put there stays
     assert [t for t in after["spec"].get("taints") or [] if t["key"] == other_taint["key"]] == [other_taint]
     # Every label the node had is still there unchanged (controllers may add their own meanwhile).
     assert before["metadata"]["labels"].items() <= after["metadata"]["labels"].items()

@@ -27,6 +27,7 @@ from .helpers import (
     RESTRICTED_POD,
     apply,
     create_nm,
+    daemonset,
     delete_nm,
     deployment,
     eventually,
@@ -95,7 +96,7 @@ def _code(event: dict) -> int:
 
 
 def _drive_every_permission(cluster: Cluster, operator: OperatorProcess, namespace: str, target: str, spare: str) -> None:
-    """A drain under a budget with a finished pod, through a policy with its Jobs, admission checks, a
+    """A drain under a budget with a finished pod and a DaemonSet's pod, through a policy with its Jobs, admission checks, a
     storage-version migration with a leader election from scratch, and the give-back: what the operator
     does in a cluster, each part needing its rules. A rule added to the CSV needs its scenario here."""
     labels = {"app": "lp"}
@@ -106,9 +107,10 @@ def _drive_every_permission(cluster: Cluster, operator: OperatorProcess, namespa
     cluster.kubectl("label", "node", target, f"lp-policy={namespace}")
     apply(cluster, _policy(f"lp-{namespace}", {"lp-policy": namespace}))
     cluster.kubectl("cordon", spare)
+    # The DaemonSet's pod stays once the operator has read that its DaemonSet exists.
     apply(cluster, deployment("lp", namespace, [target, spare], 2, labels), pdb("lp", namespace, labels, maxUnavailable=1),
-          pod("done", namespace, target))
-    eventually(lambda: sum(p["status"].get("phase") == "Running" for p in pods_on(cluster, target)) == 3, "3 pods running")
+          pod("done", namespace, target), daemonset("lp-agent", namespace, [target]))
+    eventually(lambda: sum(p["status"].get("phase") == "Running" for p in pods_on(cluster, target)) == 4, "4 pods running")
     # A finished pod is deleted, not evicted.
     cluster.kubectl("patch", "pod", "done", "-n", namespace, "--subresource=status", "--type=merge", "-p", '{"status":{"phase":"Succeeded"}}')
     cluster.kubectl("uncordon", spare)

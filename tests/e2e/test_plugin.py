@@ -15,7 +15,7 @@ import pytest
 from devcluster.cluster import Cluster
 from devcluster.operator import USER as OPERATOR_USER
 
-from .helpers import PLUGIN_DIR, Run, apply, deployment, eventually, get, kubectl_nm, nm, node, our_taint, pdb, pinned, plugin_env, pod, pods_on
+from .helpers import PLUGIN_DIR, Run, apply, daemonset, deployment, eventually, get, kubectl_nm, nm, node, our_taint, pdb, plugin_env, pod, pods_on
 
 pytestmark = pytest.mark.e2e
 
@@ -82,9 +82,7 @@ def test_plan_predicts_what_the_operator_evicts_and_what_blocks_it(cluster: Clus
         pdb("solo", namespace, solo, minAvailable=1),  # its only pod must stay: structural
         pod("free", namespace, target, labels={"app": "free"}),
         pod("mirror", namespace, target, annotations={"kubernetes.io/config.mirror": "static"}),
-        {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent", "namespace": namespace},
-         "spec": {"selector": {"matchLabels": {"app": "agent"}}, "template": {"metadata": {"labels": {"app": "agent"}},
-                  "spec": {"affinity": pinned([target]), "containers": [{"name": "c", "image": "registry.invalid/agent:1"}]}}}},
+        daemonset("agent", namespace, [target]),
         {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "batch", "namespace": namespace},
          "spec": {"template": {"spec": {"restartPolicy": "Never", "nodeName": target,
                                         "containers": [{"name": "c", "image": "registry.invalid/job:1"}]}}}},

@@ -1,8 +1,8 @@
 """What unit tests are made of, built in one place.
 
-- ``pod``, ``node``, ``budget`` (a PodDisruptionBudget), ``nm`` (a NodeMaintenance) and ``nm_policy``
-  (a NodeMaintenancePolicy), as the API server would show them, plus ``etcd_guard``, ``lease`` and
-  ``hook_template`` (a policy hook's jobTemplate);
+- ``pod``, ``node``, ``budget`` (a PodDisruptionBudget), ``daemonset``, ``nm`` (a NodeMaintenance) and
+  ``nm_policy`` (a NodeMaintenancePolicy), as the API server would show them, plus ``etcd_guard``, ``lease``
+  and ``hook_template`` (a policy hook's jobTemplate);
 - the scenes several test packages share: the drain planner's (``NOW``, ``scene_pod``, ``HELD``,
   ``RUNNING``, ``maintenance``…), the runtime's (``runtime_node``, ``runtime_pod``, ``runtime_nm``) and
   the watch tests' (``script_watch_scene``);
@@ -25,13 +25,17 @@ from typing import Any, NamedTuple
 
 from node_maintenance.api import GROUP, KIND
 from node_maintenance.client.errors import Gone, NotFound
-from node_maintenance.drain.node import HOLDER, TAINT, WAS_UNSCHEDULABLE
+from node_maintenance.drain.node import HOLDER, TAINT, WAS_TAINTED, WAS_UNSCHEDULABLE
 from node_maintenance.drain.planner import Maintenance
 
 Obj = dict[str, Any]
 
 
-# ---------------------------------------------------------------- pods
+# ---------------------------------------------------------------- pods and their controllers
+# The apiVersion an ownerReference of each controller kind carries (kubectl drain reads it to tell a DaemonSet's pod).
+OWNER_API_VERSIONS = {"DaemonSet": "apps/v1", "ReplicaSet": "apps/v1", "StatefulSet": "apps/v1", "Job": "batch/v1"}
+
+
 def pod(name: str = "p", *, namespace: str = "ns", uid: str | None = None, labels: dict[str, str] | None = None,
         annotations: dict[str, str] | None = None, owner: str | None = "ReplicaSet", owner_name: str = "o",
         owners: list[Obj] | None = None, node: str | None = None, volumes: list[Obj] | None = None,
@@ -39,7 +43,7 @@ def pod(name: str = "p", *, namespace: str = "ns", uid: str | None = None, label
     """A pod. ``uid`` may say ``{name}`` for the pod's name; ``labels`` None leaves them out; ``owner`` is
     the kind of its controller (named ``owner_name``), unless ``owners`` gives the ownerReferences whole;
     ``ready`` None leaves the Ready condition out; ``deleted_at`` makes it terminating; other keywords go
-    into its metadata."""
+    into its metadata. An owner of a kind in ``OWNER_API_VERSIONS`` gets that apiVersion."""
     meta: Obj = {"name": name, "namespace": namespace}
     if uid is not None:
         meta["uid"] = uid.format(name=name)
@@ -51,7 +55,8 @@ def pod(name: str = "p", *, namespace: str = "ns", uid: str | None = None, label
     if owners is not None:
         meta["ownerReferences"] = copy.deepcopy(owners)
     elif owner:
-        meta["ownerReferences"] = [{"kind": owner, "name": owner_name, "controller": True}]
+        api_version = {"apiVersion": OWNER_API_VERSIONS[owner]} if owner in OWNER_API_VERSIONS else {}
+        meta["ownerReferences"] = [{**api_version, "kind": owner, "name": owner_name, "controller": True}]
     if deleted_at is not None:
         meta["deletionTimestamp"] = deleted_at
     obj: Obj = {"metadata": meta}
@@ -69,14 +74,20 @@ def pod(name: str = "p", *, namespace: str = "ns", uid: str | None = None, label
     return obj
 
 
+def daemonset(name: str = "agent", *, namespace: str = "ns") -> Obj:
+    """A DaemonSet, as much of it as the drain reads: that it exists."""
+    return {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name, "namespace": namespace}}
+
+
 # ---------------------------------------------------------------- nodes
 def node(name: str = "n1", *, uid: str | None = None, resource_version: str | None = None, labels: dict[str, str] | None = None,
          annotations: dict[str, str] | None = None, holder: str | None = None, was_unschedulable: bool | None = None,
-         spec: Obj | None = None, unschedulable: bool | None = None, taints: Iterable[Obj] | None = None,
+         was_tainted: bool = False, spec: Obj | None = None, unschedulable: bool | None = None, taints: Iterable[Obj] | None = None,
          status: Obj | None = None, ready: bool | None = None, conditions: list[Obj] | None = None) -> Obj:
-    """A node. ``uid`` may say ``{name}``; ``holder`` and ``was_unschedulable`` write the annotations of a node a NodeMaintenance
-    holds; ``spec`` is there (even empty) when given or when ``unschedulable`` or ``taints`` are; ``ready``
-    writes a lone Ready condition, ``conditions`` any list of them."""
+    """A node. ``uid`` may say ``{name}``; ``holder``, ``was_unschedulable`` and ``was_tainted`` write the annotations of a
+    node a NodeMaintenance holds (a drain taint is recorded only when it was there before); ``spec`` is there (even
+    empty) when given or when ``unschedulable`` or ``taints`` are; ``ready`` writes a lone Ready condition,
+    ``conditions`` any list of them."""
     meta: Obj = {"name": name}
     if uid is not None:
         meta["uid"] = uid.format(name=name)
@@ -84,12 +95,14 @@ def node(name: str = "n1", *, uid: str | None = None, resource_version: str | No
         meta["resourceVersion"] = resource_version
     if labels is not None:
         meta["labels"] = dict(labels)
-    if annotations is not None or holder is not None or was_unschedulable is not None:
+    if annotations is not None or holder is not None or was_unschedulable is not None or was_tainted:
         meta["annotations"] = dict(annotations or {})
         if holder is not None:
             meta["annotations"][HOLDER] = holder
         if was_unschedulable is not None:
             meta["annotations"][WAS_UNSCHEDULABLE] = "true" if was_unschedulable else "false"
+        if was_tainted:
+            meta["annotations"][WAS_TAINTED] = "true"
     obj: Obj = {"metadata": meta}
     if spec is not None or unschedulable is not None or taints is not None:
         obj["spec"] = dict(spec or {})

@@ -23,6 +23,10 @@ def pod_path(namespace: str, name: str) -> str:
     return f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}"
 
 
+def daemonset_path(namespace: str, name: str) -> str:
+    return f"/apis/apps/v1/namespaces/{quote(namespace)}/daemonsets/{quote(name)}"
+
+
 def nm_path(name: str = "", *, version: str = HUB, subresource: str = "") -> str:
     return _custom(f"/apis/{GROUP}/{version}/{PLURAL}", name, subresource)
 

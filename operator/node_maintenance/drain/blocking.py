@@ -85,7 +85,7 @@ def waiting_pods(to_go: list[dict[str, Any]], going: set[str], budgets: list[dic
     removal was sent or accepted); a pod under two budgets is never evicted, so it always waits."""
     waiting = []
     for pod in to_go:
-        if pod["metadata"].get("deletionTimestamp") or pods.classify(pod) is pods.Action.DELETE_FINISHED:
+        if pod["metadata"].get("deletionTimestamp") or pods.finished(pod):
             continue
         covering = len(pdbs.covering(pod, budgets))
         if covering > 1 or (covering == 1 and pod["metadata"]["uid"] not in going):

@@ -114,7 +114,7 @@ def expected_pods(budget: dict[str, Any], namespace_pods: list[dict[str, Any]]) 
     else the selected pods that exist and have not finished."""
     if _observed(budget) and "expectedPods" in budget["status"]:
         return cast(int, budget["status"]["expectedPods"])
-    return sum(1 for p in namespace_pods if covers(budget, p) and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))
+    return sum(1 for p in namespace_pods if covers(budget, p) and not pods.finished(p))
 
 
 def structural_reason(budget: dict[str, Any], namespace_pods: list[dict[str, Any]]) -> str | None:

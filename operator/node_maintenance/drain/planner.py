@@ -132,6 +132,7 @@ def plan(
     now: datetime.datetime,
     *,
     holder_exists: bool = True,
+    daemonsets: Mapping[str, bool] | None = None,
     attempts: Mapping[str, Attempt] | None = None,
     in_flight: Mapping[str, pdbs.InFlight] | None = None,
     lease: rem.LeaseView | None = None,
@@ -141,9 +142,11 @@ def plan(
 
     ``node_pods`` are the pods bound to the node, ``budgets`` the PodDisruptionBudgets of their
     namespaces; ``holder_exists`` says whether the NodeMaintenance the node names as its holder
-    exists (only read when that is another one); ``lease`` is what is known of the node's remediation
-    Lease (None: no coordination with remediation); ``members`` what the etcd-quorum guard reads, given
-    when a control-plane node is about to be taken (checked then, however long the maintenance waited).
+    exists (only read when that is another one); ``daemonsets`` whether the DaemonSets its DaemonSet pods
+    name exist (``pods.classify``: one not in it is unknown, and its pods stay); ``lease`` is what is known
+    of the node's remediation Lease (None: no coordination with remediation); ``members`` what the
+    etcd-quorum guard reads, given when a control-plane node is about to be taken (checked then, however
+    long the maintenance waited).
     """
     m = maintenance
     if node is None:
@@ -183,7 +186,7 @@ def plan(
     # Totals and the start describe the node when this maintenance took it; a restarted operator keeps them.
     started_text = previous.get("drainStartTime") if not fresh else None
     started = timestamps.parse(started_text) if started_text else now
-    to_go = sorted((p for p in node_pods if pods.must_go(p, m.selector) and not (m.rules is not None and drainrules.skipped(p, m.rules))),
+    to_go = sorted((p for p in node_pods if pods.must_go(p, m.selector, daemonsets) and not (m.rules is not None and drainrules.skipped(p, m.rules))),
                    key=key_of)
     keep = not fresh and "evictionPods" in previous
     total = previous["totalpods"] if keep else len(node_pods)
@@ -281,7 +284,7 @@ def _removals(m: Maintenance, to_go: list[dict[str, Any]], budgets: list[dict[st
         if attempt and attempt.accepted and attempt.not_before > clock:
             step.wake_in(attempt.not_before - clock)  # accepted: the watch shows it terminating soon
             continue
-        finished = pods.classify(pod, m.selector) is pods.Action.DELETE_FINISHED
+        finished = pods.finished(pod)
         covering = [] if finished else pdbs.covering(pod, budgets)
         if len(covering) == 1 and not pdbs.bypasses(pod, covering[0]):
             budget = covering[0]

@@ -1,18 +1,24 @@
 """Which pods a drain touches, decided like `kubectl drain --ignore-daemonsets --delete-emptydir-data --force`.
 
-Pure functions over pod dicts (as the API returns them), so every rule is tested without a cluster.
+Pure functions over pod dicts (as the API returns them), so every rule is tested without a cluster. The one
+thing read besides the pods is what kubectl drain reads too: whether the DaemonSet an unfinished DaemonSet
+pod names still exists (``daemonsets``, by "namespace/name"; one absent from it is unknown).
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+DAEMONSET_API_VERSION = "apps/v1"  # kubectl drain tells a DaemonSet pod by its controller's kind and apiVersion both
+FINISHED_PHASES = ("Succeeded", "Failed")
 
 
 class Action(enum.Enum):
-    KEEP_DAEMONSET = "daemonset"  # --ignore-daemonsets: its controller would recreate it on the node anyway
+    KEEP_DAEMONSET = "daemonset"  # --ignore-daemonsets: its DaemonSet would recreate it on the node anyway
+    KEEP_UNKNOWN_DAEMONSET = "daemonset-unknown"  # whether its DaemonSet exists could not be read: in doubt it stays
     KEEP_MIRROR = "mirror"  # static pods belong to the kubelet; the API cannot remove them
     KEEP_UNSELECTED = "unselected"  # outside spec.drain.podSelector: not ours to touch, count or wait on
     DELETE_FINISHED = "finished"  # Succeeded/Failed: nothing to protect, an eviction would be pointless
@@ -24,6 +30,23 @@ def controller_of(pod: dict[str, Any]) -> dict[str, Any] | None:
         if ref.get("controller"):
             return cast(dict[str, Any], ref)
     return None
+
+
+def daemonset_of(pod: dict[str, Any]) -> str | None:
+    """The DaemonSet controlling ``pod`` ("namespace/name"), told as kubectl drain tells it: kind and apiVersion."""
+    controller = controller_of(pod)
+    if controller and controller.get("kind") == "DaemonSet" and controller.get("apiVersion") == DAEMONSET_API_VERSION:
+        return f"{pod['metadata'].get('namespace', '')}/{controller.get('name', '')}"
+    return None
+
+
+def finished(pod: Mapping[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") in FINISHED_PHASES
+
+
+def daemonsets_to_read(node_pods: Iterable[dict[str, Any]]) -> set[str]:
+    """The DaemonSets whose existence decides a pod's fate: those of unfinished pods (a finished one goes anyway)."""
+    return {key for pod in node_pods if not finished(pod) and (key := daemonset_of(pod)) is not None}
 
 
 def matches_selector(labels: dict[str, str], selector: dict[str, Any] | None) -> bool:
@@ -46,23 +69,32 @@ def matches_selector(labels: dict[str, str], selector: dict[str, Any] | None) ->
     return True
 
 
-def classify(pod: dict[str, Any], selector: dict[str, Any] | None = None) -> Action:
+def classify(pod: dict[str, Any], selector: dict[str, Any] | None = None, daemonsets: Mapping[str, bool] | None = None) -> Action:
+    """What the drain does with ``pod``; ``daemonsets`` says whether each DaemonSet ("namespace/name") exists.
+
+    As kubectl drain's daemonSetFilter: a finished DaemonSet pod goes, one whose DaemonSet is gone is evicted
+    (--force), the others stay. Where kubectl refuses the whole node (the DaemonSet could not be read), only
+    that pod stays: in doubt, nothing is evicted."""
     metadata = pod.get("metadata", {})
     if MIRROR_ANNOTATION in (metadata.get("annotations") or {}):
         return Action.KEEP_MIRROR
     if not matches_selector(metadata.get("labels") or {}, selector):
         return Action.KEEP_UNSELECTED
-    controller = controller_of(pod)
-    if controller and controller.get("kind") == "DaemonSet":
-        return Action.KEEP_DAEMONSET
-    if pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
+    if finished(pod):
         return Action.DELETE_FINISHED
+    daemonset = daemonset_of(pod)
+    if daemonset is not None:
+        exists = (daemonsets or {}).get(daemonset)
+        if exists is None:
+            return Action.KEEP_UNKNOWN_DAEMONSET
+        if exists:
+            return Action.KEEP_DAEMONSET
     return Action.EVICT
 
 
-def must_go(pod: dict[str, Any], selector: dict[str, Any] | None = None) -> bool:
+def must_go(pod: dict[str, Any], selector: dict[str, Any] | None = None, daemonsets: Mapping[str, bool] | None = None) -> bool:
     """Whether the drain waits for this pod to leave the node."""
-    return classify(pod, selector) in (Action.EVICT, Action.DELETE_FINISHED)
+    return classify(pod, selector, daemonsets) in (Action.EVICT, Action.DELETE_FINISHED)
 
 
 def slim(pod: dict[str, Any]) -> dict[str, Any]:

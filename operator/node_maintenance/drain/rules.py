@@ -91,18 +91,14 @@ def held(to_go: list[dict[str, Any]], rules: Iterable[Rule]) -> dict[str, str]:
     finish, and pods of an order above the lowest one still on the node (a finished pod may always go)."""
     rules = tuple(rules)
     treated = {p["metadata"]["uid"]: (p, treatment(p, rules)) for p in to_go}
-    orders = [t.order for p, t in treated.values() if t.behavior is Behavior.DRAIN and not _finished(p)]
+    orders = [t.order for p, t in treated.values() if t.behavior is Behavior.DRAIN and not pods.finished(p)]
     current = min(orders, default=0)
     out: dict[str, str] = {}
     for uid, (pod, t) in treated.items():
-        if _finished(pod):
+        if pods.finished(pod):
             continue
         if t.behavior in (Behavior.WAIT_COMPLETED, Behavior.INVALID):
             out[uid] = t.why
         elif t.behavior is Behavior.DRAIN and t.order > current:
             out[uid] = ""  # its order starts once order {current} has left
     return out
-
-
-def _finished(pod: Mapping[str, Any]) -> bool:
-    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")

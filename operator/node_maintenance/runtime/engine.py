@@ -1,9 +1,9 @@
 """The drain engine of one NodeMaintenance: read → plan → execute → remember, each time something changes.
 
 One watch of the node and one of the pods bound to it (both scoped by field selector), plus the
-budget watch all drains share. The engine plans again whenever one of them reports a change, when
-the NodeMaintenance changes, or when the plan asked to look again at a given time; a drained node
-costs no requests until something changes on it.
+budget watch all drains share, and one read of each DaemonSet the pods name. The engine plans again
+whenever one of them reports a change, when the NodeMaintenance changes, or when the plan asked to
+look again at a given time; a drained node costs no requests until something changes on it.
 
 Everything a step does is in its :class:`~node_maintenance.drain.planner.Plan`; the executor carries
 it out, and the engine remembers what came back (``drain.bookkeeping`` decides how).
@@ -35,6 +35,7 @@ from node_maintenance.drain.planner import Attempt, Plan, plan
 from node_maintenance.policy.gate import Gate
 from node_maintenance.runtime import metrics
 from node_maintenance.runtime.budgets import BudgetWatch
+from node_maintenance.runtime.daemonsets import DaemonSetLookup
 from node_maintenance.runtime.executor import EventSink, Executor
 from node_maintenance.runtime.leases import LeaseKeeper
 from node_maintenance.runtime.policies import Policies
@@ -82,6 +83,7 @@ class Engine:
         self.name: str = first["metadata"]["name"]
         self.node_name: str = first["spec"]["nodeName"]
         self.lease = LeaseKeeper(shared.kube, shared.lease_namespace, self.node_name) if shared.lease_namespace else None
+        self.daemonsets = DaemonSetLookup(shared.kube)
         self.executor = Executor(shared.kube, self.name, shared.version, shared.event, log, self.lease)
         self.node = Mirror(shared.kube, node_path(), self.wake, field_selector=f"metadata.name={self.node_name}")
         self.pods = Mirror(shared.kube, PODS, self.wake, field_selector=f"spec.nodeName={self.node_name}", slim=pods.slim)
@@ -137,17 +139,21 @@ class Engine:
             return await self._carry_out(gate.waiting, body, node, foreign)
         holder = nodes.holder_of(node) if node else None
         holder_exists = bool(holder and holder != self.name and self.exists(holder))
-        # The Lease is read when a claim is due, and before the node is taken; never for a node another maintenance holds.
-        lease = await self.lease.view(fresh=holder != self.name) if self.lease and node and not holder_exists else None
-        # The etcd-quorum guard looks again when a control-plane node is about to be taken, however long this waited.
+        # The Lease is read when a claim is due and before the node is taken, the pods' DaemonSets once each; neither
+        # for a node another maintenance holds. The etcd-quorum guard looks again when a control-plane node is about
+        # to be taken, however long this waited.
+        taking = node is not None and not holder_exists
+        lease = await self.lease.view(fresh=holder != self.name) if self.lease and taking else None
         members = await self._members() if node and holder != self.name and quorum.is_control_plane(node) else None
         node_pods = list(self.pods.objects.values())
+        daemonsets = await self.daemonsets.read(node_pods) if taking else {}
         memory.namespaces = {p["metadata"]["namespace"] for p in node_pods}
         decided = plan(gate.maintenance(body), node, node_pods, shared.budgets.in_namespaces(memory.namespaces), now,
-                       holder_exists=holder_exists, attempts=memory.attempts, in_flight=shared.budgets.in_flight(), lease=lease,
-                       members=members)
+                       holder_exists=holder_exists, daemonsets=daemonsets, attempts=memory.attempts,
+                       in_flight=shared.budgets.in_flight(), lease=lease, members=members)
         shared.active.holding(self.name, decided.holds_node)
         recheck = await self._carry_out(decided, body, node, foreign, live={p["metadata"]["uid"] for p in node_pods})
+        recheck = books.sooner(recheck, ERROR_RETRY_SECONDS if taking and self.daemonsets.unknown else None)
         return books.sooner(recheck, self.lease.due_in() if self.lease and self.lease.known is not None else None)
 
     async def _members(self) -> quorum.Members:

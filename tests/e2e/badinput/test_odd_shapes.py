@@ -8,7 +8,7 @@
 | controller already deleted | evicted (it names a controller) | evicted, or gone first by the garbage collector |
 | phase Unknown | evicted | evicted |
 | finalizer that never finishes | waits until --timeout | waits; at timeoutSeconds Failed, naming the pod |
-| DaemonSet pod, DaemonSet gone | deleted, with a warning (--force) | left to the garbage collector, which deletes it |
+| DaemonSet pod, DaemonSet gone | deleted, with a warning (--force) | evicted, or gone first by the garbage collector |
 
 A node with a stale holder, our taint already on it and many taints of others is taken and given back
 with the others' taints intact; a node deleted in the middle fails the maintenance with a clear error."""
@@ -62,7 +62,7 @@ def test_pods_of_odd_shapes_get_a_clear_outcome(cluster: Cluster, operator: Oper
         left = {p["metadata"]["name"]: p for p in pods_on(cluster, target)}
         assert left["stuck"]["metadata"].get("deletionTimestamp"), "the stuck pod was never evicted"
         assert set(left) <= {"stuck", "daemonset-gone"}, f"left on the node: {sorted(left)}"
-        # The DaemonSet pod whose DaemonSet is gone is the garbage collector's to delete, not the drain's to wait on.
+        # The DaemonSet pod whose DaemonSet is gone is evicted (kubectl drain --force), unless the garbage collector deleted it first.
         eventually(lambda: "daemonset-gone" not in {p["metadata"]["name"] for p in pods_on(cluster, target)}, "the orphan deleted", timeout=30)
         assert operator.process is not None and operator.process.alive() and not errors_about(operator, name)
         drained = node_of(cluster, target)

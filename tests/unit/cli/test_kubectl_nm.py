@@ -94,6 +94,14 @@ def test_plan_honours_the_pod_selector_like_the_operator() -> None:
     assert document["drainable"] is True and [b["budgets"] for b in document["blockers"]] == [["ns/web"]]
 
 
+def test_plan_reads_daemonsets_as_the_operator_does() -> None:
+    node_pods = [pod("agent", owner="DaemonSet", owner_name="agent"), pod("orphan", owner="DaemonSet", owner_name="gone"),
+                 pod("spent", owner="DaemonSet", owner_name="agent", phase="Failed"), pod("hidden", owner="DaemonSet", owner_name="secret")]
+    document = plan.build("n1", node_pods, [], node_pods, daemonsets={"ns/agent": True, "ns/gone": False})
+    assert {r["name"]: (r["action"], r["rule"]) for r in document["pods"]} == {
+        "agent": ("stay", "daemonset"), "orphan": ("evict", "evict"), "spent": ("delete", "finished"), "hidden": ("stay", "daemonset-unknown")}
+
+
 # ---------------------------------------------------------------- what people read
 NOW = datetime.datetime(2025, 1, 1, 12, 0, 0, tzinfo=datetime.UTC)
 

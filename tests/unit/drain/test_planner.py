@@ -114,6 +114,36 @@ def test_mixed_node_evicts_deletes_finished_and_keeps_daemonset_and_mirror_pods(
     assert result.status["pendingPods"] == ["bare", "job", "web"] and result.status["drainProgress"] == 0
 
 
+def test_daemonset_pods_go_as_kubectl_drain_force_removes_them() -> None:
+    """A finished DaemonSet pod is deleted and one whose DaemonSet is gone evicted; one whose DaemonSet exists stays."""
+    node_pods = [
+        scene_pod("agent", owner="DaemonSet", owner_name="agent"),
+        scene_pod("spent", owner="DaemonSet", owner_name="agent", phase="Succeeded"),
+        scene_pod("crashed", owner="DaemonSet", owner_name="agent", phase="Failed"),
+        scene_pod("orphan", owner="DaemonSet", owner_name="gone"),
+    ]
+    result = plan(maintenance(), scene_node(), node_pods, [], NOW, daemonsets={"app/agent": True, "app/gone": False})
+    assert evicted(result) == ["orphan"] and deleted(result) == ["crashed", "spent"]
+    assert result.status["evictionPods"] == 3 and result.status["pendingPods"] == ["crashed", "orphan", "spent"]
+
+
+def test_a_daemonset_pod_whose_daemonset_is_unknown_stays_and_is_not_reported_as_evicted() -> None:
+    """When in doubt, hold: the DaemonSet's read failed, or it was not read yet."""
+    node_pods = [scene_pod("agent", owner="DaemonSet", owner_name="agent"), scene_pod("web")]
+    result = plan(maintenance(), scene_node(), node_pods, [], NOW, daemonsets={})
+    assert evicted(result) == ["web"] and deleted(result) == []
+    assert result.status["evictionPods"] == 1 and result.status["pendingPods"] == ["web"]
+    drained = plan(maintenance(result.status), HELD, node_pods[:1], [], NOW)
+    assert drained.phase == "Succeeded" and drained.removals == () and drained.status["pendingPods"] == []
+
+
+def test_a_daemonset_pod_found_orphaned_later_is_evicted_then() -> None:
+    drained = plan(maintenance({**RUNNING, "phase": "Succeeded"}), HELD, [scene_pod("agent", owner="DaemonSet")], [], NOW)
+    assert drained.phase == "Succeeded" and drained.removals == ()
+    known = plan(maintenance(drained.status), HELD, [scene_pod("agent", owner="DaemonSet")], [], NOW, daemonsets={"app/x": False})
+    assert known.phase == "Running" and evicted(known) == ["agent"]
+
+
 def test_pod_selector_and_grace_period_reach_the_removals() -> None:
     node_pods = [scene_pod("a", labels={"drain": "yes"}), scene_pod("b", labels={"drain": "no"})]
     result = plan(maintenance(selector={"matchLabels": {"drain": "yes"}}, grace=3), scene_node(), node_pods, [], NOW)

@@ -165,6 +165,7 @@ def test_csv_rbac_is_exactly_the_operators_needs() -> None:
         ("", "namespaces", ()): {"create"},  # the remediation Lease namespace when missing
         ("", "pods/eviction", ()): {"create"},
         ("policy", "poddisruptionbudgets", ()): {"get", "list", "watch"},
+        ("apps", "daemonsets", ()): {"get"},  # whether a DaemonSet pod's DaemonSet still exists
         ("", "events", ()): {"create"},
         ("apiextensions.k8s.io", "customresourcedefinitions", ()): {"get"},
         ("apiextensions.k8s.io", "customresourcedefinitions/status", ("nodemaintenances.nodemaintenance.kubevirt.io",)): {"patch"},

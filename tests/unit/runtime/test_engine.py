@@ -1,5 +1,5 @@
-"""The drain engine against a fake API: a drain from start to Succeeded, a conflict on the node patch, and
-an answer lost on the way."""
+"""The drain engine against a fake API: a drain from start to Succeeded, a conflict on the node patch, an
+answer lost on the way, and the DaemonSets its pods name, each read once (in doubt, its pods stay)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,14 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from node_maintenance.api.paths import lease_path, nm_path, node_path, pod_path
+from node_maintenance.api.paths import daemonset_path, lease_path, nm_path, node_path, pod_path
 from node_maintenance.client.errors import Conflict, Unreachable
 from node_maintenance.drain import node as nodes
 from node_maintenance.runtime.budgets import BudgetWatch
-from node_maintenance.runtime.engine import Engine, Shared
+from node_maintenance.runtime.daemonsets import DaemonSetLookup
+from node_maintenance.runtime.engine import ERROR_RETRY_SECONDS, Engine, Shared
 from node_maintenance.runtime.metrics import Active
-from tests.unit.builders import FakeApi, runtime_nm, runtime_node, runtime_pod
+from tests.unit.builders import FakeApi, daemonset, runtime_nm, runtime_node, runtime_pod
 
 
 def an_engine(api: FakeApi, body: dict[str, Any], node: dict[str, Any], pods: list[dict[str, Any]],
@@ -116,3 +117,61 @@ def test_a_status_someone_else_wrote_is_written_again_after_a_lease_claimed_firs
         assert rewritten.body["status"]["phase"] == "Running" and rewritten.body["status"]["pendingPods"] == ["web-0"]
 
     run(scenario)
+
+
+def test_daemonset_pods_go_by_what_a_read_of_their_daemonset_says() -> None:
+    api, events = FakeApi({daemonset_path("app", "agent"): daemonset("agent", namespace="app")}), []
+    node = runtime_node()
+    node_pods = [runtime_pod("agent-n1", owner="DaemonSet", owner_name="agent"), runtime_pod("orphan", owner="DaemonSet", owner_name="gone"),
+                 runtime_pod("spent", owner="DaemonSet", owner_name="done", phase="Succeeded")]
+    engine = an_engine(api, runtime_nm("nm1"), node, node_pods, events)
+
+    async def scenario() -> None:
+        await engine.step()
+        # Read: the two DaemonSets of unfinished pods, not the finished pod's.
+        assert sorted(c.path for c in api.calls_to("GET")) == [daemonset_path("app", "agent"), daemonset_path("app", "gone")]
+        assert api.writes() == [("PATCH", node_path("n1")), ("POST", pod_path("app", "orphan") + "/eviction"),
+                                ("DELETE", pod_path("app", "spent")), ("PATCH", nm_path("nm1", subresource="status"))]
+        assert api.calls_to("PATCH", nm_path("nm1", subresource="status"))[-1].body["status"]["pendingPods"] == ["orphan", "spent"]
+        engine.node.objects = {"/n1": taken(node)}
+        api.calls.clear()
+        await engine.step()
+        # One found is known for the rest of the maintenance; one not found is read again while a pod names it.
+        assert [c.path for c in api.calls_to("GET")] == [daemonset_path("app", "gone")]
+        engine.pods.objects = {"app/agent-n1": node_pods[0]}  # the watch shows the orphan and the finished pod gone
+        api.calls.clear()
+        await engine.step()
+        assert api.calls_to("GET") == []
+
+    run(scenario)
+
+
+def test_a_daemonset_that_could_not_be_read_keeps_its_pods_and_is_read_again() -> None:
+    api, events = FakeApi(), []
+    node = runtime_node()
+    engine = an_engine(api, runtime_nm("nm1"), node, [runtime_pod("orphan", owner="DaemonSet", owner_name="gone")], events)
+    api.fail("GET", daemonset_path("app", "gone"), Unreachable("connection reset by peer"))
+
+    async def scenario() -> None:
+        assert await engine.step() == ERROR_RETRY_SECONDS  # the read is tried again soon, though nothing changes
+        assert api.writes() == [("PATCH", node_path("n1")), ("PATCH", nm_path("nm1", subresource="status"))]  # nothing evicted
+        status = api.calls_to("PATCH", nm_path("nm1", subresource="status"))[-1].body["status"]
+        assert status["evictionPods"] == 0 and status["pendingPods"] == []  # nor reported as going
+        engine.node.objects = {"/n1": taken(node)}
+        api.calls.clear()
+        await engine.step()
+        assert ("POST", pod_path("app", "orphan") + "/eviction") in api.writes()  # read now: gone, so evicted
+
+    run(scenario)
+
+
+def test_a_daemonset_made_anew_under_the_name_of_one_not_found_keeps_the_pods_it_starts() -> None:
+    """A replace (delete, create) seen halfway: the pods the new DaemonSet starts are its own, not orphans."""
+    api = FakeApi()
+    lookup = DaemonSetLookup(api)  # type: ignore[arg-type]
+    node_pods = [runtime_pod("agent-n1", owner="DaemonSet", owner_name="agent")]
+    assert asyncio.run(lookup.read(node_pods)) == {"app/agent": False}
+    api.objects[daemonset_path("app", "agent")] = daemonset("agent", namespace="app")
+    assert asyncio.run(lookup.read(node_pods)) == {"app/agent": True}
+    api.calls.clear()
+    assert asyncio.run(lookup.read(node_pods)) == {"app/agent": True} and api.calls == []
