@@ -18,12 +18,15 @@ LEASE = lease_path("ns", leader.LEASE_NAME)
 
 
 class Clock:
-    """A monotonic clock the test moves."""
+    """A monotonic clock the test moves, or that moves ``tick`` seconds at every reading (the elector's pace
+    then depends on what it does, never on how fast the machine runs it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, tick: float = 0.0) -> None:
         self.now = 1000.0
+        self.tick = tick
 
     def __call__(self) -> float:
+        self.now += self.tick
         return self.now
 
 
@@ -99,11 +102,11 @@ def test_acquire_waits_for_an_api_server_out_of_reach(monkeypatch: pytest.Monkey
 
 
 def test_hold_gives_the_lead_up_once_no_renewal_succeeded_by_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(leader, "LEADER_RETRY_SECONDS", 0.02)
-    monkeypatch.setattr(leader, "LEADER_RENEW_DEADLINE_SECONDS", 0.1)
+    monkeypatch.setattr(leader, "LEADER_RETRY_SECONDS", 0.001)
     api = FakeApi()
     api.outage = Unreachable("connection reset by peer")
-    elector = leader.LeaderElector(api.blocking(), "ns", "me")  # type: ignore[arg-type]
+    # Each attempt reads the clock a few times: a second a reading, a deadline of 10 s allows a few attempts.
+    elector = leader.LeaderElector(api.blocking(), "ns", "me", clock=Clock(tick=1.0))  # type: ignore[arg-type]
     asyncio.run(asyncio.wait_for(elector.hold(), 5))  # returns: the caller must stop reconciling
     assert len(api.calls) >= 2  # renewals were tried until the deadline
 
