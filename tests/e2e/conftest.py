@@ -13,6 +13,7 @@ from devcluster.cluster import Cluster
 from devcluster.operator import CRD_NAME, NAMESPACE, OperatorProcess, grant_csv_permissions, point_conversion_at
 from devcluster.operator import USER as OPERATOR_USER
 from devcluster.processes import identify, survivors
+from soak.chaos import Api, Tally
 
 from .helpers import PLUGIN_USER, ROOT
 
@@ -153,3 +154,22 @@ def admission_webhook(cluster: Cluster, operator: OperatorProcess) -> Iterator[s
     cluster.kubectl("apply", "-f", "-", input=json.dumps(config))
     yield name
     cluster.kubectl("delete", "validatingwebhookconfiguration", name, "--ignore-not-found")
+
+
+@pytest.fixture
+def admin(cluster: Cluster) -> Api:
+    """The cluster as the fault tests' workloads and checks see it."""
+    return Api(cluster)
+
+
+@pytest.fixture
+def tally() -> Tally:
+    return Tally()
+
+
+@pytest.fixture
+def run_id(cluster: Cluster) -> Iterator[str]:
+    """Names the test's nodes (label fault-run), which are deleted afterwards."""
+    run = f"f{uuid.uuid4().hex[:5]}"
+    yield run
+    cluster.kubectl("delete", "nodes", "-l", f"fault-run={run}", "--wait=false", check=False)

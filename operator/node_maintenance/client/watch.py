@@ -22,6 +22,8 @@ from node_maintenance.client.http import AsyncKube
 WATCH_SECONDS = 290
 RETRY_FIRST_SECONDS = 0.5
 RETRY_MAX_SECONDS = 30.0
+# Objects per page of a listing: a thousand nodes' pods come in pieces, not in one answer held whole twice.
+LIST_PAGE = 500
 log = logging.getLogger(__name__)
 # Told the namespace of the object that changed ("" for a cluster-scoped one), or None after a listing.
 OnChange = Callable[[str | None], None]
@@ -37,9 +39,10 @@ class Mirror:
     """The objects at ``path`` matching ``field_selector``; ``synced`` once the first listing is in."""
 
     def __init__(self, kube: AsyncKube, path: str, on_change: OnChange, *, field_selector: str | None = None,
-                 slim: Callable[[dict[str, Any]], dict[str, Any]] = without_managed_fields) -> None:
+                 slim: Callable[[dict[str, Any]], dict[str, Any]] = without_managed_fields, from_cache: bool = True) -> None:
         self.kube = kube
         self.slim = slim  # what of each object is kept
+        self.from_cache = from_cache  # the first listing may come from the API server's watch cache (a few ms behind)
         self.path = path
         self.query = {"fieldSelector": field_selector} if field_selector else {}
         self.on_change = on_change
@@ -50,11 +53,12 @@ class Mirror:
 
     async def run(self) -> None:
         version: str | None = None
+        expired = False  # the last watch ended with 410 Gone
         delay = RETRY_FIRST_SECONDS
         while True:
             try:
                 if version is None:
-                    version = await self._list()
+                    version = await self._list(consistent=expired or not self.from_cache)
                 query = {**self.query, "resourceVersion": version, "allowWatchBookmarks": "true", "timeoutSeconds": str(WATCH_SECONDS)}
                 async for event in self.kube.watch(self.path, query, on_open=self._current):
                     delay = RETRY_FIRST_SECONDS  # the watch is back: a later failure starts the backoff afresh
@@ -70,7 +74,7 @@ class Mirror:
                 delay = RETRY_FIRST_SECONDS
             except Gone:
                 log.info("watch of %s expired (410 Gone): listing again", self.path)
-                version = None  # too old to resume from: list again
+                version, expired = None, True  # too old to resume from: list again, no older than that
             except asyncio.CancelledError:
                 raise
             except Exception as error:  # the server may be briefly away; resume from where we were
@@ -106,11 +110,23 @@ class Mirror:
         if not same:
             self._by_namespace.pop(namespace, None)
 
-    async def _list(self) -> str:
-        listing = await self.kube.request("GET", self.path, query=self.query or None)
+    async def _list(self, consistent: bool) -> str:
+        """List page by page (LIST_PAGE objects at most). The first listing is served from the API server's
+        watch cache (resourceVersion 0), as client-go's reflectors list, sparing etcd a read per watch when many
+        start at once; one after a 410 Gone must not go back in time, and reads the latest state, as do the
+        listings of a Mirror that decides from its first listing (``from_cache`` False)."""
+        query = {**self.query, "limit": str(LIST_PAGE), **({} if consistent else {"resourceVersion": "0"})}
+        kept: list[dict[str, Any]] = []  # slimmed page by page: the whole objects of one page at most are held
+        while True:
+            listing = await self.kube.request("GET", self.path, query=query)
+            kept.extend(self.slim(obj) for obj in listing.get("items") or [])
+            token = (listing.get("metadata") or {}).get("continue")
+            if not token:
+                break
+            query = {**self.query, "limit": str(LIST_PAGE), "continue": token}
         self.objects, self._by_namespace = {}, {}
-        for obj in listing.get("items") or []:
-            self._put(self.slim(obj))
+        for obj in kept:
+            self._put(obj)
         self.synced.set()
         self.failure = ""
         self.on_change(None)

@@ -89,11 +89,12 @@ class Policies:
             self.on_change()
 
     def _start(self) -> None:
+        # Read from etcd, not from the watch cache: which node may be taken is decided from the first listing.
         self._mirrors = {
-            "NodeMaintenancePolicies": Mirror(self.kube, policy_path(), self._changed),
-            "nodes": Mirror(self.kube, node_path(), self._changed, slim=pol.slim_node),
-            "NodeMaintenances": Mirror(self.kube, nm_path(), self._changed, slim=pol.slim_maintenance),
-            "hook Jobs": Mirror(self.kube, jobs_path(self.namespace), self._changed),
+            "NodeMaintenancePolicies": Mirror(self.kube, policy_path(), self._changed, from_cache=False),
+            "nodes": Mirror(self.kube, node_path(), self._changed, slim=pol.slim_node, from_cache=False),
+            "NodeMaintenances": Mirror(self.kube, nm_path(), self._changed, slim=pol.slim_maintenance, from_cache=False),
+            "hook Jobs": Mirror(self.kube, jobs_path(self.namespace), self._changed, from_cache=False),
         }
         self._tasks = [asyncio.create_task(m.run(), name=f"policy {k} watch") for k, m in self._mirrors.items()]
         self._tasks.append(asyncio.create_task(self._publish(), name="policy status"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from node_maintenance.api.paths import BUDGETS, PODS
+from node_maintenance.client.errors import Gone
 from node_maintenance.client.watch import Mirror
 from tests.unit.builders import FakeApi, script_watch_scene, watched
 
@@ -70,3 +71,18 @@ def test_callers_are_told_the_namespace_and_only_of_changes_to_what_they_keep() 
     kept = lambda obj: {"metadata": {"name": obj["metadata"]["name"], "namespace": obj["metadata"]["namespace"]}}  # noqa: E731
     _run(api, Mirror(api, BUDGETS, told.append, slim=kept))  # type: ignore[arg-type]
     assert told == [None, "other"]  # the listing (anything may have changed), then the one real change
+
+
+def test_listings_come_in_pages_from_the_watch_cache_and_after_410_gone_from_the_latest_state() -> None:
+    api = FakeApi()
+    api.script("GET", PODS, {"metadata": {"resourceVersion": "10", "continue": "page-2"}, "items": [watched("a", "9")]},
+               {"metadata": {"resourceVersion": "10"}, "items": [watched("b", "9")]},
+               {"metadata": {"resourceVersion": "20"}, "items": [watched("c", "19")]})
+    api.script_watch(PODS, [Gone(410, "Expired", "too old resource version")])
+    mirror = Mirror(api, PODS, lambda _: None, field_selector="spec.nodeName=n1")  # type: ignore[arg-type]
+    _run(api, mirror)
+    first, second, after_gone = (call.query for call in api.calls_to("GET", PODS))
+    assert first == {"fieldSelector": "spec.nodeName=n1", "limit": "500", "resourceVersion": "0"}  # the watch cache
+    assert second == {"fieldSelector": "spec.nodeName=n1", "limit": "500", "continue": "page-2"}
+    assert after_gone == {"fieldSelector": "spec.nodeName=n1", "limit": "500"}  # never older than what was seen
+    assert set(mirror.objects) == {"ns/c"}
