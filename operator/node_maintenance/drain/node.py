@@ -18,6 +18,15 @@ WAS_TAINTED = f"{GROUP}/was-tainted"  # the drain taint was on the node before: 
 TAINT = {"key": "kubevirt.io/drain", "effect": "NoSchedule"}
 
 
+def slim(node: dict[str, Any]) -> dict[str, Any]:
+    """What a drain reads of its node: identity and version (its patches carry it), labels, annotations,
+    schedulability, taints and readiness. The image list, addresses and capacities, most of a Node's size, go."""
+    meta, spec = node.get("metadata") or {}, node.get("spec") or {}
+    ready = [{"type": "Ready", "status": c.get("status")} for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"]
+    return {"metadata": {k: meta[k] for k in ("name", "uid", "resourceVersion", "labels", "annotations") if k in meta},
+            "spec": {k: spec[k] for k in ("unschedulable", "taints") if k in spec}, "status": {"conditions": ready}}
+
+
 def holder_of(node: dict[str, Any]) -> str | None:
     return (node.get("metadata", {}).get("annotations") or {}).get(HOLDER)
 

@@ -11,7 +11,13 @@ import enum
 from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
+from node_maintenance.api import GROUP
+
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+# A pod's own drain rule (skip, wait-completed), read by ``rules``.
+DRAIN_ANNOTATION = f"{GROUP}/drain"
+# The only annotations a decision reads: a pod's others (often large, e.g. last-applied-configuration) are not kept.
+READ_ANNOTATIONS = (MIRROR_ANNOTATION, DRAIN_ANNOTATION)
 DAEMONSET_API_VERSION = "apps/v1"  # kubectl drain tells a DaemonSet pod by its controller's kind and apiVersion both
 FINISHED_PHASES = ("Succeeded", "Failed")
 
@@ -98,12 +104,16 @@ def must_go(pod: dict[str, Any], selector: dict[str, Any] | None = None, daemons
 
 
 def slim(pod: dict[str, Any]) -> dict[str, Any]:
-    """What the drain's decisions read of a pod: its metadata, node, phase and conditions.
+    """What the drain's decisions read of a pod: its metadata (of its annotations, the ones read), node, phase
+    and conditions.
 
     A draining node's pods are held in memory until it is drained; their spec and container
     statuses are most of their size, and no decision reads them (a new one that does keeps them here).
     """
-    metadata = {k: v for k, v in (pod.get("metadata") or {}).items() if k != "managedFields"}
+    metadata = {k: v for k, v in (pod.get("metadata") or {}).items() if k not in ("managedFields", "annotations")}
+    annotations = {k: v for k, v in ((pod.get("metadata") or {}).get("annotations") or {}).items() if k in READ_ANNOTATIONS}
+    if annotations:
+        metadata["annotations"] = annotations
     spec, status = pod.get("spec") or {}, pod.get("status") or {}
     return {"metadata": metadata, "spec": {k: spec[k] for k in ("nodeName",) if k in spec},
             "status": {k: status[k] for k in ("phase", "conditions") if k in status}}

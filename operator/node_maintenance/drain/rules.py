@@ -14,11 +14,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from node_maintenance.api import GROUP
 from node_maintenance.api.objects import key_of
 from node_maintenance.drain import pods
 
-ANNOTATION = f"{GROUP}/drain"
+ANNOTATION = pods.DRAIN_ANNOTATION
 
 
 class Behavior(enum.Enum):

@@ -85,7 +85,7 @@ class Engine:
         self.lease = LeaseKeeper(shared.kube, shared.lease_namespace, self.node_name) if shared.lease_namespace else None
         self.daemonsets = DaemonSetLookup(shared.kube)
         self.executor = Executor(shared.kube, self.name, shared.version, shared.event, log, self.lease)
-        self.node = Mirror(shared.kube, node_path(), self.wake, field_selector=f"metadata.name={self.node_name}")
+        self.node = Mirror(shared.kube, node_path(), self.wake, field_selector=f"metadata.name={self.node_name}", slim=nodes.slim)
         self.pods = Mirror(shared.kube, PODS, self.wake, field_selector=f"spec.nodeName={self.node_name}", slim=pods.slim)
         stored = dict(first.get("status") or {})
         self.memory = Memory(stored, collections.deque([stored] if stored else [], maxlen=RECENT_WRITES))

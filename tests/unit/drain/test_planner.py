@@ -11,6 +11,7 @@ import pytest
 from node_maintenance.coordination import quorum as qu
 from node_maintenance.coordination import remediation as rem
 from node_maintenance.drain import node as nodes
+from node_maintenance.drain import pods
 from node_maintenance.drain.budgets import InFlight
 from node_maintenance.drain.planner import NODE_HELD_RECHECK_SECONDS, Attempt, Maintenance, Plan, plan
 from tests.unit.builders import (
@@ -356,3 +357,22 @@ def test_the_quorum_guard_is_asked_again_when_a_control_plane_node_is_about_to_b
     members = qu.Members((m1, control_plane_node("m2"), control_plane_node("m3")))
     taken = plan(Maintenance("nm", "m1", status=held.status), m1, [], [], NOW, members=members)
     assert taken.holds_node and taken.node_patch is not None
+
+
+def test_what_the_caches_keep_of_nodes_and_pods_decides_as_the_whole_objects_do() -> None:
+    # The engine keeps slim nodes and pods (a thousand queued maintenances hold theirs): the plan must not change.
+    whole_node = scene_node(conditions=[{"type": "Ready", "status": "True", "lastHeartbeatTime": STAMP},
+                                        {"type": "MemoryPressure", "status": "False"}])
+    whole_node["metadata"]["labels"] = {"pool": "a"}
+    whole_node["status"].update({"images": [{"names": ["registry.invalid/big:1"], "sizeBytes": 1}], "nodeInfo": {"kubeletVersion": "v1"}})
+    last_applied = {"kubectl.kubernetes.io/last-applied-configuration": "{" + "x" * 10_000 + "}"}
+    whole_pods = [
+        scene_pod("web", annotations=last_applied),
+        scene_pod("cache", annotations={**last_applied, "nodemaintenance.kubevirt.io/drain": "skip"}),
+        scene_pod("static", owner=None, annotations={"kubernetes.io/config.mirror": "x"}),
+    ]
+    slim_pods = [pods.slim(p) for p in whole_pods]
+    assert all("kubectl.kubernetes.io/last-applied-configuration" not in (p["metadata"].get("annotations") or {}) for p in slim_pods)
+    assert "images" not in nodes.slim(whole_node)["status"]
+    for m in (maintenance(), maintenance(status=RUNNING)):
+        assert plan(m, nodes.slim(whole_node), slim_pods, [], NOW) == plan(m, whole_node, whole_pods, [], NOW)
