@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 
 import aiohttp
 from aiohttp import web
@@ -115,6 +115,7 @@ class _ReverseProxy(_Served):
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
         self._closing = asyncio.Event()  # set when the proxy stops: streams held silent end then
+        self._handling: set[asyncio.Task[Any]] = set()  # requests under way, ended when the proxy stops
 
     async def _start(self) -> None:
         self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ssl.create_default_context(cafile=str(self._ca_file))))
@@ -127,6 +128,8 @@ class _ReverseProxy(_Served):
     async def _stop(self) -> None:
         assert self._runner is not None and self._session is not None
         self._closing.set()
+        for handling in list(self._handling):  # a watch waiting on the API server would hold the shutdown for a minute
+            handling.cancel()
         await self._runner.cleanup()
         await self._session.close()
 
@@ -142,13 +145,23 @@ class _ReverseProxy(_Served):
         """The response to ``request`` has ended."""
 
     async def _forward(self, request: web.Request) -> web.StreamResponse:
+        task = asyncio.current_task()
+        assert task is not None
+        self._handling.add(task)
+        try:
+            return await self._relay(request)
+        finally:
+            self._handling.discard(task)
+
+    async def _relay(self, request: web.Request) -> web.StreamResponse:
         route = self._route(request)
         if isinstance(route, web.Response):
             return route
         assert self._session is not None
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _NOT_FORWARDED}
         try:
-            async with self._session.request(request.method, self.upstream + route, headers=headers, data=await request.read(),
+            body = await request.read()  # none is sent on as none: an empty one would get a content type the server refuses
+            async with self._session.request(request.method, self.upstream + route, headers=headers, data=body or None,
                                              timeout=aiohttp.ClientTimeout(total=None)) as answer:
                 response = web.StreamResponse(status=answer.status, reason=answer.reason)
                 response.headers.update({k: v for k, v in answer.headers.items() if k.lower() not in _NOT_FORWARDED})

@@ -187,9 +187,9 @@ class Engine:
         if live is not None:
             memory.attempts = books.merge_attempts(memory.attempts, decided.removals, outcome.attempts or {}, live)
             recheck = books.sooner(recheck, books.next_try_in(memory.attempts, time.time()))
-        if outcome.status_failed:
-            recheck = books.sooner(recheck, ERROR_RETRY_SECONDS)
-        elif write or foreign:
+        if outcome.status_failed:  # written again after a pause, not at once: the API server may be away
+            return books.sooner(recheck, ERROR_RETRY_SECONDS)
+        if write or foreign:
             memory.stored, memory.written_at = decided.status, time.monotonic()
         if outcome.status_written:  # only what was sent tells our writes from someone else's (an empty one matches any)
             memory.written.append(decided.status)

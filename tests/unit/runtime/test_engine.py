@@ -175,3 +175,19 @@ def test_a_daemonset_made_anew_under_the_name_of_one_not_found_keeps_the_pods_it
     assert asyncio.run(lookup.read(node_pods)) == {"app/agent": True}
     api.calls.clear()
     assert asyncio.run(lookup.read(node_pods)) == {"app/agent": True} and api.calls == []
+
+
+def test_a_status_the_server_could_not_take_is_written_again_after_a_pause_not_at_once() -> None:
+    # The API server restarting: a step whose status write failed must not be run again at once, in a loop.
+    api, events = FakeApi(), []
+    node = taken(runtime_node())
+    engine = an_engine(api, runtime_nm("nm1"), node, [runtime_pod("web-0")], events)
+    engine.memory.written_at = -1000.0  # the last write long ago: a status is due
+    api.fail("PATCH", nm_path("nm1", subresource="status"), Unreachable("Cannot connect to host"), times=2)
+
+    async def scenario() -> None:
+        assert await engine.step() == ERROR_RETRY_SECONDS
+        assert await engine.step() == ERROR_RETRY_SECONDS  # still due, still not sent: a pause again
+        assert await engine.step() is not None and api.calls_to("PATCH", nm_path("nm1", subresource="status"))[-1]
+
+    run(scenario)
