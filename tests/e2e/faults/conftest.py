@@ -7,7 +7,6 @@ CRD's conversion keeps working.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -17,13 +16,7 @@ import pytest
 from devcluster.cluster import Cluster
 from devcluster.operator import OperatorProcess
 from devcluster.toxiproxy import Proxy, Toxiproxy
-from soak.chaos import Api, Supervisor, Tally
-
-
-@pytest.fixture(scope="session")
-def toxiproxy(cluster: Cluster) -> Iterator[Toxiproxy]:
-    with Toxiproxy(cluster.logs_dir) as server:
-        yield server
+from soak.chaos import Supervisor, Tally
 
 
 @pytest.fixture(scope="package")
@@ -57,16 +50,6 @@ def supervisor(proxied_operator: OperatorProcess) -> Iterator[Supervisor]:
 
 
 @pytest.fixture
-def admin(cluster: Cluster) -> Api:
-    return Api(cluster)
-
-
-@pytest.fixture
-def tally() -> Tally:
-    return Tally()
-
-
-@pytest.fixture
 def supervised(supervisor: Supervisor, tally: Tally, api_proxy: Proxy, proxied_operator: OperatorProcess) -> Iterator[Supervisor]:
     """The operator under test kept running, what befalls it counted in this test's ``tally``; the proxy
     is left without faults afterwards."""
@@ -79,11 +62,3 @@ def supervised(supervisor: Supervisor, tally: Tally, api_proxy: Proxy, proxied_o
     if not api_proxy.state()["enabled"]:
         api_proxy.set_enabled(True)
     print(f"operator under faults, its log during the test:\n{proxied_operator.logs()[offset:][-6000:]}")  # shown on failure
-
-
-@pytest.fixture
-def run_id(cluster: Cluster) -> Iterator[str]:
-    """Names the test's nodes (label fault-run), which are deleted afterwards."""
-    run = f"f{uuid.uuid4().hex[:5]}"
-    yield run
-    cluster.kubectl("delete", "nodes", "-l", f"fault-run={run}", "--wait=false", check=False)
