@@ -101,6 +101,10 @@ class Proxy:
     def remove_toxic(self, name: str) -> None:
         self.server.call("DELETE", f"/proxies/{self.name}/toxics/{name}")
 
+    def delete(self) -> None:
+        """Remove the proxy: its connections close, and its name and port are free again."""
+        self.server.call("DELETE", f"/proxies/{self.name}")
+
     @contextlib.contextmanager
     def toxic(self, kind: str, attributes: dict[str, Any], *, stream: str = "downstream") -> Iterator[str]:
         name = self.add_toxic(kind, attributes, stream=stream)
@@ -122,6 +126,13 @@ class Proxy:
         then let connections through again. Toxiproxy resets a link when its next data passes."""
         with self.toxic("reset_peer", {"timeout": 0}):
             time.sleep(hold)
+
+    @contextlib.contextmanager
+    def frozen(self) -> Iterator[None]:
+        """Drop every byte both ways while connections stay open and new ones are accepted: a link that hangs
+        without a reset (a partition), which only the client's own deadlines end. Requests first, then answers."""
+        with self.toxic("timeout", {"timeout": 0}, stream="upstream"), self.toxic("timeout", {"timeout": 0}):
+            yield
 
     @contextlib.contextmanager
     def blackout(self) -> Iterator[None]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,6 +14,7 @@ from devcluster.cluster import Cluster
 from devcluster.operator import CRD_NAME, NAMESPACE, OperatorProcess, grant_csv_permissions, point_conversion_at
 from devcluster.operator import USER as OPERATOR_USER
 from devcluster.processes import identify, survivors
+from devcluster.toxiproxy import Toxiproxy
 from soak.chaos import Api, Tally
 
 from .helpers import PLUGIN_USER, ROOT
@@ -41,6 +43,31 @@ def namespace(cluster: Cluster) -> Iterator[str]:
     cluster.kubectl("create", "namespace", name)
     yield name
     cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture
+def run_id(cluster: Cluster) -> Iterator[str]:
+    """Names a workload's nodes (label fault-run, ``soak.chaos.build_workload``), which are deleted afterwards."""
+    run = f"f{uuid.uuid4().hex[:5]}"
+    yield run
+    cluster.kubectl("delete", "nodes", "-l", f"fault-run={run}", "--wait=false", check=False)
+
+
+@pytest.fixture
+def admin(cluster: Cluster) -> Api:
+    return Api(cluster)
+
+
+@pytest.fixture
+def tally() -> Tally:
+    return Tally()
+
+
+@pytest.fixture(scope="session")
+def toxiproxy(cluster: Cluster) -> Iterator[Toxiproxy]:
+    """Toxiproxy, for links to the API server that tests fault."""
+    with Toxiproxy(cluster.logs_dir) as server:
+        yield server
 
 
 @pytest.fixture(scope="session")
@@ -104,11 +131,14 @@ def operator(cluster: Cluster, operator_kubeconfig: Path, tmp_path_factory: pyte
 
 @pytest.fixture
 def operator_factory(cluster: Cluster, operator_kubeconfig: Path, tmp_path: Path) -> Iterator[Callable[..., OperatorProcess]]:
-    """More operator processes (other replicas), each with its own identity, ports and logs."""
+    """More operator processes (other replicas), each with its own identity, ports and logs; ``server`` is where
+    one reaches the API server instead of its own address (a proxy), ``options`` go to :class:`OperatorProcess`."""
     started: list[OperatorProcess] = []
 
-    def make(identity: str) -> OperatorProcess:
-        process = OperatorProcess(cluster, tmp_path / identity, operator_kubeconfig, identity=identity)
+    def make(identity: str, *, server: str | None = None, **options: Any) -> OperatorProcess:
+        kubeconfig = operator_kubeconfig if server is None else cluster.kubeconfig_via(
+            operator_kubeconfig, tmp_path / f"{identity}.kubeconfig", server)
+        process = OperatorProcess(cluster, tmp_path / identity, kubeconfig, identity=identity, **options)
         started.append(process)
         return process
 
@@ -154,22 +184,3 @@ def admission_webhook(cluster: Cluster, operator: OperatorProcess) -> Iterator[s
     cluster.kubectl("apply", "-f", "-", input=json.dumps(config))
     yield name
     cluster.kubectl("delete", "validatingwebhookconfiguration", name, "--ignore-not-found")
-
-
-@pytest.fixture
-def admin(cluster: Cluster) -> Api:
-    """The cluster as the fault tests' workloads and checks see it."""
-    return Api(cluster)
-
-
-@pytest.fixture
-def tally() -> Tally:
-    return Tally()
-
-
-@pytest.fixture
-def run_id(cluster: Cluster) -> Iterator[str]:
-    """Names the test's nodes (label fault-run), which are deleted afterwards."""
-    run = f"f{uuid.uuid4().hex[:5]}"
-    yield run
-    cluster.kubectl("delete", "nodes", "-l", f"fault-run={run}", "--wait=false", check=False)

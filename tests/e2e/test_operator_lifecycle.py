@@ -1,23 +1,37 @@
 """The operator survives what happens to clusters: missing or vanishing nodes, duplicate requests,
-being killed at any point, running as two replicas, and clusters with many pods elsewhere."""
+being killed at any point, running as two replicas (the leader's link frozen too), and clusters with many pods elsewhere."""
 
 from __future__ import annotations
 
 import re
 import time
 import urllib.request
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from urllib.parse import urlsplit
 
 import pytest
 
 from devcluster.cluster import Cluster
-from devcluster.operator import CRD_NAME, point_conversion_at
+from devcluster.operator import CRD_NAME, NAMESPACE, OperatorProcess, point_conversion_at
 from devcluster.operator import USER as OPERATOR_USER
+from devcluster.toxiproxy import Proxy, Toxiproxy
+from node_maintenance.client.config import user_agent
+from node_maintenance.runtime.leader import LEASE_NAME
+from soak.chaos import Api, Tally
 
 from .conftest import CRD_FILE
+from .faults.helpers import drain_with_fault, give_back
 from .helpers import NM, apply, create_nm, delete_nm, deployment, eventually, get, nm, nm_status, node, our_taint, pdb, pod, pods_on
 from .test_storage_migration import GROUP, _crd_of_release, _replace_crd
 
 pytestmark = pytest.mark.e2e
+
+WRITES = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+# How long the old leader's link stays frozen once the other replica holds the Lease.
+FROZEN_AFTER_HANDOVER_SECONDS = 25
 
 
 def _healthy(operator) -> bool:
@@ -143,6 +157,119 @@ def test_two_replicas_only_the_lease_holder_acts(cluster: Cluster, operator, ope
     second.stop()
     operator.start()
     eventually(lambda: operator.logs().count("became leader") >= 2, "the session operator leads again", timeout=30)
+
+
+@dataclass
+class Replica:
+    """An operator process with a link of its own to the API server, which can fail alone."""
+
+    process: OperatorProcess
+    link: Proxy
+
+    @property
+    def user_agent(self) -> str:
+        return user_agent(self.process.identity)
+
+
+@pytest.fixture
+def linked_replicas(cluster: Cluster, operator: OperatorProcess, operator_factory: Callable[..., OperatorProcess],
+                    toxiproxy: Toxiproxy) -> Iterator[tuple[Replica, Replica]]:
+    """Two replicas, each reaching the API server through a Toxiproxy link of its own; the first leads. The session
+    operator stands down meanwhile, and the first replica takes its webhook port and certificate (the CRD's conversion)."""
+    links = [toxiproxy.proxy(f"apiserver-{identity}", urlsplit(cluster.server).netloc) for identity in ("replica-a", "replica-b")]
+    first = operator_factory("replica-a", server=f"https://{links[0].listen}", cert_dir=operator.cert_dir, webhook_port=operator.webhook_port)
+    second = operator_factory("replica-b", server=f"https://{links[1].listen}")
+    operator.stop()  # a clean stop releases the Lease
+    try:
+        first.start()
+        eventually(lambda: "became leader" in first.logs(), "the first replica leads", timeout=30)
+        second.start()
+        yield Replica(first, links[0]), Replica(second, links[1])
+    finally:
+        first.stop()
+        second.stop()
+        for link in links:
+            link.delete()
+        operator.start()
+
+
+def _requests(cluster: Cluster, since: datetime) -> list[dict]:
+    """The operator's requests the API server received since ``since``, one audit event each (its last stage)."""
+    last = {e["auditID"]: e for e in cluster.audit_events(OPERATOR_USER, every_request=True)}
+    return [e for e in last.values() if _received(e) >= since]
+
+
+def _received(event: dict) -> datetime:
+    return datetime.fromisoformat(event["requestReceivedTimestamp"])
+
+
+def _succeeded(event: dict) -> bool:
+    return 200 <= event.get("responseStatus", {}).get("code", 0) < 300
+
+
+def _on_leader_lease(event: dict) -> bool:
+    ref = event.get("objectRef", {})
+    return (ref.get("resource"), ref.get("namespace"), ref.get("name")) == ("leases", NAMESPACE, LEASE_NAME)
+
+
+def _what(event: dict) -> str:
+    ref = event.get("objectRef", {})
+    return f"{event['verb']} {ref.get('resource')}{'/' + ref['subresource'] if ref.get('subresource') else ''}"
+
+
+def _lease_holder(cluster: Cluster) -> str | None:
+    return ((get(cluster, "lease", LEASE_NAME, "-n", NAMESPACE) or {}).get("spec") or {}).get("holderIdentity")
+
+
+def test_a_frozen_leader_writes_nothing_once_the_other_replica_leads(cluster: Cluster, admin: Api, namespace: str, run_id: str,
+                                                                     tally: Tally, linked_replicas: tuple[Replica, Replica]) -> None:
+    """The leader's link to the API server freezes in the middle of a drain, without a reset: every byte is dropped
+    and the connections stay open. The other replica takes the Lease and finishes the drain; the audit log, where
+    the replicas' User-Agents tell them apart, shows no write of the old leader once the new one holds the Lease."""
+    old, new = linked_replicas
+    started = datetime.now(UTC)
+    window: dict[str, datetime] = {}
+
+    def freeze_the_leader(go_on: Callable[[], None]) -> None:
+        with old.link.frozen():
+            window["frozen"] = datetime.now(UTC)
+            eventually(lambda: _lease_holder(cluster) == new.process.identity, "the other replica holding the Lease", timeout=60, interval=0.5)
+            go_on()  # the budgets free up: the drain goes on, under the new leader
+            time.sleep(FROZEN_AFTER_HANDOVER_SECONDS)
+            window["lifted"] = datetime.now(UTC)
+
+    drain = drain_with_fault(cluster, admin, namespace, run_id, tally, freeze_the_leader)
+    # The old leader is back as a standby (its requests reach the server again) while the new one gives the nodes
+    # back: what it had sent into the frozen link had its chance to arrive late.
+    eventually(lambda: any(e["userAgent"] == old.user_agent for e in _requests(cluster, window["lifted"])),
+               "the old leader's requests reaching the API server again", timeout=60)
+    give_back(admin, drain.workload, tally)
+    assert tally.violations == [], tally.violations
+    assert old.process.process and old.process.process.alive() and new.process.process and new.process.process.alive()
+    requests = _requests(cluster, started)
+    # Every request of the replicas names one of them.
+    assert {e.get("userAgent") for e in requests} == {old.user_agent, new.user_agent}
+    acquired = min(_received(e) for e in requests if e["userAgent"] == new.user_agent and e["verb"] in WRITES
+                   and _on_leader_lease(e) and _succeeded(e))
+    for replica in (old, new):
+        after = Counter(_what(e) for e in requests if e["userAgent"] == replica.user_agent and _received(e) > acquired)
+        print(f"{replica.user_agent} after the handover: {sum(after.values())} requests {dict(after)}")
+    print(f"frozen {window['frozen']:%T.%f}, Lease taken {acquired:%T.%f} ({(acquired - window['frozen']).total_seconds():.1f} s later), "
+          f"lifted {window['lifted']:%T.%f}; writes refused unsent: {old.process.logs().count('no longer leads')}")
+    assert window["frozen"] < acquired < window["lifted"], (window, acquired)
+    old_requests = [e for e in requests if e["userAgent"] == old.user_agent]
+    # The fault happened: the old leader drained until the freeze, nothing of it reached the server while frozen, and it gave the lead up.
+    assert any(e["verb"] in WRITES and not _on_leader_lease(e) and _received(e) < window["frozen"] for e in old_requests)
+    while_frozen = [_what(e) for e in old_requests if window["frozen"] + timedelta(seconds=1) < _received(e) < window["lifted"]]
+    assert not while_frozen, while_frozen
+    assert "lost leadership" in old.process.logs() and "competing for it again" in old.process.logs()
+    # No write of the old leader once the new one held the Lease, but attempts on the Lease that failed.
+    late = [(_what(e), e.get("responseStatus", {}).get("code"), e["requestReceivedTimestamp"]) for e in old_requests
+            if e["verb"] in WRITES and _received(e) > acquired and (_succeeded(e) or not _on_leader_lease(e))]
+    assert not late, late
+    # The drain finished under the new leader: it wrote the maintenances' status.
+    assert any(e["userAgent"] == new.user_agent and _what(e) == "patch nodemaintenances/status" and _succeeded(e) and _received(e) > acquired
+               for e in requests)
 
 
 def test_many_pods_elsewhere_do_not_grow_the_operator(cluster: Cluster, operator, namespace: str, nodes) -> None:

@@ -11,6 +11,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from importlib import metadata
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -18,6 +19,13 @@ from node_maintenance.client.errors import ConfigError
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 DEFAULT_KUBECONFIG = "~/.kube/config"
+PRODUCT = "node-maintenance-operator"  # the distribution's name (pyproject.toml)
+
+
+def user_agent(identity: str) -> str:
+    """The User-Agent of a replica's every request, by which the API server's audit log tells replicas apart:
+    the product, the installed distribution's version (releases.yaml's, through setup.py) and ``identity``."""
+    return f"{PRODUCT}/{metadata.version(PRODUCT)} ({identity})"
 
 
 @dataclass(frozen=True)
@@ -55,6 +63,7 @@ class Credentials:
     tls_server_name: str | None = None
     proxy: str | None = None  # an http:// proxy that tunnels to the server (CONNECT)
     impersonation: Impersonation = field(default_factory=Impersonation)
+    user_agent: str | None = None  # what the requests call this process (:func:`user_agent`)
 
     def ssl_context(self) -> ssl.SSLContext:
         context = _ServerNameContext(ssl.PROTOCOL_TLS_CLIENT)
@@ -73,7 +82,8 @@ class Credentials:
     def identity(self) -> list[tuple[str, str]]:
         """Who is asking: a list, not a dict, because impersonating several groups repeats a header."""
         authorization = self.authorization()
-        return [*self.impersonation.headers(), *([("Authorization", authorization)] if authorization else [])]
+        return [*self.impersonation.headers(), *([("Authorization", authorization)] if authorization else []),
+                *([("User-Agent", self.user_agent)] if self.user_agent else [])]
 
     def headers(self, content_type: str) -> list[tuple[str, str]]:
         return [("Accept", "application/json"), ("Content-Type", content_type), *self.identity()]

@@ -58,8 +58,8 @@ def _logger(body: kopf.Body) -> logging.LoggerAdapter[logging.Logger]:
 
 
 async def login(memo: Memo, **_: Any) -> kopf.AiohttpSession:
-    """kopf talks to the API as we do: our credentials, TLS, proxy and impersonation in a session of ours,
-    which writes nothing once this replica no longer leads. kopf logs in again when the credential expires
+    """kopf talks to the API as we do: our credentials, TLS, proxy, impersonation and User-Agent in a session
+    of ours, which writes nothing once this replica no longer leads. kopf logs in again when the credential expires
     or the server refuses it."""
     kube = memo.shared.kube
     credentials = kube.credentials

@@ -18,7 +18,6 @@ import asyncio
 import concurrent.futures
 import logging
 import random
-import socket
 import time
 from collections.abc import Callable
 from typing import Any
@@ -37,12 +36,11 @@ log = logging.getLogger(__name__)
 
 
 class LeaderElector:
-    def __init__(self, kube: Kube, namespace: str, identity: str | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, kube: Kube, namespace: str, identity: str, clock: Callable[[], float] = time.monotonic) -> None:
         self.kube = kube
         self.namespace = namespace
         self.path = lease_path(namespace, LEASE_NAME)
-        # In a pod the hostname is the pod name: a restarted container keeps its claim, another replica does not.
-        self.identity = identity or socket.gethostname()
+        self.identity = identity
         self.clock = clock
         self.observed: leases.Observed | None = None
         self._thread = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="leader-election")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import gc
 import logging
 import os
@@ -23,7 +24,7 @@ from typing import Any
 import kopf
 
 from node_maintenance.api import HUB
-from node_maintenance.client.config import load_credentials
+from node_maintenance.client.config import load_credentials, user_agent
 from node_maintenance.client.errors import KubeError, Unreachable
 from node_maintenance.client.http import AsyncKube, Kube
 from node_maintenance.coordination import remediation
@@ -55,7 +56,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="directory with tls.crt and tls.key (reloaded when they change)")
     parser.add_argument("--health-port", type=int, default=8081, help="/healthz, /readyz and /metrics")
     parser.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=True)
-    parser.add_argument("--leader-elect-identity", default=None, help="Lease holder identity (default: the hostname, i.e. the pod name)")
+    # In a pod the hostname is the pod name: a restarted container keeps its claim, another replica does not.
+    parser.add_argument("--leader-elect-identity", default=socket.gethostname(),
+                        help="Lease holder identity, also named in every request's User-Agent (default: the hostname, i.e. the pod name)")
     parser.add_argument("--remediation-lease-namespace",
                         default=os.environ.get(remediation.LEASE_NAMESPACE_ENV, remediation.DEFAULT_LEASE_NAMESPACE),
                         help="namespace of the per-node Leases shared with remediation (medik8s); empty turns the "
@@ -67,7 +70,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 async def run(args: argparse.Namespace) -> int:
     shutdown = asyncio.Event()
     _on_signals(shutdown)
-    kube = Kube(load_credentials())
+    # The replica's requests name it, so that the API server's audit log tells replicas apart.
+    kube = Kube(dataclasses.replace(load_credentials(), user_agent=user_agent(args.leader_elect_identity)))
     health = Health()
     runners = [await health.start(args.bind_address, args.health_port)]
     try:

@@ -19,12 +19,6 @@ from soak.chaos import Supervisor, Tally
 from ..helpers import standing_in
 
 
-@pytest.fixture(scope="session")
-def toxiproxy(cluster: Cluster) -> Iterator[Toxiproxy]:
-    with Toxiproxy(cluster.logs_dir) as server:
-        yield server
-
-
 @pytest.fixture(scope="package")
 def api_proxy(cluster: Cluster, toxiproxy: Toxiproxy) -> Proxy:
     """The proxy to kube-apiserver the operator under test talks through."""

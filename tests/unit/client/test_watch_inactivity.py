@@ -14,6 +14,7 @@ from node_maintenance.client import http
 from node_maintenance.client.config import Credentials
 from node_maintenance.client.errors import Unreachable
 from node_maintenance.client.http import AsyncKube
+from tests.unit.serving import serving
 
 EVENT = {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "5"}}}
 
@@ -31,27 +32,20 @@ def test_a_watch_silent_for_the_inactivity_timeout_raises_unreachable(monkeypatc
         return response
 
     async def scenario() -> list[dict[str, object]]:
-        app = web.Application()
-        app.router.add_get("/api/v1/pods", silent_after_one_event)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = runner.addresses[0][1]
-        kube = AsyncKube(Credentials(server=f"http://127.0.0.1:{port}"))
         events: list[dict[str, object]] = []
+        async with serving(web.get("/api/v1/pods", silent_after_one_event)) as url:
+            kube = AsyncKube(Credentials(server=url))
 
-        async def follow() -> None:
-            async for event in kube.watch("/api/v1/pods", {"allowWatchBookmarks": "true"}, on_open=lambda: opened.append("open")):
-                events.append(event)
+            async def follow() -> None:
+                async for event in kube.watch("/api/v1/pods", {"allowWatchBookmarks": "true"}, on_open=lambda: opened.append("open")):
+                    events.append(event)
 
-        try:
-            with pytest.raises(Unreachable):
-                await follow()
-        finally:
-            done.set()
-            await kube.close()
-            await runner.cleanup()
+            try:
+                with pytest.raises(Unreachable):
+                    await follow()
+            finally:
+                done.set()
+                await kube.close()
         return events
 
     events = asyncio.run(asyncio.wait_for(scenario(), 10))

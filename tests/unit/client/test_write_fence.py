@@ -11,6 +11,7 @@ from aiohttp import web
 from node_maintenance.client.config import Credentials
 from node_maintenance.client.errors import NotLeading
 from node_maintenance.client.http import AsyncKube
+from tests.unit.serving import serving
 
 
 def test_writes_are_refused_unsent_once_the_lead_has_ended() -> None:
@@ -22,22 +23,17 @@ def test_writes_are_refused_unsent_once_the_lead_has_ended() -> None:
         return web.json_response({"metadata": {"name": "n1"}})
 
     async def scenario() -> None:
-        app = web.Application()
-        app.router.add_route("*", "/api/v1/nodes/n1", answer)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", 0).start()
-        kube = AsyncKube(Credentials(server=f"http://127.0.0.1:{runner.addresses[0][1]}"), lambda: leading[0])
-        try:
-            await kube.patch("/api/v1/nodes/n1", {"spec": {"unschedulable": True}})
-            leading[0] = False
-            assert await kube.get("/api/v1/nodes/n1") is not None  # reading is still allowed
-            for method in ("PATCH", "POST", "PUT", "DELETE"):
-                with pytest.raises(NotLeading, match="no longer leads"):
-                    await kube.request(method, "/api/v1/nodes/n1", body={})
-        finally:
-            await kube.close()
-            await runner.cleanup()
+        async with serving(web.route("*", "/api/v1/nodes/n1", answer)) as url:
+            kube = AsyncKube(Credentials(server=url), lambda: leading[0])
+            try:
+                await kube.patch("/api/v1/nodes/n1", {"spec": {"unschedulable": True}})
+                leading[0] = False
+                assert await kube.get("/api/v1/nodes/n1") is not None  # reading is still allowed
+                for method in ("PATCH", "POST", "PUT", "DELETE"):
+                    with pytest.raises(NotLeading, match="no longer leads"):
+                        await kube.request(method, "/api/v1/nodes/n1", body={})
+            finally:
+                await kube.close()
 
     asyncio.run(asyncio.wait_for(scenario(), 10))
     assert received == ["PATCH", "GET"]  # nothing after the lead ended but the read
