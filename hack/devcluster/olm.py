@@ -28,6 +28,7 @@ NAMESPACE = "olm"  # OLM's own namespace and its global catalog namespace, as up
 OLM_CRDS = "crds"  # directory in the github.com/operator-framework/api module
 CATALOG_SOURCE = "nm-catalog-source.yaml"
 RESYNC = "30s"
+INSTALL_PLAN_RETRY = "30s"
 # OLM's label naming a CatalogSource on its serving registry pod (a registry poll's update pod has it empty).
 SOURCE_LABEL = "olm.catalogSource"
 OLM_MODULE = "github.com/operator-framework/operator-lifecycle-manager"
@@ -117,9 +118,11 @@ class OLM:
             # OLM resolves a Subscription again on this timer too (upstream: 15m). A resolution that ran
             # while the replaced CSV was still being removed fails, and only the timer retries it.
             f"--interval={RESYNC}",
-            # OLM retries an InstallPlan that fails for a minute (--install-plan-retry-timeout), as upstream
-            # deploys it: a reinstall over kept NodeMaintenances reads them through the conversion webhook
-            # OLM has just pointed at a pod that is still starting, and only that retry gets it through.
+            # OLM retries an InstallPlan that fails for a while (upstream: a minute) before it fails it. A
+            # reinstall over kept NodeMaintenances reads them through the conversion webhook OLM has just
+            # pointed at a pod that is still starting, and only that retry gets it through: INSTALL_PLAN_RETRY
+            # is several times what that pod takes to start here, and what a release that cannot install waits.
+            f"--install-plan-retry-timeout={INSTALL_PLAN_RETRY}",
         ], env)
         self.cluster.kubectl("apply", "-f", "-", input=json.dumps(
             {"apiVersion": "operators.coreos.com/v1", "kind": "OLMConfig", "metadata": {"name": "cluster"}}))

@@ -200,7 +200,8 @@ def test_daemonset_pods_go_as_with_kubectl_drain_side_by_side(cluster: Cluster, 
         name = f"nm-{by_operator}"
         create_nm(cluster, name, by_operator)
         drained = cluster.kubectl("drain", by_kubectl, "--ignore-daemonsets", "--delete-emptydir-data", "--force", "--timeout=90s")
-        assert 'daemonsets.apps "gone" not found' in drained.stderr, drained.stderr  # kubectl saw the orphan as one
+        # kubectl evicts the orphan (its warning about the missing DaemonSet is overwritten by its later filters).
+        assert f"pod/orphan-{by_kubectl} evicted" in drained.stdout, drained.stdout
         eventually(lambda: nm_status(cluster, name).get("phase") == "Succeeded", "maintenance Succeeded", timeout=90)
         removed = {n: {role for role, uid in before[n].items() if uid not in _roles(cluster, n).values()} for n in pair}
         assert removed[by_operator] == removed[by_kubectl] == {"spent-ok", "spent-failed", "gone"}, removed

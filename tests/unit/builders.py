@@ -373,7 +373,8 @@ class FakeApi:
             selector = (query or {}).get("labelSelector", "")
             items = [obj for stored, obj in self.objects.items() if _in_collection(stored, path) and _selects(selector, obj)]
             return {"metadata": {"resourceVersion": "1"}, "items": copy.deepcopy(items)}
-        raise NotFound(404, "NotFound", f"{path} not found")
+        kind, name = path.rstrip("/").split("/")[-2:]  # as the API server says of a missing object
+        raise NotFound(404, "NotFound", f"{kind} {name!r} not found", {"kind": kind, "name": name})
 
 
 class BlockingFakeApi:

@@ -8,6 +8,7 @@ from node_maintenance.api import CRD_NAME, GROUP, HUB, PLURAL, POLICY
 
 POLICY_VERSION = "v1beta1"
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+CRDS_KIND = "customresourcedefinitions"  # what a 404's details name for a missing CRD
 NODE_MAINTENANCE_CRD = f"{CRDS}/{CRD_NAME}"
 POLICY_CRD = f"{CRDS}/{POLICY.crd_name}"
 BUDGETS = "/apis/policy/v1/poddisruptionbudgets"

@@ -33,15 +33,21 @@ class NotLeading(KubeError):
 class ApiError(KubeError):
     """A request the API server answered with an error; the subclasses say which kind."""
 
-    def __init__(self, status: int, reason: str, message: str) -> None:
+    def __init__(self, status: int, reason: str, message: str, details: dict[str, Any] | None = None) -> None:
         super().__init__(f"{reason or 'error'} ({status}): {message}" if message else f"{reason or 'error'} ({status})")
         self.status = status
         self.reason = reason
         self.message = message
+        self.details = details or {}  # the Status object's details: the kind and name it is about, when it says
 
 
 class NotFound(ApiError):
     """The object (or the resource) does not exist."""
+
+    def names(self, kind: str, name: str) -> bool:
+        """Whether the server said that this object is missing, not that its resource is not served (yet):
+        an API server starting answers 404 to every path of a group it has not installed."""
+        return self.details.get("kind") == kind and self.details.get("name") == name
 
 
 class Conflict(ApiError):
@@ -101,4 +107,5 @@ def api_error(status: int, reason: str, body: str | dict[str, Any], retry_after:
         seconds = max(seconds, float(details.get("retryAfterSeconds") or 0))
         by_budget = any(cause.get("type") == DISRUPTION_BUDGET_CAUSE for cause in details.get("causes") or [])
         return TooManyRequests(status, reason, message, seconds, by_budget)
-    return _KINDS.get(status, ServerError if status >= 500 else ApiError)(status, reason, message)
+    details = body.get("details") if isinstance(body, dict) else None
+    return _KINDS.get(status, ServerError if status >= 500 else ApiError)(status, reason, message, details if isinstance(details, dict) else None)

@@ -165,7 +165,9 @@ def plan(
     seen = rem.seen(lease, now) if lease is not None else None
     claim = rem.claim(lease, dict(node), now) if lease is not None and seen is None else None
     # A fresh read replaces what was known: a Lease another holder let go no longer holds the node back.
-    state = seen if lease is not None and lease.due else lease.known if lease is not None else None
+    # A fresh read replaces what was known of another holder; a claim of ours that stands stays known as held.
+    state = (seen or (lease.known if lease.known is not None and lease.known.held else None)) if lease is not None and lease.due \
+        else lease.known if lease is not None else None
     if fresh and state is not None and state.other:  # just read, or known from an earlier read: either holds the node back
         return _failed(m, now, rem.held_message(state.namespace, m.node_name, state.other), state.recheck_in, state)
     if fresh and claim is not None and lease is not None and (lease.known is None or lease.known.other):

@@ -61,7 +61,9 @@ def gate(body: Mapping[str, Any], node: Mapping[str, Any], seen: Seen, namespace
     """The policies' say in one drain step of ``body`` (in v1beta1, its stored status merged in)."""
     name = body["metadata"]["name"]
     verdict = seen.verdict
-    if verdict is None and not seen.listed and seen.selected:
+    # A policy selects the node, yet the decision has no word on this maintenance: not listed yet, or being
+    # deleted (it left the line). Decided once it has: never drained meanwhile as if no policy applied.
+    if verdict is None and seen.selected:
         return Gate(unknown=True, recheck_in=HOOK_RECHECK_SECONDS[hooks.MISSING])
     if verdict is None or verdict.policy is None or verdict.kind == pol.UNGOVERNED:
         return Gate(conditions=pol.left_line(body.get("status") or {}))

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from node_maintenance.api.paths import daemonset_path
-from node_maintenance.client.errors import KubeError
+from node_maintenance.client.errors import KubeError, NotFound
 from node_maintenance.client.http import AsyncKube
 from node_maintenance.drain import pods
 
@@ -47,7 +47,14 @@ class DaemonSetLookup:
     async def _exists(self, key: str) -> bool | None:
         namespace, name = key.split("/", 1)
         try:
-            return await self.kube.get(daemonset_path(namespace, name)) is not None
+            await self.kube.request("GET", daemonset_path(namespace, name))
+            return True
+        except NotFound as missing:
+            if missing.names("daemonsets", name):
+                return False
+            # A path not served (an API server starting): no proof the DaemonSet is gone.
+            log.warning("DaemonSet %s could not be read; its pods stay until it can: %s", key, missing)
+            return None
         except KubeError as error:
             log.warning("DaemonSet %s could not be read; its pods stay until it can: %s", key, error)
             return None

@@ -21,11 +21,11 @@ from typing import Any
 
 import kopf
 
+from node_maintenance.api import POLICY, timestamps
 from node_maintenance.api import conditions as cond
-from node_maintenance.api import timestamps
 from node_maintenance.api.conditions import Condition
-from node_maintenance.api.paths import POLICY_CRD, POLICY_VERSION, jobs_path, nm_path, node_path, policy_path
-from node_maintenance.client.errors import ApiError, Conflict, KubeError
+from node_maintenance.api.paths import CRDS_KIND, POLICY_CRD, POLICY_VERSION, jobs_path, nm_path, node_path, policy_path
+from node_maintenance.client.errors import ApiError, Conflict, KubeError, NotFound
 from node_maintenance.client.http import AsyncKube
 from node_maintenance.client.watch import Mirror
 from node_maintenance.drain import node as nodes
@@ -67,26 +67,33 @@ class Policies:
         """Read the CRD: start the watches once it is served, stop them only when it does not exist."""
         trouble = self._crd_trouble
         try:
-            crd = await self.kube.get(POLICY_CRD)
+            await self._conclude(await self.kube.request("GET", POLICY_CRD))
+        except NotFound as missing:
+            if missing.names(CRDS_KIND, POLICY.crd_name):
+                await self._conclude(None)
+            else:  # a path not served (yet): an API server starting answers so before it serves CRDs
+                self._crd_trouble = f"the NodeMaintenancePolicy CRD could not be read: {missing}"
         except KubeError as error:  # unknown: whatever was known holds, and no node is taken meanwhile
             self._crd_trouble = f"the NodeMaintenancePolicy CRD could not be read: {error}"
-        else:
-            self.absent = crd is None
-            if crd is None:
-                self._crd_trouble = ""
-                if self.served:
-                    await self._stop()
-                    log.info("the NodeMaintenancePolicy CRD is gone: maintenances follow no policy")
-            elif served_version(crd):
-                self._crd_trouble = ""
-                if not self.served:
-                    self._start()
-            else:  # being installed or changed: its version is not served yet
-                self._crd_trouble = f"the NodeMaintenancePolicy CRD is not established or does not serve {POLICY_VERSION} yet"
         if self._crd_trouble != trouble:
             if self._crd_trouble:
                 log.warning("%s; no maintenance takes a node until it is", self._crd_trouble)
             self.on_change()
+
+    async def _conclude(self, crd: dict[str, Any] | None) -> None:
+        """What the CRD just read means for the policies (None: the server said this CRD does not exist)."""
+        self.absent = crd is None
+        if crd is None:
+            self._crd_trouble = ""
+            if self.served:
+                await self._stop()
+                log.info("the NodeMaintenancePolicy CRD is gone: maintenances follow no policy")
+        elif served_version(crd):
+            self._crd_trouble = ""
+            if not self.served:
+                self._start()
+        else:  # being installed or changed: its version is not served yet
+            self._crd_trouble = f"the NodeMaintenancePolicy CRD is not established or does not serve {POLICY_VERSION} yet"
 
     def _start(self) -> None:
         # Read from etcd, not from the watch cache: which node may be taken is decided from the first listing.

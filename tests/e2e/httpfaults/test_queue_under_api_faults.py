@@ -146,9 +146,11 @@ def test_the_queue_holds_under_error_answers_a_restart_and_a_silent_watch(
     for name, uid in protected.items():
         if name.startswith("cache-"):
             kept = get(cluster, "pod", name, "-n", namespace)
-            removals = [(e["user"]["username"], e["verb"], e["objectRef"].get("subresource"), e["stageTimestamp"]) for e in cluster.audit_events()
-                        if e["objectRef"].get("name") == name and e["verb"] in ("create", "delete") and e["objectRef"].get("subresource") != "status"]
-            assert kept is not None and kept["metadata"]["uid"] == uid and not kept["metadata"].get("deletionTimestamp"), (name, removals)
+            removals = "; ".join(f"{e['user']['username']} {e['verb']} {e['objectRef'].get('subresource') or ''} at {e['stageTimestamp']} "
+                                 f"({e.get('userAgent', '')}, {e.get('responseStatus', {}).get('code')})" for e in cluster.audit_events()
+                                 if e["objectRef"].get("name") == name and e["verb"] in ("create", "delete")
+                                 and e["objectRef"].get("subresource") != "status")
+            assert kept is not None and kept["metadata"]["uid"] == uid and not kept["metadata"].get("deletionTimestamp"), f"{name}: {removals}"
     evictions = [e["objectRef"]["name"] for e in cluster.audit_events(USER)
                  if e["objectRef"].get("namespace") == namespace and e["verb"] in ("create", "delete")
                  and e["objectRef"].get("subresource") in ("eviction", None) and e["objectRef"]["name"].startswith("cache-")]

@@ -336,6 +336,11 @@ def test_another_holder_keeps_the_node_untouched_and_says_who() -> None:
     assert taken.phase == "Succeeded" and taken.node_patch["metadata"]["labels"] == {rem.EXCLUDE_LABEL: "true"}
     held = next(c for c in taken.status["conditions"] if c["type"] == rem.CONDITION)
     assert (held["status"], held["reason"]) == ("True", "Held")
+    # The Lease is read afresh before the node is taken: ours, just claimed, it still shows as held.
+    fresh = rem.LeaseView("medik8s-leases", "Worker-1", known=rem.LeaseState("medik8s-leases", "Worker-1"), due=True,
+                          read=lease(rem.HOLDER_IDENTITY, 3600))
+    again = plan(Maintenance("nm", "Worker-1", status=result.status), node, [], [], NOW, lease=fresh)
+    assert next(c for c in again.status["conditions"] if c["type"] == rem.CONDITION)["status"] == "True"
 
 
 # ------------------------------------------------------------------ checked again at takeover

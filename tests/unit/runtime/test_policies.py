@@ -16,7 +16,7 @@ import pytest
 from node_maintenance.api import SERVICE_ACCOUNT
 from node_maintenance.api.paths import POLICY_CRD, POLICY_VERSION, jobs_path, nm_path, node_path, policy_path
 from node_maintenance.client import watch
-from node_maintenance.client.errors import Forbidden, ServerError, TooManyRequests, Unreachable
+from node_maintenance.client.errors import Forbidden, NotFound, ServerError, TooManyRequests, Unreachable
 from node_maintenance.drain import node as nodes
 from node_maintenance.drain.rules import Behavior
 from node_maintenance.policy.gate import Gate
@@ -175,4 +175,17 @@ def test_a_post_maintenance_job_that_would_run_as_the_operator_is_not_created_an
         [patch] = api.calls_to("PATCH", nm_path("nm-n1", version="v1beta1", subresource="status"))
         condition = next(c for c in patch.body["status"]["conditions"] if c["type"] == "PostMaintenance")
         assert (condition["status"], condition["reason"], condition["message"]) == ("False", "JobFailed", str(held.value))
+    scenario(api, body)
+
+
+def test_a_404_of_a_path_not_served_yet_is_no_proof_that_the_crd_is_absent() -> None:
+    # An API server starting serves its paths before it installs the CRD routes: a 404 there says nothing of the CRD.
+    api = pool_api()
+
+    async def body(policies: Policies) -> None:
+        await read(policies)
+        api.fail("GET", POLICY_CRD, NotFound(404, "NotFound", "the server could not find the requested resource"))
+        await policies._look()
+        assert not policies.absent and policies.served and "could not find the requested resource" in policies.unknown()
+        assert queued_reason(gate_of(policies, api, "n2")) == "WaitingForPolicies"
     scenario(api, body)
