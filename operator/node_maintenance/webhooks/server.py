@@ -18,6 +18,7 @@ from aiohttp import web
 
 from node_maintenance.api import CONVERT_PATH, VALIDATE_PATH, VALIDATE_POLICY_PATH
 from node_maintenance.api.conversion import ConversionError, convert, version_of
+from node_maintenance.client.errors import TooManyRequests
 from node_maintenance.client.http import Kube
 from node_maintenance.policy import hooks
 from node_maintenance.webhooks import admission
@@ -25,6 +26,9 @@ from node_maintenance.webhooks.certs import ReloadingTLS
 
 log = logging.getLogger(__name__)
 MAX_REVIEW_BYTES = 8 * 1024 * 1024
+# Reads of an admission review answered 429 are made this often at most, with these pauses between (a review has 10 s).
+FACTS_TRIES = 3
+FACTS_RETRY_MIN_SECONDS, FACTS_RETRY_MAX_SECONDS = 0.5, 2.0
 
 
 def conversion_response(review: Any) -> dict[str, Any]:
@@ -84,6 +88,20 @@ def policy_admission_response(review: Any) -> dict[str, Any]:
     return admission_response(uid, reason)
 
 
+async def _facts(kube: Kube, obj: dict[str, Any]) -> admission.Facts:
+    """What the admission rules read. A read the API server asks to be made again later (a 429, as while a
+    CRD's storage re-initialises after an upgrade) is made again after its Retry-After, as client-go's clients
+    do, within the review's 10 s; in doubt after that, the review is refused and says to try again."""
+    for attempt in range(FACTS_TRIES):
+        try:
+            return await asyncio.to_thread(admission.gather_facts, kube, obj)
+        except TooManyRequests as busy:
+            if attempt == FACTS_TRIES - 1:
+                raise
+            await asyncio.sleep(min(max(busy.retry_after, FACTS_RETRY_MIN_SECONDS), FACTS_RETRY_MAX_SECONDS))
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
 async def _read_json(request: web.Request) -> Any:
     body = await _read_body(request)
     try:
@@ -125,7 +143,7 @@ def _app(kube: Kube) -> web.Application:
             return _json(admission_response(uid, None))
         obj = req["object"]
         try:
-            facts = await asyncio.to_thread(admission.gather_facts, kube, obj)
+            facts = await _facts(kube, obj)
         except Exception as error:  # the apiserver must get an answer; failurePolicy Fail would refuse anyway
             log.warning("admission check could not read the cluster: %s", error)
             return _json(admission_response(uid, f"could not check the node: {error}; try again"))
