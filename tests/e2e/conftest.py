@@ -15,6 +15,7 @@ from devcluster.operator import CRD_NAME, NAMESPACE, OperatorProcess, grant_csv_
 from devcluster.operator import USER as OPERATOR_USER
 from devcluster.processes import identify, survivors
 from devcluster.toxiproxy import Toxiproxy
+from node_maintenance.coordination import remediation as rem
 from soak.chaos import Api, Tally
 
 from .helpers import PLUGIN_USER, ROOT
@@ -78,6 +79,13 @@ def etcd_guard_namespace(cluster: Cluster) -> str:
     name = "openshift-etcd"
     cluster.ensure_namespace(name)
     return name
+
+
+@pytest.fixture
+def lease_namespace(cluster: Cluster) -> str:
+    """Where remediation Leases are held: absent in a fresh cluster (the operator also creates it)."""
+    cluster.ensure_namespace(rem.DEFAULT_LEASE_NAMESPACE)
+    return rem.DEFAULT_LEASE_NAMESPACE
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime
 import itertools
 import json
 import os
@@ -18,6 +19,7 @@ from devcluster.operator import OperatorProcess
 from devcluster.waiting import polls
 from node_maintenance.api import GROUP, POLICY
 from node_maintenance.api.paths import POLICY_VERSION
+from node_maintenance.coordination import remediation as rem
 
 T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[2]
@@ -144,6 +146,14 @@ def daemonset(name: str, namespace: str, pool: list[str], labels: dict[str, str]
 
 def pdb(name: str, namespace: str, labels: dict[str, str], **spec: Any) -> dict:
     return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": name, "namespace": namespace}, "spec": {"selector": {"matchLabels": labels}, **spec}}
+
+
+def foreign_lease(node_name: str, seconds: int, holder: str = "NodeHealthCheck") -> dict:
+    """The node's remediation Lease as a remediation operator holds it: renewed now, for ``seconds``."""
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": rem.lease_name(node_name), "namespace": rem.DEFAULT_LEASE_NAMESPACE},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": seconds, "renewTime": now, "acquireTime": now}}
 
 
 def node(cluster: Cluster, name: str) -> dict:

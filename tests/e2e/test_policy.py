@@ -21,6 +21,7 @@ import pytest
 
 from devcluster.cluster import Cluster
 from devcluster.operator import NAMESPACE as OPERATOR_NAMESPACE
+from node_maintenance.coordination import remediation as rem
 
 from .helpers import (
     NM,
@@ -30,6 +31,7 @@ from .helpers import (
     apply,
     create_nm,
     eventually,
+    foreign_lease,
     get,
     install_policy_crd,
     nm,
@@ -190,6 +192,33 @@ def test_ten_maintenances_under_max_parallel_two_take_turns_in_creation_order(cl
     assert watch.order == in_line, "nodes were taken out of creation order"
     assert watch.released == in_line, "nodes were handed back out of creation order"
     assert watch.most == 2, f"{watch.most} nodes were cordoned at once under maxParallel: 2"
+
+
+def test_a_maintenance_refused_at_takeover_gives_its_slot_to_the_next_in_line(cluster: Cluster, operator, nodes, policies,
+                                                                           lease_namespace: str) -> None:
+    pool = _pool()
+    held, free = nodes(2, labels=pool)
+    apply(cluster, foreign_lease(held, 3600))  # remediation holds the first node's Lease
+    policies(pool, maxParallel=1)
+    first, second = f"a-{held}", f"b-{free}"  # created in this order (names break a tie of creation seconds)
+    with CordonWatch(cluster, pool) as watch:
+        create_nm(cluster, first, held)
+        create_nm(cluster, second, free)
+        # The first got the slot and could not take its node: it gives the slot back, and the second drains.
+        eventually(lambda: nm_status(cluster, second).get("phase") == "Succeeded", "the next in line drained")
+        status = nm_status(cluster, first)
+        queued = _condition(status, "Queued")
+        assert (queued["status"], queued["reason"]) == ("True", "SlotGivenBack"), queued
+        assert status["phase"] == "Failed" and "belongs to NodeHealthCheck" in status["lastError"], status
+        # The Lease released, the first rejoins the line; it waits while the second holds the only slot.
+        cluster.kubectl("delete", "lease", rem.lease_name(held), "-n", lease_namespace)
+        eventually(lambda: _condition(nm_status(cluster, first), "Queued").get("reason") == "WaitingForSlot", "back in line")
+        assert watch.cordoned == {free}
+        cluster.kubectl("delete", NM, second, "--timeout=60s")
+        eventually(lambda: nm_status(cluster, first).get("phase") == "Succeeded", "the first drained once the slot is free")
+        assert watch.cordoned == {held}
+        cluster.kubectl("delete", NM, first, "--timeout=60s")
+    assert watch.order == [free, held] and watch.most == 1, (watch.order, watch.most)
 
 
 def _job_template(runner: str, backoff_limit: int) -> dict[str, Any]:

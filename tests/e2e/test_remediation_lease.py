@@ -4,31 +4,19 @@ is released or expires, and the node is given back exactly as it was."""
 
 from __future__ import annotations
 
-import datetime
-
 import pytest
 
 from devcluster.cluster import Cluster
 from node_maintenance.coordination import remediation as rem
 
-from .helpers import apply, create_nm, delete_nm, eventually, get, nm_status, node
+from .helpers import apply, create_nm, delete_nm, eventually, foreign_lease, get, nm_status, node
 
 pytestmark = pytest.mark.e2e
 NAMESPACE = rem.DEFAULT_LEASE_NAMESPACE
 
 
-def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 def _lease(cluster: Cluster, node_name: str) -> dict | None:
     return get(cluster, "lease", rem.lease_name(node_name), "-n", NAMESPACE)
-
-
-def _foreign_lease(node_name: str, seconds: int) -> dict:
-    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-            "metadata": {"name": rem.lease_name(node_name), "namespace": NAMESPACE},
-            "spec": {"holderIdentity": "NodeHealthCheck", "leaseDurationSeconds": seconds, "renewTime": _now(), "acquireTime": _now()}}
 
 
 def _condition(status: dict, type_: str) -> dict:
@@ -44,15 +32,9 @@ def _label(node_obj: dict) -> str | None:
     return (node_obj["metadata"].get("labels") or {}).get(rem.EXCLUDE_LABEL)
 
 
-@pytest.fixture
-def lease_namespace(cluster: Cluster) -> str:
-    cluster.ensure_namespace(NAMESPACE)  # absent in a fresh cluster; the operator also creates it
-    return NAMESPACE
-
-
 def test_a_lease_held_by_remediation_keeps_the_node_until_released(cluster: Cluster, operator, nodes, lease_namespace: str) -> None:
     (target,) = nodes(1)
-    apply(cluster, _foreign_lease(target, 3600))
+    apply(cluster, foreign_lease(target, 3600))
     name = f"nm-{target}"
     create_nm(cluster, name, target)
     refused = eventually(lambda: (s := nm_status(cluster, name)).get("phase") == "Failed" and s, "refused while the Lease is held")
@@ -82,7 +64,7 @@ def test_a_lease_held_by_remediation_keeps_the_node_until_released(cluster: Clus
 
 def test_an_expired_lease_is_taken_over_and_a_label_set_before_stays(cluster: Cluster, operator, nodes, lease_namespace: str) -> None:
     (target,) = nodes(1, labels={rem.EXCLUDE_LABEL: "true"})
-    apply(cluster, _foreign_lease(target, 4))
+    apply(cluster, foreign_lease(target, 4))
     name = f"nm-{target}"
     create_nm(cluster, name, target)
     eventually(lambda: "NodeHealthCheck" in nm_status(cluster, name).get("lastError", ""), "refused while the Lease is valid")

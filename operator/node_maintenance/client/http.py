@@ -87,9 +87,14 @@ def _proxy_authorization(proxy: str) -> dict[str, str]:
 class Kube:
     """Blocking requests, one connection each: leader election and admission make a few a second at most."""
 
-    def __init__(self, credentials: Credentials) -> None:
+    def __init__(self, credentials: Credentials, may_write: Callable[[], bool] = lambda: True) -> None:
         self.credentials = credentials
+        self.may_write = may_write  # False once the run it writes for no longer leads: every write is refused unsent
         self._context = credentials.ssl_context()
+
+    def fenced(self, may_write: Callable[[], bool]) -> Kube:
+        """The same access for one reconciler run, whose writes stop for good when ``may_write`` says no."""
+        return Kube(self.credentials, may_write)
 
     def _connection(self, timeout: float) -> http.client.HTTPConnection:
         """A connection to the server, or to the proxy with a tunnel (or, for an http:// server, a forward) to it."""
@@ -107,6 +112,8 @@ class Kube:
 
     def request(self, method: str, path: str, *, query: dict[str, str] | None = None, body: Any = None,
                 content_type: str = JSON, timeout: float = REQUEST_TIMEOUT_SECONDS) -> dict[str, Any]:
+        if method not in READS and not self.may_write():
+            raise NotLeading(f"{method} {path}: not sent, this replica no longer leads")
         prepared = prepare(self.credentials, path, query, body, content_type)
         plain_forward = self.credentials.proxy and not prepared.url.startswith("https:")
         target = urlsplit(prepared.url)

@@ -59,6 +59,10 @@ class Maintenance:
     # The policy's conditions for this maintenance (Queued, PreDrain), and the hook Jobs it asks to create.
     conditions: tuple[cond.Condition, ...] = ()
     jobs: tuple[Mapping[str, Any], ...] = ()
+    # Under a policy: the condition a check at takeover records when it refuses the node (the slot goes back), and,
+    # for a maintenance that gave its slot back, the plan to carry out instead of taking the node once it may.
+    given_back: cond.Condition | None = None
+    rejoin: Plan | None = None
 
     @classmethod
     def of(cls, body: Mapping[str, Any]) -> Maintenance:
@@ -170,6 +174,8 @@ def plan(
         else lease.known if lease is not None else None
     if fresh and state is not None and state.other:  # just read, or known from an earlier read: either holds the node back
         return _failed(m, now, rem.held_message(state.namespace, m.node_name, state.other), state.recheck_in, state)
+    if fresh and m.rejoin is not None:  # the checks pass now: back in the policy's queue, not yet taken
+        return m.rejoin
     if fresh and claim is not None and lease is not None and (lease.known is None or lease.known.other):
         # Never claimed yet: claim first, and take the node on the next step, knowing what the claim met.
         return Plan(str(m.status.get("phase") or ""), dict(m.status), lease_claim=claim, recheck_in=0.0)
@@ -326,7 +332,8 @@ def _held_back(m: Maintenance, now: datetime.datetime, condition: cond.Condition
     moment = timestamps.rfc3339(now)
     status = st.build(dict(previous), phase=st.PENDING, total=0, eviction_pods=0, pending=[], last_error=condition.message,
                       generation=m.generation, now=moment, waiting=condition)
-    status["conditions"] = cond.with_conditions(status["conditions"], m.conditions, generation=m.generation, now=moment)
+    refused = m.conditions + ((m.given_back,) if m.given_back else ())
+    status["conditions"] = cond.with_conditions(status["conditions"], refused, generation=m.generation, now=moment)
     return Plan(st.PENDING, status, None, (), events, recheck, False)
 
 
@@ -338,6 +345,7 @@ def _failed(m: Maintenance, now: datetime.datetime, error: str, recheck: float |
     moment = timestamps.rfc3339(now)
     status = st.build(dict(previous), phase=st.FAILED, total=0, eviction_pods=0, pending=[], last_error=error,
                       generation=m.generation, now=moment)
-    conditions = m.conditions + ((rem.condition(lease),) if lease is not None else ())
+    # Refused by another's Lease at takeover, a maintenance under a policy gives its slot back.
+    conditions = m.conditions + ((rem.condition(lease),) + ((m.given_back,) if m.given_back else ()) if lease is not None else ())
     status["conditions"] = cond.with_conditions(status["conditions"], conditions, generation=m.generation, now=moment)
     return Plan(st.FAILED, status, None, (), events, recheck, False, lease_seen=lease)

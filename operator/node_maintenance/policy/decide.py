@@ -4,13 +4,19 @@ nodes may be in maintenance and unavailable, and which NodeMaintenances get a sl
 A NodeMaintenance holds a slot exactly while its node names it as holder (the Node records it, so an
 operator restart changes nothing). Waiting ones get slots strictly in creation order: the first in
 line that does not fit keeps every later one waiting too, so none overtakes another.
+
+A slot once granted stands until its maintenance takes the node, is deleted, or gives the slot back: a
+check made at takeover (another holder's remediation Lease, the etcd-quorum guard) refused the node,
+and its status says so. Such a maintenance counts for nothing and keeps nobody waiting; it looks again
+and rejoins the line, in its creation-order place, once the check passes, but never takes a slot
+granted meanwhile to another, which may be taking its node at that moment.
 """
 
 from __future__ import annotations
 
 import datetime
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +31,7 @@ from node_maintenance.policy import hooks
 
 WAITING, ADMITTED, CONFLICT, UNGOVERNED = "Waiting", "Admitted", "Conflict", "Ungoverned"
 UNKNOWN = "Unknown"  # the policies cannot be read now: whether one governs the node is not known
+GIVEN_BACK = "GivenBack"  # a check at takeover refused the node: the slot went back, and the maintenance looks again
 
 
 @dataclass(frozen=True)
@@ -92,11 +99,17 @@ def slim_node(node: dict[str, Any]) -> dict[str, Any]:
 
 
 def slim_maintenance(maintenance: dict[str, Any]) -> dict[str, Any]:
-    """What the decisions read of a NodeMaintenance: its node and place in line, not its status, which
-    the drains write every few seconds."""
+    """What the decisions read of a NodeMaintenance: its node, its place in line and whether it gave its slot
+    back, not the rest of its status, which the drains write every few seconds."""
     meta = maintenance["metadata"]
-    return {"metadata": {k: meta[k] for k in ("name", "creationTimestamp", "deletionTimestamp") if k in meta},
+    slim = {"metadata": {k: meta[k] for k in ("name", "creationTimestamp", "deletionTimestamp") if k in meta},
             "spec": {"nodeName": (maintenance.get("spec") or {}).get("nodeName")}}
+    return {**slim, "status": {"conditions": [{"type": QUEUED, "reason": SLOT_GIVEN_BACK}]}} if gave_back(maintenance) else slim
+
+
+def gave_back(maintenance: Mapping[str, Any]) -> bool:
+    """Whether its status says a check at takeover refused the node and its slot went back."""
+    return any(c.get("type") == QUEUED and c.get("reason") == SLOT_GIVEN_BACK for c in (maintenance.get("status") or {}).get("conditions") or [])
 
 
 def unavailable(node: Mapping[str, Any]) -> bool:
@@ -111,7 +124,7 @@ def unavailable(node: Mapping[str, Any]) -> bool:
 class Verdict:
     """Where one NodeMaintenance stands with the policies."""
 
-    kind: str  # UNGOVERNED, ADMITTED, WAITING, CONFLICT or UNKNOWN
+    kind: str  # UNGOVERNED, ADMITTED, WAITING, CONFLICT, GIVEN_BACK or UNKNOWN
     policy: Policy | None = None
     position: int = 0  # 1-based place in the policy's queue while WAITING
     queued: int = 0  # how many wait in that queue
@@ -125,9 +138,15 @@ class Verdict:
         if self.kind == CONFLICT:
             return (f"node {node_name} is selected by more than one NodeMaintenancePolicy ({', '.join(self.policies)}); "
                     "change their nodeSelectors so that at most one selects it")
-        if self.kind == WAITING and self.policy:
+        if self.kind == WAITING and self.policy and self.position:
             return (f"waiting for a slot of NodeMaintenancePolicy {self.policy.name}: position {self.position} of "
                     f"{self.queued} in its queue; the node is not touched until then")
+        if self.kind == WAITING and self.policy:
+            return (f"the node may be taken now: back in the queue of NodeMaintenancePolicy {self.policy.name}, waiting for a slot; "
+                    "the node is not touched until then")
+        if self.kind == GIVEN_BACK and self.policy:
+            return (f"slot of NodeMaintenancePolicy {self.policy.name} given back: the node could not be taken (see the other "
+                    "conditions); it is looked at again, and the maintenance rejoins the queue once it may be taken")
         if self.kind == ADMITTED and self.policy:
             return f"slot of NodeMaintenancePolicy {self.policy.name} granted"
         return "no NodeMaintenancePolicy selects the node"
@@ -158,8 +177,10 @@ def _order(maintenance: Mapping[str, Any]) -> tuple[str, str]:
     return meta.get("creationTimestamp") or "", meta["name"]
 
 
-def decide(policies: Iterable[Policy], node_list: Iterable[Mapping[str, Any]], maintenances: Iterable[Mapping[str, Any]]) -> Decision:
-    """Every NodeMaintenance's verdict and every policy's summary, from the cluster as it is."""
+def decide(policies: Iterable[Policy], node_list: Iterable[Mapping[str, Any]], maintenances: Iterable[Mapping[str, Any]],
+           admitted: Collection[str] = ()) -> Decision:
+    """Every NodeMaintenance's verdict and every policy's summary, from the cluster as it is and the names
+    ``admitted`` by the decision before (slots stand until taken, given back or their maintenance is deleted)."""
     policies = sorted(policies, key=lambda p: p.name)
     maintenances = list(maintenances)
     existing = {m["metadata"]["name"] for m in maintenances}
@@ -197,17 +218,23 @@ def decide(policies: Iterable[Policy], node_list: Iterable[Mapping[str, Any]], m
                 verdicts[m["metadata"]["name"]] = Verdict(UNGOVERNED, policy)
             else:
                 waiting.append(m)
-        used, out = len(held), len(down)
+
+        # What taking each node adds to the unavailable count: nothing for a node already out of service.
+        adds = {m["metadata"]["name"]: 0 if m["spec"]["nodeName"] in down else 1 for m in waiting}
+        standing = {m["metadata"]["name"] for m in waiting if m["metadata"]["name"] in admitted and not gave_back(m)}
+        used, out = len(held) + len(standing), len(down) + sum(adds[name] for name in standing)
         queue: list[str] = []
         for m in waiting:
-            node_name = m["spec"]["nodeName"]
-            adds = 0 if node_name in down else 1  # a node already out of service takes nothing more out
-            fits = (parallel is None or used + 1 <= parallel) and (limit is None or not adds or out + adds <= limit)
-            if fits and not queue:
-                used, out = used + 1, out + adds
-                verdicts[m["metadata"]["name"]] = Verdict(ADMITTED, policy)
+            name = m["metadata"]["name"]
+            if gave_back(m):  # counts for nothing and keeps nobody waiting
+                verdicts[name] = Verdict(GIVEN_BACK, policy)
+            elif name in standing:  # granted before, counted above
+                verdicts[name] = Verdict(ADMITTED, policy)
+            elif (parallel is None or used + 1 <= parallel) and (limit is None or not adds[name] or out + adds[name] <= limit) and not queue:
+                used, out = used + 1, out + adds[name]
+                verdicts[name] = Verdict(ADMITTED, policy)
             else:
-                queue.append(m["metadata"]["name"])
+                queue.append(name)
         for position, name in enumerate(queue, start=1):
             verdicts[name] = Verdict(WAITING, policy, position, len(queue))
         summaries[policy.name] = Summary(len(selected), parallel, limit, len(held), len(down), tuple(queue), conflicts,
@@ -224,6 +251,7 @@ def with_defaults(body: Mapping[str, Any], policy: Policy) -> dict[str, Any]:
 
 # ----------------------------------------------------------------- statuses
 QUEUED = "Queued"
+SLOT_GIVEN_BACK = "SlotGivenBack"  # the Queued reason that marks a slot given back
 BORROWED_IDENTITY = "BorrowedIdentity"  # a policy's condition: a hook template names the operator's ServiceAccount
 HOOK_CONDITIONS = {hooks.PRE_DRAIN: "PreDrain", hooks.POST_MAINTENANCE: "PostMaintenance"}
 NOT_GOVERNED = cond.Condition(QUEUED, "False", "NoPolicy", "no NodeMaintenancePolicy selects the node")
@@ -237,6 +265,8 @@ def queued_condition(verdict: Verdict, node_name: str) -> cond.Condition:
         return cond.Condition(QUEUED, "True", "PolicyConflict", verdict.message(node_name))
     if verdict.kind == UNKNOWN:
         return cond.Condition(QUEUED, "True", "WaitingForPolicies", verdict.message(node_name))
+    if verdict.kind == GIVEN_BACK:
+        return cond.Condition(QUEUED, "True", SLOT_GIVEN_BACK, verdict.message(node_name))
     return cond.Condition(QUEUED, "False", "SlotGranted", verdict.message(node_name))
 
 

@@ -22,6 +22,8 @@ from node_maintenance.policy import hooks
 HOOK_RECHECK_SECONDS = {hooks.RUNNING: 2.0, hooks.MISSING: 1.0, hooks.FAILED: 10.0}
 # A drain held while the policies cannot be read looks again this often (their recovery also wakes it).
 UNKNOWN_RECHECK_SECONDS = 5.0
+# A maintenance that gave its slot back waits this long at most for the decision to have seen that.
+GIVEN_BACK_RECHECK_SECONDS = 1.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,14 +38,16 @@ class Gate:
     conditions: tuple[Condition, ...] = ()
     jobs: tuple[Mapping[str, Any], ...] = ()  # hook Jobs to create
     recheck_in: float | None = None
+    given_back: Condition | None = None  # the Queued condition a refusal at takeover records: the slot goes back
+    rejoin: Plan | None = None  # the slot was given back and the node may be taken now: back in the queue instead
 
     def maintenance(self, body: Mapping[str, Any]) -> Maintenance:
         """The planner's view: the policy's drain defaults, rules, hold, conditions and Jobs, when one governs the node."""
         if self.policy is None:
             return dataclasses.replace(Maintenance.of(body), conditions=self.conditions, hold=self.hold, hold_recheck_in=self.recheck_in)
         m = Maintenance.of(pol.with_defaults(body, self.policy))
-        return dataclasses.replace(m, rules=self.policy.rules, hold=self.hold, hold_failed=self.hold_failed,
-                                   hold_recheck_in=self.recheck_in, conditions=self.conditions, jobs=self.jobs)
+        return dataclasses.replace(m, rules=self.policy.rules, hold=self.hold, hold_failed=self.hold_failed, hold_recheck_in=self.recheck_in,
+                                   conditions=self.conditions, jobs=self.jobs, given_back=self.given_back, rejoin=self.rejoin)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,13 +75,21 @@ def gate(body: Mapping[str, Any], node: Mapping[str, Any], seen: Seen, namespace
     if not holds and verdict.kind in (pol.WAITING, pol.CONFLICT):
         return Gate(waiting=pol.waiting_plan(body, verdict, now))
     policy = verdict.policy
-    queued = pol.queued_condition(verdict, body["spec"]["nodeName"])
+    node_name = body["spec"]["nodeName"]
+    queued = pol.queued_condition(verdict, node_name)
+    # A slot given back stays given back until the decision has seen it: a grant made before must not take the node.
+    if not holds and pol.gave_back(body) and verdict.kind != pol.GIVEN_BACK:
+        return Gate(unknown=True, recheck_in=GIVEN_BACK_RECHECK_SECONDS)
+    given_back = None if holds else pol.queued_condition(pol.Verdict(pol.GIVEN_BACK, policy), node_name)
+    if verdict.kind == pol.GIVEN_BACK:  # the checks at takeover are made again; passed, it rejoins the queue
+        return Gate(policy=policy, conditions=(queued,), given_back=given_back,
+                    rejoin=pol.waiting_plan(body, pol.Verdict(pol.WAITING, policy), now))
     if verdict.kind == pol.CONFLICT:  # taken before the second policy appeared: evict nothing until it is resolved
         return Gate(policy=policy, conditions=(queued,), hold=verdict.message(body["spec"]["nodeName"]), hold_failed=True)
     if policy.pre_drain is None:
-        return Gate(policy=policy, conditions=(queued,))
+        return Gate(policy=policy, conditions=(queued,), given_back=given_back)
     if not holds:
-        return Gate(policy=policy, conditions=(queued,), hold="the preDrain Job starts once the node is cordoned")
+        return Gate(policy=policy, conditions=(queued,), given_back=given_back, hold="the preDrain Job starts once the node is cordoned")
     hook = hooks.standing(hooks.PRE_DRAIN, policy.name, policy.pre_drain, body, seen.pre_drain_job, namespace, seen.refused)
     outcome = hook.outcome
     conditions = (queued, pol.hook_condition(hooks.PRE_DRAIN, outcome))

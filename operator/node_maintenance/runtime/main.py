@@ -124,9 +124,19 @@ async def _reconcile(kube: Kube, holding: asyncio.Task[Any], shutdown: asyncio.E
         if crd is None:
             return False
         version = working_version(crd)
+        # This run may write while it leads; once it ends for any reason, never again, even if kopf (or the storage
+        # migration's thread) takes its time to stop and this process leads again meanwhile.
+        leading = threading.Event()
+        leading.set()
         if version == HUB and storage_version(crd) == HUB:
+            migration = asyncio.create_task(asyncio.to_thread(migrate_storage_version, kube.fenced(leading.is_set)))
+            await asyncio.wait([migration, holding], return_when=asyncio.FIRST_COMPLETED)
+            if not migration.done():  # the lead is lost: its next write is refused unsent
+                leading.clear()
+                await asyncio.gather(migration, return_exceptions=True)
+                return True
             try:
-                rewritten = await asyncio.to_thread(migrate_storage_version, kube)
+                rewritten = migration.result()
             except KubeError as error:  # the conversion webhook may still be coming up: try again
                 log.warning("storage version migration failed; retrying: %s", error)
                 with contextlib.suppress(TimeoutError):
@@ -138,10 +148,6 @@ async def _reconcile(kube: Kube, holding: asyncio.Task[Any], shutdown: asyncio.E
         stop = threading.Event()
         upgraded = asyncio.create_task(_until_hub_served(kube) if version != HUB else asyncio.Event().wait())
         stopping = asyncio.create_task(shutdown.wait())
-        # This run of the reconciler may write while it leads; once it ends for any reason, never again, even
-        # if kopf takes its time to stop and this process leads again meanwhile.
-        leading = threading.Event()
-        leading.set()
         operator = asyncio.create_task(asyncio.to_thread(_run_kopf, kube, version, stop, namespace, lease_namespace, leading.is_set))
         done, _ = await asyncio.wait([operator, holding, stopping, upgraded], return_when=asyncio.FIRST_COMPLETED)
         leading.clear()

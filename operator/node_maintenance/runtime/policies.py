@@ -50,6 +50,7 @@ class Policies:
         self._mirrors: dict[str, Mirror] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._decision: pol.Decision | None = None
+        self._admitted: frozenset[str] = frozenset()  # granted a slot by the last decision: it stands until taken or given back
         self._written: dict[str, dict[str, Any]] = {}
         self._dirty = asyncio.Event()
 
@@ -112,7 +113,7 @@ class Policies:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks, self._mirrors, self.served, self._decision = [], {}, False, None
+        self._tasks, self._mirrors, self.served, self._decision, self._admitted = [], {}, False, None, frozenset()
 
     def unknown(self) -> str:
         """Why the policies are not known now, "" when they are: the CRD unread or failing, a watch that has
@@ -146,7 +147,9 @@ class Policies:
                 (pol.Policy.of(p) for p in self._mirrors["NodeMaintenancePolicies"].objects.values()),
                 self._mirrors["nodes"].objects.values(),
                 self._mirrors["NodeMaintenances"].objects.values(),
+                self._admitted,
             )
+            self._admitted = frozenset(name for name, v in self._decision.verdicts.items() if v.kind == pol.ADMITTED)
         return self._decision
 
     def _job(self, hook: str, body: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 
 from node_maintenance.api import HUB
+from node_maintenance.client.config import Credentials
 from node_maintenance.client.errors import Unreachable
+from node_maintenance.client.http import Kube
 from node_maintenance.runtime import main as entry
 
 CRD = {"spec": {"versions": [{"name": HUB, "served": True, "storage": True}]}, "status": {"storedVersions": [HUB]}}
@@ -39,7 +41,7 @@ def test_crd_read_and_migration_wait_out_an_unreachable_api_server(monkeypatch: 
 
     async def reconcile() -> bool:
         holding = asyncio.create_task(asyncio.sleep(2.5))  # leadership ends after a while
-        return await entry._reconcile(object(), holding, asyncio.Event(), "", "ns")  # type: ignore[arg-type]
+        return await entry._reconcile(Kube(Credentials(server="https://unused.invalid")), holding, asyncio.Event(), "", "ns")
 
     assert asyncio.run(asyncio.wait_for(reconcile(), 20)) is True
     assert started == [HUB] and not reads and not migrations

@@ -1,0 +1,122 @@
+"""A maintenance granted a slot that a check at takeover refuses (another holder's remediation Lease, the
+etcd-quorum guard) gives the slot back, and rejoins the line once the check passes, without ever taking a
+slot granted meanwhile to another: decisions, gate and planner together, as the runtime chains them."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+from node_maintenance.coordination import quorum as qu
+from node_maintenance.coordination import remediation as rem
+from node_maintenance.drain.planner import Plan, plan
+from node_maintenance.policy import decide as pol
+from node_maintenance.policy.gate import Gate, Seen, gate
+from tests.unit.builders import CONTROL_PLANE_LABEL, NOW, control_plane_node, lease, nm, nm_policy, node
+
+POOL = {"pool": "a"}
+POLICY = nm_policy("rolling", node_selector={"matchLabels": POOL}, maxParallel=1)
+pool_node = partial(node, labels=POOL, annotations={}, unschedulable=False, ready=True)
+NODES = [pool_node("Worker-1", uid="u1", resource_version="7"), pool_node("Worker-2", uid="u2", resource_version="7")]
+LEASES = "medik8s-leases"
+HELD_BY_OTHER = rem.LeaseView(LEASES, "Worker-1", due=True, read=lease("NodeHealthCheck", 10))
+RELEASED = rem.LeaseView(LEASES, "Worker-1", due=True, read=None)
+
+
+def _nm(name: str, node_name: str, second: int, status: dict[str, Any] | None = None) -> dict[str, Any]:
+    return nm(name, node_name, uid=f"uid-{name}", created=f"2026-01-01T10:00:{second:02d}Z", status=status or {})
+
+
+def _decide(maintenances: list[dict[str, Any]], admitted: frozenset[str], node_list: list[dict[str, Any]] = NODES) -> pol.Decision:
+    """The decision as the runtime makes it: from the slim objects its watches keep."""
+    return pol.decide([pol.Policy.of(POLICY)], [pol.slim_node(n) for n in node_list], [pol.slim_maintenance(m) for m in maintenances], admitted)
+
+
+def _kinds(decision: pol.Decision) -> dict[str, str]:
+    return {name: verdict.kind for name, verdict in decision.verdicts.items()}
+
+
+def _gate(body: dict[str, Any], decision: pol.Decision, node_obj: dict[str, Any]) -> Gate:
+    return gate(body, node_obj, Seen(decision.verdicts.get(body["metadata"]["name"]), listed=True, selected=True), "nmo", NOW)
+
+
+def _step(body: dict[str, Any], decision: pol.Decision, node_obj: dict[str, Any], **inputs: Any) -> Plan | None:
+    """One drain step: the gate, then the plan (None: the gate says to do nothing yet)."""
+    step = _gate(body, decision, node_obj)
+    if step.unknown:
+        return None
+    return step.waiting or plan(step.maintenance(body), node_obj, [], [], NOW, holder_exists=False, **inputs)
+
+
+def _queued(status: dict[str, Any]) -> tuple[str, str]:
+    queued = next(c for c in status["conditions"] if c["type"] == pol.QUEUED)
+    return queued["status"], queued["reason"]
+
+
+def test_a_slot_refused_at_takeover_goes_to_the_next_in_line_and_the_first_rejoins_behind_it() -> None:
+    a, b = _nm("a", "Worker-1", 1), _nm("b", "Worker-2", 2)
+    first = _decide([a, b], frozenset())
+    assert _kinds(first) == {"a": pol.ADMITTED, "b": pol.WAITING}
+
+    # Another holder's remediation Lease refuses a's node: a fails before taking it, and gives the slot back.
+    refused = _step(a, first, NODES[0], lease=HELD_BY_OTHER)
+    assert refused is not None and refused.node_patch is None and refused.lease_claim is None and not refused.holds_node
+    assert refused.phase == "Failed" and _queued(refused.status) == ("True", pol.SLOT_GIVEN_BACK)
+    assert pol.gave_back({"status": refused.status})
+    a = {**a, "status": refused.status}
+    # Until the decision has seen that, a grant made before does not let a take its node, even once the Lease is free.
+    assert _step(a, first, NODES[0], lease=RELEASED) is None
+
+    second = _decide([a, b], frozenset({"a"}))
+    assert _kinds(second) == {"a": pol.GIVEN_BACK, "b": pol.ADMITTED}
+    assert second.summaries["rolling"].queue == ()
+    # Still refused, a looks again and keeps the slot given back.
+    again = _step(a, second, NODES[0], lease=HELD_BY_OTHER)
+    assert again is not None and again.node_patch is None and _queued(again.status) == ("True", pol.SLOT_GIVEN_BACK)
+
+    # The Lease is free: a rejoins the line, taking nothing; b, granted meanwhile, keeps its slot.
+    rejoined = _step(a, second, NODES[0], lease=RELEASED)
+    assert rejoined is not None and rejoined.phase == "Pending" and rejoined.node_patch is None and rejoined.lease_claim is None
+    assert _queued(rejoined.status) == ("True", "WaitingForSlot") and not pol.gave_back({"status": rejoined.status})
+    a = {**a, "status": rejoined.status}
+    third = _decide([a, b], frozenset({"b"}))
+    assert _kinds(third) == {"a": pol.WAITING, "b": pol.ADMITTED}
+    assert _step(a, third, NODES[0], lease=RELEASED).node_patch is None  # type: ignore[union-attr]
+
+    # b takes its node, drains and is deleted: a, first in line, gets the slot and takes its node.
+    holding = [NODES[0], pool_node("Worker-2", holder="b", unschedulable=True)]
+    assert _kinds(_decide([a, b], frozenset({"b"}), holding)) == {"a": pol.WAITING, "b": pol.ADMITTED}
+    last = _decide([a], frozenset({"b"}))
+    assert _kinds(last) == {"a": pol.ADMITTED}
+    claim = _step(a, last, NODES[0], lease=RELEASED)
+    assert claim is not None and claim.lease_claim is not None  # the Lease is claimed first, then the node taken
+
+
+def test_without_the_grant_standing_the_rejoining_one_would_take_the_slot_of_one_taking_its_node() -> None:
+    # What the standing grant prevents: from the cluster alone, a (earlier) would be granted and b's grant
+    # withdrawn, while b's engine may be cordoning its node at that moment.
+    a = _nm("a", "Worker-1", 1, status={"phase": "Pending"})
+    b = _nm("b", "Worker-2", 2)
+    assert _kinds(_decide([a, b], frozenset())) == {"a": pol.ADMITTED, "b": pol.WAITING}
+    assert _kinds(_decide([a, b], frozenset({"b"}))) == {"a": pol.WAITING, "b": pol.ADMITTED}
+
+
+def test_a_grant_stands_only_while_its_maintenance_waits_to_take_the_node() -> None:
+    a, b, c = _nm("a", "Worker-1", 1), _nm("b", "Worker-2", 2), _nm("c", "Worker-3", 3)
+    node_list = [*NODES, pool_node("Worker-3")]
+    # A name granted before that is gone, or holds its node now, counts once and only as what it is.
+    assert _kinds(_decide([a, b, c], frozenset({"gone", "a"}), node_list)) == {"a": pol.ADMITTED, "b": pol.WAITING, "c": pol.WAITING}
+    holding = [pool_node("Worker-1", holder="a", unschedulable=True), NODES[1], node_list[2]]
+    assert _kinds(_decide([a, b, c], frozenset({"a"}), holding)) == {"a": pol.ADMITTED, "b": pol.WAITING, "c": pol.WAITING}
+
+
+def test_the_quorum_guard_refusing_at_takeover_gives_the_slot_back_too() -> None:
+    policy = nm_policy("rolling", node_selector={"matchLabels": {CONTROL_PLANE_LABEL: ""}}, maxParallel=1)
+    m1 = control_plane_node("m1", uid="u1", resource_version="1", annotations={})
+    members = qu.Members((m1, control_plane_node("m2", holder="other"), control_plane_node("m3")))
+    body = _nm("cp", "m1", 1)
+    verdict = pol.Verdict(pol.ADMITTED, pol.Policy.of(policy))
+    step = gate(body, m1, Seen(verdict, listed=True, selected=True), "nmo", NOW)
+    held = plan(step.maintenance(body), m1, [], [], NOW, holder_exists=False, members=members)
+    assert held.phase == "Pending" and held.node_patch is None and _queued(held.status) == ("True", pol.SLOT_GIVEN_BACK)
+    assert next(c for c in held.status["conditions"] if c["type"] == qu.CONDITION)["reason"] == "WouldBreakEtcdQuorum"
