@@ -15,6 +15,7 @@ import pytest
 from devcluster.cluster import Cluster
 from devcluster.operator import USER as OPERATOR_USER
 from devcluster.operator import OperatorProcess
+from node_maintenance.runtime.engine import LATE_PODS_SECONDS
 
 from .helpers import (
     apply,
@@ -323,5 +324,7 @@ def test_pods_arriving_later_are_drained_too(cluster: Cluster, operator, namespa
     eventually(lambda: nm_status(cluster, name).get("phase") == "Succeeded", "empty node drained")
     tolerant = {"tolerations": [{"key": "kubevirt.io/drain", "operator": "Exists"}, {"key": "node.kubernetes.io/unschedulable", "operator": "Exists"}]}
     apply(cluster, pod("late", namespace, target, spec=tolerant))
-    eventually(lambda: not any(p["metadata"]["name"] == "late" for p in pods_on(cluster, target)), "the late pod is evicted", timeout=30)
+    # A drained node's pods are listed again every LATE_PODS_SECONDS, not watched.
+    eventually(lambda: not any(p["metadata"]["name"] == "late" for p in pods_on(cluster, target)), "the late pod is evicted",
+               timeout=LATE_PODS_SECONDS + 30)
     delete_nm(cluster, name)

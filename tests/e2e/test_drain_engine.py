@@ -47,11 +47,12 @@ def test_timeout_counts_from_the_drain_start_after_waiting_for_the_node(cluster:
     create_nm(cluster, name, node_name, timeoutSeconds=15)
     eventually(lambda: nm_status(cluster, name).get("phase") == "Failed", "Failed while the node is missing")
     time.sleep(30)  # longer than the whole timeout
+    # Bound to the node before it exists, so the drain finds it when it takes the node. A finalizer holds the
+    # evicted pod, so the drain cannot finish before the timeout.
+    apply(cluster, pod("held", namespace, node_name, finalizers=["e2e.test/hold"]))
     cluster.create_kwok_node(node_name)
     try:
         cluster.wait_node_ready(node_name)
-        # A finalizer holds the evicted pod, so the drain cannot finish before the timeout.
-        apply(cluster, pod("held", namespace, node_name, finalizers=["e2e.test/hold"]))
         running = eventually(lambda: (s := nm_status(cluster, name)).get("phase") == "Running" and "held" in s.get("pendingPods", []) and s,
                              "draining the node once it exists")
         created = _time(nm(cluster, name)["metadata"]["creationTimestamp"])

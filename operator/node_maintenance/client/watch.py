@@ -110,7 +110,12 @@ class Mirror:
         if not same:
             self._by_namespace.pop(namespace, None)
 
-    async def _list(self, consistent: bool) -> str:
+    async def refresh(self) -> None:
+        """List once, without a watch: what is kept becomes what the server holds now. The caller, which asked,
+        is not told."""
+        await self._list(consistent=not self.from_cache, tell=False)
+
+    async def _list(self, consistent: bool, tell: bool = True) -> str:
         """List page by page (LIST_PAGE objects at most). The first listing is served from the API server's
         watch cache (resourceVersion 0), as client-go's reflectors list, sparing etcd a read per watch when many
         start at once; one after a 410 Gone must not go back in time, and reads the latest state, as do the
@@ -129,5 +134,6 @@ class Mirror:
             self._put(obj)
         self.synced.set()
         self.failure = ""
-        self.on_change(None)
+        if tell:
+            self.on_change(None)
         return cast(str, listing["metadata"]["resourceVersion"])

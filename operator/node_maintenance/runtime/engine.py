@@ -1,9 +1,12 @@
 """The drain engine of one NodeMaintenance: read → plan → execute → remember, each time something changes.
 
-One watch of the node and one of the pods bound to it (both scoped by field selector), plus the
-budget watch all drains share, and one read of each DaemonSet the pods name. The engine plans again
-whenever one of them reports a change, when the NodeMaintenance changes, or when the plan asked to
-look again at a given time; a drained node costs no requests until something changes on it.
+While a policy keeps it in line it watches nothing of its own: the policies' watch of the nodes tells
+whether it may take its node, and their changes wake it. From its slot on, one watch of the node and one
+of the pods bound to it (both scoped by field selector), plus the budget watch all drains share, and one
+read of each DaemonSet the pods name. Once the node is drained the pod watch ends: the node's pods are
+listed again at each change of the node and every LATE_PODS_SECONDS, for pods bound to it later. The
+engine plans again whenever a watch reports a change, when the NodeMaintenance changes, or when the plan
+asked to look again at a given time.
 
 Everything a step does is in its :class:`~node_maintenance.drain.planner.Plan`; the executor carries
 it out, and the engine remembers what came back (``drain.bookkeeping`` decides how).
@@ -14,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import datetime
 import logging
 import time
 from collections.abc import Callable
@@ -31,8 +35,9 @@ from node_maintenance.coordination import quorum
 from node_maintenance.drain import bookkeeping as books
 from node_maintenance.drain import node as nodes
 from node_maintenance.drain import pods
+from node_maintenance.drain import status as st
 from node_maintenance.drain.planner import Attempt, Plan, plan
-from node_maintenance.policy.gate import Gate
+from node_maintenance.policy.gate import UNKNOWN_RECHECK_SECONDS, Gate
 from node_maintenance.runtime import metrics
 from node_maintenance.runtime.budgets import BudgetWatch
 from node_maintenance.runtime.daemonsets import DaemonSetLookup
@@ -41,6 +46,11 @@ from node_maintenance.runtime.leases import LeaseKeeper
 from node_maintenance.runtime.policies import Policies
 
 ERROR_RETRY_SECONDS = 5.0
+# A drained node's pods are listed again this often (and at each change of the node): pods bound to it later go too.
+LATE_PODS_SECONDS = 30.0
+# What an engine watches of its own: nothing while it waits in line, the node and its pods while it takes and
+# drains it, the node alone once drained.
+NOTHING, NODE_AND_PODS, NODE = "nothing", "node and pods", "node"
 # The statuses this engine wrote last: the object kopf shows may lag behind the newest write by a few.
 RECENT_WRITES = 16
 
@@ -85,22 +95,28 @@ class Engine:
         self.lease = LeaseKeeper(shared.kube, shared.lease_namespace, self.node_name) if shared.lease_namespace else None
         self.daemonsets = DaemonSetLookup(shared.kube)
         self.executor = Executor(shared.kube, self.name, shared.version, shared.event, log, self.lease)
-        self.node = Mirror(shared.kube, node_path(), self.wake, field_selector=f"metadata.name={self.node_name}", slim=nodes.slim)
-        self.pods = Mirror(shared.kube, PODS, self.wake, field_selector=f"spec.nodeName={self.node_name}", slim=pods.slim)
+        self.node, self.pods = self._node_mirror(), self._pods_mirror()
+        self.watching = NOTHING  # what runs of node and pods
+        self.wanted = NOTHING  # what the last step needs
+        self._watches: list[asyncio.Task[None]] = []
         stored = dict(first.get("status") or {})
         self.memory = Memory(stored, collections.deque([stored] if stored else [], maxlen=RECENT_WRITES))
         self._changed = asyncio.Event()
+
+    def _node_mirror(self) -> Mirror:
+        return Mirror(self.shared.kube, node_path(), self.wake, field_selector=f"metadata.name={self.node_name}", slim=nodes.slim)
+
+    def _pods_mirror(self) -> Mirror:
+        return Mirror(self.shared.kube, PODS, self.wake, field_selector=f"spec.nodeName={self.node_name}", slim=pods.slim)
 
     def wake(self, _namespace: str | None = None) -> None:
         self._changed.set()
 
     async def run(self) -> None:
         shared = self.shared
-        watches = [asyncio.create_task(self.node.run()), asyncio.create_task(self.pods.run())]
         shared.budgets.subscribe(self.wake, lambda: self.memory.namespaces)
         try:
-            await asyncio.gather(self.node.synced.wait(), self.pods.synced.wait(), shared.budgets.mirror.synced.wait(),
-                                 *([shared.policies.ready.wait()] if shared.policies else []))
+            await asyncio.gather(shared.budgets.mirror.synced.wait(), *([shared.policies.ready.wait()] if shared.policies else []))
             while True:
                 self._changed.clear()
                 try:
@@ -111,13 +127,41 @@ class Engine:
                 except Exception:  # nor an object of a shape nobody foresaw: said loudly, and tried again
                     self.log.exception("maintenance step failed; retrying")
                     recheck = ERROR_RETRY_SECONDS
+                if self.wanted != self.watching:  # then plan again with what is watched now
+                    await self._watch(self.wanted)
+                    continue
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._changed.wait(), recheck)
         finally:
             shared.budgets.unsubscribe(self.wake)
-            for task in watches:
-                task.cancel()
-            await asyncio.gather(*watches, return_exceptions=True)
+            await self._watch(NOTHING)
+
+    async def _watch(self, what: str) -> None:
+        """Watch ``what`` from now on, each watch anew (what a stopped one kept may be stale), and wait until listed."""
+        for task in self._watches:
+            task.cancel()
+        await asyncio.gather(*self._watches, return_exceptions=True)
+        self._watches, self.watching = [], what
+        if what == NOTHING:
+            return
+        self.node = self._node_mirror()
+        if what == NODE_AND_PODS:
+            self.pods = self._pods_mirror()
+        mirrors = [self.node, self.pods] if what == NODE_AND_PODS else [self.node]
+        self._watches = [asyncio.create_task(mirror.run()) for mirror in mirrors]
+        await asyncio.gather(*(mirror.synced.wait() for mirror in mirrors))
+
+    def _in_line(self, body: dict[str, Any], now: datetime.datetime) -> tuple[Gate, dict[str, Any] | None] | None:
+        """While nothing of its own is watched: the policies' say, judged from their own view of the node, when it is
+        a wait (or a hold while they are unknown); None when the drain needs its own watches."""
+        policies = self.shared.policies
+        if policies is None:
+            return None
+        node = policies.node(self.node_name)
+        if node is None:  # not listed (yet): hold while the policies are unknown, else the drain finds out for itself
+            return (Gate(unknown=True, recheck_in=UNKNOWN_RECHECK_SECONDS), None) if policies.unknown() else None
+        gate = policies.gate(body, node, now, self.memory.refused_jobs)
+        return (gate, node) if gate.waiting or gate.unknown else None
 
     async def step(self) -> float | None:
         """Read, plan, execute, remember; return when to look again without a change (None: never)."""
@@ -129,14 +173,21 @@ class Engine:
         foreign = books.foreign_status(body.get("status") or {}, memory.written, shared.version)
         # Our last write may not have come back through kopf's watch yet, and an old version drops fields.
         body["status"] = {**(body.get("status") or {}), **memory.stored}
-        node = next(iter(self.node.objects.values()), None)
         now = timestamps.now()
+        if self.watching == NOTHING:
+            in_line = self._in_line(body, now)
+            if in_line is None:
+                self.wanted = NODE_AND_PODS
+                return 0.0
+            waiting, seen = in_line
+            return await self._wait(waiting, body, seen, foreign)
+        if self.watching == NODE:  # drained: the pods bound to the node since are listed, not watched
+            await self.pods.refresh()
+        node = next(iter(self.node.objects.values()), None)
         gate = shared.policies.gate(body, node, now, memory.refused_jobs) if shared.policies and node else Gate()
-        if gate.unknown:  # new, and not yet seen by the policies: decided once it is
-            return gate.recheck_in
-        if gate.waiting:  # a policy has no slot for it yet: nothing but the status is written
-            shared.active.holding(self.name, False)
-            return await self._carry_out(gate.waiting, body, node, foreign)
+        if gate.unknown or gate.waiting:
+            self.wanted = NOTHING
+            return await self._wait(gate, body, node, foreign)
         holder = nodes.holder_of(node) if node else None
         holder_exists = bool(holder and holder != self.name and self.exists(holder))
         # The Lease is read when a claim is due and before the node is taken, the pods' DaemonSets once each; neither
@@ -153,8 +204,19 @@ class Engine:
                        in_flight=shared.budgets.in_flight(), lease=lease, members=members)
         shared.active.holding(self.name, decided.holds_node)
         recheck = await self._carry_out(decided, body, node, foreign, live={p["metadata"]["uid"] for p in node_pods})
+        self.wanted = NODE if decided.phase == st.SUCCEEDED and decided.holds_node else NODE_AND_PODS
+        if self.wanted == NODE:  # drained: no budget paces anything here any more, so none wakes it
+            memory.namespaces = set()
+        recheck = books.sooner(recheck, LATE_PODS_SECONDS if self.wanted == NODE else None)
         recheck = books.sooner(recheck, ERROR_RETRY_SECONDS if taking and self.daemonsets.unknown else None)
         return books.sooner(recheck, self.lease.due_in() if self.lease and self.lease.known is not None else None)
+
+    async def _wait(self, gate: Gate, body: dict[str, Any], node: dict[str, Any] | None, foreign: bool) -> float | None:
+        """Not the drain's turn: write the waiting status a policy asks for, or nothing while it is unknown."""
+        if gate.waiting is None:  # new, and not yet seen by the policies: decided once it is
+            return gate.recheck_in
+        self.shared.active.holding(self.name, False)
+        return await self._carry_out(gate.waiting, body, node, foreign)
 
     async def _members(self) -> quorum.Members:
         """Every control-plane node as it is now, and the etcd guard budgets the budget watch holds."""

@@ -152,6 +152,11 @@ class Policies:
             self._admitted = frozenset(name for name, v in self._decision.verdicts.items() if v.kind == pol.ADMITTED)
         return self._decision
 
+    def node(self, name: str) -> dict[str, Any] | None:
+        """The node as the policies' watch keeps it (what the decisions read), once listed; None otherwise."""
+        nodes_seen = self._mirrors.get("nodes")
+        return nodes_seen.objects.get(f"/{name}") if nodes_seen and nodes_seen.synced.is_set() else None
+
     def _job(self, hook: str, body: Mapping[str, Any]) -> dict[str, Any] | None:
         return self._mirrors["hook Jobs"].objects.get(f"{self.namespace}/{hooks.job_name(hook, body)}")
 

@@ -13,7 +13,7 @@ from node_maintenance.client.errors import Conflict, Unreachable
 from node_maintenance.drain import node as nodes
 from node_maintenance.runtime.budgets import BudgetWatch
 from node_maintenance.runtime.daemonsets import DaemonSetLookup
-from node_maintenance.runtime.engine import ERROR_RETRY_SECONDS, Engine, Shared
+from node_maintenance.runtime.engine import ERROR_RETRY_SECONDS, LATE_PODS_SECONDS, NODE, NODE_AND_PODS, Engine, Shared
 from node_maintenance.runtime.metrics import Active
 from tests.unit.builders import FakeApi, daemonset, runtime_nm, runtime_node, runtime_pod
 
@@ -25,6 +25,7 @@ def an_engine(api: FakeApi, body: dict[str, Any], node: dict[str, Any], pods: li
 
     shared = Shared(api, BudgetWatch(api), Active(), "v1beta1", post, lease_namespace=lease_namespace)  # type: ignore[arg-type]
     engine = Engine(shared, lambda: body, logging.LoggerAdapter(logging.getLogger("test"), {}), exists=lambda _: False)
+    engine.watching = engine.wanted = NODE_AND_PODS  # the watches below stand in for its own
     engine.node.objects = {f"/{node['metadata']['name']}": node}
     engine.pods.objects = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p for p in pods}
     return engine
@@ -55,11 +56,19 @@ def test_a_drain_goes_from_start_to_succeeded_through_the_plan_alone() -> None:
         engine.node.objects = {"/n1": taken(node)}
         engine.pods.objects = {}
         api.calls.clear()
-        assert await engine.step() is None  # drained: nothing to look at until something changes
+        # Drained: the pod watch ends, and the node's pods are listed again now and then, for pods bound to it later.
+        assert await engine.step() == LATE_PODS_SECONDS and engine.wanted == NODE
         assert api.writes() == [("PATCH", nm_path("nm1", subresource="status"))]
         assert api.calls[-1][2]["status"]["phase"] == "Succeeded"
         assert ("NodeMaintenance", "SucceedMaintenance") in events
         assert engine.memory.attempts == {}
+        # A pod bound to the drained node later is found by the next listing, and the drain watches its pods again.
+        engine.watching = NODE
+        api.objects[pod_path("app", "late-0")] = runtime_pod("late-0")
+        api.calls.clear()
+        await engine.step()
+        assert api.calls[0].method == "GET" and api.calls[0].query["fieldSelector"] == "spec.nodeName=n1"
+        assert ("POST", pod_path("app", "late-0") + "/eviction") in api.writes() and engine.wanted == NODE_AND_PODS
 
     run(scenario)
 

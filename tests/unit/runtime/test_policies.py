@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -14,14 +15,17 @@ import kopf
 import pytest
 
 from node_maintenance.api import SERVICE_ACCOUNT
-from node_maintenance.api.paths import POLICY_CRD, POLICY_VERSION, jobs_path, nm_path, node_path, policy_path
+from node_maintenance.api.paths import POLICY_CRD, POLICY_VERSION, jobs_path, nm_path, node_path, pod_path, policy_path
 from node_maintenance.client import watch
 from node_maintenance.client.errors import Forbidden, NotFound, ServerError, TooManyRequests, Unreachable
 from node_maintenance.drain import node as nodes
 from node_maintenance.drain.rules import Behavior
 from node_maintenance.policy.gate import Gate
+from node_maintenance.runtime.budgets import BudgetWatch
+from node_maintenance.runtime.engine import NODE_AND_PODS, NOTHING, Engine, Shared
+from node_maintenance.runtime.metrics import Active
 from node_maintenance.runtime.policies import Policies
-from tests.unit.builders import FakeApi, hook_template, nm_policy, runtime_nm, runtime_node
+from tests.unit.builders import FakeApi, hook_template, nm_policy, runtime_nm, runtime_node, runtime_pod
 
 NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 CRD = {"metadata": {"name": POLICY_CRD.rsplit("/", 1)[1]}, "spec": {"versions": [{"name": POLICY_VERSION, "served": True}]},
@@ -188,4 +192,37 @@ def test_a_404_of_a_path_not_served_yet_is_no_proof_that_the_crd_is_absent() -> 
         await policies._look()
         assert not policies.absent and policies.served and "could not find the requested resource" in policies.unknown()
         assert queued_reason(gate_of(policies, api, "n2")) == "WaitingForPolicies"
+    scenario(api, body)
+
+
+def test_a_queued_maintenance_opens_no_watch_and_one_with_its_slot_watches_its_node_and_pods() -> None:
+    api = pool_api()
+    api.objects[pod_path("app", "web-0")] = runtime_pod("web-0")  # on n1, which nm-n1 holds: its drain goes on
+    posted: list[str] = []
+
+    def engine_of(policies: Policies, name: str) -> Engine:
+        shared = Shared(api, BudgetWatch(api), Active(), "v1beta1", lambda _o, _t, reason, _m: posted.append(reason),  # type: ignore[arg-type]
+                        policies=policies)
+        body = api.objects[nm_path(f"nm-{name}")]
+        return Engine(shared, lambda: body, logging.LoggerAdapter(logging.getLogger("test"), {}), exists=lambda holder: holder == "nm-n1")
+
+    def own_watches(name: str) -> list[str]:
+        return [call.query["fieldSelector"] for call in api.calls_to("WATCH") if call.query and
+                call.query.get("fieldSelector") in (f"metadata.name={name}", f"spec.nodeName={name}")]
+
+    async def body(policies: Policies) -> None:
+        await read(policies)
+        queued, holding = engine_of(policies, "n3"), engine_of(policies, "n1")
+        await queued.step()
+        assert queued.wanted == NOTHING and own_watches("n3") == [], "a maintenance waiting in line watches nothing of its own"
+        assert [c for c in api.calls if c.query and "spec.nodeName=n3" in c.query.values()] == []  # nor lists its pods
+        written = api.calls_to("PATCH", nm_path("nm-n3", subresource="status"))[-1].body["status"]
+        assert written["phase"] == "Pending" and any(c["reason"] == "WaitingForSlot" for c in written["conditions"])
+        # The one holding its node wants its own watches, and its run opens them before it plans again.
+        assert await holding.step() == 0.0 and holding.wanted == NODE_AND_PODS
+        try:
+            await holding._watch(holding.wanted)
+            assert sorted(own_watches("n1")) == ["metadata.name=n1", "spec.nodeName=n1"]
+        finally:
+            await holding._watch(NOTHING)
     scenario(api, body)
