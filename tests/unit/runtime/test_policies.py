@@ -20,7 +20,7 @@ from node_maintenance.client import watch
 from node_maintenance.client.errors import Forbidden, NotFound, ServerError, TooManyRequests, Unreachable
 from node_maintenance.drain import node as nodes
 from node_maintenance.drain.rules import Behavior
-from node_maintenance.policy.gate import Gate
+from node_maintenance.policy.gate import UNKNOWN_RECHECK_SECONDS, Gate
 from node_maintenance.runtime.budgets import BudgetWatch
 from node_maintenance.runtime.engine import NODE_AND_PODS, NOTHING, Engine, Shared
 from node_maintenance.runtime.metrics import Active
@@ -225,4 +225,18 @@ def test_a_queued_maintenance_opens_no_watch_and_one_with_its_slot_watches_its_n
             assert sorted(own_watches("n1")) == ["metadata.name=n1", "spec.nodeName=n1"]
         finally:
             await holding._watch(NOTHING)
+    scenario(api, body)
+
+
+def test_a_maintenance_whose_policies_are_not_read_yet_holds_without_a_watch_of_its_own() -> None:
+    # In doubt, hold: before the policies' first look nothing says whether a policy governs the node (nor whether
+    # this maintenance holds it), so the engine neither watches, writes nor takes anything, and looks again later.
+    api = pool_api()
+
+    async def body(policies: Policies) -> None:
+        shared = Shared(api, BudgetWatch(api), Active(), "v1beta1", lambda *_: None, policies=policies)  # type: ignore[arg-type]
+        nm_body = api.objects[nm_path("nm-n3")]
+        engine = Engine(shared, lambda: nm_body, logging.LoggerAdapter(logging.getLogger("test"), {}), exists=lambda _: False)
+        assert await engine.step() == UNKNOWN_RECHECK_SECONDS
+        assert engine.wanted == NOTHING and api.calls == []
     scenario(api, body)
