@@ -70,7 +70,10 @@ def test_fresh_install_from_operatorhub_drains_a_node(cluster: Cluster, olm: OLM
     assert plan["spec"]["approval"] == "Automatic"
     csv = install.wait_succeeded(HEAD)
     assert csv["status"]["reason"] == "InstallSucceeded"
-    assert install.subscription()["status"]["installedCSV"] == csv_name(HEAD) == channel["currentCSV"]
+    # OLM's catalog operator records the installed CSV in the Subscription's status in a sync of its own, which
+    # may come after the CSV has succeeded.
+    installed = eventually(lambda: (install.subscription().get("status") or {}).get("installedCSV"), "the Subscription naming its CSV")
+    assert installed == csv_name(HEAD) == channel["currentCSV"]
     # The installed CSV, where the console reads descriptors from, describes every status field it stores.
     for owned_crd in bundle_crds():
         assert undescribed_status_fields(owned_crd, csv) == [], f"{owned_crd['metadata']['name']} status fields without a statusDescriptor"
