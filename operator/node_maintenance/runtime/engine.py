@@ -98,7 +98,7 @@ class Engine:
         self.node, self.pods = self._node_mirror(), self._pods_mirror()
         self.watching = NOTHING  # what runs of node and pods
         self.wanted = NOTHING  # what the last step needs
-        self._watches: dict[str, asyncio.Task[None]] = {}  # "node", "pods" -> the task running that watch
+        self._watches: list[asyncio.Task[None]] = []
         stored = dict(first.get("status") or {})
         self.memory = Memory(stored, collections.deque([stored] if stored else [], maxlen=RECENT_WRITES))
         self._changed = asyncio.Event()
@@ -127,10 +127,9 @@ class Engine:
                 except Exception:  # nor an object of a shape nobody foresaw: said loudly, and tried again
                     self.log.exception("maintenance step failed; retrying")
                     recheck = ERROR_RETRY_SECONDS
-                if self.wanted != self.watching:
+                if self.wanted != self.watching:  # then plan again with what is watched now
                     await self._watch(self.wanted)
-                    if self.wanted != NODE:  # plan again with what is watched now (drained: the step saw it all)
-                        continue
+                    continue
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._changed.wait(), recheck)
         finally:
@@ -138,23 +137,19 @@ class Engine:
             await self._watch(NOTHING)
 
     async def _watch(self, what: str) -> None:
-        """Watch ``what`` from now on: a watch still wanted runs on, one no longer wanted ends, and one started
-        anew (what a stopped one kept may be stale) is waited for until listed."""
-        wanted = {NOTHING: (), NODE: ("node",), NODE_AND_PODS: ("node", "pods")}[what]
-        ending = [self._watches.pop(kind) for kind in list(self._watches) if kind not in wanted]
-        for task in ending:
+        """Watch ``what`` from now on, each watch anew (what a stopped one kept may be stale), and wait until listed."""
+        for task in self._watches:
             task.cancel()
-        await asyncio.gather(*ending, return_exceptions=True)
-        started: list[Mirror] = []
-        for kind in (kind for kind in wanted if kind not in self._watches):
-            if kind == "node":
-                self.node = mirror = self._node_mirror()
-            else:
-                self.pods = mirror = self._pods_mirror()
-            self._watches[kind] = asyncio.create_task(mirror.run())
-            started.append(mirror)
-        self.watching = what
-        await asyncio.gather(*(mirror.synced.wait() for mirror in started))
+        await asyncio.gather(*self._watches, return_exceptions=True)
+        self._watches, self.watching = [], what
+        if what == NOTHING:
+            return
+        self.node = self._node_mirror()
+        if what == NODE_AND_PODS:
+            self.pods = self._pods_mirror()
+        mirrors = [self.node, self.pods] if what == NODE_AND_PODS else [self.node]
+        self._watches = [asyncio.create_task(mirror.run()) for mirror in mirrors]
+        await asyncio.gather(*(mirror.synced.wait() for mirror in mirrors))
 
     def _in_line(self, body: dict[str, Any], now: datetime.datetime) -> tuple[Gate, dict[str, Any] | None] | None:
         """While nothing of its own is watched: the policies' say, judged from their own view of the node, when it is
