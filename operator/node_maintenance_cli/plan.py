@@ -39,7 +39,8 @@ def build(
     says whether the DaemonSets they name exist (as ``pods.classify`` reads it)."""
     actions = {key_of(p): pods.classify(p, selector, daemonsets) for p in node_pods}
     evicting = [p for p in node_pods if actions[key_of(p)] is pods.Action.EVICT]
-    analysis = budgets.analyse(evicting, pdbs, namespace_pods)
+    coverage = budgets.Coverage(pdbs)
+    analysis = budgets.analyse(evicting, pdbs, namespace_pods, coverage)
     rows = []
     for pod in sorted(node_pods, key=key_of):
         ref = key_of(pod)
@@ -51,7 +52,7 @@ def build(
             "action": "evict" if action is pods.Action.EVICT else "delete" if action is pods.Action.DELETE_FINISHED else "stay",
             "rule": action.value,
             "why": WHY_STAY.get(action) or WHY_GO[action],
-            "budgets": [key_of(b) for b in budgets.covering(pod, pdbs)] if action is pods.Action.EVICT else [],
+            "budgets": list(coverage.names(pod)) if action is pods.Action.EVICT else [],
             "blockedBy": [_blocker(b) for b in pod_blockers],
         })
     blockers: list[dict[str, Any]] = [

@@ -12,7 +12,6 @@ from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from typing import Any
 
-from node_maintenance.api.objects import key_of
 from node_maintenance.drain import budgets as pdbs
 from node_maintenance.drain import pods
 
@@ -22,16 +21,17 @@ TEMPORARY = "PodDisruptionBudgetTemporary"
 STRUCTURAL_BLOCK, TEMPORARY_BLOCK = "Structural", "Temporary"
 
 
-def blocking(waiting: list[dict[str, Any]], held: Mapping[str, str], budgets: list[dict[str, Any]],
+def blocking(waiting: list[dict[str, Any]], held: Mapping[str, str], coverage: pdbs.Coverage,
              node_pods: list[dict[str, Any]], moving: AbstractSet[str] = frozenset()) -> list[dict[str, Any]]:
     """The status entries of the budgets holding ``waiting`` back, by namespace/name.
 
-    ``waiting`` are the node's pods still to go that no removal was sent for in this step; ``held``
+    ``coverage`` holds the budgets of the pods' namespaces. ``waiting`` are the node's pods still to go that no removal
+    was sent for in this step; ``held``
     maps the pods the drain waits on a budget for (namespace/name) to that budget. A budget in
     ``moving`` has an eviction under way: it paces the drain, it does not block it (unless it is
     structural, which no eviction under way changes).
     """
-    analysis = pdbs.analyse(waiting, budgets, node_pods)
+    analysis = pdbs.analyse(waiting, list(coverage.budgets.values()), node_pods, coverage)
     found: dict[str, tuple[pdbs.Blocker, set[str]]] = {}
     for ref, blockers in analysis.blockers.items():
         for blocker in blockers:
@@ -45,7 +45,7 @@ def blocking(waiting: list[dict[str, Any]], held: Mapping[str, str], budgets: li
             found[name] = (pdbs.Blocker((name,), pdbs.Block.TEMPORARY,
                                         f"PodDisruptionBudget {name} refuses evictions for now; the drain tries again when it changes"), set())
         found[name][1].add(ref)
-    by_name = {key_of(b): b for b in budgets}
+    by_name = coverage.budgets
     return [_entry(by_name[name], blocker, sorted(refs)) for name, (blocker, refs) in sorted(found.items())
             if name in by_name and (name not in moving or blocker.block is pdbs.Block.STRUCTURAL)]
 
@@ -80,14 +80,14 @@ def new_deadlocks(previous: Iterable[dict[str, Any]], entries: list[dict[str, An
     return [e for e in entries if e["block"] == STRUCTURAL_BLOCK and (e["namespace"], e["name"]) not in before]
 
 
-def waiting_pods(to_go: list[dict[str, Any]], going: set[str], budgets: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def waiting_pods(to_go: list[dict[str, Any]], going: set[str], coverage: pdbs.Coverage) -> list[dict[str, Any]]:
     """The pods still to go that ask a budget, less those on their way out and ``going`` (uids whose
     removal was sent or accepted); a pod under two budgets is never evicted, so it always waits."""
     waiting = []
     for pod in to_go:
         if pod["metadata"].get("deletionTimestamp") or pods.finished(pod):
             continue
-        covering = len(pdbs.covering(pod, budgets))
+        covering = len(coverage.names(pod))
         if covering > 1 or (covering == 1 and pod["metadata"]["uid"] not in going):
             waiting.append(pod)
     return waiting

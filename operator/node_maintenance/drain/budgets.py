@@ -68,8 +68,70 @@ def covers(budget: dict[str, Any], pod: dict[str, Any]) -> bool:
     )
 
 
-def covering(pod: dict[str, Any], budgets: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return sorted((b for b in budgets if covers(b, pod)), key=key_of)
+class _Selectors:
+    """The budgets' selectors by namespace, and which of them each label set met so far."""
+
+    def __init__(self, budgets: list[dict[str, Any]], signature: tuple[tuple[str, str], ...]) -> None:
+        self.signature = signature
+        self.by_namespace: dict[str, list[dict[str, Any]]] = {}
+        for budget in sorted(budgets, key=key_of):
+            if (budget.get("spec") or {}).get("selector") is not None:
+                self.by_namespace.setdefault(budget["metadata"].get("namespace", ""), []).append(budget)
+        self.seen: dict[tuple[str, frozenset[tuple[str, str]]], tuple[str, ...]] = {}
+
+
+def _signature(budgets: list[dict[str, Any]]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((key_of(b), repr((b.get("spec") or {}).get("selector"))) for b in budgets))
+
+
+class Coverage:
+    """Which budgets select each pod, over the budgets as they are now.
+
+    A drain step asks this for every pod of its node, several times; matching each pod against each budget
+    every time made it the operator's hottest code. So which budgets a label set meets is worked out once per
+    namespace and label set, and kept for as long as the budgets' selectors stay the same (:meth:`over` a later
+    listing); their status, which changes with every eviction, plays no part in it.
+    """
+
+    def __init__(self, budgets: list[dict[str, Any]], _kept: _Selectors | None = None) -> None:
+        self.budgets = {key_of(b): b for b in budgets}
+        signature = _signature(budgets)
+        self._selectors = _kept if _kept is not None and _kept.signature == signature else _Selectors(budgets, signature)
+
+    def over(self, budgets: list[dict[str, Any]]) -> Coverage:
+        """The coverage of ``budgets`` (a later listing), keeping what was worked out while the selectors are the same."""
+        return Coverage(budgets, self._selectors)
+
+    def names(self, pod: dict[str, Any]) -> tuple[str, ...]:
+        """The budgets selecting ``pod``, by namespace/name, sorted."""
+        meta = pod["metadata"]
+        namespace = meta.get("namespace") or ""
+        candidates = self._selectors.by_namespace.get(namespace)
+        if not candidates:
+            return ()
+        labels = meta.get("labels") or {}
+        seen_key = (namespace, frozenset(labels.items()))
+        found = self._selectors.seen.get(seen_key)
+        if found is None:
+            found = self._selectors.seen[seen_key] = tuple(key_of(b) for b in candidates if covers(b, pod))
+        return found
+
+    def covering(self, pod: dict[str, Any]) -> list[dict[str, Any]]:
+        """The budgets selecting ``pod`` as they are now, sorted by namespace/name."""
+        return [self.budgets[name] for name in self.names(pod)]
+
+    def selected(self, budget: dict[str, Any], namespace_pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The pods of ``namespace_pods`` that ``budget`` (one of these budgets) selects."""
+        name = key_of(budget)
+        return [p for p in namespace_pods if name in self.names(p)]
+
+    def grouped(self, namespace_pods: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+        """The pods of ``namespace_pods`` each budget selects, by namespace/name, in one pass."""
+        groups: dict[str, list[dict[str, Any]]] = {}
+        for pod in namespace_pods:
+            for name in self.names(pod):
+                groups.setdefault(name, []).append(pod)
+        return groups
 
 
 def _ready(pod: dict[str, Any]) -> bool:
@@ -109,16 +171,18 @@ def _scaled(value: Any, total: int) -> int:
     return math.ceil(percent * total / 100) if percent is not None else int(value)
 
 
-def expected_pods(budget: dict[str, Any], namespace_pods: list[dict[str, Any]]) -> int:
+def expected_pods(budget: dict[str, Any], namespace_pods: list[dict[str, Any]], coverage: Coverage | None = None) -> int:
     """How many pods the budget counts: the disruption controller's figure once it has seen the budget,
     else the selected pods that exist and have not finished."""
     if _observed(budget) and "expectedPods" in budget["status"]:
         return cast(int, budget["status"]["expectedPods"])
-    return sum(1 for p in namespace_pods if covers(budget, p) and not pods.finished(p))
+    return sum(1 for p in (coverage or Coverage([budget])).selected(budget, namespace_pods) if not pods.finished(p))
 
 
-def structural_reason(budget: dict[str, Any], namespace_pods: list[dict[str, Any]]) -> str | None:
-    """Why ``budget`` can never allow an eviction until an admin changes it or its workload, or None."""
+def structural_reason(budget: dict[str, Any], namespace_pods: list[dict[str, Any]], coverage: Coverage | None = None) -> str | None:
+    """Why ``budget`` can never allow an eviction until an admin changes it or its workload, or None
+    (``coverage``: of budgets including this one, when the caller has it)."""
+    coverage = coverage or Coverage([budget])
     spec = budget.get("spec") or {}
     name = key_of(budget)
     max_unavailable, min_available = spec.get("maxUnavailable"), spec.get("minAvailable")
@@ -126,14 +190,14 @@ def structural_reason(budget: dict[str, Any], namespace_pods: list[dict[str, Any
         return (f"PodDisruptionBudget {name} sets maxUnavailable {max_unavailable}, so it never allows an eviction; "
                 "raise maxUnavailable, or delete the budget for the maintenance")
     if max_unavailable is not None or _percent(min_available) is not None:
-        selected = [p for p in namespace_pods if covers(budget, p)]
+        selected = coverage.selected(budget, namespace_pods)
         bare = sorted(key_of(p) for p in selected if pods.controller_of(p) is None)
         if bare:
             return (f"PodDisruptionBudget {name} counts pods by their controller's scale (maxUnavailable or a percentage) "
                     f"but {', '.join(bare)} has no controller, so it allows no eviction; "
                     "give the budget an integer minAvailable, or run the pods under a controller")
     if min_available is not None:
-        expected = expected_pods(budget, namespace_pods)
+        expected = expected_pods(budget, namespace_pods, coverage)
         needed = _scaled(min_available, expected)
         if needed >= expected:
             return (f"PodDisruptionBudget {name} needs minAvailable {min_available} = {needed} healthy pod(s) and "
@@ -159,16 +223,19 @@ def temporary_reason(budget: dict[str, Any], waiting: int) -> str | None:
             "the rest wait until replacements are healthy elsewhere")
 
 
-def analyse(evicting: list[dict[str, Any]], budgets: list[dict[str, Any]], namespace_pods: list[dict[str, Any]]) -> Analysis:
+def analyse(evicting: list[dict[str, Any]], budgets: list[dict[str, Any]], namespace_pods: list[dict[str, Any]],
+            coverage: Coverage | None = None) -> Analysis:
     """What holds back the eviction of each pod in ``evicting`` (the node's pods a drain evicts).
 
-    ``budgets`` and ``namespace_pods`` hold the budgets and every pod of the namespaces concerned.
+    ``budgets`` and ``namespace_pods`` hold the budgets and every pod of the namespaces concerned; ``coverage``
+    is that of ``budgets``, when the caller keeps one.
     """
+    coverage = coverage or Coverage(budgets)
     blockers: dict[str, list[Blocker]] = {}
     asking: dict[str, list[dict[str, Any]]] = {}  # budget name -> node pods whose eviction asks it
     for pod in evicting:
         ref = key_of(pod)
-        chosen = covering(pod, budgets)
+        chosen = coverage.covering(pod)
         if len(chosen) > 1:
             names = tuple(key_of(b) for b in chosen)
             blockers[ref] = [Blocker(names, Block.STRUCTURAL,
@@ -177,12 +244,13 @@ def analyse(evicting: list[dict[str, Any]], budgets: list[dict[str, Any]], names
         elif chosen and not bypasses(pod, chosen[0]):
             asking.setdefault(key_of(chosen[0]), []).append(pod)
     assessments = []
+    groups = coverage.grouped(namespace_pods) if asking else {}
     for budget in sorted(budgets, key=key_of):
         name = key_of(budget)
         waiting = asking.get(name, [])
         blocker = None
         if waiting:
-            structural = structural_reason(budget, namespace_pods)
+            structural = structural_reason(budget, groups.get(name, []), coverage)
             temporary = None if structural else temporary_reason(budget, len(waiting))
             if structural or temporary:
                 blocker = Blocker((name,), Block.STRUCTURAL if structural else Block.TEMPORARY, structural or temporary or "")

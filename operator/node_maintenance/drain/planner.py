@@ -141,6 +141,7 @@ def plan(
     in_flight: Mapping[str, pdbs.InFlight] | None = None,
     lease: rem.LeaseView | None = None,
     members: qu.Members | None = None,
+    coverage: pdbs.Coverage | None = None,
 ) -> Plan:
     """Decide the next step of ``maintenance``.
 
@@ -150,9 +151,11 @@ def plan(
     name exist (``pods.classify``: one not in it is unknown, and its pods stay); ``lease`` is what is known
     of the node's remediation Lease (None: no coordination with remediation); ``members`` what the
     etcd-quorum guard reads, given when a control-plane node is about to be taken (checked then, however
-    long the maintenance waited).
+    long the maintenance waited); ``coverage`` which of ``budgets`` select each pod (``budgets.Coverage``: a caller
+    planning step after step keeps it, so the matching is not done again).
     """
     m = maintenance
+    coverage = coverage.over(budgets) if coverage is not None else pdbs.Coverage(budgets)
     if node is None:
         return _failed(m, now, f"node {m.node_name!r} not found; the maintenance starts when a node of that name exists", None)
     holder = nodes.holder_of(dict(node))
@@ -218,7 +221,7 @@ def plan(
         """The budgets holding the drain back; a structural block seen for the first time gets an event."""
         going = {r.uid for r in step.removals} | {uid for uid, a in (attempts or {}).items() if a.accepted}
         moving = {r.budget for r in step.removals if r.budget} | set(in_flight or {})
-        entries = drainblock.blocking(drainblock.waiting_pods(to_go, going, budgets), step.blocked, budgets, node_pods, moving)
+        entries = drainblock.blocking(drainblock.waiting_pods(to_go, going, coverage), step.blocked, coverage, node_pods, moving)
         for entry in drainblock.new_deadlocks(previous.get("blockingBudgets") or [], entries):
             events.append(Event(False, "Warning", drainblock.DEADLOCK, entry["message"]))
         return entries
@@ -229,7 +232,7 @@ def plan(
             events.append(Event(False, "Normal", "SucceedMaintenance", f"node {m.node_name} drained"))
         return taking(Plan(st.SUCCEEDED, status(st.SUCCEEDED, "", []), patch, (), tuple(events), None, True, elapsed if done else None))
     if m.timeout and elapsed > m.timeout:
-        waiting = _removals(m, to_go, budgets, now, attempts or {}, in_flight or {})
+        waiting = _removals(m, to_go, coverage, now, attempts or {}, in_flight or {})
         names = ", ".join(f"{ns}/{name}" for ns, name in pending)
         error = (f"drain timed out after {m.timeout}s with pods left: {names} ({waiting.text() or 'still terminating'}); "
                  "the node stays cordoned until this NodeMaintenance is deleted")
@@ -240,7 +243,7 @@ def plan(
     if m.hold:  # nothing is evicted before the policy's preDrain Job has succeeded
         phase = st.FAILED if m.hold_failed else st.RUNNING
         return taking(Plan(phase, status(phase, m.hold, []), patch, (), tuple(events), m.hold_recheck_in, True))
-    step = _removals(m, to_go, budgets, now, attempts or {}, in_flight or {})
+    step = _removals(m, to_go, coverage, now, attempts or {}, in_flight or {})
     recheck = step.recheck_in
     if m.timeout:
         until_timeout = m.timeout - elapsed + 1
@@ -273,7 +276,7 @@ def _allowed(budget: dict[str, Any]) -> int:
     return int(status.get("disruptionsAllowed") or 0)
 
 
-def _removals(m: Maintenance, to_go: list[dict[str, Any]], budgets: list[dict[str, Any]], now: datetime.datetime,
+def _removals(m: Maintenance, to_go: list[dict[str, Any]], coverage: pdbs.Coverage, now: datetime.datetime,
               attempts: Mapping[str, Attempt], in_flight: Mapping[str, pdbs.InFlight]) -> _Step:
     step = _Step()
     held = drainrules.held(to_go, m.rules) if m.rules is not None else {}
@@ -293,7 +296,7 @@ def _removals(m: Maintenance, to_go: list[dict[str, Any]], budgets: list[dict[st
             step.wake_in(attempt.not_before - clock)  # accepted: the watch shows it terminating soon
             continue
         finished = pods.finished(pod)
-        covering = [] if finished else pdbs.covering(pod, budgets)
+        covering = [] if finished else coverage.covering(pod)
         if len(covering) == 1 and not pdbs.bypasses(pod, covering[0]):
             budget = covering[0]
             name, version = key_of(budget), budget["metadata"].get("resourceVersion", "")

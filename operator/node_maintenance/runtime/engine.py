@@ -33,6 +33,7 @@ from node_maintenance.client.http import AsyncKube
 from node_maintenance.client.watch import Mirror
 from node_maintenance.coordination import quorum
 from node_maintenance.drain import bookkeeping as books
+from node_maintenance.drain import budgets as pdbs
 from node_maintenance.drain import node as nodes
 from node_maintenance.drain import pods
 from node_maintenance.drain import status as st
@@ -78,6 +79,7 @@ class Memory:
     attempts: dict[str, Attempt] = field(default_factory=dict)
     namespaces: set[str] = field(default_factory=set)  # of the node's pods, as last planned: whose budgets wake this drain
     refused_jobs: dict[str, str] = field(default_factory=dict)  # hook Job name -> why the API refused it
+    coverage: pdbs.Coverage | None = None  # which budgets select the pods, kept while the budgets' selectors stay the same
 
 
 class Engine:
@@ -199,14 +201,16 @@ class Engine:
         node_pods = list(self.pods.objects.values())
         daemonsets = await self.daemonsets.read(node_pods) if taking else {}
         memory.namespaces = {p["metadata"]["namespace"] for p in node_pods}
-        decided = plan(gate.maintenance(body), node, node_pods, shared.budgets.in_namespaces(memory.namespaces), now,
-                       holder_exists=holder_exists, daemonsets=daemonsets, attempts=memory.attempts,
-                       in_flight=shared.budgets.in_flight(), lease=lease, members=members)
+        budgets = shared.budgets.in_namespaces(memory.namespaces)
+        memory.coverage = memory.coverage.over(budgets) if memory.coverage else pdbs.Coverage(budgets)
+        decided = plan(gate.maintenance(body), node, node_pods, budgets, now, holder_exists=holder_exists, daemonsets=daemonsets,
+                       attempts=memory.attempts, in_flight=shared.budgets.in_flight(), lease=lease, members=members,
+                       coverage=memory.coverage)
         shared.active.holding(self.name, decided.holds_node)
         recheck = await self._carry_out(decided, body, node, foreign, live={p["metadata"]["uid"] for p in node_pods})
         self.wanted = NODE if decided.phase == st.SUCCEEDED and decided.holds_node else NODE_AND_PODS
         if self.wanted == NODE:  # drained: no budget paces anything here any more, so none wakes it
-            memory.namespaces = set()
+            memory.namespaces, memory.coverage = set(), None
         recheck = books.sooner(recheck, LATE_PODS_SECONDS if self.wanted == NODE else None)
         recheck = books.sooner(recheck, ERROR_RETRY_SECONDS if taking and self.daemonsets.unknown else None)
         return books.sooner(recheck, self.lease.due_in() if self.lease and self.lease.known is not None else None)

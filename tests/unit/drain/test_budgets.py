@@ -6,7 +6,8 @@ from functools import partial
 
 import pytest
 
-from node_maintenance.drain.budgets import Block, analyse, bypasses, covering, expected_pods, structural_reason, temporary_reason
+from node_maintenance.drain import pods
+from node_maintenance.drain.budgets import Block, Coverage, analyse, bypasses, expected_pods, structural_reason, temporary_reason
 from tests.unit import builders
 
 DELETED = "2025-01-01T00:00:00Z"
@@ -17,6 +18,10 @@ unobserved = partial(builders.budget, generation=2, labels={"app": "web"})
 
 
 # ---------------------------------------------------------------- which budgets cover a pod
+def covering(subject: dict, budgets: list[dict]) -> list[dict]:
+    return Coverage(budgets).covering(subject)
+
+
 def test_a_budget_covers_matching_pods_of_its_own_namespace_only() -> None:
     assert covering(pod("a"), [pdb()]) != []
     assert covering(pod("a", namespace="other"), [pdb()]) == []
@@ -28,6 +33,30 @@ def test_policy_v1_selector_semantics_none_selects_nothing_empty_selects_all() -
     without["spec"].pop("selector")
     assert covering(pod("a"), [without]) == []
     assert [b["metadata"]["name"] for b in covering(pod("a", labels={"x": "y"}), [pdb("all", selector={})])] == ["all"]
+
+
+def test_a_kept_coverage_matches_each_label_set_once_while_the_selectors_stay(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A drain plans again at every change; which budgets select its pods is not worked out again each time."""
+    calls: list[str] = []
+    real = pods.matches_selector
+    monkeypatch.setattr(pods, "matches_selector", lambda labels, selector: calls.append("match") or real(labels, selector))
+    web = [pod(f"web-{i}", labels={"app": "web", "pod-template-hash": "1"}) for i in range(50)]
+    budgets = [pdb("web", allowed=1), pdb("db", labels={"app": "db"}, allowed=1)]
+    coverage = Coverage(budgets)
+    for allowed in (1, 0, 1):  # the budgets' status changes with every eviction; their selectors do not
+        coverage = coverage.over([pdb("web", allowed=allowed), pdb("db", labels={"app": "db"}, allowed=1)])
+        assert [[b["status"]["disruptionsAllowed"] for b in coverage.covering(p)] for p in web] == [[allowed]] * 50
+    assert len(calls) == 2  # one label set, two budgets of its namespace: matched once each
+
+
+def test_a_kept_coverage_follows_a_changed_selector_and_budgets_come_and_go() -> None:
+    coverage = Coverage([pdb("web")])
+    assert coverage.names(pod("a")) == ("ns/web",)
+    coverage = coverage.over([pdb("web", labels={"app": "db"})])
+    assert coverage.names(pod("a")) == ()
+    coverage = coverage.over([pdb("web", labels={"app": "db"}), pdb("all", selector={})])
+    assert coverage.names(pod("a")) == ("ns/all",)
+    assert coverage.over([]).names(pod("a")) == ()
 
 
 # ---------------------------------------------------------------- pods the Eviction API lets go regardless
