@@ -3,8 +3,9 @@
 While a policy keeps it in line it watches nothing of its own: the policies' watch of the nodes tells
 whether it may take its node, and their changes wake it. From its slot on, one watch of the node and one
 of the pods bound to it (both scoped by field selector), plus the budget watch all drains share, and one
-read of each DaemonSet the pods name. Once the node is drained the pod watch ends: the node's pods are
-listed again at each change of the node and every LATE_PODS_SECONDS, for pods bound to it later. The
+read of each DaemonSet the pods name. Once the node is drained the pod watch ends and the node watch runs
+on: the node's pods are listed again after a change of the node and every LATE_PODS_SECONDS, for pods bound
+to it later (a step for any other reason lists nothing). The
 engine plans again whenever a watch reports a change, when the NodeMaintenance changes, or when the plan
 asked to look again at a given time.
 
@@ -100,19 +101,25 @@ class Engine:
         self.node, self.pods = self._node_mirror(), self._pods_mirror()
         self.watching = NOTHING  # what runs of node and pods
         self.wanted = NOTHING  # what the last step needs
-        self._watches: list[asyncio.Task[None]] = []
+        self._watches: dict[str, asyncio.Task[None]] = {}  # "node", "pods" -> the task running that watch
+        self.pods_listed = 0.0  # when the node's pods were last known in full (monotonic), once the pod watch has ended
+        self.node_changed = False  # since then
         stored = dict(first.get("status") or {})
         self.memory = Memory(stored, collections.deque([stored] if stored else [], maxlen=RECENT_WRITES))
         self._changed = asyncio.Event()
 
     def _node_mirror(self) -> Mirror:
-        return Mirror(self.shared.kube, node_path(), self.wake, field_selector=f"metadata.name={self.node_name}", slim=nodes.slim)
+        return Mirror(self.shared.kube, node_path(), self._node_change, field_selector=f"metadata.name={self.node_name}", slim=nodes.slim)
 
     def _pods_mirror(self) -> Mirror:
         return Mirror(self.shared.kube, PODS, self.wake, field_selector=f"spec.nodeName={self.node_name}", slim=pods.slim)
 
     def wake(self, _namespace: str | None = None) -> None:
         self._changed.set()
+
+    def _node_change(self, _namespace: str | None = None) -> None:
+        self.node_changed = True
+        self.wake()
 
     async def run(self) -> None:
         shared = self.shared
@@ -129,9 +136,10 @@ class Engine:
                 except Exception:  # nor an object of a shape nobody foresaw: said loudly, and tried again
                     self.log.exception("maintenance step failed; retrying")
                     recheck = ERROR_RETRY_SECONDS
-                if self.wanted != self.watching:  # then plan again with what is watched now
+                if self.wanted != self.watching:
                     await self._watch(self.wanted)
-                    continue
+                    if self.wanted != NODE:  # plan again with what is watched now (drained: the step saw it all)
+                        continue
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._changed.wait(), recheck)
         finally:
@@ -139,19 +147,32 @@ class Engine:
             await self._watch(NOTHING)
 
     async def _watch(self, what: str) -> None:
-        """Watch ``what`` from now on, each watch anew (what a stopped one kept may be stale), and wait until listed."""
-        for task in self._watches:
+        """Watch ``what`` from now on: a watch still wanted runs on, one no longer wanted ends, and one started
+        anew (what a stopped one kept may be stale) is waited for until listed."""
+        wanted = {NOTHING: (), NODE: ("node",), NODE_AND_PODS: ("node", "pods")}[what]
+        ending = [self._watches.pop(kind) for kind in list(self._watches) if kind not in wanted]
+        for task in ending:
             task.cancel()
-        await asyncio.gather(*self._watches, return_exceptions=True)
-        self._watches, self.watching = [], what
-        if what == NOTHING:
-            return
-        self.node = self._node_mirror()
-        if what == NODE_AND_PODS:
-            self.pods = self._pods_mirror()
-        mirrors = [self.node, self.pods] if what == NODE_AND_PODS else [self.node]
-        self._watches = [asyncio.create_task(mirror.run()) for mirror in mirrors]
-        await asyncio.gather(*(mirror.synced.wait() for mirror in mirrors))
+        await asyncio.gather(*ending, return_exceptions=True)
+        if what == NODE:  # the pod watch was current until now
+            self.pods_listed, self.node_changed = time.monotonic(), False
+        started: list[Mirror] = []
+        for kind in (kind for kind in wanted if kind not in self._watches):
+            if kind == "node":
+                self.node = mirror = self._node_mirror()
+            else:
+                self.pods = mirror = self._pods_mirror()
+            self._watches[kind] = asyncio.create_task(mirror.run())
+            started.append(mirror)
+        self.watching = what
+        await asyncio.gather(*(mirror.synced.wait() for mirror in started))
+
+    async def _late_pods(self) -> None:
+        """Drained: list the node's pods when the node changed or LATE_PODS_SECONDS have passed since the last listing."""
+        if self.node_changed or time.monotonic() - self.pods_listed >= LATE_PODS_SECONDS:
+            started, self.node_changed = time.monotonic(), False  # a change from now on asks for the next listing
+            await self.pods.refresh()  # a failure leaves it due
+            self.pods_listed = started
 
     def _in_line(self, body: dict[str, Any], now: datetime.datetime) -> tuple[Gate, dict[str, Any] | None] | None:
         """While nothing of its own is watched: the policies' say, judged from their own view of the node, when it is
@@ -184,7 +205,7 @@ class Engine:
             waiting, seen = in_line
             return await self._wait(waiting, body, seen, foreign)
         if self.watching == NODE:  # drained: the pods bound to the node since are listed, not watched
-            await self.pods.refresh()
+            await self._late_pods()
         node = next(iter(self.node.objects.values()), None)
         gate = shared.policies.gate(body, node, now, memory.refused_jobs) if shared.policies and node else Gate()
         if gate.unknown or gate.waiting:

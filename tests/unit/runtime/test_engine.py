@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -62,13 +63,35 @@ def test_a_drain_goes_from_start_to_succeeded_through_the_plan_alone() -> None:
         assert api.calls[-1][2]["status"]["phase"] == "Succeeded"
         assert ("NodeMaintenance", "SucceedMaintenance") in events
         assert engine.memory.attempts == {}
-        # A pod bound to the drained node later is found by the next listing, and the drain watches its pods again.
-        engine.watching = NODE
+        # Drained, it watches the node alone; the pod watch was current until then. A step for another reason (its own
+        # status coming back, say) lists nothing.
+        engine.watching, engine.pods_listed = NODE, time.monotonic()
         api.objects[pod_path("app", "late-0")] = runtime_pod("late-0")
+        api.calls.clear()
+        assert await engine.step() == LATE_PODS_SECONDS and not [c for c in api.calls if c.method == "GET"]
+        # A pod bound to the drained node later is found by the listing after a change of the node (or after
+        # LATE_PODS_SECONDS), and the drain watches its pods again.
+        engine.node.on_change("")
         api.calls.clear()
         await engine.step()
         assert api.calls[0].method == "GET" and api.calls[0].query["fieldSelector"] == "spec.nodeName=n1"
         assert ("POST", pod_path("app", "late-0") + "/eviction") in api.writes() and engine.wanted == NODE_AND_PODS
+
+    run(scenario)
+
+
+def test_a_drained_node_s_pods_are_listed_again_once_late_pods_seconds_have_passed() -> None:
+    api, events = FakeApi(), []
+    node = taken(runtime_node())
+    engine = an_engine(api, runtime_nm("nm1", status={"phase": "Succeeded"}), node, [], events)
+
+    async def scenario() -> None:
+        engine.watching, engine.pods_listed = NODE, time.monotonic()
+        await engine.step()
+        assert not [c for c in api.calls if c.method == "GET"]
+        engine.pods_listed -= LATE_PODS_SECONDS
+        await engine.step()
+        assert [c.query["fieldSelector"] for c in api.calls if c.method == "GET"] == ["spec.nodeName=n1"]
 
     run(scenario)
 
