@@ -15,6 +15,7 @@ from pathlib import Path
 import yaml
 
 from node_maintenance.api import CRD_NAME, SERVICE_ACCOUNT
+from node_maintenance.client.config import SERVICE_ACCOUNT_DIR
 from node_maintenance_packaging.clusterserviceversion import NAMESPACE
 
 from .cluster import Cluster, ClusterError
@@ -92,8 +93,10 @@ class OperatorProcess:
         bind_address: str = "127.0.0.1",
         webhook_port: int | None = None,
         health_port: int | None = None,
+        in_pod: bool = False,
     ) -> None:
-        """Without ``cert_dir`` the process gets a fresh self-signed serving certificate (``ca_pem``)."""
+        """Without ``cert_dir`` the process gets a fresh self-signed serving certificate (``ca_pem``). With
+        ``in_pod`` it finds the API server as in a pod (see :meth:`_as_in_a_pod`) instead of by kubeconfig."""
         from devcluster.pki import generate_self_signed
 
         self.cluster = cluster
@@ -111,6 +114,7 @@ class OperatorProcess:
         self.health_port = health_port or free_port()
         self._health_port_here = cluster.reach(self.health_port)
         self.identity = identity  # kept across restarts, like a container restarting in the same pod
+        self.in_pod = in_pod
         self.process: Process | None = None
         self.starts = 0
 
@@ -122,25 +126,34 @@ class OperatorProcess:
     def health_url(self) -> str:
         return f"http://127.0.0.1:{self._health_port_here}"
 
+    def _as_in_a_pod(self, argv: list[str]) -> tuple[list[str], dict[str, str]]:
+        """``argv`` and its environment as the operator runs in a pod: no kubeconfig, the API server named by
+        KUBERNETES_SERVICE_HOST/PORT, and the ServiceAccount's token and CA at the pod's path, mounted in a mount
+        namespace of the process's own (nothing outside it changes). What it costs in memory is then what the
+        image costs: with a kubeconfig, the official client's loader is imported too."""
+        config = yaml.safe_load(self.kubeconfig.read_text())
+        account = self.workdir / "serviceaccount"
+        account.mkdir(exist_ok=True)
+        (account / "token").write_text(config["users"][0]["user"]["token"])
+        (account / "ca.crt").write_bytes(Path(config["clusters"][0]["cluster"]["certificate-authority"]).read_bytes())
+        host, port = self.cluster.server.removeprefix("https://").rsplit(":", 1)
+        base = next(p for p in SERVICE_ACCOUNT_DIR.parents if p.exists())  # a fresh tmpfs there holds the pod's path
+        mount = (f'mount -t tmpfs -o size=1m tmpfs "{base}" && mkdir -p "{SERVICE_ACCOUNT_DIR}" '
+                 f'&& cp "{account}/token" "{account}/ca.crt" "{SERVICE_ACCOUNT_DIR}/" && exec "$@"')
+        env = {"KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port, "KUBECONFIG": "", "HOME": str(self.workdir)}
+        return ["unshare", "--mount", "--propagation", "private", "sh", "-c", mount, "sh", *argv], env
+
     def start(self, *extra: str) -> None:
         self.starts += 1
-        self.process = self.cluster.spawn(
-            f"operator-{self.identity}-{self.starts}",
-            [
-                sys.executable,
-                "-m",
-                "node_maintenance",
-                f"--namespace={self.namespace}",
-                f"--bind-address={self.bind_address}",
-                f"--webhook-port={self.webhook_port}",
-                f"--webhook-cert-dir={self.cert_dir}",
-                f"--health-port={self.health_port}",
-                f"--leader-elect-identity={self.identity}",
-                *extra,
-            ],
-            env={"KUBECONFIG": str(self.kubeconfig), "POD_NAMESPACE": self.namespace, "PYTHONPATH": os.environ.get("PYTHONPATH", "")},
-            log_dir=self.workdir,
-        )
+        argv = [sys.executable, "-m", "node_maintenance", f"--namespace={self.namespace}", f"--bind-address={self.bind_address}",
+                f"--webhook-port={self.webhook_port}", f"--webhook-cert-dir={self.cert_dir}", f"--health-port={self.health_port}",
+                f"--leader-elect-identity={self.identity}", *extra]
+        env = {"POD_NAMESPACE": self.namespace, "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+        if self.in_pod:
+            argv, found = self._as_in_a_pod(argv)
+        else:
+            found = {"KUBECONFIG": str(self.kubeconfig)}
+        self.process = self.cluster.spawn(f"operator-{self.identity}-{self.starts}", argv, env={**env, **found}, log_dir=self.workdir)
         self.wait_ready()
 
     def wait_ready(self, timeout: float = 60) -> None:
