@@ -8,12 +8,14 @@ import datetime
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
 import yaml
 
 from node_maintenance.client import config as kube
+from node_maintenance.client.config import TOKEN_RELOAD_SECONDS
 from node_maintenance.client.errors import ConfigError
 from node_maintenance.client.http import prepare
 
@@ -187,7 +189,10 @@ def test_service_account_inside_a_pod(tmp_path: Path, monkeypatch: pytest.Monkey
     assert credentials.server == "https://[fd00::1]:443"
     assert credentials.authorization() == "Bearer rotated-1"
     (tmp_path / "token").write_text("rotated-2\n")
-    assert credentials.authorization() == "Bearer rotated-2"  # read at each use
+    assert credentials.authorization() == "Bearer rotated-1"  # not read at every request
+    later = time.monotonic() + TOKEN_RELOAD_SECONDS
+    monkeypatch.setattr(time, "monotonic", lambda: later)
+    assert credentials.authorization() == "Bearer rotated-2"  # the kubelet's rotation is read within a minute
 
 
 @pytest.mark.parametrize(
