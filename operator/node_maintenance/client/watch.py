@@ -3,7 +3,7 @@
 The watch resumes from the last resourceVersion it saw (bookmarks included) when the server ends
 it, and lists again only when that version is gone (410). While a list or watch fails, ``failure`` says
 why: what is kept may be stale until the server has accepted a watch again. Callers are told of every change of what
-they keep of the objects (``slim``) through a callback, with the namespace of the object that changed;
+they keep of the objects (``slim``) through a callback, with the "namespace/name" of the object that changed;
 they read ``objects`` (or one namespace's, indexed) then.
 """
 
@@ -25,7 +25,7 @@ RETRY_MAX_SECONDS = 30.0
 # Objects per page of a listing: a thousand nodes' pods come in pieces, not in one answer held whole twice.
 LIST_PAGE = 500
 log = logging.getLogger(__name__)
-# Told the namespace of the object that changed ("" for a cluster-scoped one), or None after a listing.
+# Told the "namespace/name" of the object that changed ("/name" for a cluster-scoped one), or None after a listing.
 OnChange = Callable[[str | None], None]
 
 
@@ -70,7 +70,7 @@ class Mirror:
                         self._drop(obj)
                     elif not self._put(self.slim(obj)):
                         continue  # nothing of what is kept changed (a heartbeat, say)
-                    self.on_change(obj["metadata"].get("namespace", ""))
+                    self.on_change(key_of(obj))
                 delay = RETRY_FIRST_SECONDS
             except Gone:
                 log.info("watch of %s expired (410 Gone): listing again", self.path)

@@ -70,8 +70,9 @@ class BudgetWatch:
             if not pods:
                 del self._sent[budget]
 
-    def _changed(self, namespace: str | None) -> None:
+    def _changed(self, key: str | None) -> None:
         self._forget()
+        namespace = key.split("/", 1)[0] if key is not None else None
         for listener, namespaces in list(self._listeners.items()):
             if namespace is None or namespace in namespaces():
                 listener()

@@ -3,9 +3,10 @@
 While a policy keeps it in line it watches nothing of its own: the policies' watch of the nodes tells
 whether it may take its node, and their changes wake it. From its slot on, one watch of the node and one
 of the pods bound to it (both scoped by field selector), plus the budget watch all drains share, and one
-read of each DaemonSet the pods name. Once the node is drained the pod watch ends and the node watch runs
-on: the node's pods are listed again after a change of the node and every LATE_PODS_SECONDS, for pods bound
-to it later (a step for any other reason lists nothing). The
+read of each DaemonSet the pods name. Once the node is drained both watches end: the watch of cordoned
+nodes that all drained maintenances share (``cordoned``) tells of a change of the node, after which its pods
+are listed again, as they are every LATE_PODS_SECONDS, for pods bound to it later (a step for any other
+reason lists nothing); a node that is no longer cordoned is watched by the drain again. The
 engine plans again whenever a watch reports a change, when the NodeMaintenance changes, or when the plan
 asked to look again at a given time.
 
@@ -42,6 +43,7 @@ from node_maintenance.drain.planner import Attempt, Plan, plan
 from node_maintenance.policy.gate import UNKNOWN_RECHECK_SECONDS, Gate
 from node_maintenance.runtime import metrics
 from node_maintenance.runtime.budgets import BudgetWatch
+from node_maintenance.runtime.cordoned import CordonedNodes
 from node_maintenance.runtime.daemonsets import DaemonSetLookup
 from node_maintenance.runtime.executor import EventSink, Executor
 from node_maintenance.runtime.leases import LeaseKeeper
@@ -51,8 +53,8 @@ ERROR_RETRY_SECONDS = 5.0
 # A drained node's pods are listed again this often (and at each change of the node): pods bound to it later go too.
 LATE_PODS_SECONDS = 30.0
 # What an engine watches of its own: nothing while it waits in line, the node and its pods while it takes and
-# drains it, the node alone once drained.
-NOTHING, NODE_AND_PODS, NODE = "nothing", "node and pods", "node"
+# drains it, nothing again once drained (the shared watch of cordoned nodes then shows the node).
+NOTHING, NODE_AND_PODS, DRAINED = "nothing", "node and pods", "drained"
 # The statuses this engine wrote last: the object kopf shows may lag behind the newest write by a few.
 RECENT_WRITES = 16
 
@@ -63,6 +65,7 @@ class Shared:
 
     kube: AsyncKube
     budgets: BudgetWatch
+    cordoned: CordonedNodes
     active: metrics.Active
     version: str  # the API version the reconciler works in
     event: EventSink
@@ -114,10 +117,10 @@ class Engine:
     def _pods_mirror(self) -> Mirror:
         return Mirror(self.shared.kube, PODS, self.wake, field_selector=f"spec.nodeName={self.node_name}", slim=pods.slim)
 
-    def wake(self, _namespace: str | None = None) -> None:
+    def wake(self, _key: str | None = None) -> None:
         self._changed.set()
 
-    def _node_change(self, _namespace: str | None = None) -> None:
+    def _node_change(self, _key: str | None = None) -> None:
         self.node_changed = True
         self.wake()
 
@@ -138,24 +141,28 @@ class Engine:
                     recheck = ERROR_RETRY_SECONDS
                 if self.wanted != self.watching:
                     await self._watch(self.wanted)
-                    if self.wanted != NODE:  # plan again with what is watched now (drained: the step saw it all)
+                    if self.wanted != DRAINED:  # plan again with what is watched now (drained: the step saw it all)
                         continue
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._changed.wait(), recheck)
         finally:
             shared.budgets.unsubscribe(self.wake)
             await self._watch(NOTHING)
+            shared.cordoned.unsubscribe(self.node_name)
 
     async def _watch(self, what: str) -> None:
         """Watch ``what`` from now on: a watch still wanted runs on, one no longer wanted ends, and one started
         anew (what a stopped one kept may be stale) is waited for until listed."""
-        wanted = {NOTHING: (), NODE: ("node",), NODE_AND_PODS: ("node", "pods")}[what]
+        wanted = {NOTHING: (), DRAINED: (), NODE_AND_PODS: ("node", "pods")}[what]
         ending = [self._watches.pop(kind) for kind in list(self._watches) if kind not in wanted]
         for task in ending:
             task.cancel()
         await asyncio.gather(*ending, return_exceptions=True)
-        if what == NODE:  # the pod watch was current until now
+        if what == DRAINED:  # the pod watch was current until now
             self.pods_listed, self.node_changed = time.monotonic(), False
+            self.shared.cordoned.subscribe(self.node_name, self._node_change)
+        else:
+            self.shared.cordoned.unsubscribe(self.node_name)
         started: list[Mirror] = []
         for kind in (kind for kind in wanted if kind not in self._watches):
             if kind == "node":
@@ -204,9 +211,16 @@ class Engine:
                 return 0.0
             waiting, seen = in_line
             return await self._wait(waiting, body, seen, foreign)
-        if self.watching == NODE:  # drained: the pods bound to the node since are listed, not watched
+        if self.watching == DRAINED:  # the node as the cordoned nodes' watch shows it; its pods are listed, not watched
+            if not shared.cordoned.current():  # not listed yet, or failing: what was known holds (it wakes this when back)
+                return ERROR_RETRY_SECONDS
+            node = shared.cordoned.node(self.node_name)
+            if node is None:  # no longer cordoned (or not shown yet): the drain watches it again, and sees why
+                self.wanted = NODE_AND_PODS
+                return 0.0
             await self._late_pods()
-        node = next(iter(self.node.objects.values()), None)
+        else:
+            node = next(iter(self.node.objects.values()), None)
         gate = shared.policies.gate(body, node, now, memory.refused_jobs) if shared.policies and node else Gate()
         if gate.unknown or gate.waiting:
             self.wanted = NOTHING
@@ -229,10 +243,10 @@ class Engine:
                        coverage=memory.coverage)
         shared.active.holding(self.name, decided.holds_node)
         recheck = await self._carry_out(decided, body, node, foreign, live={p["metadata"]["uid"] for p in node_pods})
-        self.wanted = NODE if decided.phase == st.SUCCEEDED and decided.holds_node else NODE_AND_PODS
-        if self.wanted == NODE:  # drained: no budget paces anything here any more, so none wakes it
+        self.wanted = DRAINED if decided.phase == st.SUCCEEDED and decided.holds_node else NODE_AND_PODS
+        if self.wanted == DRAINED:  # no budget paces anything here any more, so none wakes it
             memory.namespaces, memory.coverage = set(), None
-        recheck = books.sooner(recheck, LATE_PODS_SECONDS if self.wanted == NODE else None)
+        recheck = books.sooner(recheck, LATE_PODS_SECONDS if self.wanted == DRAINED else None)
         recheck = books.sooner(recheck, ERROR_RETRY_SECONDS if taking and self.daemonsets.unknown else None)
         return books.sooner(recheck, self.lease.due_in() if self.lease and self.lease.known is not None else None)
 

@@ -30,6 +30,7 @@ from node_maintenance.client.http import AsyncKube, Kube
 from node_maintenance.coordination import remediation
 from node_maintenance.runtime import handlers, logs
 from node_maintenance.runtime.budgets import BudgetWatch
+from node_maintenance.runtime.cordoned import CordonedNodes
 from node_maintenance.runtime.engine import Shared
 from node_maintenance.runtime.health import Health
 from node_maintenance.runtime.leader import LeaderElector
@@ -183,7 +184,8 @@ def _run_kopf(kube: Kube, version: str, stop: threading.Event, namespace: str, l
         # Policies need the 0.4.0 CRD, which serves v1beta1; their hook Jobs run in our own namespace.
         policies = Policies(akube, namespace, wake_all) if version == HUB else None
         watching = asyncio.create_task(policies.run(), name="policies") if policies else None
-        shared = Shared(akube, budgets, Active(), version, handlers.post_event, policies=policies,
+        cordoned = CordonedNodes(akube)
+        shared = Shared(akube, budgets, cordoned, Active(), version, handlers.post_event, policies=policies,
                         lease_namespace=lease_namespace)
         memo = handlers.Memo(shared, engines)
         try:
@@ -196,6 +198,7 @@ def _run_kopf(kube: Kube, version: str, stop: threading.Event, namespace: str, l
                 watching.cancel()
                 await asyncio.gather(watching, return_exceptions=True)
             await budgets.stop()
+            await cordoned.stop()
             await akube.close()
 
     asyncio.run(operate())

@@ -62,7 +62,7 @@ def _run(api: FakeApi, mirror: Mirror) -> None:
     asyncio.run(scenario())
 
 
-def test_callers_are_told_the_namespace_and_only_of_changes_to_what_they_keep() -> None:
+def test_callers_are_told_which_object_changed_and_only_of_changes_to_what_they_keep() -> None:
     api = FakeApi()
     api.script("GET", BUDGETS, {"metadata": {"resourceVersion": "10"}, "items": [watched("a", "9")]})
     api.script_watch(BUDGETS, [{"type": "MODIFIED", "object": watched("a", "11")},  # only its resourceVersion differs
@@ -70,7 +70,7 @@ def test_callers_are_told_the_namespace_and_only_of_changes_to_what_they_keep() 
     told: list[str | None] = []
     kept = lambda obj: {"metadata": {"name": obj["metadata"]["name"], "namespace": obj["metadata"]["namespace"]}}  # noqa: E731
     _run(api, Mirror(api, BUDGETS, told.append, slim=kept))  # type: ignore[arg-type]
-    assert told == [None, "other"]  # the listing (anything may have changed), then the one real change
+    assert told == [None, "other/d"]  # the listing (anything may have changed), then the one real change
 
 
 def test_listings_come_in_pages_from_the_watch_cache_and_after_410_gone_from_the_latest_state() -> None:

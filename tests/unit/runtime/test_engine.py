@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -13,8 +12,9 @@ from node_maintenance.api.paths import daemonset_path, lease_path, nm_path, node
 from node_maintenance.client.errors import Conflict, Unreachable
 from node_maintenance.drain import node as nodes
 from node_maintenance.runtime.budgets import BudgetWatch
+from node_maintenance.runtime.cordoned import CordonedNodes
 from node_maintenance.runtime.daemonsets import DaemonSetLookup
-from node_maintenance.runtime.engine import ERROR_RETRY_SECONDS, LATE_PODS_SECONDS, NODE, NODE_AND_PODS, Engine, Shared
+from node_maintenance.runtime.engine import DRAINED, ERROR_RETRY_SECONDS, LATE_PODS_SECONDS, NODE_AND_PODS, Engine, Shared
 from node_maintenance.runtime.metrics import Active
 from tests.unit.builders import FakeApi, daemonset, runtime_nm, runtime_node, runtime_pod
 
@@ -24,7 +24,8 @@ def an_engine(api: FakeApi, body: dict[str, Any], node: dict[str, Any], pods: li
     def post(obj: dict[str, Any], type_: str, reason: str, message: str) -> None:
         events.append((obj.get("kind", "NodeMaintenance"), reason))
 
-    shared = Shared(api, BudgetWatch(api), Active(), "v1beta1", post, lease_namespace=lease_namespace)  # type: ignore[arg-type]
+    shared = Shared(api, BudgetWatch(api), CordonedNodes(api), Active(), "v1beta1", post,  # type: ignore[arg-type]
+                    lease_namespace=lease_namespace)
     engine = Engine(shared, lambda: body, logging.LoggerAdapter(logging.getLogger("test"), {}), exists=lambda _: False)
     engine.watching = engine.wanted = NODE_AND_PODS  # the watches below stand in for its own
     engine.node.objects = {f"/{node['metadata']['name']}": node}
@@ -36,6 +37,17 @@ def taken(node: dict[str, Any], holder: str = "nm1") -> dict[str, Any]:
     """``node`` as its watch shows it once the maintenance ``holder`` took it."""
     return {**node, "metadata": {**node["metadata"], "annotations": {nodes.HOLDER: holder}},
             "spec": {"unschedulable": True, "taints": [{"key": "kubevirt.io/drain", "effect": "NoSchedule"}]}}
+
+
+async def drained(api: FakeApi, engine: Engine, node: dict[str, Any]) -> None:
+    """The engine as it is once its drain has succeeded: its own watches ended, and the cordoned nodes' watch (which
+    another drained maintenance started) showing its node."""
+    api.objects[node_path(node["metadata"]["name"])] = node
+    engine.shared.cordoned.subscribe("n0", lambda: None)
+    await engine.shared.cordoned.mirror.synced.wait()
+    engine.wanted = DRAINED
+    await engine._watch(DRAINED)
+    api.calls.clear()
 
 
 def run(coroutine: Callable[[], Any]) -> Any:
@@ -57,21 +69,21 @@ def test_a_drain_goes_from_start_to_succeeded_through_the_plan_alone() -> None:
         engine.node.objects = {"/n1": taken(node)}
         engine.pods.objects = {}
         api.calls.clear()
-        # Drained: the pod watch ends, and the node's pods are listed again now and then, for pods bound to it later.
-        assert await engine.step() == LATE_PODS_SECONDS and engine.wanted == NODE
+        # Drained: its own watches end; the watch of cordoned nodes all drained maintenances share shows the node, and
+        # the node's pods are listed again now and then, for pods bound to it later.
+        assert await engine.step() == LATE_PODS_SECONDS and engine.wanted == DRAINED
         assert api.writes() == [("PATCH", nm_path("nm1", subresource="status"))]
         assert api.calls[-1][2]["status"]["phase"] == "Succeeded"
         assert ("NodeMaintenance", "SucceedMaintenance") in events
         assert engine.memory.attempts == {}
-        # Drained, it watches the node alone; the pod watch was current until then. A step for another reason (its own
-        # status coming back, say) lists nothing.
-        engine.watching, engine.pods_listed = NODE, time.monotonic()
+        await drained(api, engine, taken(node))
+        # The pod watch was current until then: a step for another reason (its own status coming back, say) lists nothing.
         api.objects[pod_path("app", "late-0")] = runtime_pod("late-0")
         api.calls.clear()
-        assert await engine.step() == LATE_PODS_SECONDS and not [c for c in api.calls if c.method == "GET"]
+        assert 0 < await engine.step() <= LATE_PODS_SECONDS and not [c for c in api.calls if c.method == "GET"]
         # A pod bound to the drained node later is found by the listing after a change of the node (or after
         # LATE_PODS_SECONDS), and the drain watches its pods again.
-        engine.node.on_change("")
+        engine.shared.cordoned.mirror.on_change("/n1")
         api.calls.clear()
         await engine.step()
         assert api.calls[0].method == "GET" and api.calls[0].query["fieldSelector"] == "spec.nodeName=n1"
@@ -86,12 +98,29 @@ def test_a_drained_node_s_pods_are_listed_again_once_late_pods_seconds_have_pass
     engine = an_engine(api, runtime_nm("nm1", status={"phase": "Succeeded"}), node, [], events)
 
     async def scenario() -> None:
-        engine.watching, engine.pods_listed = NODE, time.monotonic()
+        await drained(api, engine, node)
         await engine.step()
         assert not [c for c in api.calls if c.method == "GET"]
         engine.pods_listed -= LATE_PODS_SECONDS
         await engine.step()
         assert [c.query["fieldSelector"] for c in api.calls if c.method == "GET"] == ["spec.nodeName=n1"]
+
+    run(scenario)
+
+
+def test_a_drained_node_no_longer_cordoned_is_watched_by_its_drain_again_and_one_unknown_holds() -> None:
+    api, events = FakeApi(), []
+    node = taken(runtime_node())
+    engine = an_engine(api, runtime_nm("nm1", status={"phase": "Succeeded"}), node, [], events)
+
+    async def scenario() -> None:
+        await drained(api, engine, node)
+        engine.shared.cordoned.mirror.failure = "connection reset by peer"
+        api.calls.clear()
+        assert await engine.step() == ERROR_RETRY_SECONDS and api.calls == [] and engine.wanted == DRAINED
+        engine.shared.cordoned.mirror.failure = ""
+        engine.shared.cordoned.mirror.objects.clear()  # someone uncordoned it
+        assert await engine.step() == 0.0 and api.calls == [] and engine.wanted == NODE_AND_PODS
 
     run(scenario)
 

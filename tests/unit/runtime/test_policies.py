@@ -22,6 +22,7 @@ from node_maintenance.drain import node as nodes
 from node_maintenance.drain.rules import Behavior
 from node_maintenance.policy.gate import UNKNOWN_RECHECK_SECONDS, Gate
 from node_maintenance.runtime.budgets import BudgetWatch
+from node_maintenance.runtime.cordoned import CordonedNodes
 from node_maintenance.runtime.engine import NODE_AND_PODS, NOTHING, Engine, Shared
 from node_maintenance.runtime.metrics import Active
 from node_maintenance.runtime.policies import Policies
@@ -201,7 +202,7 @@ def test_a_queued_maintenance_opens_no_watch_and_one_with_its_slot_watches_its_n
     posted: list[str] = []
 
     def engine_of(policies: Policies, name: str) -> Engine:
-        shared = Shared(api, BudgetWatch(api), Active(), "v1beta1", lambda _o, _t, reason, _m: posted.append(reason),  # type: ignore[arg-type]
+        shared = Shared(api, BudgetWatch(api), CordonedNodes(api), Active(), "v1beta1", lambda _o, _t, reason, _m: posted.append(reason),  # type: ignore[arg-type]
                         policies=policies)
         body = api.objects[nm_path(f"nm-{name}")]
         return Engine(shared, lambda: body, logging.LoggerAdapter(logging.getLogger("test"), {}), exists=lambda holder: holder == "nm-n1")
@@ -234,7 +235,7 @@ def test_a_maintenance_whose_policies_are_not_read_yet_holds_without_a_watch_of_
     api = pool_api()
 
     async def body(policies: Policies) -> None:
-        shared = Shared(api, BudgetWatch(api), Active(), "v1beta1", lambda *_: None, policies=policies)  # type: ignore[arg-type]
+        shared = Shared(api, BudgetWatch(api), CordonedNodes(api), Active(), "v1beta1", lambda *_: None, policies=policies)  # type: ignore[arg-type]
         nm_body = api.objects[nm_path("nm-n3")]
         engine = Engine(shared, lambda: nm_body, logging.LoggerAdapter(logging.getLogger("test"), {}), exists=lambda _: False)
         assert await engine.step() == UNKNOWN_RECHECK_SECONDS
