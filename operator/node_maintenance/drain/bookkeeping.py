@@ -17,6 +17,9 @@ from node_maintenance.drain.planner import Attempt, Removal
 # While the phase stays the same, the status is written at most this often (a drain of many pods
 # would otherwise write it once per pod); a new phase is written at once.
 NM_STATUS_INTERVAL_SECONDS = 2.0
+# A maintenance in line writes a new place in line at most this often: each admission moves every one in line,
+# and a thousand writing at each would load the API server for nothing anyone waits on.
+IN_LINE_STATUS_INTERVAL_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -72,10 +75,20 @@ def merge_refusals(known: Mapping[str, str], results: Mapping[str, str | None]) 
     return {name: why for name, why in merged.items() if not (name in results and results[name] is None)}
 
 
-def status_due(phase: str, stored: Mapping[str, Any], seconds_since_write: float, has_events: bool) -> bool:
+def status_due(phase: str, stored: Mapping[str, Any], seconds_since_write: float, has_events: bool,
+               interval: float = NM_STATUS_INTERVAL_SECONDS) -> bool:
     """Whether a step writes its status now: a new phase, an event (whose cause is recorded at once, so it
-    fires once), or the interval since the last write has passed."""
-    return has_events or phase != stored.get("phase") or seconds_since_write >= NM_STATUS_INTERVAL_SECONDS
+    fires once), or ``interval`` since the last write has passed."""
+    return has_events or phase != stored.get("phase") or seconds_since_write >= interval
+
+
+def status_interval(stored: Mapping[str, Any], status: Mapping[str, Any]) -> float:
+    """How long a status waits after the last write: IN_LINE_STATUS_INTERVAL_SECONDS when it says nothing new but
+    its messages (a place in line that moved), else NM_STATUS_INTERVAL_SECONDS."""
+    def standing(s: Mapping[str, Any]) -> tuple[Any, ...]:
+        return s.get("phase"), [(c.get("type"), c.get("status"), c.get("reason")) for c in s.get("conditions") or []]
+
+    return IN_LINE_STATUS_INTERVAL_SECONDS if standing(stored) == standing(status) else NM_STATUS_INTERVAL_SECONDS
 
 
 def foreign_status(observed: Mapping[str, Any], written: Iterable[Mapping[str, Any]], version: str) -> bool:

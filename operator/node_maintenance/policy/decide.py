@@ -152,6 +152,14 @@ class Verdict:
         return "no NodeMaintenancePolicy selects the node"
 
 
+def standing(verdict: Verdict | None) -> tuple[Any, ...] | None:
+    """What of a verdict its maintenance acts on: all of it but its place in line (whether it may be taken at once
+    aside), which moves for every maintenance in line whenever one is admitted."""
+    if verdict is None:
+        return None
+    return verdict.kind, verdict.policy, verdict.position == 0, verdict.policies, verdict.why
+
+
 @dataclass(frozen=True)
 class Summary:
     """One policy's standing, for its status."""

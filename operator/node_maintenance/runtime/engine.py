@@ -255,7 +255,9 @@ class Engine:
         if gate.waiting is None:  # new, and not yet seen by the policies: decided once it is
             return gate.recheck_in
         self.shared.active.holding(self.name, False)
-        return await self._carry_out(gate.waiting, body, node, foreign)
+        # Its place in line is not worth waking it for (the policies do not): it looks at it now and then.
+        recheck = await self._carry_out(gate.waiting, body, node, foreign, books.status_interval(self.memory.stored, gate.waiting.status))
+        return books.sooner(recheck, books.IN_LINE_STATUS_INTERVAL_SECONDS)
 
     async def _members(self) -> quorum.Members:
         """Every control-plane node as it is now, and the etcd guard budgets the budget watch holds."""
@@ -268,10 +270,10 @@ class Engine:
         return quorum.Members(tuple(found.values()), tuple(guards[:1]))
 
     async def _carry_out(self, decided: Plan, body: dict[str, Any], node: dict[str, Any] | None, foreign: bool,
-                         live: set[str] | None = None) -> float | None:
-        """Execute a plan and remember what came back; when to look again."""
+                         interval: float = books.NM_STATUS_INTERVAL_SECONDS, live: set[str] | None = None) -> float | None:
+        """Execute a plan and remember what came back (its status written at most once an ``interval``); when to look again."""
         shared, memory = self.shared, self.memory
-        write = books.status_due(decided.phase, memory.stored, time.monotonic() - memory.written_at, bool(decided.events))
+        write = books.status_due(decided.phase, memory.stored, time.monotonic() - memory.written_at, bool(decided.events), interval)
         sent = books.counted(decided.removals)
         for eviction in sent:  # counted before any await, so concurrent drains see it
             shared.budgets.sent(eviction.budget, eviction.pod)
@@ -295,6 +297,6 @@ class Engine:
         if outcome.status_written:  # only what was sent tells our writes from someone else's (an empty one matches any)
             memory.written.append(decided.status)
         elif books.differs(memory.stored, decided.status, shared.version):
-            recheck = books.sooner(recheck, memory.written_at + books.NM_STATUS_INTERVAL_SECONDS - time.monotonic())
+            recheck = books.sooner(recheck, memory.written_at + interval - time.monotonic())
         return recheck
 

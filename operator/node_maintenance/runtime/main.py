@@ -17,7 +17,7 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -177,12 +177,13 @@ def _run_kopf(kube: Kube, version: str, stop: threading.Event, namespace: str, l
         budgets = BudgetWatch(akube)
         engines: dict[str, handlers.Running] = {}
 
-        def wake_all() -> None:
-            for running in engines.values():
-                running.engine.wake()
+        def wake(names: Collection[str] | None) -> None:
+            for name in engines if names is None else names:
+                if (running := engines.get(name)) is not None:
+                    running.engine.wake()
 
         # Policies need the 0.4.0 CRD, which serves v1beta1; their hook Jobs run in our own namespace.
-        policies = Policies(akube, namespace, wake_all) if version == HUB else None
+        policies = Policies(akube, namespace, wake) if version == HUB else None
         watching = asyncio.create_task(policies.run(), name="policies") if policies else None
         cordoned = CordonedNodes(akube)
         shared = Shared(akube, budgets, cordoned, Active(), version, handlers.post_event, policies=policies,

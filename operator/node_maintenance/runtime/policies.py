@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import datetime
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import kopf
@@ -39,7 +39,8 @@ log = logging.getLogger(__name__)
 
 
 class Policies:
-    def __init__(self, kube: AsyncKube, namespace: str, on_change: Callable[[], None]) -> None:
+    def __init__(self, kube: AsyncKube, namespace: str, on_change: Callable[[Collection[str] | None], None]) -> None:
+        """``on_change`` is told the maintenances whose say from the policies may have changed (None: any)."""
         self.kube = kube
         self.namespace = namespace  # where hook Jobs run: the operator's own
         self.on_change = on_change
@@ -79,7 +80,7 @@ class Policies:
         if self._crd_trouble != trouble:
             if self._crd_trouble:
                 log.warning("%s; no maintenance takes a node until it is", self._crd_trouble)
-            self.on_change()
+            self.on_change(None)
 
     async def _conclude(self, crd: dict[str, Any] | None) -> None:
         """What the CRD just read means for the policies (None: the server said this CRD does not exist)."""
@@ -100,8 +101,8 @@ class Policies:
         # Read from etcd, not from the watch cache: which node may be taken is decided from the first listing.
         self._mirrors = {
             "NodeMaintenancePolicies": Mirror(self.kube, policy_path(), self._changed, from_cache=False),
-            "nodes": Mirror(self.kube, node_path(), self._changed, slim=pol.slim_node, from_cache=False),
-            "NodeMaintenances": Mirror(self.kube, nm_path(), self._changed, slim=pol.slim_maintenance, from_cache=False),
+            "nodes": Mirror(self.kube, node_path(), self._node_changed, slim=pol.slim_node, from_cache=False),
+            "NodeMaintenances": Mirror(self.kube, nm_path(), self._maintenance_changed, slim=pol.slim_maintenance, from_cache=False),
             "hook Jobs": Mirror(self.kube, jobs_path(self.namespace), self._changed, from_cache=False),
         }
         self._tasks = [asyncio.create_task(m.run(), name=f"policy {k} watch") for k, m in self._mirrors.items()]
@@ -134,11 +135,36 @@ class Policies:
     def _synced(self) -> bool:
         return self.served and all(m.synced.is_set() for m in self._mirrors.values())
 
-    def _changed(self, _namespace: str | None = None) -> None:
+    def _changed(self, _key: str | None = None) -> None:
+        """A policy or hook Job changed, or a watch listed: any maintenance's say may have changed."""
         self._decision = None
         self._dirty.set()
         if self.served:
-            self.on_change()
+            self.on_change(None)
+
+    def _node_changed(self, key: str | None) -> None:
+        """A node changed: its maintenances are told, and those whose standing it changed."""
+        name = (key or "").removeprefix("/")
+        self._decided_again(key, {m["metadata"]["name"] for m in self._mirrors["NodeMaintenances"].objects.values()
+                                  if m["spec"].get("nodeName") == name})
+
+    def _maintenance_changed(self, key: str | None) -> None:
+        """A NodeMaintenance came, changed its place or went: it is told, and those whose standing it changed."""
+        self._decided_again(key, {(key or "").removeprefix("/")})
+
+    def _decided_again(self, key: str | None, touched: set[str]) -> None:
+        """Decide again after a change of one object (``key``; None: a listing) and tell the maintenances ``touched``
+        by it and those whose standing changed (a place in line aside, which they look at now and then): a thousand
+        in line are not all woken by every node their policy takes or gives back."""
+        before = self._decision
+        if key is None or before is None or not self.served or self.unknown():
+            self._changed()
+            return
+        self._decision = None
+        self._dirty.set()
+        after = self.decision()
+        moved = {n for n in before.verdicts.keys() | after.verdicts.keys() if pol.standing(before.verdicts.get(n)) != pol.standing(after.verdicts.get(n))}
+        self.on_change(touched | moved)
 
     # ----------------------------------------------------------------- decisions
     def decision(self) -> pol.Decision:

@@ -46,3 +46,14 @@ def test_a_refused_job_is_remembered_until_it_is_created() -> None:
     assert known == {"job": "forbidden: serviceAccountName"}
     assert books.merge_refusals(known, {}) == known
     assert books.merge_refusals(known, {"job": None}) == {}
+
+
+def test_a_place_in_line_that_moved_is_written_at_most_every_30_s_a_new_reason_at_the_usual_pace() -> None:
+    def queued(reason: str, message: str) -> dict:
+        return {"phase": "Pending", "conditions": [{"type": "Queued", "status": "True", "reason": reason, "message": message}]}
+
+    stored = queued("WaitingForSlot", "position 7 of 980")
+    assert books.status_interval(stored, queued("WaitingForSlot", "position 6 of 980")) == books.IN_LINE_STATUS_INTERVAL_SECONDS
+    assert books.status_interval(stored, queued("SlotGivenBack", "slot given back")) == books.NM_STATUS_INTERVAL_SECONDS
+    moved = books.status_interval(stored, queued("WaitingForSlot", "position 6 of 980"))
+    assert not books.status_due("Pending", stored, 10.0, False, moved) and books.status_due("Pending", stored, 30.0, False, moved)

@@ -20,6 +20,7 @@ from node_maintenance.client import watch
 from node_maintenance.client.errors import Forbidden, NotFound, ServerError, TooManyRequests, Unreachable
 from node_maintenance.drain import node as nodes
 from node_maintenance.drain.rules import Behavior
+from node_maintenance.policy.decide import slim_node as pol_slim_node
 from node_maintenance.policy.gate import UNKNOWN_RECHECK_SECONDS, Gate
 from node_maintenance.runtime.budgets import BudgetWatch
 from node_maintenance.runtime.cordoned import CordonedNodes
@@ -60,7 +61,7 @@ def queued_reason(gate: Gate) -> str:
 
 def scenario(api: FakeApi, body: Callable[[Policies], Awaitable[None]]) -> None:
     async def run() -> None:
-        policies = Policies(api, "operator-ns", lambda: None)  # type: ignore[arg-type]
+        policies = Policies(api, "operator-ns", lambda _names: None)  # type: ignore[arg-type]
         try:
             await asyncio.wait_for(body(policies), 10)
         finally:
@@ -241,3 +242,26 @@ def test_a_maintenance_whose_policies_are_not_read_yet_holds_without_a_watch_of_
         assert await engine.step() == UNKNOWN_RECHECK_SECONDS
         assert engine.wanted == NOTHING and api.calls == []
     scenario(api, body)
+
+
+def test_a_slot_freed_wakes_the_next_in_line_not_every_maintenance_whose_place_moved() -> None:
+    """A thousand in line are not all woken each time one is admitted: only those whose standing changed."""
+    api, told = pool_api(), []
+
+    async def run() -> None:
+        policies = Policies(api, "operator-ns", told.append)  # type: ignore[arg-type]
+        try:
+            await read(policies)
+            assert policies.decision().verdicts["nm-n3"].position == 2
+            told.clear()
+            policies._mirrors["NodeMaintenances"]._drop(api.objects[nm_path("nm-n1")])  # deleted, its node given back:
+            freed = dict(api.objects[node_path("n1")], metadata={"name": "n1", "labels": {"pool": "a"}})
+            policies._mirrors["nodes"]._put(pol_slim_node(freed))
+            policies._mirrors["nodes"].on_change("/n1")
+            assert told == [{"nm-n1", "nm-n2"}]  # the one gone, and the next in line, now admitted; not the three that moved up
+            assert policies.decision().verdicts["nm-n3"].position == 1  # moved up: it sees that when it looks again
+            policies._mirrors["NodeMaintenancePolicies"].on_change("/pool")
+            assert told[-1] is None  # a policy changed: any maintenance's say may have
+        finally:
+            await policies._stop()
+    asyncio.run(run())
