@@ -20,6 +20,7 @@ import asyncio
 import collections
 import contextlib
 import datetime
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -101,7 +102,6 @@ class Engine:
         self.lease = LeaseKeeper(shared.kube, shared.lease_namespace, self.node_name) if shared.lease_namespace else None
         self.daemonsets = DaemonSetLookup(shared.kube)
         self.executor = Executor(shared.kube, self.name, shared.version, shared.event, log, self.lease)
-        self.node, self.pods = self._node_mirror(), self._pods_mirror()
         self.watching = NOTHING  # what runs of node and pods
         self.wanted = NOTHING  # what the last step needs
         self._watches: dict[str, asyncio.Task[None]] = {}  # "node", "pods" -> the task running that watch
@@ -110,6 +110,16 @@ class Engine:
         stored = dict(first.get("status") or {})
         self.memory = Memory(stored, collections.deque([stored] if stored else [], maxlen=RECENT_WRITES))
         self._changed = asyncio.Event()
+
+    # A maintenance in line has no watch of its own, nor the objects of one (a thousand in line add up): each is made
+    # when first watched, and anew each time.
+    @functools.cached_property
+    def node(self) -> Mirror:
+        return self._node_mirror()
+
+    @functools.cached_property
+    def pods(self) -> Mirror:
+        return self._pods_mirror()
 
     def _node_mirror(self) -> Mirror:
         return Mirror(self.shared.kube, node_path(), self._node_change, field_selector=f"metadata.name={self.node_name}", slim=nodes.slim)
