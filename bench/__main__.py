@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
 import os
+import resource
 import signal
 import statistics
 import subprocess
@@ -14,6 +16,7 @@ import tempfile
 import time
 import traceback
 from collections import Counter
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +27,7 @@ from node_maintenance.runtime.leader import LEASE_NAME
 
 from . import drains, report, scale
 from .cluster import CONTROL_PLANE_FLAGS, KUBECTL_USER, OPERATOR_USER, AuditCounter, BenchCluster
-from .workload import Shape, node_pair
+from .workload import SETTLE_SECONDS, Shape, node_pair, settled, until
 
 ROOT = Path(__file__).resolve().parents[1]
 CRD_FILE = ROOT / "bundle" / "manifests" / "nodemaintenance.kubevirt.io_nodemaintenances.yaml"
@@ -37,7 +40,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--grace-rounds", type=int, default=1, help="rounds of the 30 s grace-period variant")
     parser.add_argument("--pods", type=int, default=110)
-    parser.add_argument("--many", type=int, default=20, help="nodes drained at once")
+    parser.add_argument("--many", type=int, default=20, help="nodes drained at once, by the operator and by as many kubectl drains")
     parser.add_argument("--scale-nodes", type=int, default=1000)
     parser.add_argument("--scale-pods", type=int, default=30000)
     parser.add_argument("--curve", default="10,30,110,250", help="pods per node of the scaling curve")
@@ -133,25 +136,65 @@ class Bench:
         return {"pods": pods, "seconds": round(seconds, 2), "per_pod_total": round(sum(drain_counts.values()) / pods, 3),
                 "per_pod": {k: round(v / pods, 3) for k, v in sorted(drain_counts.items())}}
 
-    def operator_cpu(self) -> float:
-        return scale.cpu_seconds(self.operator.process.pid)
+    @property
+    def pid(self) -> int:
+        """The operator's process (a new one after each restart)."""
+        assert self.operator.process is not None
+        return self.operator.process.pid
 
-    async def many(self, count: int, shape: Shape) -> dict[str, Any]:
-        pairs = await asyncio.gather(*(node_pair(self.cluster, self.api, self.tag("m"), shape) for _ in range(count)))
-        cpu = self.operator_cpu()
-        seconds = await drains.with_operator(self.api, [node for node, _ in pairs])
-        cpu = self.operator_cpu() - cpu
-        # How fast the controllers replaced the evicted pods: the pace every drain of the nodes waits on.
+    def operator_cpu(self) -> float:
+        return scale.cpu_seconds(self.pid)
+
+    async def many(self, count: int, shape: Shape, stacks: Path | None) -> dict[str, Any]:
+        """``count`` identical nodes drained at once by the operator, and ``count`` more by as many `kubectl drain`s
+        at once, in the same run (py-spy samples the operator's half into ``stacks``)."""
+        started = time.monotonic()
+        pairs = await asyncio.gather(*(node_pair(self.cluster, self.api, self.tag("m"), shape) for _ in range(2 * count)))
+        setup = time.monotonic() - started
+        by_kubectl, by_operator = pairs[:count], pairs[count:]
+        # kubectl's half goes first, the operator's once kubectl's nodes have settled: whatever the controllers
+        # still do after such a drain then counts against the operator, never for it.
+        kubectl = await self.half(by_kubectl, shape, self.kubectl_drains, _children_cpu)
+        settle = await self.settle(by_kubectl, shape)
+        with profiling(self.pid, stacks):
+            operator = await self.half(by_operator, shape, lambda nodes: drains.with_operator(self.api, nodes), self.operator_cpu)
+        await self.settle(by_operator, shape)  # the parts after this one start from rest as well
+        return {"nodes": count, "setup_seconds": round(setup, 1), "first": "kubectl", "settle_seconds": round(settle, 1),
+                "kubectl": kubectl, "operator": operator, "ratio": round(operator["seconds"] / kubectl["seconds"], 2)}
+
+    async def settle(self, pairs: list[tuple[str, str]], shape: Shape) -> float:
+        """Seconds until the workloads of drained nodes are at rest: every Deployment's pods Running (the replacements)
+        and every budget allowing an eviction again. Their StatefulSets are deleted first: after many drains at once,
+        the harness's KWOK deletes each StatefulSet pod recreated under the same name again, and again, without end."""
+        started = time.monotonic()
+        if shape.statefulset:
+            await asyncio.gather(*(self.api.request("DELETE", f"/apis/apps/v1/namespaces/{node}/statefulsets/db") for node, _ in pairs))
+        # The Deployments' pods, and the DaemonSet's on the drained node.
+        running = shape.deployments * shape.replicas + 1
+        await until(lambda: _every(settled(self.api, node, running) for node, _ in pairs), "the drained nodes' workloads at rest", SETTLE_SECONDS)
+        return time.monotonic() - started
+
+    async def half(self, pairs: list[tuple[str, str]], shape: Shape, drain: Callable[[list[str]], Awaitable[float]],
+                   cpu: Callable[[], float]) -> dict[str, Any]:
+        """One side's nodes drained at once: seconds, how fast the controllers replaced the evicted pods (the pace
+        every drain of the nodes waits on) and the drainer's CPU per evicted pod."""
+        used = cpu()
+        seconds = await drain([node for node, _ in pairs])
+        used = cpu() - used
         created = []
         for node, spare in pairs:
             listing = await self.api.request("GET", f"/api/v1/namespaces/{node}/pods", query={"fieldSelector": f"spec.nodeName={spare}"})
             created += [p["metadata"]["creationTimestamp"] for p in listing["items"]]
         stamps = sorted(time.mktime(time.strptime(c, "%Y-%m-%dT%H:%M:%SZ")) for c in created)
         rate = len(stamps) / max(1.0, stamps[-1] - stamps[0]) if stamps else None
-        # The operator's own work: CPU per drained pod, against the same figure for one node alone.
-        return {"nodes": count, "seconds": round(seconds, 2), "replacements": len(stamps),
-                "replacements_per_second": round(rate, 1) if rate else None,
-                "operator_cpu_seconds": round(cpu, 2), "operator_cpu_ms_per_pod": round(1000 * cpu / (count * shape.drained), 2)}
+        return {"seconds": round(seconds, 2), "replacements": len(stamps), "replacements_per_second": round(rate, 1) if rate else None,
+                "cpu_seconds": round(used, 2), "cpu_ms_per_pod": round(1000 * used / (len(pairs) * shape.drained), 2)}
+
+    async def kubectl_drains(self, nodes: list[str]) -> float:
+        """Seconds until every one of as many `kubectl drain`s at once, one a node, has ended."""
+        started = time.monotonic()
+        await asyncio.gather(*(drains.with_kubectl(self.cluster, self.kubectl_config, node) for node in nodes))
+        return time.monotonic() - started
 
     async def curve(self, sizes: list[int]) -> dict[str, Any]:
         points = []
@@ -164,6 +207,16 @@ class Bench:
         return {"points": points, "linearity": round(max(b / a for a, b in itertools.pairwise(per_pod)), 2) if len(points) > 1 else None}
 
 
+async def _every(checks: Iterator[Awaitable[bool]]) -> bool:
+    return all(await asyncio.gather(*checks))
+
+
+def _children_cpu() -> float:
+    """CPU seconds of this process's children that have ended (every `kubectl drain` once it has)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
 def _plain(rounds: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: (round(v, 2) if isinstance(v, float) else dict(v) if isinstance(v, Counter) else v) for k, v in r.items()} for r in rounds]
 
@@ -173,6 +226,18 @@ def profile(pid: int, seconds: int, out: Path) -> subprocess.Popen:
     return subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(pid), "--duration", str(seconds),
                              "--format", "raw", "--output", str(out), "--nonblocking"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+@contextlib.contextmanager
+def profiling(pid: int, stacks: Path | None) -> Iterator[None]:
+    """py-spy samples ``pid`` into ``stacks`` meanwhile (nothing without ``stacks``)."""
+    spy = profile(pid, 900, stacks) if stacks else None
+    try:
+        yield
+    finally:
+        if spy:
+            spy.send_signal(signal.SIGINT)  # py-spy writes what it sampled when interrupted
+            spy.wait()
 
 
 def hottest(raw: Path, top: int = 12) -> list[dict[str, Any]]:
@@ -227,7 +292,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             # Every single-node drain before the many nodes: their thousands of replacements keep the
             # controllers busy for a while after the last drain ends (a 10-pod drain took 30 s behind them).
             await part(result, "curve", bench.curve([int(n) for n in args.curve.split(",")]), args.out)
-            await part(result, "twenty_nodes", many_profiled(bench, args, shape, result), args.out)
+            await part(result, "twenty_nodes", many_profiled(bench, args, result), args.out)
             await part(result, "scale", scale.many_nodes(cluster, api, operator, args.scale_nodes, args.scale_pods, 10, 15), args.out)
         operator.stop()
         await api.close()
@@ -247,20 +312,14 @@ async def part(result: dict[str, Any], name: str, measured: Any, out: Path) -> N
     report.write(result, out)
 
 
-async def many_profiled(bench: Bench, args: argparse.Namespace, shape: Shape, result: dict[str, Any]) -> dict[str, Any]:
-    """Many nodes at once (the slowest case), with py-spy sampling the operator meanwhile."""
-    stacks = args.out / "profile-many-nodes.txt"
+async def many_profiled(bench: Bench, args: argparse.Namespace, result: dict[str, Any]) -> dict[str, Any]:
+    """Many nodes at once (the slowest case), with py-spy sampling the operator's drain of them."""
+    stacks = args.out / "profile-many-nodes.txt" if args.profile else None
     args.out.mkdir(parents=True, exist_ok=True)
-    spy = profile(bench.operator.process.pid, 900, stacks) if args.profile else None
-    try:
-        many = await bench.many(args.many, shape)
-    finally:
-        if spy:
-            spy.send_signal(signal.SIGINT)  # py-spy writes what it sampled when interrupted
-            spy.wait()
-    if spy:
+    many = await bench.many(args.many, Shape.of_size(args.pods), stacks)
+    if stacks:
         result["profile"] = {"case": f"{args.many} nodes at once", "stacks": stacks.name, "hottest": hottest(stacks)}
-    return {**many, "ratio_to_single": round(many["seconds"] / result["single_node"]["operator_median"], 2)}
+    return {**many, "ratio_to_single": round(many["operator"]["seconds"] / result["single_node"]["operator_median"], 2)}
 
 
 def _held_lease() -> str:
