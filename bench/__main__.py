@@ -25,7 +25,7 @@ from node_maintenance.api.paths import nm_path
 from node_maintenance.client.http import AsyncKube
 from node_maintenance.runtime.leader import LEASE_NAME
 
-from . import drains, report, scale
+from . import drains, report, scale, timeline
 from .cluster import CONTROL_PLANE_FLAGS, KUBECTL_USER, OPERATOR_USER, AuditCounter, BenchCluster
 from .workload import SETTLE_SECONDS, Shape, node_pair, settled, until
 
@@ -196,6 +196,19 @@ class Bench:
         await asyncio.gather(*(drains.with_kubectl(self.cluster, self.kubectl_config, node) for node in nodes))
         return time.monotonic() - started
 
+    async def timeline(self, shape: Shape, limit: float) -> dict[str, Any]:
+        """One drain of the single-node shape, wave by wave (``bench.timeline``; the operator logs at DEBUG)."""
+        node, _ = await node_pair(self.cluster, self.api, self.tag("t"), shape)
+        audit = AuditCounter(self.cluster.audit_log)
+        audit.mark()
+        created = time.time()  # the clock of the audit log and of the operator's log lines
+        seconds = await drains.with_operator(self.api, [node])
+        await asyncio.sleep(1)  # the last events reach the audit log
+        await self.release(node)
+        assert self.operator.process is not None
+        return {"pods": shape.drained, **timeline.analyse(audit.events(), timeline.seen(self.operator.process.log_path), node,
+                                                           [f"web-{i}" for i in range(shape.deployments)], created, seconds, limit)}
+
     async def curve(self, sizes: list[int]) -> dict[str, Any]:
         points = []
         for pods in sizes:
@@ -276,12 +289,16 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             result.setdefault("load_average_after", {})["conversion"] = round(os.getloadavg()[0], 1)
         operator = OperatorProcess(cluster, Path(scratch) / "operator", operator_config)
         point_conversion_at(cluster, operator.webhook_url + "/convert", operator.ca_pem)
-        operator.start()
+        # The timeline reads the budget watch's DEBUG lines; everything else measures the operator at its usual level.
+        operator.start("--log-level=debug")
         bench = Bench(cluster, api, operator, kubectl_config)
         wave = await bench.wave(shape)
-        result["single_node"] = await bench.single(1 if args.smoke else args.rounds, 0 if args.smoke else args.grace_rounds, shape)
         # No drain beats one wave per pod of a budget, plus the grace period of the last pods.
         limit = wave * shape.replicas + shape.grace
+        await part(result, "timeline", bench.timeline(shape, limit), args.out)
+        operator.stop()
+        operator.start()
+        result["single_node"] = await bench.single(1 if args.smoke else args.rounds, 0 if args.smoke else args.grace_rounds, shape)
         result["single_node"].update(wave_seconds=round(wave, 2), waves=shape.replicas, limit_seconds=round(limit, 2),
                                      operator_vs_limit=round(result["single_node"]["operator_median"] / limit, 2))
         result["api_cost"] = bench.api_cost()

@@ -69,7 +69,7 @@ def text(report: dict[str, Any]) -> str:
         table.add_row(key, str(cost["operator"]["per_pod"].get(key, 0)), str(cost["kubectl"]["per_pod"].get(key, 0)))
     table.add_row("total", str(cost.get("operator", {}).get("per_pod_total")), str(cost.get("kubectl", {}).get("per_pod_total")))
     console.print(table)
-    for name, show in (("twenty_nodes", _twenty),):
+    for name, show in (("timeline", _timeline), ("twenty_nodes", _twenty)):
         if report.get(name):
             if "error" in report[name]:
                 console.print(f"{name}: {json.dumps(report[name], sort_keys=True)}")
@@ -85,6 +85,25 @@ def text(report: dict[str, Any]) -> str:
         table.add_row(g["goal"], str(g["measured"]), g["target"], {True: "yes", False: "NO", None: "not run"}[g["met"]])
     console.print(table)
     return console.export_text()
+
+
+def _timeline(console: Console, timeline: dict[str, Any]) -> None:
+    """Wave by wave, when the budgets allowed, when the operator saw it and when it sent (medians over the budgets)."""
+    table = Table(title=f"One drain of {timeline['pods']} pods, wave by wave (seconds since the NodeMaintenance; medians over the budgets)")
+    for column in ("wave", "budgets", "allowed", "saw", "sent", "recovery (s)", "notice lag (ms)", "reaction (ms)"):
+        table.add_column(column)
+    for w in timeline["waves"]:
+        table.add_row(*(str(w[k]) if w[k] is not None else "-" for k in
+                        ("wave", "budgets", "allowed_s", "saw_s", "sent_s", "recovery_s", "notice_ms", "reaction_ms")))
+    console.print(table)
+    split = timeline["gap_split"]
+    console.print(f"medians: operator reaction (saw → sent) {timeline['median_reaction_ms']} ms, notice lag (allowed → saw) "
+                  f"{timeline['median_notice_lag_ms']} ms, control plane's recovery (sent → allowed) {timeline['median_recovery_s']} s; "
+                  f"{timeline['unmatched']} of {timeline['releases']} releases unmatched")
+    console.print(f"drain {timeline['drain_seconds']} s, budget-recovery limit {timeline['limit_seconds']} s: the gap of "
+                  f"{timeline['gap_seconds']} s along budget {timeline['critical_budget']} is the operator's start "
+                  f"{split['operator_start_s']} s + its reactions {split['operator_reaction_s']} s + notice lags {split['notice_lag_s']} s "
+                  f"+ the control plane's {split['control_plane_s']} s")
 
 
 def _twenty(console: Console, twenty: dict[str, Any]) -> None:
