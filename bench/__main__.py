@@ -25,28 +25,44 @@ from node_maintenance.api.paths import nm_path
 from node_maintenance.client.http import AsyncKube
 from node_maintenance.runtime.leader import LEASE_NAME
 
-from . import drains, report, scale, timeline
+from . import drains, fleet, report, scale, timeline
 from .cluster import CONTROL_PLANE_FLAGS, KUBECTL_USER, OPERATOR_USER, AuditCounter, BenchCluster
 from .workload import SETTLE_SECONDS, Shape, node_pair, settled, until
 
 ROOT = Path(__file__).resolve().parents[1]
 CRD_FILE = ROOT / "bundle" / "manifests" / "nodemaintenance.kubevirt.io_nodemaintenances.yaml"
+# The parts besides the single-node rounds, in the order they run.
+PARTS = ("conversion", "timeline", "no_budgets", "curve", "twenty_nodes", "scale", "fleet")
+# What --smoke changes: one round of 30 pods, the timeline of one such drain, and a fleet of 50 nodes of two
+# pods each, five at once. Flags given with --smoke still win.
+SMOKE = {"rounds": 1, "grace_rounds": 0, "pods": 30, "parts": "timeline,fleet", "scale_nodes": 50, "scale_pods": 100,
+         "fleet_parallel": 5, "fleet_first": 25}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
-    parser.add_argument("--smoke", action="store_true", help="one round of 30 pods: checks the report is written, not any speed")
+    parser.add_argument("--smoke", action="store_true", help="a small round: checks the report is written, not any speed")
+    parser.add_argument("--parts", default=",".join(PARTS), help=f"which parts run besides the single-node rounds ({', '.join(PARTS)})")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--grace-rounds", type=int, default=1, help="rounds of the 30 s grace-period variant")
     parser.add_argument("--pods", type=int, default=110)
     parser.add_argument("--many", type=int, default=20, help="nodes drained at once, by the operator and by as many kubectl drains")
-    parser.add_argument("--scale-nodes", type=int, default=1000)
+    parser.add_argument("--scale-nodes", type=int, default=1000, help="nodes of the scale case, and of the fleet")
     parser.add_argument("--scale-pods", type=int, default=30000)
+    parser.add_argument("--fleet-parallel", type=int, default=20, help="the fleet policy's maxParallel")
+    parser.add_argument("--fleet-first", type=int, default=100, help="the fleet is timed until this many nodes are drained")
     parser.add_argument("--curve", default="10,30,110,250", help="pods per node of the scaling curve")
     parser.add_argument("--profile", action=argparse.BooleanOptionalAction, default=True,
                         help="profile the operator with py-spy during the slowest case")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.smoke:
+        parser.set_defaults(**SMOKE)
+        args = parser.parse_args(argv)
+    unknown = set(args.parts.split(",")) - set(PARTS)
+    if unknown:
+        parser.error(f"unknown parts: {', '.join(sorted(unknown))}")
+    return args
 
 
 class Bench:
@@ -268,8 +284,9 @@ def hottest(raw: Path, top: int = 12) -> list[dict[str, Any]]:
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     started = time.monotonic()
-    shape = Shape.of_size(30) if args.smoke else Shape.of_size(args.pods)
-    result: dict[str, Any] = {"smoke": args.smoke, "cpus": os.cpu_count(), "load_average_before": round(os.getloadavg()[0], 1),
+    parts = args.parts.split(",")
+    shape = Shape.of_size(args.pods)
+    result: dict[str, Any] = {"smoke": args.smoke, "parts": parts, "cpus": os.cpu_count(), "load_average_before": round(os.getloadavg()[0], 1),
                               "control_plane_flags": {k: list(v) for k, v in CONTROL_PLANE_FLAGS.items()}}
     with tempfile.TemporaryDirectory(prefix="nmo-bench-") as scratch, BenchCluster() as cluster:
         api = cluster.admin()
@@ -277,7 +294,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         cluster.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}")
         operator_config = grant_csv_permissions(cluster, NAMESPACE)
         kubectl_config = cluster.kubectl_drain_kubeconfig()
-        if not args.smoke:  # conversion first, by a replica that serves webhooks only (another holds the Lease)
+        if "conversion" in parts:  # first, by a replica that serves webhooks only (another holds the Lease)
             webhook = OperatorProcess(cluster, Path(scratch) / "webhook", operator_config, identity="webhook-only")
             cluster.kubectl("apply", "-f", "-", input=_held_lease())
             point_conversion_at(cluster, webhook.webhook_url + "/convert", webhook.ca_pem)
@@ -290,27 +307,35 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         operator = OperatorProcess(cluster, Path(scratch) / "operator", operator_config)
         point_conversion_at(cluster, operator.webhook_url + "/convert", operator.ca_pem)
         # The timeline reads the budget watch's DEBUG lines; everything else measures the operator at its usual level.
-        operator.start("--log-level=debug")
+        operator.start(*(["--log-level=debug"] if "timeline" in parts else []))
         bench = Bench(cluster, api, operator, kubectl_config)
         wave = await bench.wave(shape)
         # No drain beats one wave per pod of a budget, plus the grace period of the last pods.
         limit = wave * shape.replicas + shape.grace
-        await part(result, "timeline", bench.timeline(shape, limit), args.out)
-        operator.stop()
-        operator.start()
-        result["single_node"] = await bench.single(1 if args.smoke else args.rounds, 0 if args.smoke else args.grace_rounds, shape)
+        if "timeline" in parts:
+            await part(result, "timeline", bench.timeline(shape, limit), args.out)
+            operator.stop()
+            operator.start()
+        result["single_node"] = await bench.single(args.rounds, args.grace_rounds, shape)
         result["single_node"].update(wave_seconds=round(wave, 2), waves=shape.replicas, limit_seconds=round(limit, 2),
                                      operator_vs_limit=round(result["single_node"]["operator_median"] / limit, 2))
         result["api_cost"] = bench.api_cost()
         result.setdefault("load_average_after", {})["single_node"] = round(os.getloadavg()[0], 1)
-        if not args.smoke:
-            report.write(result, args.out)
+        report.write(result, args.out)
+        if "no_budgets" in parts:
             await part(result, "no_budgets", bench.no_budgets(shape.drained), args.out)
-            # Every single-node drain before the many nodes: their thousands of replacements keep the
-            # controllers busy for a while after the last drain ends (a 10-pod drain took 30 s behind them).
+        # Every single-node drain before the many nodes: their thousands of replacements keep the
+        # controllers busy for a while after the last drain ends (a 10-pod drain took 30 s behind them).
+        if "curve" in parts:
             await part(result, "curve", bench.curve([int(n) for n in args.curve.split(",")]), args.out)
+        if "twenty_nodes" in parts:
             await part(result, "twenty_nodes", many_profiled(bench, args, result), args.out)
-            await part(result, "scale", scale.many_nodes(cluster, api, operator, args.scale_nodes, args.scale_pods, 10, 15), args.out)
+        # The fleet last, on the scale case's nodes and pods (its NodeMaintenances are not waited out).
+        names = scale.node_names(args.scale_nodes)
+        if "scale" in parts:
+            await part(result, "scale", scale.many_nodes(cluster, api, operator, names, args.scale_pods, 10, 15), args.out)
+        if "fleet" in parts:
+            await part(result, "fleet", fleet_on(cluster, api, operator, names, args, populated="scale" in parts), args.out)
         operator.stop()
         await api.close()
     result["wall_seconds"] = round(time.monotonic() - started, 1)
@@ -337,6 +362,14 @@ async def many_profiled(bench: Bench, args: argparse.Namespace, result: dict[str
     if stacks:
         result["profile"] = {"case": f"{args.many} nodes at once", "stacks": stacks.name, "hottest": hottest(stacks)}
     return {**many, "ratio_to_single": round(many["operator"]["seconds"] / result["single_node"]["operator_median"], 2)}
+
+
+async def fleet_on(cluster: BenchCluster, api: AsyncKube, operator: OperatorProcess, names: list[str], args: argparse.Namespace,
+                   populated: bool) -> dict[str, Any]:
+    """The fleet on the scale case's nodes and pods, which are set up here when the scale case did not run."""
+    if not populated:
+        await scale.populate(api, names, args.scale_pods)
+    return await fleet.Fleet(cluster, api, operator, names, args.fleet_parallel, args.fleet_first).run()
 
 
 def _held_lease() -> str:
