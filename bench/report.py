@@ -34,8 +34,9 @@ def goals(report: dict[str, Any]) -> list[dict[str, Any]]:
     op, kc = cost.get("operator", {}).get("per_pod_total"), cost.get("kubectl", {}).get("per_pod_total")
     many, queued = twenty.get("nodes", 20), fleet.get("nodes", 1000)
     rows = [
-        ("operator/kubectl median drain time", single.get("ratio"), "<=", 0.6),
-        ("operator median / budget-recovery limit", single.get("operator_vs_limit"), "<=", 1.5),
+        ("operator/kubectl median drain time", single.get("ratio"), "<=", 0.36),
+        ("operator median / budget-recovery limit", single.get("operator_vs_limit"), "<=", 1.3),
+        ("API requests per pod (operator)", op, "<=", 1.16),
         ("API requests per pod, operator/kubectl", round(op / kc, 2) if op and kc else None, "<=", 0.5),
         ("API requests per pod without budgets (operator)", (report.get("no_budgets") or {}).get("per_pod_total"), "<=", 2),
         (f"{many} nodes at once: operator / {many} kubectl drains at once", twenty.get("ratio"), "<=", 0.45),
