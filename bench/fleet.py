@@ -34,8 +34,8 @@ POLICY_CRD_FILE = ROOT / "bundle" / "manifests" / f"{GROUP}_{POLICY.plural}.yaml
 POLICY_NAME = "bench-fleet"
 SELECTOR = f"{FLEET_LABEL[0]}={FLEET_LABEL[1]}"
 PAGE = "500"
-# The first nodes of a fleet whose queue does not move fail the part instead of holding up the bench.
-FIRST_TIMEOUT_SECONDS = 900
+# A fleet whose queue does not fill or move fails its part instead of holding up the bench.
+FIRST_TIMEOUT_SECONDS = 600
 # Each window in which the operator's memory and connections are sampled before and with the queue.
 WINDOW_SECONDS = 2
 Seen = Callable[[str, dict[str, Any]], None]
