@@ -16,7 +16,8 @@ help:
 	@echo "             (KEEP=1 leaves the cluster running; transcript in build/demo-transcript.md)"
 	@echo "make demo-transcript - run the demo and rewrite docs/demo-transcript.md"
 	@echo "make test   - unit tests, upstream validators and end-to-end tests on a local control plane"
-	@echo "make bench  - the drain measured against kubectl drain, API cost, many nodes, scale, conversion"
+	@echo "make bench  - the drain measured against kubectl drain (one node, twenty at once), where its time goes, API cost,"
+	@echo "             scale, a fleet of 1000 queued under a policy, conversion"
 	@echo "             (report in bench/results: report.json, report.txt, PNG charts)"
 	@echo "make soak   - NodeMaintenances at random for 30 min (SOAK_MINUTES) while the operator is killed and its"
 	@echo "             link to the API server faulted; report in build/soak (report.json, report.txt)"
@@ -76,7 +77,8 @@ demo-transcript:
 bench: venv tools
 	$(PY) -m bench
 
-# One round of 30 pods: checks the report is written and well formed (tests/e2e/test_bench_smoke.py runs it in `make test`).
+# One round of 30 pods, the timeline of one such drain and a fleet of 50 nodes five at a time: checks the report is
+# written and well formed (tests/e2e/test_bench_smoke.py runs it in `make test`).
 bench-smoke: venv tools
 	$(PY) -m bench --smoke --out $(CURDIR)/build/bench-smoke
 

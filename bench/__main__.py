@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
 import os
+import resource
 import signal
 import statistics
 import subprocess
@@ -14,6 +16,7 @@ import tempfile
 import time
 import traceback
 from collections import Counter
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,28 +25,44 @@ from node_maintenance.api.paths import nm_path
 from node_maintenance.client.http import AsyncKube
 from node_maintenance.runtime.leader import LEASE_NAME
 
-from . import drains, report, scale
+from . import drains, fleet, report, scale, timeline
 from .cluster import CONTROL_PLANE_FLAGS, KUBECTL_USER, OPERATOR_USER, AuditCounter, BenchCluster
-from .workload import Shape, node_pair
+from .workload import SETTLE_SECONDS, Shape, node_pair, settled, until
 
 ROOT = Path(__file__).resolve().parents[1]
 CRD_FILE = ROOT / "bundle" / "manifests" / "nodemaintenance.kubevirt.io_nodemaintenances.yaml"
+# The parts besides the single-node rounds, in the order they run.
+PARTS = ("conversion", "timeline", "no_budgets", "curve", "twenty_nodes", "scale", "fleet")
+# What --smoke changes: one round of 30 pods, the timeline of one such drain, and a fleet of 50 nodes of two
+# pods each, five at once. Flags given with --smoke still win.
+SMOKE = {"rounds": 1, "grace_rounds": 0, "pods": 30, "parts": "timeline,fleet", "scale_nodes": 50, "scale_pods": 100,
+         "fleet_parallel": 5, "fleet_first": 25}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
-    parser.add_argument("--smoke", action="store_true", help="one round of 30 pods: checks the report is written, not any speed")
+    parser.add_argument("--smoke", action="store_true", help="a small round: checks the report is written, not any speed")
+    parser.add_argument("--parts", default=",".join(PARTS), help=f"which parts run besides the single-node rounds ({', '.join(PARTS)})")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--grace-rounds", type=int, default=1, help="rounds of the 30 s grace-period variant")
     parser.add_argument("--pods", type=int, default=110)
-    parser.add_argument("--many", type=int, default=20, help="nodes drained at once")
-    parser.add_argument("--scale-nodes", type=int, default=1000)
+    parser.add_argument("--many", type=int, default=20, help="nodes drained at once, by the operator and by as many kubectl drains")
+    parser.add_argument("--scale-nodes", type=int, default=1000, help="nodes of the scale case, and of the fleet")
     parser.add_argument("--scale-pods", type=int, default=30000)
+    parser.add_argument("--fleet-parallel", type=int, default=20, help="the fleet policy's maxParallel")
+    parser.add_argument("--fleet-first", type=int, default=100, help="the fleet is timed until this many nodes are drained")
     parser.add_argument("--curve", default="10,30,110,250", help="pods per node of the scaling curve")
     parser.add_argument("--profile", action=argparse.BooleanOptionalAction, default=True,
                         help="profile the operator with py-spy during the slowest case")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.smoke:
+        parser.set_defaults(**SMOKE)
+        args = parser.parse_args(argv)
+    unknown = set(args.parts.split(",")) - set(PARTS)
+    if unknown:
+        parser.error(f"unknown parts: {', '.join(sorted(unknown))}")
+    return args
 
 
 class Bench:
@@ -133,25 +152,78 @@ class Bench:
         return {"pods": pods, "seconds": round(seconds, 2), "per_pod_total": round(sum(drain_counts.values()) / pods, 3),
                 "per_pod": {k: round(v / pods, 3) for k, v in sorted(drain_counts.items())}}
 
-    def operator_cpu(self) -> float:
-        return scale.cpu_seconds(self.operator.process.pid)
+    @property
+    def pid(self) -> int:
+        """The operator's process (a new one after each restart)."""
+        assert self.operator.process is not None
+        return self.operator.process.pid
 
-    async def many(self, count: int, shape: Shape) -> dict[str, Any]:
-        pairs = await asyncio.gather(*(node_pair(self.cluster, self.api, self.tag("m"), shape) for _ in range(count)))
-        cpu = self.operator_cpu()
-        seconds = await drains.with_operator(self.api, [node for node, _ in pairs])
-        cpu = self.operator_cpu() - cpu
-        # How fast the controllers replaced the evicted pods: the pace every drain of the nodes waits on.
+    def operator_cpu(self) -> float:
+        return scale.cpu_seconds(self.pid)
+
+    async def many(self, count: int, shape: Shape, stacks: Path | None) -> dict[str, Any]:
+        """``count`` identical nodes drained at once by the operator, and ``count`` more by as many `kubectl drain`s
+        at once, in the same run (py-spy samples the operator's half into ``stacks``)."""
+        started = time.monotonic()
+        pairs = await asyncio.gather(*(node_pair(self.cluster, self.api, self.tag("m"), shape) for _ in range(2 * count)))
+        setup = time.monotonic() - started
+        by_kubectl, by_operator = pairs[:count], pairs[count:]
+        # kubectl's half goes first, the operator's once kubectl's nodes have settled: whatever the controllers
+        # still do after such a drain then counts against the operator, never for it.
+        kubectl = await self.half(by_kubectl, shape, self.kubectl_drains, _children_cpu)
+        settle = await self.settle(by_kubectl, shape)
+        with profiling(self.pid, stacks):
+            operator = await self.half(by_operator, shape, lambda nodes: drains.with_operator(self.api, nodes), self.operator_cpu)
+        await self.settle(by_operator, shape)  # the parts after this one start from rest as well
+        return {"nodes": count, "setup_seconds": round(setup, 1), "first": "kubectl", "settle_seconds": round(settle, 1),
+                "kubectl": kubectl, "operator": operator, "ratio": round(operator["seconds"] / kubectl["seconds"], 2)}
+
+    async def settle(self, pairs: list[tuple[str, str]], shape: Shape) -> float:
+        """Seconds until the workloads of drained nodes are at rest: every Deployment's pods Running (the replacements)
+        and every budget allowing an eviction again. Their StatefulSets are deleted first: after many drains at once,
+        the harness's KWOK deletes each StatefulSet pod recreated under the same name again, and again, without end."""
+        started = time.monotonic()
+        if shape.statefulset:
+            await asyncio.gather(*(self.api.request("DELETE", f"/apis/apps/v1/namespaces/{node}/statefulsets/db") for node, _ in pairs))
+        # The Deployments' pods, and the DaemonSet's on the drained node.
+        running = shape.deployments * shape.replicas + 1
+        await until(lambda: _every(settled(self.api, node, running) for node, _ in pairs), "the drained nodes' workloads at rest", SETTLE_SECONDS)
+        return time.monotonic() - started
+
+    async def half(self, pairs: list[tuple[str, str]], shape: Shape, drain: Callable[[list[str]], Awaitable[float]],
+                   cpu: Callable[[], float]) -> dict[str, Any]:
+        """One side's nodes drained at once: seconds, how fast the controllers replaced the evicted pods (the pace
+        every drain of the nodes waits on) and the drainer's CPU per evicted pod."""
+        used = cpu()
+        seconds = await drain([node for node, _ in pairs])
+        used = cpu() - used
         created = []
         for node, spare in pairs:
             listing = await self.api.request("GET", f"/api/v1/namespaces/{node}/pods", query={"fieldSelector": f"spec.nodeName={spare}"})
             created += [p["metadata"]["creationTimestamp"] for p in listing["items"]]
         stamps = sorted(time.mktime(time.strptime(c, "%Y-%m-%dT%H:%M:%SZ")) for c in created)
         rate = len(stamps) / max(1.0, stamps[-1] - stamps[0]) if stamps else None
-        # The operator's own work: CPU per drained pod, against the same figure for one node alone.
-        return {"nodes": count, "seconds": round(seconds, 2), "replacements": len(stamps),
-                "replacements_per_second": round(rate, 1) if rate else None,
-                "operator_cpu_seconds": round(cpu, 2), "operator_cpu_ms_per_pod": round(1000 * cpu / (count * shape.drained), 2)}
+        return {"seconds": round(seconds, 2), "replacements": len(stamps), "replacements_per_second": round(rate, 1) if rate else None,
+                "cpu_seconds": round(used, 2), "cpu_ms_per_pod": round(1000 * used / (len(pairs) * shape.drained), 2)}
+
+    async def kubectl_drains(self, nodes: list[str]) -> float:
+        """Seconds until every one of as many `kubectl drain`s at once, one a node, has ended."""
+        started = time.monotonic()
+        await asyncio.gather(*(drains.with_kubectl(self.cluster, self.kubectl_config, node) for node in nodes))
+        return time.monotonic() - started
+
+    async def timeline(self, shape: Shape, limit: float) -> dict[str, Any]:
+        """One drain of the single-node shape, wave by wave (``bench.timeline``; the operator logs at DEBUG)."""
+        node, _ = await node_pair(self.cluster, self.api, self.tag("t"), shape)
+        audit = AuditCounter(self.cluster.audit_log)
+        audit.mark()
+        created = time.time()  # the clock of the audit log and of the operator's log lines
+        seconds = await drains.with_operator(self.api, [node])
+        await asyncio.sleep(1)  # the last events reach the audit log
+        await self.release(node)
+        assert self.operator.process is not None
+        return {"pods": shape.drained, **timeline.analyse(audit.events(), timeline.seen(self.operator.process.log_path), node,
+                                                           [f"web-{i}" for i in range(shape.deployments)], created, seconds, limit)}
 
     async def curve(self, sizes: list[int]) -> dict[str, Any]:
         points = []
@@ -164,6 +236,16 @@ class Bench:
         return {"points": points, "linearity": round(max(b / a for a, b in itertools.pairwise(per_pod)), 2) if len(points) > 1 else None}
 
 
+async def _every(checks: Iterator[Awaitable[bool]]) -> bool:
+    return all(await asyncio.gather(*checks))
+
+
+def _children_cpu() -> float:
+    """CPU seconds of this process's children that have ended (every `kubectl drain` once it has)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
 def _plain(rounds: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: (round(v, 2) if isinstance(v, float) else dict(v) if isinstance(v, Counter) else v) for k, v in r.items()} for r in rounds]
 
@@ -173,6 +255,18 @@ def profile(pid: int, seconds: int, out: Path) -> subprocess.Popen:
     return subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(pid), "--duration", str(seconds),
                              "--format", "raw", "--output", str(out), "--nonblocking"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+@contextlib.contextmanager
+def profiling(pid: int, stacks: Path | None) -> Iterator[None]:
+    """py-spy samples ``pid`` into ``stacks`` meanwhile (nothing without ``stacks``)."""
+    spy = profile(pid, 900, stacks) if stacks else None
+    try:
+        yield
+    finally:
+        if spy:
+            spy.send_signal(signal.SIGINT)  # py-spy writes what it sampled when interrupted
+            spy.wait()
 
 
 def hottest(raw: Path, top: int = 12) -> list[dict[str, Any]]:
@@ -190,8 +284,9 @@ def hottest(raw: Path, top: int = 12) -> list[dict[str, Any]]:
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     started = time.monotonic()
-    shape = Shape.of_size(30) if args.smoke else Shape.of_size(args.pods)
-    result: dict[str, Any] = {"smoke": args.smoke, "cpus": os.cpu_count(), "load_average_before": round(os.getloadavg()[0], 1),
+    parts = args.parts.split(",")
+    shape = Shape.of_size(args.pods)
+    result: dict[str, Any] = {"smoke": args.smoke, "parts": parts, "cpus": os.cpu_count(), "load_average_before": round(os.getloadavg()[0], 1),
                               "control_plane_flags": {k: list(v) for k, v in CONTROL_PLANE_FLAGS.items()}}
     with tempfile.TemporaryDirectory(prefix="nmo-bench-") as scratch, BenchCluster() as cluster:
         api = cluster.admin()
@@ -199,8 +294,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         cluster.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}")
         operator_config = grant_csv_permissions(cluster, NAMESPACE)
         kubectl_config = cluster.kubectl_drain_kubeconfig()
-        if not args.smoke:  # conversion first, by a replica that serves webhooks only (another holds the Lease)
-            webhook = OperatorProcess(cluster, Path(scratch) / "webhook", operator_config, identity="webhook-only")
+        if "conversion" in parts:  # first, by a replica that serves webhooks only (another holds the Lease)
+            webhook = OperatorProcess(cluster, Path(scratch) / "webhook", operator_config, identity="webhook-only", in_pod=True)
             cluster.kubectl("apply", "-f", "-", input=_held_lease())
             point_conversion_at(cluster, webhook.webhook_url + "/convert", webhook.ca_pem)
             webhook.start()
@@ -209,26 +304,39 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             cluster.kubectl("delete", "lease", LEASE_NAME, "-n", NAMESPACE)
             print(f"conversion: {result['conversion']}", flush=True)
             result.setdefault("load_average_after", {})["conversion"] = round(os.getloadavg()[0], 1)
-        operator = OperatorProcess(cluster, Path(scratch) / "operator", operator_config)
+        # As in a pod (no kubeconfig): what the operator costs is then what the image costs.
+        operator = OperatorProcess(cluster, Path(scratch) / "operator", operator_config, in_pod=True)
         point_conversion_at(cluster, operator.webhook_url + "/convert", operator.ca_pem)
-        operator.start()
+        # The timeline reads the budget watch's DEBUG lines; everything else measures the operator at its usual level.
+        operator.start(*(["--log-level=debug"] if "timeline" in parts else []))
         bench = Bench(cluster, api, operator, kubectl_config)
         wave = await bench.wave(shape)
-        result["single_node"] = await bench.single(1 if args.smoke else args.rounds, 0 if args.smoke else args.grace_rounds, shape)
         # No drain beats one wave per pod of a budget, plus the grace period of the last pods.
         limit = wave * shape.replicas + shape.grace
+        if "timeline" in parts:
+            await part(result, "timeline", bench.timeline(shape, limit), args.out)
+            operator.stop()
+            operator.start()
+        result["single_node"] = await bench.single(args.rounds, args.grace_rounds, shape)
         result["single_node"].update(wave_seconds=round(wave, 2), waves=shape.replicas, limit_seconds=round(limit, 2),
                                      operator_vs_limit=round(result["single_node"]["operator_median"] / limit, 2))
         result["api_cost"] = bench.api_cost()
         result.setdefault("load_average_after", {})["single_node"] = round(os.getloadavg()[0], 1)
-        if not args.smoke:
-            report.write(result, args.out)
+        report.write(result, args.out)
+        if "no_budgets" in parts:
             await part(result, "no_budgets", bench.no_budgets(shape.drained), args.out)
-            # Every single-node drain before the many nodes: their thousands of replacements keep the
-            # controllers busy for a while after the last drain ends (a 10-pod drain took 30 s behind them).
+        # Every single-node drain before the many nodes: their thousands of replacements keep the
+        # controllers busy for a while after the last drain ends (a 10-pod drain took 30 s behind them).
+        if "curve" in parts:
             await part(result, "curve", bench.curve([int(n) for n in args.curve.split(",")]), args.out)
-            await part(result, "twenty_nodes", many_profiled(bench, args, shape, result), args.out)
-            await part(result, "scale", scale.many_nodes(cluster, api, operator, args.scale_nodes, args.scale_pods, 10, 15), args.out)
+        if "twenty_nodes" in parts:
+            await part(result, "twenty_nodes", many_profiled(bench, args, result), args.out)
+        # The fleet last, on the scale case's nodes and pods (its NodeMaintenances are not waited out).
+        names = scale.node_names(args.scale_nodes)
+        if "scale" in parts:
+            await part(result, "scale", scale.many_nodes(cluster, api, operator, names, args.scale_pods, 10, 15), args.out)
+        if "fleet" in parts:
+            await part(result, "fleet", fleet_on(cluster, api, operator, names, args, populated="scale" in parts), args.out)
         operator.stop()
         await api.close()
     result["wall_seconds"] = round(time.monotonic() - started, 1)
@@ -237,30 +345,33 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 async def part(result: dict[str, Any], name: str, measured: Any, out: Path) -> None:
     """One later part of the run: a failure is reported in its place, and the report is written after
-    each part, so what was measured is kept whatever happens later."""
+    each part, so what was measured is kept whatever happens later. A wait that timed out (``until``'s
+    SystemExit) is such a failure; an interrupt is not."""
     try:
         result[name] = await measured
-    except Exception as error:
+    except (Exception, SystemExit) as error:
         result[name] = {"error": f"{type(error).__name__}: {error}", "where": traceback.format_exc(limit=-4).splitlines()[1:-1]}
     result.setdefault("load_average_after", {})[name] = round(os.getloadavg()[0], 1)  # the machine may be shared
     print(f"{name}: {result[name]}", flush=True)
     report.write(result, out)
 
 
-async def many_profiled(bench: Bench, args: argparse.Namespace, shape: Shape, result: dict[str, Any]) -> dict[str, Any]:
-    """Many nodes at once (the slowest case), with py-spy sampling the operator meanwhile."""
-    stacks = args.out / "profile-many-nodes.txt"
+async def many_profiled(bench: Bench, args: argparse.Namespace, result: dict[str, Any]) -> dict[str, Any]:
+    """Many nodes at once (the slowest case), with py-spy sampling the operator's drain of them."""
+    stacks = args.out / "profile-many-nodes.txt" if args.profile else None
     args.out.mkdir(parents=True, exist_ok=True)
-    spy = profile(bench.operator.process.pid, 900, stacks) if args.profile else None
-    try:
-        many = await bench.many(args.many, shape)
-    finally:
-        if spy:
-            spy.send_signal(signal.SIGINT)  # py-spy writes what it sampled when interrupted
-            spy.wait()
-    if spy:
+    many = await bench.many(args.many, Shape.of_size(args.pods), stacks)
+    if stacks:
         result["profile"] = {"case": f"{args.many} nodes at once", "stacks": stacks.name, "hottest": hottest(stacks)}
-    return {**many, "ratio_to_single": round(many["seconds"] / result["single_node"]["operator_median"], 2)}
+    return {**many, "ratio_to_single": round(many["operator"]["seconds"] / result["single_node"]["operator_median"], 2)}
+
+
+async def fleet_on(cluster: BenchCluster, api: AsyncKube, operator: OperatorProcess, names: list[str], args: argparse.Namespace,
+                   populated: bool) -> dict[str, Any]:
+    """The fleet on the scale case's nodes and pods, which are set up here when the scale case did not run."""
+    if not populated:
+        await scale.populate(api, names, args.scale_pods)
+    return await fleet.Fleet(cluster, api, operator, names, args.fleet_parallel, args.fleet_first).run()
 
 
 def _held_lease() -> str:

@@ -1,11 +1,13 @@
 """The local control plane as the benchmark needs it: every request of the two clients compared is
-audited, so their API cost is counted by verb and resource; plus an admin client on the event loop."""
+audited, so their API cost is counted by verb and resource, and so is each budget status the disruption
+controller writes (when a budget allows an eviction again); plus an admin client on the event loop."""
 
 from __future__ import annotations
 
 import json
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -16,6 +18,8 @@ from node_maintenance.client.http import AsyncKube
 OPERATOR_USER = "system:serviceaccount:node-maintenance-operator:node-maintenance-operator"
 KUBECTL_NAMESPACE, KUBECTL_ACCOUNT = "bench", "kubectl-drain"
 KUBECTL_USER = f"system:serviceaccount:{KUBECTL_NAMESPACE}:{KUBECTL_ACCOUNT}"
+# The controller manager runs each controller under a ServiceAccount of its own (--use-service-account-credentials).
+DISRUPTION_CONTROLLER_USER = "system:serviceaccount:kube-system:disruption-controller"
 
 
 # A production control plane raises its controllers' client limits above the defaults (20 requests a
@@ -42,7 +46,12 @@ class BenchCluster(Cluster):
             "kind": "Policy",
             # A watch is logged when it starts (ResponseStarted); every other request once, when answered.
             "omitStages": ["RequestReceived"],
-            "rules": [{"level": "Metadata", "users": [OPERATOR_USER, KUBECTL_USER]}, {"level": "None"}],
+            # A budget's status update names the version it replaced (objectRef.resourceVersion): the update that
+            # made the version a client saw is the one that replaced the version before it.
+            "rules": [{"level": "Metadata", "users": [OPERATOR_USER, KUBECTL_USER]},
+                      {"level": "Metadata", "users": [DISRUPTION_CONTROLLER_USER], "verbs": ["update"],
+                       "resources": [{"group": "policy", "resources": ["poddisruptionbudgets/status"]}]},
+                      {"level": "None"}],
         }
         path = self.workdir / "audit-policy.yaml"
         path.write_text(yaml.safe_dump(policy))
@@ -70,18 +79,19 @@ class AuditCounter:
         """Skip everything logged so far."""
         self.offset = self.log.stat().st_size if self.log.exists() else 0
 
-    def since_mark(self, user: str) -> Counter[str]:
-        """Requests of ``user`` logged since the mark, keyed "verb resource[/subresource]" (429s as "... refused")."""
-        counts: Counter[str] = Counter()
+    def events(self) -> list[dict[str, Any]]:
+        """Every event logged since the mark (up to the last whole line: the API server may be writing one)."""
         if not self.log.exists():
-            return counts
+            return []
         with self.log.open("rb") as handle:
             handle.seek(self.offset)
             data = handle.read()
-        for line in data.splitlines():
-            if not line.strip():
-                continue
-            event = json.loads(line)
+        return [json.loads(line) for line in data[:data.rfind(b"\n") + 1].splitlines() if line.strip()]
+
+    def since_mark(self, user: str) -> Counter[str]:
+        """Requests of ``user`` logged since the mark, keyed "verb resource[/subresource]" (429s as "... refused")."""
+        counts: Counter[str] = Counter()
+        for event in self.events():
             if event.get("user", {}).get("username") != user:
                 continue
             verb = event.get("verb", "")

@@ -14,22 +14,39 @@ import matplotlib.pyplot as plt
 from rich.console import Console
 from rich.table import Table
 
-REQUIRED = ("single_node", "api_cost", "goals")
+REQUIRED = ("single_node", "api_cost", "goals", "parts")
+# The figures of a part that must be numbers when it ran: positive, but those marked "±" ("a.b" is b of the dict at a).
+SECTIONS = {
+    "timeline": ("drain_seconds", "limit_seconds", "±gap_seconds", "releases", "median_reaction_ms", "±median_notice_lag_ms",
+                 "median_recovery_s", "gap_split.operator_start_s", "±gap_split.control_plane_s"),
+    "twenty_nodes": ("nodes", "ratio", "kubectl.seconds", "operator.seconds", "kubectl.replacements_per_second",
+                     "operator.replacements_per_second", "operator.cpu_ms_per_pod", "kubectl.cpu_ms_per_pod"),
+    "fleet": ("nodes", "max_parallel", "drained", "single_node_seconds", "first_seconds", "ideal_seconds", "first_vs_ideal",
+              "rss_mib.before", "rss_mib.queued", "rss_mib.peak", "±memory_per_queued_kib", "connections.before", "connections.peak",
+              "±connections_added_by_queue", "requests.per_node_total", "cordoned.events", "cordoned.cordons", "cordoned.most"),
+}
 
 
 def goals(report: dict[str, Any]) -> list[dict[str, Any]]:
     """Each goal of the drain engine with the figure measured for it (None when that part did not run)."""
     single, cost = report.get("single_node") or {}, report.get("api_cost") or {}
-    twenty, scale, conv, curve = (report.get(k) or {} for k in ("twenty_nodes", "scale", "conversion", "curve"))
+    twenty, scale, conv, curve, fleet = (report.get(k) or {} for k in ("twenty_nodes", "scale", "conversion", "curve", "fleet"))
     op, kc = cost.get("operator", {}).get("per_pod_total"), cost.get("kubectl", {}).get("per_pod_total")
+    many, queued = twenty.get("nodes", 20), fleet.get("nodes", 1000)
     rows = [
-        ("operator/kubectl median drain time", single.get("ratio"), "<=", 0.6),
-        ("operator median / budget-recovery limit", single.get("operator_vs_limit"), "<=", 1.5),
+        ("operator/kubectl median drain time", single.get("ratio"), "<=", 0.36),
+        ("operator median / budget-recovery limit", single.get("operator_vs_limit"), "<=", 1.3),
+        ("API requests per pod (operator)", op, "<=", 1.16),
         ("API requests per pod, operator/kubectl", round(op / kc, 2) if op and kc else None, "<=", 0.5),
         ("API requests per pod without budgets (operator)", (report.get("no_budgets") or {}).get("per_pod_total"), "<=", 2),
-        ("20 nodes at once / single node", twenty.get("ratio_to_single"), "<=", 1.5),
+        (f"{many} nodes at once: operator / {many} kubectl drains at once", twenty.get("ratio"), "<=", 0.45),
+        (f"{many} nodes at once: operator CPU per evicted pod (ms)", (twenty.get("operator") or {}).get("cpu_ms_per_pod"), "<=", 3),
         ("idle RSS at scale (MiB)", (scale.get("idle") or {}).get("rss_mib"), "<=", 100),
         ("idle RSS growth with pods elsewhere (MiB)", scale.get("idle_growth_mib"), "<=", 5),
+        ("fleet: memory per queued NodeMaintenance (KiB)", fleet.get("memory_per_queued_kib"), "<=", 2),
+        (f"fleet: open connections added by {queued} queued NodeMaintenances", fleet.get("connections_added_by_queue"), "<=", 0),
+        (f"fleet: peak RSS, {queued} queued and {fleet.get('max_parallel', 20)} draining (MiB)", (fleet.get("rss_mib") or {}).get("peak"), "<=", 150),
+        (f"fleet: first {fleet.get('first', 100)} nodes drained / ideal", fleet.get("first_vs_ideal"), "<=", 1.3),
         ("conversion of 500 objects, p99 (ms)", (conv.get("review_500") or {}).get("p99_ms"), "<=", 50),
         ("drain time per pod, largest/smallest node", curve.get("linearity"), "<=", 1.5),
     ]
@@ -67,7 +84,13 @@ def text(report: dict[str, Any]) -> str:
         table.add_row(key, str(cost["operator"]["per_pod"].get(key, 0)), str(cost["kubectl"]["per_pod"].get(key, 0)))
     table.add_row("total", str(cost.get("operator", {}).get("per_pod_total")), str(cost.get("kubectl", {}).get("per_pod_total")))
     console.print(table)
-    for name in ("no_budgets", "twenty_nodes", "curve", "scale", "conversion", "profile", "control_plane_flags", "load_average_after"):
+    for name, show in (("timeline", _timeline), ("twenty_nodes", _twenty), ("fleet", _fleet)):
+        if report.get(name):
+            if "error" in report[name]:
+                console.print(f"{name}: {json.dumps(report[name], sort_keys=True)}")
+            else:
+                show(console, report[name])
+    for name in ("no_budgets", "curve", "scale", "conversion", "profile", "control_plane_flags", "load_average_after"):
         if report.get(name):
             console.print(f"{name}: {json.dumps(report[name], sort_keys=True)}")
     table = Table(title="Goals")
@@ -77,6 +100,59 @@ def text(report: dict[str, Any]) -> str:
         table.add_row(g["goal"], str(g["measured"]), g["target"], {True: "yes", False: "NO", None: "not run"}[g["met"]])
     console.print(table)
     return console.export_text()
+
+
+def _timeline(console: Console, timeline: dict[str, Any]) -> None:
+    """Wave by wave, when the budgets allowed, when the operator saw it and when it sent (medians over the budgets)."""
+    table = Table(title=f"One drain of {timeline['pods']} pods, wave by wave (seconds since the NodeMaintenance; medians over the budgets)")
+    for column in ("wave", "budgets", "allowed", "saw", "sent", "recovery (s)", "notice lag (ms)", "reaction (ms)"):
+        table.add_column(column)
+    for w in timeline["waves"]:
+        table.add_row(*(str(w[k]) if w[k] is not None else "-" for k in
+                        ("wave", "budgets", "allowed_s", "saw_s", "sent_s", "recovery_s", "notice_ms", "reaction_ms")))
+    console.print(table)
+    split = timeline["gap_split"]
+    console.print(f"medians: operator reaction (saw → sent) {timeline['median_reaction_ms']} ms, notice lag (allowed → saw) "
+                  f"{timeline['median_notice_lag_ms']} ms, control plane's recovery (sent → allowed) {timeline['median_recovery_s']} s; "
+                  f"{timeline['unmatched']} of {timeline['releases']} releases unmatched")
+    console.print(f"drain {timeline['drain_seconds']} s, budget-recovery limit {timeline['limit_seconds']} s: the gap of "
+                  f"{timeline['gap_seconds']} s along budget {timeline['critical_budget']} is the operator's start "
+                  f"{split['operator_start_s']} s + its reactions {split['operator_reaction_s']} s + notice lags {split['notice_lag_s']} s "
+                  f"+ the control plane's {split['control_plane_s']} s")
+
+
+def _twenty(console: Console, twenty: dict[str, Any]) -> None:
+    table = Table(title=f"{twenty['nodes']} nodes at once, side by side (set up in {twenty['setup_seconds']} s; {twenty['first']} "
+                        f"first, then {twenty['settle_seconds']} s until its nodes' workloads were at rest)")
+    for column in ("", "kubectl drain", "operator"):
+        table.add_column(column)
+    for key, name in (("seconds", "seconds"), ("replacements_per_second", "replacements per second"),
+                      ("cpu_ms_per_pod", "CPU per evicted pod (ms)")):
+        table.add_row(name, str(twenty["kubectl"][key]), str(twenty["operator"][key]))
+    table.add_row("operator / kubectl", "", str(twenty["ratio"]))
+    table.add_row("operator / its single-node median", "", str(twenty.get("ratio_to_single")))
+    console.print(table)
+
+
+def _fleet(console: Console, fleet: dict[str, Any]) -> None:
+    table = Table(title=f"Fleet: {fleet['nodes']} NodeMaintenances queued at once, maxParallel {fleet['max_parallel']}")
+    for column in ("", "before", "while queueing (peak)", "queued", "peak"):
+        table.add_column(column)
+    table.add_row("operator RSS (MiB)", *(str(fleet["rss_mib"][k]) for k in ("before", "queueing_peak", "queued", "peak")))
+    table.add_row("open connections", *(str(fleet["connections"][k]) for k in ("before", "queueing_peak", "queued", "peak")))
+    console.print(table)
+    requests = fleet["requests"]
+    console.print(f"memory per queued NodeMaintenance {fleet['memory_per_queued_kib']} KiB; connections added by the queue "
+                  f"{fleet['connections_added_by_queue']}; created in {fleet['create_seconds']} s, all queued after {fleet['queued_after_seconds']} s")
+    console.print(f"first {fleet['first']} nodes drained in {fleet['first_seconds']} s, ideal {fleet['ideal_seconds']} s "
+                  f"({fleet['first']} / {fleet['max_parallel']} x {fleet['single_node_seconds']} s for one such node alone): "
+                  f"{fleet['first_vs_ideal']}")
+    console.print(f"operator requests: {requests['queueing_per_maintenance']} per queued NodeMaintenance while queueing, "
+                  f"{requests['per_node_total']} per drained node over the fleet ({fleet['drained']} drained; "
+                  f"{json.dumps(requests['per_node'], sort_keys=True)})")
+    cordoned = fleet["cordoned"]
+    console.print(f"nodes cordoned at once: at most {cordoned['most']} (maxParallel {fleet['max_parallel']}; "
+                  f"{cordoned['events']} node changes watched, {cordoned['cordons']} cordons)")
 
 
 def charts(report: dict[str, Any], out: Path) -> None:
@@ -117,6 +193,21 @@ def charts(report: dict[str, Any], out: Path) -> None:
         plt.close(figure)
 
 
+def _malformed(name: str, section: dict[str, Any]) -> list[str]:
+    """What is wrong with the figures of one part (``SECTIONS``)."""
+    problems = []
+    for figure in SECTIONS[name]:
+        key = figure.lstrip("±")
+        value: Any = section
+        for step in key.split("."):
+            value = value.get(step) if isinstance(value, dict) else None
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            problems.append(f"{name}.{key} is not a number: {value!r}")
+        elif value <= 0 and not figure.startswith("±"):
+            problems.append(f"{name}.{key} is not positive: {value!r}")
+    return problems
+
+
 def check(out: Path) -> list[str]:
     """What is wrong with a written report (an empty list when it is well formed)."""
     problems = []
@@ -132,6 +223,13 @@ def check(out: Path) -> list[str]:
     for who in ("operator", "kubectl"):
         if not (report.get("api_cost") or {}).get(who, {}).get("per_pod"):
             problems.append(f"api_cost.{who}.per_pod is empty")
+    for name in report.get("parts") or []:
+        if name not in report:
+            problems.append(f"part {name} did not report")
+        elif "error" in report[name]:
+            problems.append(f"part {name} failed: {report[name]['error']}")
+        elif name in SECTIONS:
+            problems += _malformed(name, report[name])
     table = out / "report.txt"
     if not table.exists() or not table.read_text().strip():
         problems.append("report.txt missing or empty")

@@ -26,6 +26,8 @@ from . import drains
 from .workload import SETUP_TIMEOUT_SECONDS, has_service_account, until, wait_nodes_ready
 
 TICKS = os.sysconf("SC_CLK_TCK")
+# What the scale case's nodes carry, and the fleet's policy selects.
+FLEET_LABEL = ("node-maintenance-bench/fleet", "true")
 
 
 def cpu_seconds(pid: int) -> float:
@@ -33,21 +35,73 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS
 
 
+def connections(pid: int) -> int:
+    """Established TCP connections of process ``pid``: the entries of its network namespace's TCP tables whose
+    socket is one of its file descriptors."""
+    sockets = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue  # closed meanwhile
+        if target.startswith("socket:["):
+            sockets.add(target[len("socket:["):-1])
+    rows = [line.split() for table in ("tcp", "tcp6") for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]]
+    return sum(1 for fields in rows if fields[3] == "01" and fields[9] in sockets)  # "st" 01 is ESTABLISHED; field 9 the inode
+
+
+class Peaks:
+    """While in use (``async with``), the operator's resident memory and open connections, sampled every
+    ``interval`` seconds (once more on leaving): their highest values."""
+
+    def __init__(self, operator: OperatorProcess, interval: float = 0.5) -> None:
+        self.operator, self.interval = operator, interval
+        self.rss_bytes = self.connections = 0
+        self._task: asyncio.Task[None] | None = None
+
+    def sample(self) -> None:
+        assert self.operator.process is not None
+        self.rss_bytes = max(self.rss_bytes, self.operator.rss_bytes())
+        self.connections = max(self.connections, connections(self.operator.process.pid))
+
+    async def _run(self) -> None:
+        while True:
+            self.sample()
+            await asyncio.sleep(self.interval)
+
+    async def __aenter__(self) -> Peaks:
+        self._task = asyncio.create_task(self._run())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+        self.sample()
+
+    @property
+    def rss_mib(self) -> float:
+        return round(self.rss_bytes / 2**20, 1)
+
+
 async def usage(operator: OperatorProcess, seconds: float) -> dict[str, float]:
     """Resident memory (peak of the samples) and CPU share of one core over ``seconds``."""
     pid = operator.process.pid
-    before, started, peak = cpu_seconds(pid), time.monotonic(), 0
-    while time.monotonic() - started < seconds:
-        peak = max(peak, operator.rss_bytes())
-        await asyncio.sleep(0.5)
-    return {"rss_mib": round(peak / 2**20, 1), "cpu_percent": round(100 * (cpu_seconds(pid) - before) / (time.monotonic() - started), 1)}
+    before, started = cpu_seconds(pid), time.monotonic()
+    async with Peaks(operator) as peaks:
+        await asyncio.sleep(seconds)
+    return {"rss_mib": peaks.rss_mib, "cpu_percent": round(100 * (cpu_seconds(pid) - before) / (time.monotonic() - started), 1)}
+
+
+def node_names(count: int) -> list[str]:
+    return [f"scale-{i:04d}" for i in range(count)]
 
 
 def _node(name: str) -> dict[str, Any]:
     key, value = KWOK_SELECTOR
     return {"apiVersion": "v1", "kind": "Node",
             "metadata": {"name": name, "annotations": {key: value, "node.alpha.kubernetes.io/ttl": "0"},
-                         "labels": {"kubernetes.io/hostname": name, "type": "kwok"}}}
+                         "labels": {"kubernetes.io/hostname": name, "type": "kwok", FLEET_LABEL[0]: FLEET_LABEL[1]}}}
 
 
 def _pod(name: str, namespace: str, node: str) -> dict[str, Any]:
@@ -55,7 +109,7 @@ def _pod(name: str, namespace: str, node: str) -> dict[str, Any]:
             "spec": {"nodeName": node, "terminationGracePeriodSeconds": 0, "containers": [{"name": "c", "image": "registry.invalid/app:1"}]}}
 
 
-async def _post_all(api: AsyncKube, path_and_bodies: list[tuple[str, dict[str, Any]]], concurrency: int = 48) -> None:
+async def post_all(api: AsyncKube, path_and_bodies: list[tuple[str, dict[str, Any]]], concurrency: int = 48) -> None:
     slots = asyncio.Semaphore(concurrency)
 
     async def post(path: str, body: dict[str, Any]) -> None:
@@ -80,23 +134,27 @@ async def _all_running(api: AsyncKube, namespace: str) -> bool:
         query = {**query, "continue": listing["metadata"]["continue"]}
 
 
-async def many_nodes(cluster: Cluster, api: AsyncKube, operator: OperatorProcess, nodes: int, pods: int, draining: int,
-                     idle_seconds: float) -> dict[str, Any]:
-    names = [f"scale-{i:04d}" for i in range(nodes)]
-    result: dict[str, Any] = {"nodes": nodes, "pods": pods}
-    result["idle_before_pods"] = await usage(operator, idle_seconds)
-    started = time.monotonic()
-    await _post_all(api, [("/api/v1/nodes", _node(n)) for n in names])
+async def populate(api: AsyncKube, names: list[str], pods: int) -> None:
+    """The nodes ``names`` (of the fleet) and ``pods`` bare pods spread evenly over them, every pod Running."""
+    await post_all(api, [("/api/v1/nodes", _node(n)) for n in names])
     await wait_nodes_ready(api, names)
     await api.request("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "scale"}})
     await until(lambda: has_service_account(api, "scale"), "the default ServiceAccount of scale", 120)
-    await _post_all(api, [("/api/v1/namespaces/scale/pods", _pod(f"p{i}", "scale", names[i % nodes])) for i in range(pods)])
-
+    await post_all(api, [("/api/v1/namespaces/scale/pods", _pod(f"p{i}", "scale", names[i % len(names)])) for i in range(pods)])
     await until(lambda: _all_running(api, "scale"), f"{pods} pods Running", 1200, interval=2)
+
+
+async def many_nodes(cluster: Cluster, api: AsyncKube, operator: OperatorProcess, names: list[str], pods: int, draining: int,
+                     idle_seconds: float) -> dict[str, Any]:
+    result: dict[str, Any] = {"nodes": len(names), "pods": pods}
+    result["idle_before_pods"] = await usage(operator, idle_seconds)
+    started = time.monotonic()
+    await populate(api, names, pods)
     result["setup_seconds"] = round(time.monotonic() - started, 1)
     result["idle"] = await usage(operator, idle_seconds)
     result["idle_growth_mib"] = round(result["idle"]["rss_mib"] - result["idle_before_pods"]["rss_mib"], 1)
-    drain = asyncio.create_task(drains.with_operator(api, names[:draining]))
+    # The last nodes: the fleet, on these nodes next, drains the first ones first, which still carry their pods.
+    drain = asyncio.create_task(drains.with_operator(api, names[-draining:]))
     result["draining"] = await usage(operator, 3)
     while not drain.done():
         sample = await usage(operator, 2)
@@ -158,7 +216,7 @@ async def conversion(cluster: Cluster, api: AsyncKube, webhook: OperatorProcess,
             result[f"review_{size}"] = {"p50_ms": round(statistics.median(latencies), 2),
                                         "p99_ms": round(latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))], 2),
                                         "cpu_ms": round(1000 * (cpu_seconds(webhook.process.pid) - cpu) / repeats, 2)}
-    await _post_all(api, [(nm_path(), {"apiVersion": f"{GROUP}/v1beta1", "kind": KIND, "metadata": {"name": f"conv-{i:04d}"},
+    await post_all(api, [(nm_path(), {"apiVersion": f"{GROUP}/v1beta1", "kind": KIND, "metadata": {"name": f"conv-{i:04d}"},
                                        "spec": {"nodeName": f"conv-{i:04d}", "reason": "benchmark"}}) for i in range(stored)])
     times = []
     for _ in range(3):

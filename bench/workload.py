@@ -105,17 +105,19 @@ async def node_pair(cluster: Cluster, api: AsyncKube, tag: str, shape: Shape) ->
     await wait_nodes_ready(api, [node, spare])
     await until(lambda: has_service_account(api, namespace), f"the default ServiceAccount of {namespace}", 120)
     await create_all(api, objects(namespace, node, spare, shape))
-    expected = shape.drained + 1
-
-    async def settled() -> bool:
-        pods = (await api.request("GET", f"/api/v1/namespaces/{namespace}/pods"))["items"]
-        running = sum(p["status"].get("phase") == "Running" and p["spec"].get("nodeName") == node for p in pods)
-        budgets = (await api.request("GET", f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets"))["items"]
-        return running == expected and all((b.get("status") or {}).get("disruptionsAllowed") == 1 for b in budgets)
-
-    await until(settled, f"the workload on {node} running", SETTLE_SECONDS)
+    await until(lambda: settled(api, namespace, shape.drained + 1, node), f"the workload on {node} running", SETTLE_SECONDS)
     await api.patch(f"/api/v1/nodes/{spare}", {"spec": {"unschedulable": None}})
     return node, spare
+
+
+async def settled(api: AsyncKube, namespace: str, running: int, node: str | None = None) -> bool:
+    """Whether exactly ``running`` pods of ``namespace`` are Running (on ``node``, if named; a pod still
+    terminating counts too) and every budget allows an eviction: a drain measured from here waits on nothing
+    left over from before."""
+    pods = (await api.request("GET", f"/api/v1/namespaces/{namespace}/pods"))["items"]
+    up = sum(p["status"].get("phase") == "Running" and node in (None, p["spec"].get("nodeName")) for p in pods)
+    budgets = (await api.request("GET", f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets"))["items"]
+    return up == running and all((b.get("status") or {}).get("disruptionsAllowed") == 1 for b in budgets)
 
 
 async def has_service_account(api: AsyncKube, namespace: str) -> bool:

@@ -1,0 +1,267 @@
+"""A fleet: a NodeMaintenance for every node of the scale case (``scale.populate``), all created at once under
+one NodeMaintenancePolicy, as a rolling maintenance of a large pool starts.
+
+The policy lets no node go (``maxParallel: 0``) while the NodeMaintenances are created, so that what the queue
+alone costs the operator (memory, connections, requests) is measured apart from any drain; then it lets
+``parallel`` go at once. As an admin would once a node's maintenance is done, the bench deletes each
+NodeMaintenance as soon as it has Succeeded, which hands its node back and frees its slot for the next in
+line. Meanwhile a watch of the fleet's nodes counts, at every change, how many are cordoned at once: never
+more than the policy allows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from devcluster.operator import OperatorProcess
+from node_maintenance.api import GROUP, KIND, POLICY
+from node_maintenance.api.paths import POLICY_VERSION, nm_path, node_path, policy_path
+from node_maintenance.client.errors import NotFound
+from node_maintenance.client.http import AsyncKube
+
+from . import drains
+from .cluster import OPERATOR_USER, AuditCounter, BenchCluster
+from .scale import FLEET_LABEL, Peaks, post_all
+from .workload import SETUP_TIMEOUT_SECONDS, until
+
+ROOT = Path(__file__).resolve().parents[1]
+POLICY_CRD_FILE = ROOT / "bundle" / "manifests" / f"{GROUP}_{POLICY.plural}.yaml"
+POLICY_NAME = "bench-fleet"
+SELECTOR = f"{FLEET_LABEL[0]}={FLEET_LABEL[1]}"
+PAGE = "500"
+# A fleet whose queue does not fill or move fails its part instead of holding up the bench.
+FIRST_TIMEOUT_SECONDS = 600
+# Each window in which the operator's memory and connections are sampled before and with the queue.
+WINDOW_SECONDS = 2
+Seen = Callable[[str, dict[str, Any]], None]
+
+
+async def listed(api: AsyncKube, path: str, query: dict[str, str]) -> tuple[list[dict[str, Any]], str]:
+    """Every object at ``path`` a page at a time (a thousand nodes are not one answer), and the listing's version."""
+    items: list[dict[str, Any]] = []
+    page = {**query, "limit": PAGE}
+    while True:
+        listing = await api.request("GET", path, query=page)
+        items += listing["items"]
+        if not listing["metadata"].get("continue"):
+            return items, listing["metadata"]["resourceVersion"]
+        page = {**query, "limit": PAGE, "continue": listing["metadata"]["continue"]}
+
+
+async def follow(api: AsyncKube, path: str, query: dict[str, str], seen: Seen) -> None:
+    """Hand ``seen`` every object at ``path``: each listed one (as "LISTED"), then every change a watch brings
+    (ADDED, MODIFIED, DELETED), resuming where the server ended a watch; until cancelled. Nothing is missed
+    between the listing and the watch, nor between two watches."""
+    items, version = await listed(api, path, query)
+    for item in items:
+        seen("LISTED", item)
+    while True:
+        async for event in api.watch(path, {**query, "resourceVersion": version, "allowWatchBookmarks": "true"}):
+            version = event["object"]["metadata"]["resourceVersion"]
+            if event["type"] != "BOOKMARK":
+                seen(event["type"], event["object"])
+
+
+class Cordons:
+    """The fleet's nodes as a watch shows them: how many are cordoned (spec.unschedulable) at once, at every
+    change, and how many changes were seen, so that a check of the highest count cannot pass on no data."""
+
+    def __init__(self) -> None:
+        self.cordoned: set[str] = set()
+        self.most = 0
+        self.events = 0  # watch events, the listing not included
+        self.cordons = 0  # nodes seen becoming cordoned
+
+    def seen(self, kind: str, node: dict[str, Any]) -> None:
+        name = node["metadata"]["name"]
+        self.events += kind != "LISTED"
+        if kind != "DELETED" and (node.get("spec") or {}).get("unschedulable"):
+            self.cordons += name not in self.cordoned
+            self.cordoned.add(name)
+        else:
+            self.cordoned.discard(name)
+        self.most = max(self.most, len(self.cordoned))
+
+
+class Queue:
+    """The fleet's NodeMaintenances as a watch shows them: each one's phase, and when each Succeeded; each that
+    has Succeeded is deleted at once (its node handed back, its slot freed)."""
+
+    def __init__(self, api: AsyncKube) -> None:
+        self.api = api
+        self.phases: dict[str, str] = {}
+        self.succeeded: dict[str, float] = {}  # name -> when the watch showed it Succeeded (monotonic)
+        self.deleting: set[asyncio.Task[None]] = set()
+
+    def seen(self, kind: str, maintenance: dict[str, Any]) -> None:
+        name = maintenance["metadata"]["name"]
+        if kind == "DELETED":
+            self.phases.pop(name, None)
+            return
+        self.phases[name] = phase = (maintenance.get("status") or {}).get("phase", "")
+        if phase == "Succeeded" and name not in self.succeeded:
+            self.succeeded[name] = time.monotonic()
+            task = asyncio.get_running_loop().create_task(self._delete(name))
+            self.deleting.add(task)
+            task.add_done_callback(self.deleting.discard)
+
+    def waiting(self) -> int:
+        return sum(phase == "Pending" for phase in self.phases.values())
+
+    async def _delete(self, name: str) -> None:
+        try:
+            await self.api.request("DELETE", nm_path(name))
+        except NotFound:
+            pass
+
+
+def _maintenance(name: str, node: str) -> dict[str, Any]:
+    return {"apiVersion": f"{GROUP}/v1beta1", "kind": KIND, "metadata": {"name": name, "labels": dict([FLEET_LABEL])},
+            "spec": {"nodeName": node, "reason": "benchmark fleet"}}
+
+
+def _policy(parallel: int) -> dict[str, Any]:
+    return {"apiVersion": f"{GROUP}/{POLICY_VERSION}", "kind": POLICY.kind, "metadata": {"name": POLICY_NAME},
+            "spec": {"nodeSelector": {"matchLabels": dict([FLEET_LABEL])}, "maxParallel": parallel}}
+
+
+async def _policy_status(api: AsyncKube) -> dict[str, Any]:
+    return (await api.request("GET", policy_path(POLICY_NAME))).get("status") or {}
+
+
+async def _give_back(api: AsyncKube, names: list[str]) -> None:
+    """Delete the NodeMaintenances of ``names`` and wait until they are gone and their nodes handed back."""
+    wanted = set(names)
+    for maintenance in (await api.request("GET", nm_path()))["items"]:
+        if maintenance["spec"]["nodeName"] in wanted:
+            await api.request("DELETE", nm_path(maintenance["metadata"]["name"]))
+
+    async def handed_back() -> bool:
+        left = [m for m in (await api.request("GET", nm_path()))["items"] if m["spec"]["nodeName"] in wanted]
+        nodes, _ = await listed(api, node_path(), {"labelSelector": SELECTOR})
+        return not left and not any(n["spec"].get("unschedulable") for n in nodes if n["metadata"]["name"] in wanted)
+
+    await until(handed_back, f"nodes {sorted(wanted)[:3]} handed back", 300)
+
+
+class Fleet:
+    """One fleet on ``names`` (those still carrying their pods first: the queue takes them in this order), measured
+    until ``first`` NodeMaintenances have Succeeded."""
+
+    def __init__(self, cluster: BenchCluster, api: AsyncKube, operator: OperatorProcess, names: list[str], parallel: int, first: int) -> None:
+        self.cluster, self.api, self.operator, self.parallel, self.first = cluster, api, operator, parallel, first
+        # One node is drained alone first; its pods gone, it then waits at the end of the queue.
+        self.alone, self.order = names[0], names[1:] + names[:1]
+        self.cordons, self.queue = Cordons(), Queue(api)
+        self.audit = AuditCounter(cluster.audit_log)
+        self.watches: list[asyncio.Task[None]] = []
+        self.single = 0.0  # seconds one node of the fleet takes alone
+        self.result: dict[str, Any] = {"nodes": len(names), "max_parallel": parallel, "first": first}
+
+    async def run(self) -> dict[str, Any]:
+        """Measure; then delete the NodeMaintenances and the policy without waiting (nothing is measured after)."""
+        self.cluster.kubectl("apply", "--server-side", "-f", str(POLICY_CRD_FILE))
+        self.cluster.kubectl("wait", "--for=condition=Established", f"crd/{POLICY.crd_name}", "--timeout=60s")
+        await _give_back(self.api, self.order)  # the nodes an earlier part drained
+        # The single-node time of this node shape in this run, before the policy selects the node.
+        self.single = await drains.with_operator(self.api, [self.alone])
+        self.result["single_node_seconds"] = round(self.single, 2)
+        await _give_back(self.api, [self.alone])
+        await self.api.request("POST", policy_path(), body=_policy(0))
+        await until(lambda: _in_force(self.api), "the fleet's policy in force", 120)
+        self.watches = [asyncio.create_task(follow(self.api, node_path(), {"labelSelector": SELECTOR}, self.cordons.seen),
+                                            name="the watch of the fleet's nodes"),
+                        asyncio.create_task(follow(self.api, nm_path(), {"labelSelector": SELECTOR}, self.queue.seen),
+                                            name="the watch of the fleet's NodeMaintenances")]
+        try:
+            async with Peaks(self.operator) as before:
+                await asyncio.sleep(WINDOW_SECONDS)
+            self.audit.mark()
+            async with Peaks(self.operator, 0.2) as whole:
+                queued = await self.queue_all(before)
+                await self.drain_first()
+            await asyncio.gather(*self.queue.deleting)
+        finally:
+            for watch in self.watches:
+                watch.cancel()
+            await asyncio.gather(*self.watches, return_exceptions=True)
+            await self.api.request("DELETE", nm_path(), query={"labelSelector": SELECTOR}, timeout=SETUP_TIMEOUT_SECONDS)
+            await self.api.request("DELETE", policy_path(POLICY_NAME))
+        self.result["rss_mib"] = {**self.result["rss_mib"], "peak": whole.rss_mib}
+        self.result["connections"] = {**self.result["connections"], "peak": whole.connections}
+        self.count_requests(queued)
+        self.result["cordoned"] = {"most": self.cordons.most, "events": self.cordons.events, "cordons": self.cordons.cordons}
+        return self.result
+
+    async def queue_all(self, before: Peaks) -> Counter[str]:
+        """Every NodeMaintenance created at once while the policy lets none go: what the queue alone costs the
+        operator, in memory and connections (against ``before``) and requests (returned)."""
+        started = time.monotonic()
+        async with Peaks(self.operator, 0.2) as queueing:
+            await post_all(self.api, [(nm_path(), _maintenance(f"{POLICY_NAME}-{i:04d}", node)) for i, node in enumerate(self.order)])
+            self.result["create_seconds"] = round(time.monotonic() - started, 2)
+
+            async def all_queued() -> bool:
+                self.alive()
+                return self.queue.waiting() == len(self.order) and (await _policy_status(self.api)).get("queued") == len(self.order)
+
+            await until(all_queued, f"{len(self.order)} NodeMaintenances queued", FIRST_TIMEOUT_SECONDS)
+            self.result["queued_after_seconds"] = round(time.monotonic() - started, 2)
+        async with Peaks(self.operator) as queued:
+            await asyncio.sleep(WINDOW_SECONDS)
+        self.result["rss_mib"] = {"before": before.rss_mib, "queueing_peak": queueing.rss_mib, "queued": queued.rss_mib}
+        self.result["memory_per_queued_kib"] = round((queued.rss_bytes - before.rss_bytes) / len(self.order) / 1024, 2)
+        self.result["connections"] = {"before": before.connections, "queueing_peak": queueing.connections, "queued": queued.connections}
+        self.result["connections_added_by_queue"] = max(queueing.connections, queued.connections) - before.connections
+        return self.audit.since_mark(OPERATOR_USER)
+
+    async def drain_first(self) -> None:
+        """Let ``parallel`` go at once, and time them until ``first`` have Succeeded, against ``first / parallel`` times
+        one node alone: what the queue adds to the drains themselves."""
+        released = time.monotonic()
+        await self.api.patch(policy_path(POLICY_NAME), {"spec": {"maxParallel": self.parallel}})
+
+        async def first_done() -> bool:
+            self.alive()
+            return len(self.queue.succeeded) >= self.first
+
+        await until(first_done, f"{self.first} NodeMaintenances Succeeded", FIRST_TIMEOUT_SECONDS, interval=0.1)
+        seconds = sorted(self.queue.succeeded.values())[self.first - 1] - released
+        ideal = self.first / self.parallel * self.single
+        self.result.update(first_seconds=round(seconds, 2), ideal_seconds=round(ideal, 2), first_vs_ideal=round(seconds / ideal, 2))
+
+    def count_requests(self, queueing: Counter[str]) -> None:
+        """The operator's requests while queueing, per NodeMaintenance, and over the whole fleet, per node drained."""
+        requests, drained = self.audit.since_mark(OPERATOR_USER), len(self.queue.succeeded)
+        self.result["drained"] = drained
+        self.result["requests"] = {
+            "queueing_per_maintenance": round(_total(queueing) / len(self.order), 2),
+            "per_node": {k: round(v / drained, 2) for k, v in sorted(_drain_counts(requests).items())},
+            "per_node_total": round(_total(requests) / drained, 2),
+            "leases_per_node": round(sum(v for k, v in requests.items() if "leases" in k) / drained, 2)}
+
+    def alive(self) -> None:
+        """Raise what ended a watch: a fleet measured without it would wait in vain, or pass on no data."""
+        for watch in self.watches:
+            if watch.done():
+                watch.result()
+                raise RuntimeError(f"{watch.get_name()} ended")
+
+
+async def _in_force(api: AsyncKube) -> bool:
+    """A policy holds back new maintenances once the operator has read it: its status says so."""
+    return (await _policy_status(api)).get("observedGeneration") == 1
+
+
+def _drain_counts(counts: Counter[str]) -> Counter[str]:
+    """Requests but the Lease renewals (the leader's, whatever it drains), as ``api_cost`` counts them."""
+    return Counter({k: v for k, v in counts.items() if "leases" not in k})
+
+
+def _total(counts: Counter[str]) -> int:
+    return sum(_drain_counts(counts).values())
