@@ -21,7 +21,7 @@ from typing import Any, cast
 import kopf
 
 from node_maintenance import api
-from node_maintenance.client.http import client_session
+from node_maintenance.client.http import MAX_REQUEST_CONNECTIONS, client_session
 from node_maintenance.runtime import handback
 from node_maintenance.runtime.engine import Engine, Shared
 
@@ -63,8 +63,10 @@ async def login(memo: Memo, **_: Any) -> kopf.AiohttpSession:
     or the server refuses it."""
     kube = memo.shared.kube
     credentials = kube.credentials
+    # Bounded like our own pool: a thousand NodeMaintenances created at once had kopf open a connection for each
+    # finalizer it adds (its one watch holds one of them for good).
     return kopf.AiohttpSession(server=credentials.server, expiration=credentials.expires(),
-                               aiohttp_session=client_session(credentials, 0, credentials.identity(), kube.may_write))
+                               aiohttp_session=client_session(credentials, MAX_REQUEST_CONNECTIONS, credentials.identity(), kube.may_write))
 
 
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
