@@ -51,6 +51,8 @@ class Policies:
         self._mirrors: dict[str, Mirror] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._decision: pol.Decision | None = None
+        self._seen: dict[str, pol.Verdict] = {}  # the verdicts of the last decision made, current or not
+        self._generations: dict[str, int] = {}  # each policy's metadata.generation as last seen
         self._admitted: frozenset[str] = frozenset()  # granted a slot by the last decision: it stands until taken or given back
         self._written: dict[str, dict[str, Any]] = {}
         self._dirty = asyncio.Event()
@@ -100,7 +102,7 @@ class Policies:
     def _start(self) -> None:
         # Read from etcd, not from the watch cache: which node may be taken is decided from the first listing.
         self._mirrors = {
-            "NodeMaintenancePolicies": Mirror(self.kube, policy_path(), self._changed, from_cache=False),
+            "NodeMaintenancePolicies": Mirror(self.kube, policy_path(), self._policy_changed, from_cache=False),
             "nodes": Mirror(self.kube, node_path(), self._node_changed, slim=pol.slim_node, from_cache=False),
             "NodeMaintenances": Mirror(self.kube, nm_path(), self._maintenance_changed, slim=pol.slim_maintenance, from_cache=False),
             "hook Jobs": Mirror(self.kube, jobs_path(self.namespace), self._changed, from_cache=False),
@@ -115,6 +117,7 @@ class Policies:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks, self._mirrors, self.served, self._decision, self._admitted = [], {}, False, None, frozenset()
+        self._seen, self._generations = {}, {}
 
     def unknown(self) -> str:
         """Why the policies are not known now, "" when they are: the CRD unread or failing, a watch that has
@@ -142,6 +145,16 @@ class Policies:
         if self.served:
             self.on_change(None)
 
+    def _policy_changed(self, key: str | None) -> None:
+        """A policy changed: any maintenance's say may have, unless only its status did (which the policies write
+        themselves, every second while maintenances come and go: it decides nothing)."""
+        policies = self._mirrors["NodeMaintenancePolicies"].objects
+        policy = policies.get(key) if key is not None else None
+        if policy is not None and self._generations.get(key or "") == policy["metadata"].get("generation"):
+            return
+        self._generations = {k: p["metadata"].get("generation", 0) for k, p in policies.items()}
+        self._changed(key)
+
     def _node_changed(self, key: str | None) -> None:
         """A node changed: its maintenances are told, and those whose standing it changed."""
         name = (key or "").removeprefix("/")
@@ -156,14 +169,14 @@ class Policies:
         """Decide again after a change of one object (``key``; None: a listing) and tell the maintenances ``touched``
         by it and those whose standing changed (a place in line aside, which they look at now and then): a thousand
         in line are not all woken by every node their policy takes or gives back."""
-        before = self._decision
-        if key is None or before is None or not self.served or self.unknown():
+        if key is None or not self.served or self.unknown():
             self._changed()
             return
+        before = self._seen  # of the last decision made: those it changed were told then, or all of them were
         self._decision = None
         self._dirty.set()
-        after = self.decision()
-        moved = {n for n in before.verdicts.keys() | after.verdicts.keys() if pol.standing(before.verdicts.get(n)) != pol.standing(after.verdicts.get(n))}
+        after = self.decision().verdicts
+        moved = {n for n in before.keys() | after.keys() if pol.standing(before.get(n)) != pol.standing(after.get(n))}
         self.on_change(touched | moved)
 
     # ----------------------------------------------------------------- decisions
@@ -176,6 +189,7 @@ class Policies:
                 self._admitted,
             )
             self._admitted = frozenset(name for name, v in self._decision.verdicts.items() if v.kind == pol.ADMITTED)
+            self._seen = self._decision.verdicts
         return self._decision
 
     def node(self, name: str) -> dict[str, Any] | None:

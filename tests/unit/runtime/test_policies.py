@@ -260,8 +260,15 @@ def test_a_slot_freed_wakes_the_next_in_line_not_every_maintenance_whose_place_m
             policies._mirrors["nodes"].on_change("/n1")
             assert told == [{"nm-n1", "nm-n2"}]  # the one gone, and the next in line, now admitted; not the three that moved up
             assert policies.decision().verdicts["nm-n3"].position == 1  # moved up: it sees that when it looks again
-            policies._mirrors["NodeMaintenancePolicies"].on_change("/pool")
-            assert told[-1] is None  # a policy changed: any maintenance's say may have
+            mirror = policies._mirrors["NodeMaintenancePolicies"]
+            told.clear()
+            mirror._put({**mirror.objects["/pool"], "status": {"inMaintenance": 0}})  # the policies' own status write
+            mirror.on_change("/pool")
+            assert told == []  # decides nothing: nobody is woken
+            changed = mirror.objects["/pool"]
+            mirror._put({**changed, "metadata": {**changed["metadata"], "generation": 2}, "spec": {**changed["spec"], "maxParallel": 2}})
+            mirror.on_change("/pool")
+            assert told == [None]  # its spec changed: any maintenance's say may have
         finally:
             await policies._stop()
     asyncio.run(run())
