@@ -28,6 +28,8 @@ from node_maintenance.runtime.engine import Engine, Shared
 FINALIZER = f"{api.GROUP}/finalizer"
 # How often a new NodeMaintenance's daemon looks whether kopf's finalizer is on it yet.
 FINALIZER_POLL_SECONDS = 0.2
+# How long kopf waits for a daemon to end once its NodeMaintenance is deleted, before it looks again later.
+DAEMON_EXIT_SECONDS = 0.1
 
 
 @dataclasses.dataclass
@@ -76,6 +78,10 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.scanning.disabled = True  # we serve one known resource; no cluster-wide CRD/namespace watches
     settings.posting.level = logging.WARNING  # our own events say what happened; kopf's would duplicate them
     settings.watching.server_timeout = 300
+    # A deleted NodeMaintenance's daemon ends within milliseconds (its engine cancelled, its watches closed), more than
+    # kopf's default ten loop cycles: kopf then cancelled it and looked again 5 s later through a patch of the object,
+    # which held each slot of a rolling maintenance 5 s longer than its drain.
+    settings.background.instant_exit_timeout = DAEMON_EXIT_SECONDS
 
 
 def names(name: str, **_: Any) -> dict[str, bool]:
