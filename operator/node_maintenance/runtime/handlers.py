@@ -21,7 +21,7 @@ from typing import Any, cast
 import kopf
 
 from node_maintenance import api
-from node_maintenance.client.http import client_session
+from node_maintenance.client.http import MAX_REQUEST_CONNECTIONS, client_session
 from node_maintenance.runtime import handback
 from node_maintenance.runtime.engine import Engine, Shared
 
@@ -30,9 +30,6 @@ FINALIZER = f"{api.GROUP}/finalizer"
 FINALIZER_POLL_SECONDS = 0.2
 # How long kopf waits for a daemon to end once its NodeMaintenance is deleted, before it looks again later.
 DAEMON_EXIT_SECONDS = 0.1
-# kopf's connections: its one watch holds one for good, the rest carry its finalizer patches and events. Unbounded, a
-# thousand NodeMaintenances created at once had it open a connection (and its TLS buffers) for each finalizer it adds.
-KOPF_CONNECTIONS = 8
 
 
 @dataclasses.dataclass
@@ -68,8 +65,10 @@ async def login(memo: Memo, **_: Any) -> kopf.AiohttpSession:
     or the server refuses it."""
     kube = memo.shared.kube
     credentials = kube.credentials
+    # Bounded like our own pool: a thousand NodeMaintenances created at once had kopf open a connection for each
+    # finalizer it adds (its one watch holds one of them for good).
     return kopf.AiohttpSession(server=credentials.server, expiration=credentials.expires(),
-                               aiohttp_session=client_session(credentials, KOPF_CONNECTIONS, credentials.identity(), kube.may_write))
+                               aiohttp_session=client_session(credentials, MAX_REQUEST_CONNECTIONS, credentials.identity(), kube.may_write))
 
 
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
