@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import itertools
 import os
 import resource
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,6 +24,7 @@ from node_maintenance.runtime.leader import LEASE_NAME
 
 from . import drains, fleet, report, scale, timeline
 from .cluster import CONTROL_PLANE_FLAGS, KUBECTL_USER, OPERATOR_USER, AuditCounter, BenchCluster
+from .spy import hottest, profiling
 from .workload import SETTLE_SECONDS, Shape, node_pair, settled, until
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -250,38 +248,6 @@ def _plain(rounds: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: (round(v, 2) if isinstance(v, float) else dict(v) if isinstance(v, Counter) else v) for k, v in r.items()} for r in rounds]
 
 
-def profile(pid: int, seconds: int, out: Path) -> subprocess.Popen:
-    """py-spy samples the operator (flame graph as SVG, plus raw stacks for the summary)."""
-    return subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(pid), "--duration", str(seconds),
-                             "--format", "raw", "--output", str(out), "--nonblocking"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-
-@contextlib.contextmanager
-def profiling(pid: int, stacks: Path | None) -> Iterator[None]:
-    """py-spy samples ``pid`` into ``stacks`` meanwhile (nothing without ``stacks``)."""
-    spy = profile(pid, 900, stacks) if stacks else None
-    try:
-        yield
-    finally:
-        if spy:
-            spy.send_signal(signal.SIGINT)  # py-spy writes what it sampled when interrupted
-            spy.wait()
-
-
-def hottest(raw: Path, top: int = 12) -> list[dict[str, Any]]:
-    """The functions the operator spent most samples in (self time), from py-spy's collapsed stacks."""
-    own: Counter[str] = Counter()
-    total = 0
-    for line in (raw.read_text(errors="replace") if raw.exists() else "").splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not stack or not count.isdigit():
-            continue  # not a "stack count" line
-        total += int(count)
-        own[stack.split(";")[-1]] += int(count)
-    return [{"function": name, "share": round(n / total, 3)} for name, n in own.most_common(top)] if total else []
-
-
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     started = time.monotonic()
     parts = args.parts.split(",")
@@ -371,7 +337,12 @@ async def fleet_on(cluster: BenchCluster, api: AsyncKube, operator: OperatorProc
     """The fleet on the scale case's nodes and pods, which are set up here when the scale case did not run."""
     if not populated:
         await scale.populate(api, names, args.scale_pods)
-    return await fleet.Fleet(cluster, api, operator, names, args.fleet_parallel, args.fleet_first).run()
+    stacks = args.out / "profile-fleet.txt" if args.profile else None
+    args.out.mkdir(parents=True, exist_ok=True)
+    measured = await fleet.Fleet(cluster, api, operator, names, args.fleet_parallel, args.fleet_first, stacks).run()
+    if stacks:
+        measured["profile"] = {"case": f"the fleet's first {args.fleet_first} nodes", "stacks": stacks.name, "hottest": hottest(stacks)}
+    return measured
 
 
 def _held_lease() -> str:

@@ -69,23 +69,36 @@ class BenchCluster(Cluster):
 
 
 class AuditCounter:
-    """Counts requests per user from the audit log, between two marks (the log is read incrementally)."""
+    """Counts requests per user from the audit log, between two marks (the log is read incrementally).
+
+    The API server's log writer starts a new file once one reaches its size limit (100 MB unless
+    --audit-log-maxsize says otherwise), renaming the full one beside it: a mark is the file (by inode) and the
+    offset in it, and what was logged since is the rest of that file and every file written after it."""
 
     def __init__(self, log: Path) -> None:
         self.log = log
-        self.offset = 0
+        self.inode, self.offset = 0, 0
 
     def mark(self) -> None:
         """Skip everything logged so far."""
-        self.offset = self.log.stat().st_size if self.log.exists() else 0
+        if self.log.exists():
+            stat = self.log.stat()
+            self.inode, self.offset = stat.st_ino, stat.st_size
+
+    def _files(self) -> list[Path]:
+        """The log's files, oldest first: the ones set aside (named after the log, with the time they were), then the log."""
+        aside = sorted(self.log.parent.glob(f"{self.log.stem}-*{self.log.suffix}"), key=lambda path: path.stat().st_mtime)
+        return [*aside, *([self.log] if self.log.exists() else [])]
 
     def events(self) -> list[dict[str, Any]]:
         """Every event logged since the mark (up to the last whole line: the API server may be writing one)."""
-        if not self.log.exists():
-            return []
-        with self.log.open("rb") as handle:
-            handle.seek(self.offset)
-            data = handle.read()
+        files = self._files()
+        start = next((i for i, path in enumerate(files) if path.stat().st_ino == self.inode), None)
+        data = b""
+        for i, path in enumerate(files[start or 0:] if start is not None else files):
+            with path.open("rb") as handle:
+                handle.seek(self.offset if start is not None and i == 0 else 0)
+                data += handle.read()
         return [json.loads(line) for line in data[:data.rfind(b"\n") + 1].splitlines() if line.strip()]
 
     def since_mark(self, user: str) -> Counter[str]:

@@ -12,6 +12,7 @@ more than the policy allows.
 from __future__ import annotations
 
 import asyncio
+import statistics
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -27,6 +28,7 @@ from node_maintenance.client.http import AsyncKube
 from . import drains
 from .cluster import OPERATOR_USER, AuditCounter, BenchCluster
 from .scale import FLEET_LABEL, Peaks, post_all
+from .spy import profiling
 from .workload import SETUP_TIMEOUT_SECONDS, until
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,13 +71,16 @@ async def follow(api: AsyncKube, path: str, query: dict[str, str], seen: Seen) -
 
 class Cordons:
     """The fleet's nodes as a watch shows them: how many are cordoned (spec.unschedulable) at once, at every
-    change, and how many changes were seen, so that a check of the highest count cannot pass on no data."""
+    change, and how many changes were seen, so that a check of the highest count cannot pass on no data; and
+    when each was last uncordoned (handed back)."""
 
     def __init__(self) -> None:
         self.cordoned: set[str] = set()
         self.most = 0
         self.events = 0  # watch events, the listing not included
         self.cordons = 0  # nodes seen becoming cordoned
+        self.cordoned_at: dict[str, float] = {}  # node -> when the watch first showed it cordoned (monotonic)
+        self.uncordoned: dict[str, float] = {}  # node -> when the watch last showed it uncordoned (monotonic)
 
     def seen(self, kind: str, node: dict[str, Any]) -> None:
         name = node["metadata"]["name"]
@@ -83,8 +88,10 @@ class Cordons:
         if kind != "DELETED" and (node.get("spec") or {}).get("unschedulable"):
             self.cordons += name not in self.cordoned
             self.cordoned.add(name)
-        else:
+            self.cordoned_at.setdefault(name, time.monotonic())
+        elif name in self.cordoned:
             self.cordoned.discard(name)
+            self.uncordoned[name] = time.monotonic()
         self.most = max(self.most, len(self.cordoned))
 
 
@@ -153,8 +160,10 @@ class Fleet:
     """One fleet on ``names`` (those still carrying their pods first: the queue takes them in this order), measured
     until ``first`` NodeMaintenances have Succeeded."""
 
-    def __init__(self, cluster: BenchCluster, api: AsyncKube, operator: OperatorProcess, names: list[str], parallel: int, first: int) -> None:
+    def __init__(self, cluster: BenchCluster, api: AsyncKube, operator: OperatorProcess, names: list[str], parallel: int, first: int,
+                 stacks: Path | None = None) -> None:
         self.cluster, self.api, self.operator, self.parallel, self.first = cluster, api, operator, parallel, first
+        self.stacks = stacks  # py-spy samples the operator into it while the first nodes are drained
         # One node is drained alone first; its pods gone, it then waits at the end of the queue.
         self.alone, self.order = names[0], names[1:] + names[:1]
         self.cordons, self.queue = Cordons(), Queue(api)
@@ -172,6 +181,7 @@ class Fleet:
         self.single = await drains.with_operator(self.api, [self.alone])
         self.result["single_node_seconds"] = round(self.single, 2)
         await _give_back(self.api, [self.alone])
+        await self.kubectl_wave()
         await self.api.request("POST", policy_path(), body=_policy(0))
         await until(lambda: _in_force(self.api), "the fleet's policy in force", 120)
         self.watches = [asyncio.create_task(follow(self.api, node_path(), {"labelSelector": SELECTOR}, self.cordons.seen),
@@ -198,6 +208,17 @@ class Fleet:
         self.result["cordoned"] = {"most": self.cordons.most, "events": self.cordons.events, "cordons": self.cordons.cordons}
         return self.result
 
+    async def kubectl_wave(self) -> None:
+        """The reference of the first wave: ``parallel`` `kubectl drain`s at once, one a node, on as many nodes of the
+        fleet at the end of its line (drained then, they are reached after the nodes timed): how fast this control
+        plane lets that many drains of this node shape go at once."""
+        nodes = self.order[-self.parallel - 1:-1]
+        config = self.cluster.kubectl_drain_kubeconfig()
+        started = time.monotonic()
+        await asyncio.gather(*(drains.with_kubectl(self.cluster, config, node) for node in nodes))
+        self.result["kubectl_wave_seconds"] = round(time.monotonic() - started, 2)
+        self.cluster.kubectl("uncordon", *nodes)
+
     async def queue_all(self, before: Peaks) -> Counter[str]:
         """Every NodeMaintenance created at once while the policy lets none go: what the queue alone costs the
         operator, in memory and connections (against ``before``) and requests (returned)."""
@@ -222,7 +243,8 @@ class Fleet:
 
     async def drain_first(self) -> None:
         """Let ``parallel`` go at once, and time them until ``first`` have Succeeded, against ``first / parallel`` times
-        one node alone: what the queue adds to the drains themselves."""
+        one node alone (what the queue adds to the drains themselves, were the control plane as fast for ``parallel``
+        nodes as for one); and the first ``parallel`` against as many `kubectl drain`s at once."""
         released = time.monotonic()
         await self.api.patch(policy_path(POLICY_NAME), {"spec": {"maxParallel": self.parallel}})
 
@@ -230,10 +252,28 @@ class Fleet:
             self.alive()
             return len(self.queue.succeeded) >= self.first
 
-        await until(first_done, f"{self.first} NodeMaintenances Succeeded", FIRST_TIMEOUT_SECONDS, interval=0.1)
-        seconds = sorted(self.queue.succeeded.values())[self.first - 1] - released
+        assert self.operator.process is not None
+        with profiling(self.operator.process.pid, self.stacks):
+            await until(first_done, f"{self.first} NodeMaintenances Succeeded", FIRST_TIMEOUT_SECONDS, interval=0.1)
+        done = sorted(self.queue.succeeded.values())
+        seconds, wave = done[self.first - 1] - released, done[self.parallel - 1] - released
         ideal = self.first / self.parallel * self.single
-        self.result.update(first_seconds=round(seconds, 2), ideal_seconds=round(ideal, 2), first_vs_ideal=round(seconds / ideal, 2))
+        self.result.update(first_seconds=round(seconds, 2), ideal_seconds=round(ideal, 2), first_vs_ideal=round(seconds / ideal, 2),
+                           first_wave_seconds=round(wave, 2), first_wave_vs_kubectl=round(wave / self.result["kubectl_wave_seconds"], 2),
+                           **self.split(released))
+
+    def split(self, released: float) -> dict[str, Any]:
+        """Where the first nodes' time went, from the watch of the fleet's nodes: when the first wave was cordoned; the
+        median time a node was held (cordoned until handed back: the drain, its Succeeded, the bench's deletion and the
+        handback); and the median time a slot stood empty (the k-th node cordoned after the first wave takes the slot
+        of the k-th node handed back)."""
+        cordoned, uncordoned = self.cordons.cordoned_at, self.cordons.uncordoned
+        taken = sorted(t for t in cordoned.values() if t >= released)
+        back = sorted(uncordoned[node] for node in uncordoned if node in cordoned and uncordoned[node] >= cordoned[node])
+        held = [uncordoned[node] - cordoned[node] for node in uncordoned if node in cordoned and uncordoned[node] >= cordoned[node]]
+        empty = [take - free for take, free in zip(taken[self.parallel:], back, strict=False)]
+        return {"first_wave_cordoned_seconds": round(taken[self.parallel - 1] - released, 2) if len(taken) >= self.parallel else None,
+                "held_median_seconds": _median(held), "slot_empty_median_seconds": _median(empty)}
 
     def count_requests(self, queueing: Counter[str]) -> None:
         """The operator's requests while queueing, per NodeMaintenance, and over the whole fleet, per node drained."""
@@ -261,6 +301,10 @@ async def _in_force(api: AsyncKube) -> bool:
 def _drain_counts(counts: Counter[str]) -> Counter[str]:
     """Requests but the Lease renewals (the leader's, whatever it drains), as ``api_cost`` counts them."""
     return Counter({k: v for k, v in counts.items() if "leases" not in k})
+
+
+def _median(values: list[float]) -> float | None:
+    return round(statistics.median(values), 2) if values else None
 
 
 def _total(counts: Counter[str]) -> int:

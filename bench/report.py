@@ -22,6 +22,7 @@ SECTIONS = {
     "twenty_nodes": ("nodes", "ratio", "kubectl.seconds", "operator.seconds", "kubectl.replacements_per_second",
                      "operator.replacements_per_second", "operator.cpu_ms_per_pod", "kubectl.cpu_ms_per_pod"),
     "fleet": ("nodes", "max_parallel", "drained", "single_node_seconds", "first_seconds", "ideal_seconds", "first_vs_ideal",
+              "kubectl_wave_seconds", "first_wave_seconds", "first_wave_vs_kubectl", "held_median_seconds", "slot_empty_median_seconds",
               "rss_mib.before", "rss_mib.queued", "rss_mib.peak", "±memory_per_queued_kib", "connections.before", "connections.peak",
               "±connections_added_by_queue", "requests.per_node_total", "cordoned.events", "cordoned.cordons", "cordoned.most"),
 }
@@ -47,6 +48,7 @@ def goals(report: dict[str, Any]) -> list[dict[str, Any]]:
         (f"fleet: open connections added by {queued} queued NodeMaintenances", fleet.get("connections_added_by_queue"), "<=", 0),
         (f"fleet: peak RSS, {queued} queued and {fleet.get('max_parallel', 20)} draining (MiB)", (fleet.get("rss_mib") or {}).get("peak"), "<=", 150),
         (f"fleet: first {fleet.get('first', 100)} nodes drained / ideal", fleet.get("first_vs_ideal"), "<=", 1.3),
+        (f"fleet: first {fleet.get('max_parallel', 20)} nodes drained / as many kubectl drains at once", fleet.get("first_wave_vs_kubectl"), "<=", 1.0),
         ("conversion of 500 objects, p99 (ms)", (conv.get("review_500") or {}).get("p99_ms"), "<=", 50),
         ("drain time per pod, largest/smallest node", curve.get("linearity"), "<=", 1.5),
     ]
@@ -147,6 +149,9 @@ def _fleet(console: Console, fleet: dict[str, Any]) -> None:
     console.print(f"first {fleet['first']} nodes drained in {fleet['first_seconds']} s, ideal {fleet['ideal_seconds']} s "
                   f"({fleet['first']} / {fleet['max_parallel']} x {fleet['single_node_seconds']} s for one such node alone): "
                   f"{fleet['first_vs_ideal']}")
+    console.print(f"first {fleet['max_parallel']} nodes drained in {fleet['first_wave_seconds']} s, {fleet['max_parallel']} kubectl drains at "
+                  f"once on as many of its nodes {fleet['kubectl_wave_seconds']} s: {fleet['first_wave_vs_kubectl']}; a node held "
+                  f"{fleet['held_median_seconds']} s (median, cordoned to handed back), a slot empty {fleet['slot_empty_median_seconds']} s")
     console.print(f"operator requests: {requests['queueing_per_maintenance']} per queued NodeMaintenance while queueing, "
                   f"{requests['per_node_total']} per drained node over the fleet ({fleet['drained']} drained; "
                   f"{json.dumps(requests['per_node'], sort_keys=True)})")

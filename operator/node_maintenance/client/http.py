@@ -19,13 +19,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import http.client
-import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlencode, urlsplit
 
 import aiohttp
+import orjson
 
 from node_maintenance.client.config import Credentials
 from node_maintenance.client.errors import NotFound, NotLeading, Unreachable, api_error
@@ -57,7 +57,7 @@ class Prepared:
 
 def prepare(credentials: Credentials, path: str, query: dict[str, str] | None, body: Any, content_type: str) -> Prepared:
     return Prepared(credentials.server + path + (f"?{urlencode(query)}" if query else ""), credentials.headers(content_type),
-                    None if body is None else json.dumps(body).encode())
+                    None if body is None else orjson.dumps(body))
 
 
 def answer(status: int, reason: str, data: bytes, retry_after: str | None) -> dict[str, Any]:
@@ -65,7 +65,7 @@ def answer(status: int, reason: str, data: bytes, retry_after: str | None) -> di
     if not 200 <= status < 300:
         raise api_error(status, reason, data.decode(errors="replace"), retry_after)
     try:
-        decoded = json.loads(data) if data else {}
+        decoded = orjson.loads(data) if data else {}
     except ValueError as error:  # a body cut short reads as broken JSON
         raise Unreachable(f"the answer could not be read: {error}") from None
     return decoded if isinstance(decoded, dict) else {}
@@ -222,7 +222,7 @@ class AsyncKube:
                 while line := await response.content.readuntil(b"\n", max_size=MAX_EVENT_BYTES):
                     if not line.strip():
                         continue
-                    event = json.loads(line)
+                    event = orjson.loads(line)
                     if event.get("type") == "ERROR":
                         status = event.get("object") or {}
                         raise api_error(int(status.get("code") or 500), str(status.get("reason", "")), status)

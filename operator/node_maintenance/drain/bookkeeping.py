@@ -20,6 +20,9 @@ NM_STATUS_INTERVAL_SECONDS = 2.0
 # A maintenance in line writes a new place in line at most this often: each admission moves every one in line,
 # and a thousand writing at each would load the API server for nothing anyone waits on.
 IN_LINE_STATUS_INTERVAL_SECONDS = 30.0
+# Nor do all those in line together write their places more often than this, on average: a long line spaces
+# each one's writes further apart (a thousand in line: each every 200 s).
+IN_LINE_WRITES_PER_SECOND = 5.0
 
 
 @dataclass(frozen=True)
@@ -82,13 +85,18 @@ def status_due(phase: str, stored: Mapping[str, Any], seconds_since_write: float
     return has_events or phase != stored.get("phase") or seconds_since_write >= interval
 
 
-def status_interval(stored: Mapping[str, Any], status: Mapping[str, Any]) -> float:
-    """How long a status waits after the last write: IN_LINE_STATUS_INTERVAL_SECONDS when it says nothing new but
-    its messages (a place in line that moved), else NM_STATUS_INTERVAL_SECONDS."""
-    def standing(s: Mapping[str, Any]) -> tuple[Any, ...]:
+def in_line_interval(queued: int) -> float:
+    """How often a maintenance in a line of ``queued`` writes its place in line at most."""
+    return max(IN_LINE_STATUS_INTERVAL_SECONDS, queued / IN_LINE_WRITES_PER_SECOND)
+
+
+def status_interval(stored: Mapping[str, Any], status: Mapping[str, Any], in_line: float = IN_LINE_STATUS_INTERVAL_SECONDS) -> float:
+    """How long a status waits after the last write: ``in_line`` when it says nothing new but its messages (a place
+    in line that moved), else NM_STATUS_INTERVAL_SECONDS."""
+    def gist(s: Mapping[str, Any]) -> tuple[Any, ...]:
         return s.get("phase"), [(c.get("type"), c.get("status"), c.get("reason")) for c in s.get("conditions") or []]
 
-    return IN_LINE_STATUS_INTERVAL_SECONDS if standing(stored) == standing(status) else NM_STATUS_INTERVAL_SECONDS
+    return in_line if gist(stored) == gist(status) else NM_STATUS_INTERVAL_SECONDS
 
 
 def foreign_status(observed: Mapping[str, Any], written: Iterable[Mapping[str, Any]], version: str) -> bool:

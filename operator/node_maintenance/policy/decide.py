@@ -22,6 +22,7 @@ from typing import Any
 
 from node_maintenance.api import conditions as cond
 from node_maintenance.api import timestamps
+from node_maintenance.drain import bookkeeping as books
 from node_maintenance.drain import node as nodes
 from node_maintenance.drain import pods
 from node_maintenance.drain import rules as drainrules
@@ -154,10 +155,12 @@ class Verdict:
 
 def standing(verdict: Verdict | None) -> tuple[Any, ...] | None:
     """What of a verdict its maintenance acts on: all of it but its place in line (whether it may be taken at once
-    aside), which moves for every maintenance in line whenever one is admitted."""
+    aside), which moves for every maintenance in line whenever one is admitted; and, unless admitted, the policy's
+    name only (one in line reads nothing else of it: a change of its limits that leaves it in line changes nothing)."""
     if verdict is None:
         return None
-    return verdict.kind, verdict.policy, verdict.position == 0, verdict.policies, verdict.why
+    policy = verdict.policy if verdict.kind == ADMITTED or verdict.policy is None else verdict.policy.name
+    return verdict.kind, policy, verdict.position == 0, verdict.policies, verdict.why
 
 
 @dataclass(frozen=True)
@@ -185,10 +188,16 @@ def _order(maintenance: Mapping[str, Any]) -> tuple[str, str]:
     return meta.get("creationTimestamp") or "", meta["name"]
 
 
+def governing(policies: Iterable[Policy], node: Mapping[str, Any]) -> tuple[str, ...]:
+    """The names of the policies that select ``node``, in name order (more than one: a conflict)."""
+    return tuple(sorted(p.name for p in policies if p.selects(node)))
+
+
 def decide(policies: Iterable[Policy], node_list: Iterable[Mapping[str, Any]], maintenances: Iterable[Mapping[str, Any]],
-           admitted: Collection[str] = ()) -> Decision:
+           admitted: Collection[str] = (), governed: Mapping[str, tuple[str, ...]] | None = None) -> Decision:
     """Every NodeMaintenance's verdict and every policy's summary, from the cluster as it is and the names
-    ``admitted`` by the decision before (slots stand until taken, given back or their maintenance is deleted)."""
+    ``admitted`` by the decision before (slots stand until taken, given back or their maintenance is deleted).
+    ``governed``: ``governing`` of every node, when the caller keeps it (a node's changes rarely change it)."""
     policies = sorted(policies, key=lambda p: p.name)
     maintenances = list(maintenances)
     existing = {m["metadata"]["name"] for m in maintenances}
@@ -200,26 +209,26 @@ def decide(policies: Iterable[Policy], node_list: Iterable[Mapping[str, Any]], m
         return holder if holder in existing else None
 
     by_node = {n["metadata"]["name"]: n for n in node_list}
-    governing = {name: tuple(p.name for p in policies if p.selects(node)) for name, node in by_node.items()}
+    selecting = governed if governed is not None else {name: governing(policies, node) for name, node in by_node.items()}
     verdicts: dict[str, Verdict] = {}
     summaries: dict[str, Summary] = {}
     live = sorted((m for m in maintenances if not m["metadata"].get("deletionTimestamp")), key=_order)
     for policy in policies:
-        selected = [n for name, n in by_node.items() if policy.name in governing[name]]
+        selected = [n for name, n in by_node.items() if policy.name in selecting[name]]
         held = {n["metadata"]["name"] for n in selected if holder_of(n)}
         down = held | {n["metadata"]["name"] for n in selected if unavailable(n)}
         parallel = resolve(policy.max_parallel, len(selected))
         limit = resolve(policy.max_unavailable, len(selected))
-        conflicts = tuple((n, governing[n]) for n in sorted(by_node) if policy.name in governing[n] and len(governing[n]) > 1)
+        conflicts = tuple((n, selecting[n]) for n in sorted(by_node) if policy.name in selecting[n] and len(selecting[n]) > 1)
         in_conflict = {n for n, _ in conflicts}
         waiting: list[Mapping[str, Any]] = []
         for m in live:
-            node_name = (m.get("spec") or {}).get("nodeName")
-            if node_name not in by_node or policy.name not in governing[node_name]:
+            node_name = str((m.get("spec") or {}).get("nodeName") or "")
+            if node_name not in by_node or policy.name not in selecting[node_name]:
                 continue
             holder = holder_of(by_node[node_name])
             if node_name in in_conflict:
-                verdicts[m["metadata"]["name"]] = Verdict(CONFLICT, policy, policies=governing[node_name])
+                verdicts[m["metadata"]["name"]] = Verdict(CONFLICT, policy, policies=selecting[node_name])
             elif holder == m["metadata"]["name"]:
                 verdicts[m["metadata"]["name"]] = Verdict(ADMITTED, policy)
             elif holder:  # another maintenance holds the node: the drain reports it and touches nothing
@@ -248,6 +257,19 @@ def decide(policies: Iterable[Policy], node_list: Iterable[Mapping[str, Any]], m
         summaries[policy.name] = Summary(len(selected), parallel, limit, len(held), len(down), tuple(queue), conflicts,
                                          hooks.borrowed_identities(policy.hook_templates))
     return Decision(verdicts, summaries)
+
+
+def holding(policies: Iterable[Policy], node: Mapping[str, Any]) -> Verdict | None:
+    """The verdict of the NodeMaintenance that holds ``node`` (its record names it), as ``decide`` gives it (none
+    when no policy selects the node): no
+    line decides it, so it needs no look at every other maintenance. A draining maintenance steps at every change
+    of its pods; this keeps each step's cost apart from the size of the pool."""
+    selecting = sorted((p for p in policies if p.selects(node)), key=lambda p: p.name)
+    if not selecting:
+        return None
+    if len(selecting) > 1:  # the last of them in name order, as decide's pass over the policies leaves it
+        return Verdict(CONFLICT, selecting[-1], policies=tuple(p.name for p in selecting))
+    return Verdict(ADMITTED, selecting[0])
 
 
 def with_defaults(body: Mapping[str, Any], policy: Policy) -> dict[str, Any]:
@@ -292,7 +314,7 @@ def left_line(status: Mapping[str, Any]) -> tuple[cond.Condition, ...]:
 
 def waiting_plan(body: Mapping[str, Any], verdict: Verdict, now: datetime.datetime) -> Plan:
     """Phase Pending while the maintenance waits for a slot, for a conflict to end or for the policies to be
-    readable: the node is untouched.
+    readable: the node is untouched; looked at again in ``recheck_in`` (its place in line may have moved).
 
     An event marks the start of the wait and each change of its cause, not every move up the queue."""
     meta, previous = body["metadata"], body.get("status") or {}
@@ -304,7 +326,8 @@ def waiting_plan(body: Mapping[str, Any], verdict: Verdict, now: datetime.dateti
         events = (Event(False, "Normal" if verdict.kind == WAITING else "Warning", condition.reason, condition.message),)
     status = st.build(dict(previous), phase=st.PENDING, total=0, eviction_pods=0, pending=[], generation=meta.get("generation", 1),
                       last_error=condition.message if verdict.kind == CONFLICT else "", now=timestamps.rfc3339(now), waiting=condition)
-    return Plan(st.PENDING, status, events=events)
+    # Looked at again (and a moved place in line written) at a pace the whole line can bear.
+    return Plan(st.PENDING, status, events=events, recheck_in=books.in_line_interval(verdict.queued))
 
 
 def policy_status(previous: Mapping[str, Any], summary: Summary, generation: int, now: str) -> dict[str, Any]:

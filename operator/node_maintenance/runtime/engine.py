@@ -266,8 +266,9 @@ class Engine:
             return gate.recheck_in
         self.shared.active.holding(self.name, False)
         # Its place in line is not worth waking it for (the policies do not): it looks at it now and then.
-        recheck = await self._carry_out(gate.waiting, body, node, foreign, books.status_interval(self.memory.stored, gate.waiting.status))
-        return books.sooner(recheck, books.IN_LINE_STATUS_INTERVAL_SECONDS)
+        in_line = gate.waiting.recheck_in or books.IN_LINE_STATUS_INTERVAL_SECONDS
+        recheck = await self._carry_out(gate.waiting, body, node, foreign, books.status_interval(self.memory.stored, gate.waiting.status, in_line))
+        return books.sooner(recheck, in_line)
 
     async def _members(self) -> quorum.Members:
         """Every control-plane node as it is now, and the etcd guard budgets the budget watch holds."""

@@ -52,7 +52,11 @@ class Policies:
         self._tasks: list[asyncio.Task[None]] = []
         self._decision: pol.Decision | None = None
         self._seen: dict[str, pol.Verdict] = {}  # the verdicts of the last decision made, current or not
+        self._all_told = False  # every maintenance was told since that decision: the next need not compare
+        self._to_tell: set[str] = set()  # maintenances to tell once the changes seen meanwhile are decided
+        self._telling: asyncio.Handle | None = None
         self._generations: dict[str, int] = {}  # each policy's metadata.generation as last seen
+        self._governing: dict[str, tuple[str, ...]] | None = None  # each node's pol.governing, kept between decisions
         self._admitted: frozenset[str] = frozenset()  # granted a slot by the last decision: it stands until taken or given back
         self._written: dict[str, dict[str, Any]] = {}
         self._dirty = asyncio.Event()
@@ -116,8 +120,10 @@ class Policies:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._telling is not None:
+            self._telling.cancel()
         self._tasks, self._mirrors, self.served, self._decision, self._admitted = [], {}, False, None, frozenset()
-        self._seen, self._generations = {}, {}
+        self._seen, self._generations, self._to_tell, self._telling, self._governing = {}, {}, set(), None, None
 
     def unknown(self) -> str:
         """Why the policies are not known now, "" when they are: the CRD unread or failing, a watch that has
@@ -143,21 +149,31 @@ class Policies:
         self._decision = None
         self._dirty.set()
         if self.served:
+            self._all_told = True
             self.on_change(None)
 
     def _policy_changed(self, key: str | None) -> None:
-        """A policy changed: any maintenance's say may have, unless only its status did (which the policies write
-        themselves, every second while maintenances come and go: it decides nothing)."""
+        """A policy came, went or changed its spec: those whose standing that changed are told (a thousand in line
+        are not woken by a new maxParallel that leaves them in line). A change of its status alone, which the
+        policies write themselves every second while maintenances come and go, decides nothing."""
         policies = self._mirrors["NodeMaintenancePolicies"].objects
         policy = policies.get(key) if key is not None else None
         if policy is not None and self._generations.get(key or "") == policy["metadata"].get("generation"):
             return
         self._generations = {k: p["metadata"].get("generation", 0) for k, p in policies.items()}
-        self._changed(key)
+        self._governing = None
+        self._decided_again(key, set())
 
     def _node_changed(self, key: str | None) -> None:
         """A node changed: its maintenances are told, and those whose standing it changed."""
         name = (key or "").removeprefix("/")
+        node = self._mirrors["nodes"].objects.get(key) if key is not None else None
+        if key is None:
+            self._governing = None
+        elif self._governing is not None and node is None:
+            self._governing.pop(name, None)
+        elif self._governing is not None and node is not None:
+            self._governing[name] = pol.governing(self._policies(), node)
         self._decided_again(key, {m["metadata"]["name"] for m in self._mirrors["NodeMaintenances"].objects.values()
                                   if m["spec"].get("nodeName") == name})
 
@@ -166,31 +182,48 @@ class Policies:
         self._decided_again(key, {(key or "").removeprefix("/")})
 
     def _decided_again(self, key: str | None, touched: set[str]) -> None:
-        """Decide again after a change of one object (``key``; None: a listing) and tell the maintenances ``touched``
-        by it and those whose standing changed (a place in line aside, which they look at now and then): a thousand
-        in line are not all woken by every node their policy takes or gives back."""
+        """After a change of one object (``key``; None: a listing), tell the maintenances ``touched`` by it and those
+        whose standing it changed (a place in line aside, which they look at now and then): a thousand in line are not
+        all woken by every node their policy takes or gives back. The decision is made once for every change the
+        watches brought meanwhile (a burst of them is decided once, not once each), before the loop's next turn."""
         if key is None or not self.served or self.unknown():
             self._changed()
             return
-        before = self._seen  # of the last decision made: those it changed were told then, or all of them were
         self._decision = None
         self._dirty.set()
-        after = self.decision().verdicts
-        moved = {n for n in before.keys() | after.keys() if pol.standing(before.get(n)) != pol.standing(after.get(n))}
-        self.on_change(touched | moved)
+        self._tell(touched)
+
+    def _tell(self, names: set[str]) -> None:
+        self._to_tell |= names
+        if self._telling is None:
+            self._telling = asyncio.get_running_loop().call_soon(self._told)
+
+    def _told(self) -> None:
+        """Decide (unless a drain's step did meanwhile, which noted whom it moved) and tell whom the changes touched."""
+        self._telling = None
+        if self.served and not self.unknown():
+            self.decision()
+        names, self._to_tell = self._to_tell, set()
+        if names:
+            self.on_change(names)
 
     # ----------------------------------------------------------------- decisions
     def decision(self) -> pol.Decision:
         if self._decision is None:
-            self._decision = pol.decide(
-                (pol.Policy.of(p) for p in self._mirrors["NodeMaintenancePolicies"].objects.values()),
-                self._mirrors["nodes"].objects.values(),
-                self._mirrors["NodeMaintenances"].objects.values(),
-                self._admitted,
-            )
+            policies = self._policies()
+            if self._governing is None:
+                self._governing = {n["metadata"]["name"]: pol.governing(policies, n) for n in self._mirrors["nodes"].objects.values()}
+            self._decision = pol.decide(policies, self._mirrors["nodes"].objects.values(), self._mirrors["NodeMaintenances"].objects.values(),
+                                        self._admitted, self._governing)
             self._admitted = frozenset(name for name, v in self._decision.verdicts.items() if v.kind == pol.ADMITTED)
-            self._seen = self._decision.verdicts
+            before, after, self._seen = self._seen, self._decision.verdicts, self._decision.verdicts
+            if not self._all_told:  # those it moved are told; a decision made after every one was told need not
+                self._tell({n for n in before.keys() | after.keys() if pol.standing(before.get(n)) != pol.standing(after.get(n))})
+            self._all_told = False
         return self._decision
+
+    def _policies(self) -> list[pol.Policy]:
+        return [pol.Policy.of(p) for p in self._mirrors["NodeMaintenancePolicies"].objects.values()]
 
     def node(self, name: str) -> dict[str, Any] | None:
         """The node as the policies' watch keeps it (what the decisions read), once listed; None otherwise."""
@@ -223,8 +256,13 @@ class Policies:
             return Gate()
         name = body["metadata"]["name"]
         job_name = hooks.job_name(hooks.PRE_DRAIN, body)
-        seen = Seen(verdict=self.decision().verdicts.get(name), listed=f"/{name}" in self._mirrors["NodeMaintenances"].objects,
-                    selected=any(pol.Policy.of(p).selects(node) for p in self._mirrors["NodeMaintenancePolicies"].objects.values()),
+        policies = self._policies()
+        kept = self._mirrors["NodeMaintenances"].objects.get(f"/{name}")
+        # One that holds its node, as the policies' watches show them, is decided on its own: no line decides it.
+        own = self.node(body["spec"]["nodeName"])
+        holds = kept is not None and not kept["metadata"].get("deletionTimestamp") and own is not None and nodes.holder_of(own) == name
+        verdict = pol.holding(policies, own) if holds and own is not None else self.decision().verdicts.get(name)
+        seen = Seen(verdict=verdict, listed=kept is not None, selected=any(p.selects(node) for p in policies),
                     pre_drain_job=self._job(hooks.PRE_DRAIN, body), refused=refused_jobs.get(job_name, ""))
         return gate(body, node, seen, self.namespace, now)
 
@@ -239,7 +277,7 @@ class Policies:
         node = self._mirrors["nodes"].objects.get(f"/{body['spec']['nodeName']}")
         if node is None or nodes.holder_of(node) != body["metadata"]["name"]:
             return
-        governing = [p for p in map(pol.Policy.of, self._mirrors["NodeMaintenancePolicies"].objects.values()) if p.selects(node)]
+        governing = [p for p in self._policies() if p.selects(node)]
         if len(governing) > 1:
             message = pol.Verdict(pol.CONFLICT, policies=tuple(sorted(p.name for p in governing))).message(node["metadata"]["name"])
             await self._note(body, version, Condition(pol.HOOK_CONDITIONS[hooks.POST_MAINTENANCE], "False", "PolicyConflict", message))

@@ -57,3 +57,14 @@ def test_a_place_in_line_that_moved_is_written_at_most_every_30_s_a_new_reason_a
     assert books.status_interval(stored, queued("SlotGivenBack", "slot given back")) == books.NM_STATUS_INTERVAL_SECONDS
     moved = books.status_interval(stored, queued("WaitingForSlot", "position 6 of 980"))
     assert not books.status_due("Pending", stored, 10.0, False, moved) and books.status_due("Pending", stored, 30.0, False, moved)
+
+
+def test_a_long_line_writes_its_places_at_a_bounded_pace_together() -> None:
+    # Each at most every 30 s while the line is short; a line of a thousand, each every 200 s: 5 writes a second in all.
+    assert books.in_line_interval(4) == books.IN_LINE_STATUS_INTERVAL_SECONDS
+    for queued in (150, 1000, 5000):
+        assert queued / books.in_line_interval(queued) <= books.IN_LINE_WRITES_PER_SECOND
+    assert books.in_line_interval(1000) == 200.0
+    stored = {"phase": "Pending", "conditions": [{"type": "Queued", "status": "True", "reason": "WaitingForSlot", "message": "position 7 of 1000"}]}
+    moved = {**stored, "conditions": [{**stored["conditions"][0], "message": "position 6 of 1000"}]}
+    assert books.status_interval(stored, moved, books.in_line_interval(1000)) == 200.0

@@ -10,6 +10,7 @@ import pytest
 
 from node_maintenance.api import SERVICE_ACCOUNT
 from node_maintenance.api.conditions import Condition
+from node_maintenance.drain import bookkeeping as books
 from node_maintenance.policy import decide as pol
 from tests.unit.builders import hook_template, nm, nm_policy, node
 
@@ -181,6 +182,7 @@ def test_waiting_is_phase_pending_with_a_condition_naming_the_policy_and_the_pos
     assert (queued["status"], queued["reason"]) == ("True", "WaitingForSlot")
     assert "NodeMaintenancePolicy rolling" in queued["message"] and "position 2 of 2" in queued["message"]
     assert [e.reason for e in plan.events] == ["WaitingForSlot"]
+    assert plan.recheck_in == books.in_line_interval(2)  # it looks at its place again at the line's pace
     # Moving up the line rewrites the condition but posts no new event.
     again = pol.waiting_plan({**body, "status": plan.status}, pol.Verdict(pol.WAITING, decision.verdicts["b"].policy, 1, 1), NOW)
     assert not again.events and "position 1 of 1" in next(c for c in again.status["conditions"] if c["type"] == "Queued")["message"]
@@ -213,3 +215,16 @@ def test_a_heartbeat_leaves_what_the_policies_keep_of_a_node_unchanged() -> None
     held = a_node_at("3")
     held["metadata"]["annotations"]["nodemaintenance.kubevirt.io/holder"] = "nm-w1"
     assert slim_node(held)["metadata"]["annotations"] == {"nodemaintenance.kubevirt.io/holder": "nm-w1"}
+
+
+@pytest.mark.parametrize("policies", [
+    [a_policy("p", maxParallel=1)],  # its node's one policy admits it, whatever the line
+    [a_policy("p", maxParallel=0), a_policy("q", maxParallel=5)],  # two select its node: a conflict naming both
+    [a_policy("p", selector={"matchLabels": {"pool": "b"}})],  # none selects it: no verdict
+])
+def test_a_maintenance_holding_its_node_is_decided_alone_as_the_whole_decision_decides_it(policies: list[pol.Policy]) -> None:
+    node_list = [a_node("n0", holder="m0", unschedulable=True), a_node("n1", holder="m1", unschedulable=True), a_node("n2")]
+    nms = [an_nm("m0", "n0", created=at(1)), an_nm("m1", "n1", created=at(2)), an_nm("m2", "n2", created=at(3))]
+    decision = pol.decide(policies, node_list, nms)
+    for held in node_list[:2]:
+        assert pol.holding(policies, held) == decision.verdicts.get(held["metadata"]["annotations"][pol.nodes.HOLDER])
