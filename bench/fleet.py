@@ -29,13 +29,12 @@ from . import drains
 from .cluster import OPERATOR_USER, AuditCounter, BenchCluster
 from .scale import FLEET_LABEL, Peaks, post_all
 from .spy import profiling
-from .workload import SETUP_TIMEOUT_SECONDS, until
+from .workload import SETUP_TIMEOUT_SECONDS, pages, until
 
 ROOT = Path(__file__).resolve().parents[1]
 POLICY_CRD_FILE = ROOT / "bundle" / "manifests" / f"{GROUP}_{POLICY.plural}.yaml"
 POLICY_NAME = "bench-fleet"
 SELECTOR = f"{FLEET_LABEL[0]}={FLEET_LABEL[1]}"
-PAGE = "500"
 # A fleet whose queue does not fill or move fails its part instead of holding up the bench.
 FIRST_TIMEOUT_SECONDS = 600
 # Each window in which the operator's memory and connections are sampled before and with the queue.
@@ -46,13 +45,11 @@ Seen = Callable[[str, dict[str, Any]], None]
 async def listed(api: AsyncKube, path: str, query: dict[str, str]) -> tuple[list[dict[str, Any]], str]:
     """Every object at ``path`` a page at a time (a thousand nodes are not one answer), and the listing's version."""
     items: list[dict[str, Any]] = []
-    page = {**query, "limit": PAGE}
-    while True:
-        listing = await api.request("GET", path, query=page)
+    version = ""
+    async for listing in pages(api, path, query):
         items += listing["items"]
-        if not listing["metadata"].get("continue"):
-            return items, listing["metadata"]["resourceVersion"]
-        page = {**query, "limit": PAGE, "continue": listing["metadata"]["continue"]}
+        version = listing["metadata"]["resourceVersion"]
+    return items, version
 
 
 async def follow(api: AsyncKube, path: str, query: dict[str, str], seen: Seen) -> None:

@@ -23,7 +23,7 @@ from node_maintenance.client.errors import Conflict
 from node_maintenance.client.http import AsyncKube
 
 from . import drains
-from .workload import SETUP_TIMEOUT_SECONDS, has_service_account, until, wait_nodes_ready
+from .workload import SETUP_TIMEOUT_SECONDS, has_service_account, pages, until, wait_nodes_ready
 
 TICKS = os.sysconf("SC_CLK_TCK")
 # What the scale case's nodes carry, and the fleet's policy selects.
@@ -124,14 +124,10 @@ async def post_all(api: AsyncKube, path_and_bodies: list[tuple[str, dict[str, An
 
 async def _all_running(api: AsyncKube, namespace: str) -> bool:
     """Whether no pod of ``namespace`` is outside Running (paging, so a large namespace costs little)."""
-    query = {"fieldSelector": "status.phase!=Running", "limit": "500"}
-    while True:
-        listing = await api.request("GET", f"/api/v1/namespaces/{namespace}/pods", query=query)
+    async for listing in pages(api, f"/api/v1/namespaces/{namespace}/pods", {"fieldSelector": "status.phase!=Running"}):
         if listing["items"]:
             return False
-        if not listing["metadata"].get("continue"):
-            return True
-        query = {**query, "continue": listing["metadata"]["continue"]}
+    return True
 
 
 async def populate(api: AsyncKube, names: list[str], pods: int) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -144,3 +145,14 @@ async def until(check: Any, what: str, seconds: float, interval: float = 0.5) ->
         if time.monotonic() > deadline:
             raise SystemExit(f"bench: timed out after {seconds:.0f}s waiting for {what}")
         await asyncio.sleep(interval)
+
+
+async def pages(api: AsyncKube, path: str, query: dict[str, str], limit: int = 500) -> AsyncIterator[dict[str, Any]]:
+    """Each page of a listing at ``path`` (a thousand nodes, or a namespace of thousands of pods, are not one answer)."""
+    page = {**query, "limit": str(limit)}
+    while True:
+        listing = await api.request("GET", path, query=page)
+        yield listing
+        if not listing["metadata"].get("continue"):
+            return
+        page = {**query, "limit": str(limit), "continue": listing["metadata"]["continue"]}

@@ -50,6 +50,12 @@ async def drained(api: FakeApi, engine: Engine, node: dict[str, Any]) -> None:
     api.calls.clear()
 
 
+def a_drained_engine() -> tuple[FakeApi, Engine, dict[str, Any]]:
+    """A maintenance whose drain has succeeded, on a node it holds with no pods left (``drained`` makes it so)."""
+    api, node = FakeApi(), taken(runtime_node())
+    return api, an_engine(api, runtime_nm("nm1", status={"phase": "Succeeded"}), node, [], []), node
+
+
 def run(coroutine: Callable[[], Any]) -> Any:
     return asyncio.run(coroutine())
 
@@ -93,9 +99,7 @@ def test_a_drain_goes_from_start_to_succeeded_through_the_plan_alone() -> None:
 
 
 def test_a_drained_node_s_pods_are_listed_again_once_late_pods_seconds_have_passed() -> None:
-    api, events = FakeApi(), []
-    node = taken(runtime_node())
-    engine = an_engine(api, runtime_nm("nm1", status={"phase": "Succeeded"}), node, [], events)
+    api, engine, node = a_drained_engine()
 
     async def scenario() -> None:
         await drained(api, engine, node)
@@ -109,9 +113,7 @@ def test_a_drained_node_s_pods_are_listed_again_once_late_pods_seconds_have_pass
 
 
 def test_a_drained_node_no_longer_cordoned_is_watched_by_its_drain_again_and_one_unknown_holds() -> None:
-    api, events = FakeApi(), []
-    node = taken(runtime_node())
-    engine = an_engine(api, runtime_nm("nm1", status={"phase": "Succeeded"}), node, [], events)
+    api, engine, node = a_drained_engine()
 
     async def scenario() -> None:
         await drained(api, engine, node)
