@@ -261,9 +261,8 @@ def decide(policies: Iterable[Policy], node_list: Iterable[Mapping[str, Any]], m
 
 def holding(policies: Iterable[Policy], node: Mapping[str, Any]) -> Verdict | None:
     """The verdict of the NodeMaintenance that holds ``node`` (its record names it), as ``decide`` gives it (none
-    when no policy selects the node): no
-    line decides it, so it needs no look at every other maintenance. A draining maintenance steps at every change
-    of its pods; this keeps each step's cost apart from the size of the pool."""
+    when no policy selects the node). No line decides it, so it needs no look at every other maintenance: a
+    draining maintenance steps at every change of its pods, and its step's cost stays apart from the pool's size."""
     selecting = sorted((p for p in policies if p.selects(node)), key=lambda p: p.name)
     if not selecting:
         return None
