@@ -205,10 +205,7 @@ class Bench:
                 "cpu_seconds": round(used, 2), "cpu_ms_per_pod": round(1000 * used / (len(pairs) * shape.drained), 2)}
 
     async def kubectl_drains(self, nodes: list[str]) -> float:
-        """Seconds until every one of as many `kubectl drain`s at once, one a node, has ended."""
-        started = time.monotonic()
-        await asyncio.gather(*(drains.with_kubectl(self.cluster, self.kubectl_config, node) for node in nodes))
-        return time.monotonic() - started
+        return await drains.many_with_kubectl(self.cluster, self.kubectl_config, nodes)
 
     async def timeline(self, shape: Shape, limit: float) -> dict[str, Any]:
         """One drain of the single-node shape, wave by wave (``bench.timeline``; the operator logs at DEBUG)."""

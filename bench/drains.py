@@ -30,6 +30,13 @@ async def with_kubectl(cluster: Cluster, kubeconfig: Path, node: str) -> float:
     return elapsed
 
 
+async def many_with_kubectl(cluster: Cluster, kubeconfig: Path, nodes: list[str]) -> float:
+    """Seconds until every one of as many `kubectl drain`s at once, one a node, has ended."""
+    started = time.monotonic()
+    await asyncio.gather(*(with_kubectl(cluster, kubeconfig, node) for node in nodes))
+    return time.monotonic() - started
+
+
 async def with_operator(api: AsyncKube, nodes: list[str]) -> float:
     """Create one NodeMaintenance per node at once; seconds until every one is Succeeded."""
     started = time.monotonic()

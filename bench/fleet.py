@@ -210,10 +210,8 @@ class Fleet:
         fleet at the end of its line (drained then, they are reached after the nodes timed): how fast this control
         plane lets that many drains of this node shape go at once."""
         nodes = self.order[-self.parallel - 1:-1]
-        config = self.cluster.kubectl_drain_kubeconfig()
-        started = time.monotonic()
-        await asyncio.gather(*(drains.with_kubectl(self.cluster, config, node) for node in nodes))
-        self.result["kubectl_wave_seconds"] = round(time.monotonic() - started, 2)
+        seconds = await drains.many_with_kubectl(self.cluster, self.cluster.kubectl_drain_kubeconfig(), nodes)
+        self.result["kubectl_wave_seconds"] = round(seconds, 2)
         self.cluster.kubectl("uncordon", *nodes)
 
     async def queue_all(self, before: Peaks) -> Counter[str]:
@@ -266,8 +264,9 @@ class Fleet:
         of the k-th node handed back)."""
         cordoned, uncordoned = self.cordons.cordoned_at, self.cordons.uncordoned
         taken = sorted(t for t in cordoned.values() if t >= released)
-        back = sorted(uncordoned[node] for node in uncordoned if node in cordoned and uncordoned[node] >= cordoned[node])
-        held = [uncordoned[node] - cordoned[node] for node in uncordoned if node in cordoned and uncordoned[node] >= cordoned[node]]
+        handed_back = [node for node in uncordoned if node in cordoned and uncordoned[node] >= cordoned[node]]
+        back = sorted(uncordoned[node] for node in handed_back)
+        held = [uncordoned[node] - cordoned[node] for node in handed_back]
         empty = [take - free for take, free in zip(taken[self.parallel:], back, strict=False)]
         return {"first_wave_cordoned_seconds": round(taken[self.parallel - 1] - released, 2) if len(taken) >= self.parallel else None,
                 "held_median_seconds": _median(held), "slot_empty_median_seconds": _median(empty)}

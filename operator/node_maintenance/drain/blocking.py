@@ -13,7 +13,7 @@ from collections.abc import Set as AbstractSet
 from typing import Any
 
 from node_maintenance.drain import budgets as pdbs
-from node_maintenance.drain import pods
+from node_maintenance.drain.podindex import Facts, PodIndex
 
 CONDITION = "DrainBlocked"
 DEADLOCK = "PodDisruptionBudgetDeadlock"  # the condition's reason, and the event's, for a structural block
@@ -21,17 +21,17 @@ TEMPORARY = "PodDisruptionBudgetTemporary"
 STRUCTURAL_BLOCK, TEMPORARY_BLOCK = "Structural", "Temporary"
 
 
-def blocking(waiting: list[dict[str, Any]], held: Mapping[str, str], coverage: pdbs.Coverage,
-             node_pods: list[dict[str, Any]], moving: AbstractSet[str] = frozenset()) -> list[dict[str, Any]]:
+def blocking(waiting: list[Facts], held: Mapping[str, str], coverage: pdbs.Coverage,
+             index: PodIndex, moving: AbstractSet[str] = frozenset()) -> list[dict[str, Any]]:
     """The status entries of the budgets holding ``waiting`` back, by namespace/name.
 
-    ``coverage`` holds the budgets of the pods' namespaces. ``waiting`` are the node's pods still to go that no removal
-    was sent for in this step; ``held``
+    ``coverage`` holds the budgets of the pods' namespaces, ``index`` the node's pods. ``waiting`` are the node's pods
+    still to go that no removal was sent for in this step; ``held``
     maps the pods the drain waits on a budget for (namespace/name) to that budget. A budget in
     ``moving`` has an eviction under way: it paces the drain, it does not block it (unless it is
     structural, which no eviction under way changes).
     """
-    analysis = pdbs.analyse(waiting, list(coverage.budgets.values()), node_pods, coverage)
+    analysis = pdbs.assess(waiting, coverage, index.selected)
     found: dict[str, tuple[pdbs.Blocker, set[str]]] = {}
     for ref, blockers in analysis.blockers.items():
         for blocker in blockers:
@@ -80,14 +80,8 @@ def new_deadlocks(previous: Iterable[dict[str, Any]], entries: list[dict[str, An
     return [e for e in entries if e["block"] == STRUCTURAL_BLOCK and (e["namespace"], e["name"]) not in before]
 
 
-def waiting_pods(to_go: list[dict[str, Any]], going: set[str], coverage: pdbs.Coverage) -> list[dict[str, Any]]:
+def waiting_pods(to_go: list[Facts], going: set[str]) -> list[Facts]:
     """The pods still to go that ask a budget, less those on their way out and ``going`` (uids whose
     removal was sent or accepted); a pod under two budgets is never evicted, so it always waits."""
-    waiting = []
-    for pod in to_go:
-        if pod["metadata"].get("deletionTimestamp") or pods.finished(pod):
-            continue
-        covering = len(coverage.names(pod))
-        if covering > 1 or (covering == 1 and pod["metadata"]["uid"] not in going):
-            waiting.append(pod)
-    return waiting
+    return [f for f in to_go if not (f.leaving or f.finished)
+            and (len(f.budgets) > 1 or (len(f.budgets) == 1 and f.uid not in going))]

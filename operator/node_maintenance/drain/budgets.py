@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -98,6 +99,11 @@ class Coverage:
         signature = _signature(budgets)
         self._selectors = _kept if _kept is not None and _kept.signature == signature else _Selectors(budgets, signature)
 
+    @property
+    def signature(self) -> tuple[tuple[str, str], ...]:
+        """The budgets' names and selectors: what decides which budgets select a pod."""
+        return self._selectors.signature
+
     def over(self, budgets: list[dict[str, Any]]) -> Coverage:
         """The coverage of ``budgets`` (a later listing), keeping what was worked out while the selectors are the same."""
         return Coverage(budgets, self._selectors)
@@ -148,17 +154,28 @@ def ignores_budgets(pod: dict[str, Any]) -> bool:
     return bool(pod["metadata"].get("deletionTimestamp")) or (pod.get("status") or {}).get("phase") in ("Pending", "Succeeded", "Failed")
 
 
-def bypasses(pod: dict[str, Any], budget: dict[str, Any]) -> bool:
-    """Whether evicting ``pod`` succeeds whatever ``budget`` allows."""
+def asks(pod: dict[str, Any]) -> bool | None:
+    """Whether evicting ``pod`` asks its budget: never for a pod the Eviction API removes regardless, always for a
+    ready one; for an unready one it depends on the budget (:func:`passes`)."""
     if ignores_budgets(pod):
-        return True
-    if _ready(pod):
         return False
+    return True if _ready(pod) else None
+
+
+def passes(asked: bool | None, budget: dict[str, Any]) -> bool:
+    """Whether the eviction of a pod (``asks`` of it) succeeds whatever ``budget`` allows."""
+    if asked is not None:
+        return not asked
     spec, status = budget.get("spec") or {}, budget.get("status") or {}
     if spec.get("unhealthyPodEvictionPolicy") == "AlwaysAllow":
         return True
     # IfHealthyBudget (the default): an unready pod may go while the budget has all the healthy pods it needs.
     return _observed(budget) and status.get("desiredHealthy", 0) > 0 and status.get("currentHealthy", 0) >= status["desiredHealthy"]
+
+
+def bypasses(pod: dict[str, Any], budget: dict[str, Any]) -> bool:
+    """Whether evicting ``pod`` succeeds whatever ``budget`` allows."""
+    return passes(asks(pod), budget)
 
 
 def _percent(value: Any) -> int | None:
@@ -223,6 +240,19 @@ def temporary_reason(budget: dict[str, Any], waiting: int) -> str | None:
             "the rest wait until replacements are healthy elsewhere")
 
 
+@dataclass(frozen=True)
+class Read:
+    """A pod as the analysis reads it."""
+
+    ref: str  # namespace/name
+    budgets: tuple[str, ...]  # namespace/name of the budgets selecting it, sorted
+    asks: bool | None  # whether its eviction asks them (:func:`asks`)
+
+    @classmethod
+    def of(cls, pod: dict[str, Any], coverage: Coverage) -> Read:
+        return cls(key_of(pod), coverage.names(pod), asks(pod))
+
+
 def analyse(evicting: list[dict[str, Any]], budgets: list[dict[str, Any]], namespace_pods: list[dict[str, Any]],
             coverage: Coverage | None = None) -> Analysis:
     """What holds back the eviction of each pod in ``evicting`` (the node's pods a drain evicts).
@@ -231,31 +261,33 @@ def analyse(evicting: list[dict[str, Any]], budgets: list[dict[str, Any]], names
     is that of ``budgets``, when the caller keeps one.
     """
     coverage = coverage or Coverage(budgets)
+    groups = coverage.grouped(namespace_pods)
+    return assess([Read.of(p, coverage) for p in evicting], coverage, lambda name: groups.get(name, []))
+
+
+def assess(evicting: Iterable[Read], coverage: Coverage, selected: Callable[[str], list[dict[str, Any]]]) -> Analysis:
+    """:func:`analyse`, of pods already read; ``selected`` gives the pods of the namespaces concerned that a budget
+    (by namespace/name) selects."""
     blockers: dict[str, list[Blocker]] = {}
-    asking: dict[str, list[dict[str, Any]]] = {}  # budget name -> node pods whose eviction asks it
+    asking: dict[str, list[str]] = {}  # budget name -> node pods whose eviction asks it
     for pod in evicting:
-        ref = key_of(pod)
-        chosen = coverage.covering(pod)
-        if len(chosen) > 1:
-            names = tuple(key_of(b) for b in chosen)
-            blockers[ref] = [Blocker(names, Block.STRUCTURAL,
-                                     f"pod {ref} is selected by {len(names)} PodDisruptionBudgets ({', '.join(names)}) and "
-                                     "the Eviction API refuses such pods; change the budgets' selectors so at most one selects it")]
-        elif chosen and not bypasses(pod, chosen[0]):
-            asking.setdefault(key_of(chosen[0]), []).append(pod)
+        names = pod.budgets
+        if len(names) > 1:
+            blockers[pod.ref] = [Blocker(names, Block.STRUCTURAL,
+                                         f"pod {pod.ref} is selected by {len(names)} PodDisruptionBudgets ({', '.join(names)}) and "
+                                         "the Eviction API refuses such pods; change the budgets' selectors so at most one selects it")]
+        elif names and not passes(pod.asks, coverage.budgets[names[0]]):
+            asking.setdefault(names[0], []).append(pod.ref)
     assessments = []
-    groups = coverage.grouped(namespace_pods) if asking else {}
-    for budget in sorted(budgets, key=key_of):
-        name = key_of(budget)
+    for name, budget in sorted(coverage.budgets.items()):
         waiting = asking.get(name, [])
         blocker = None
         if waiting:
-            structural = structural_reason(budget, groups.get(name, []), coverage)
+            structural = structural_reason(budget, selected(name), coverage)
             temporary = None if structural else temporary_reason(budget, len(waiting))
             if structural or temporary:
                 blocker = Blocker((name,), Block.STRUCTURAL if structural else Block.TEMPORARY, structural or temporary or "")
-                for pod in waiting:
-                    blockers.setdefault(key_of(pod), []).append(blocker)
-        assessments.append(Assessment(name, (budget.get("status") or {}).get("disruptionsAllowed", 0),
-                                      tuple(sorted(key_of(p) for p in waiting)), blocker))
+                for ref in waiting:
+                    blockers.setdefault(ref, []).append(blocker)
+        assessments.append(Assessment(name, (budget.get("status") or {}).get("disruptionsAllowed", 0), tuple(sorted(waiting)), blocker))
     return Analysis(tuple(assessments), blockers)

@@ -21,15 +21,14 @@ from typing import Any
 
 from node_maintenance.api import conditions as cond
 from node_maintenance.api import timestamps
-from node_maintenance.api.objects import key_of
 from node_maintenance.coordination import quorum as qu
 from node_maintenance.coordination import remediation as rem
 from node_maintenance.drain import blocking as drainblock
 from node_maintenance.drain import budgets as pdbs
 from node_maintenance.drain import node as nodes
-from node_maintenance.drain import pods
 from node_maintenance.drain import rules as drainrules
 from node_maintenance.drain import status as st
+from node_maintenance.drain.podindex import Facts, PodIndex
 
 # A maintenance the etcd-quorum guard holds back looks again this often (control-plane nodes change rarely).
 QUORUM_RECHECK_SECONDS = 10.0
@@ -131,7 +130,7 @@ class Plan:
 def plan(
     maintenance: Maintenance,
     node: Mapping[str, Any] | None,
-    node_pods: list[dict[str, Any]],
+    node_pods: list[dict[str, Any]] | PodIndex,
     budgets: list[dict[str, Any]],
     now: datetime.datetime,
     *,
@@ -145,7 +144,8 @@ def plan(
 ) -> Plan:
     """Decide the next step of ``maintenance``.
 
-    ``node_pods`` are the pods bound to the node, ``budgets`` the PodDisruptionBudgets of their
+    ``node_pods`` are the pods bound to the node (a :class:`~node_maintenance.drain.podindex.PodIndex` of them, when
+    the caller plans step after step and keeps one), ``budgets`` the PodDisruptionBudgets of their
     namespaces; ``holder_exists`` says whether the NodeMaintenance the node names as its holder
     exists (only read when that is another one); ``daemonsets`` whether the DaemonSets its DaemonSet pods
     name exist (``pods.classify``: one not in it is unknown, and its pods stay); ``lease`` is what is known
@@ -156,6 +156,7 @@ def plan(
     """
     m = maintenance
     coverage = coverage.over(budgets) if coverage is not None else pdbs.Coverage(budgets)
+    index = node_pods if isinstance(node_pods, PodIndex) else PodIndex.of(node_pods)
     if node is None:
         return _failed(m, now, f"node {m.node_name!r} not found; the maintenance starts when a node of that name exists", None)
     holder = nodes.holder_of(dict(node))
@@ -197,12 +198,11 @@ def plan(
     # Totals and the start describe the node when this maintenance took it; a restarted operator keeps them.
     started_text = previous.get("drainStartTime") if not fresh else None
     started = timestamps.parse(started_text) if started_text else now
-    to_go = sorted((p for p in node_pods if pods.must_go(p, m.selector, daemonsets) and not (m.rules is not None and drainrules.skipped(p, m.rules))),
-                   key=key_of)
+    to_go = index.facts(m.selector, m.rules, daemonsets or {}, coverage)
     keep = not fresh and "evictionPods" in previous
-    total = previous["totalpods"] if keep else len(node_pods)
+    total = previous["totalpods"] if keep else len(index)
     to_evict = previous["evictionPods"] if keep else len(to_go)
-    pending = [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in to_go]
+    pending = [(f.pod["metadata"]["namespace"], f.pod["metadata"]["name"]) for f in to_go]
     elapsed = (now - started).total_seconds()
 
     conditions = m.conditions + ((rem.condition(state),) if state is not None else ())
@@ -221,7 +221,7 @@ def plan(
         """The budgets holding the drain back; a structural block seen for the first time gets an event."""
         going = {r.uid for r in step.removals} | {uid for uid, a in (attempts or {}).items() if a.accepted}
         moving = {r.budget for r in step.removals if r.budget} | set(in_flight or {})
-        entries = drainblock.blocking(drainblock.waiting_pods(to_go, going, coverage), step.blocked, coverage, node_pods, moving)
+        entries = drainblock.blocking(drainblock.waiting_pods(to_go, going), step.blocked, coverage, index, moving)
         for entry in drainblock.new_deadlocks(previous.get("blockingBudgets") or [], entries):
             events.append(Event(False, "Warning", drainblock.DEADLOCK, entry["message"]))
         return entries
@@ -276,54 +276,50 @@ def _allowed(budget: dict[str, Any]) -> int:
     return int(status.get("disruptionsAllowed") or 0)
 
 
-def _removals(m: Maintenance, to_go: list[dict[str, Any]], coverage: pdbs.Coverage, now: datetime.datetime,
+def _removals(m: Maintenance, to_go: list[Facts], coverage: pdbs.Coverage, now: datetime.datetime,
               attempts: Mapping[str, Attempt], in_flight: Mapping[str, pdbs.InFlight]) -> _Step:
     step = _Step()
-    held = drainrules.held(to_go, m.rules) if m.rules is not None else {}
+    held = drainrules.held_treated((f.pod, f.treatment) for f in to_go if f.treatment is not None) if m.rules is not None else {}
     clock = now.timestamp()
     left: dict[str, int] = {}
     for pod in to_go:
-        meta = pod["metadata"]
-        ref = key_of(pod)
-        attempt = attempts.get(meta["uid"])
-        if meta.get("deletionTimestamp"):
+        attempt = attempts.get(pod.uid)
+        if pod.leaving:
             continue  # on its way out
-        if meta["uid"] in held:  # a later order, or a pod left to complete by itself
-            if held[meta["uid"]]:
-                step.errors[ref] = held[meta["uid"]]
+        if pod.uid in held:  # a later order, or a pod left to complete by itself
+            if held[pod.uid]:
+                step.errors[pod.ref] = held[pod.uid]
             continue
         if attempt and attempt.accepted and attempt.not_before > clock:
             step.wake_in(attempt.not_before - clock)  # accepted: the watch shows it terminating soon
             continue
-        finished = pods.finished(pod)
-        covering = [] if finished else coverage.covering(pod)
-        if len(covering) == 1 and not pdbs.bypasses(pod, covering[0]):
-            budget = covering[0]
-            name, version = key_of(budget), budget["metadata"].get("resourceVersion", "")
+        covering = () if pod.finished else pod.budgets
+        if len(covering) == 1 and not pdbs.passes(pod.asks, budget := coverage.budgets[covering[0]]):
+            name, version = covering[0], budget["metadata"].get("resourceVersion", "")
             flight = in_flight.get(name)
             if name not in left:
                 left[name] = _allowed(budget) - (flight.count if flight else 0)
             refused_here = attempt is not None and (name, version) in attempt.refused_by
             if left[name] > 0 and not refused_here:
                 left[name] -= 1
-                step.removals.append(_removal(m, pod, finished, name, version))
+                step.removals.append(_removal(m, pod, name, version))
             else:
-                step.blocked[ref] = name  # tried again when the budget changes
+                step.blocked[pod.ref] = name  # tried again when the budget changes
                 if flight:
                     step.wake_in(flight.expires_in)
             continue
         if attempt and attempt.not_before > clock:
             step.wake_in(attempt.not_before - clock)
             if attempt.error:
-                step.errors[ref] = attempt.error
+                step.errors[pod.ref] = attempt.error
             continue
-        step.removals.append(_removal(m, pod, finished, None))
+        step.removals.append(_removal(m, pod, None))
     return step
 
 
-def _removal(m: Maintenance, pod: dict[str, Any], finished: bool, budget: str | None, version: str = "") -> Removal:
-    meta = pod["metadata"]
-    return Removal(meta["namespace"], meta["name"], meta["uid"], finished, m.grace, budget, version)
+def _removal(m: Maintenance, pod: Facts, budget: str | None, version: str = "") -> Removal:
+    meta = pod.pod["metadata"]
+    return Removal(meta["namespace"], meta["name"], pod.uid, pod.finished, m.grace, budget, version)
 
 
 def _held_back(m: Maintenance, now: datetime.datetime, condition: cond.Condition, recheck: float) -> Plan:

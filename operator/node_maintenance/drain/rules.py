@@ -80,22 +80,19 @@ def _why(ref: str, behavior: Behavior) -> str:
     return f"{ref} is left to complete by itself (WaitCompleted)" if behavior is Behavior.WAIT_COMPLETED else ""
 
 
-def skipped(pod: Mapping[str, Any], rules: Iterable[Rule]) -> bool:
-    """Whether the drain leaves the pod on the node and does not wait for it."""
-    return treatment(pod, rules).behavior is Behavior.SKIP
-
-
 def held(to_go: list[dict[str, Any]], rules: Iterable[Rule]) -> dict[str, str]:
     """Pods (by uid) the drain must not remove now, with why: WaitCompleted or misannotated pods until they
     finish, and pods of an order above the lowest one still on the node (a finished pod may always go)."""
     rules = tuple(rules)
-    treated = {p["metadata"]["uid"]: (p, treatment(p, rules)) for p in to_go}
-    orders = [t.order for p, t in treated.values() if t.behavior is Behavior.DRAIN and not pods.finished(p)]
-    current = min(orders, default=0)
+    return held_treated([(p, treatment(p, rules)) for p in to_go])
+
+
+def held_treated(treated: Iterable[tuple[Mapping[str, Any], Treatment]]) -> dict[str, str]:
+    """:func:`held`, of pods whose treatment is known already."""
+    unfinished = [(pod["metadata"]["uid"], t) for pod, t in treated if not pods.finished(pod)]
+    current = min((t.order for _, t in unfinished if t.behavior is Behavior.DRAIN), default=0)
     out: dict[str, str] = {}
-    for uid, (pod, t) in treated.items():
-        if pods.finished(pod):
-            continue
+    for uid, t in unfinished:
         if t.behavior in (Behavior.WAIT_COMPLETED, Behavior.INVALID):
             out[uid] = t.why
         elif t.behavior is Behavior.DRAIN and t.order > current:

@@ -41,6 +41,7 @@ from node_maintenance.drain import node as nodes
 from node_maintenance.drain import pods
 from node_maintenance.drain import status as st
 from node_maintenance.drain.planner import Attempt, Plan, plan
+from node_maintenance.drain.podindex import PodIndex
 from node_maintenance.policy.gate import UNKNOWN_RECHECK_SECONDS, Gate
 from node_maintenance.runtime import metrics
 from node_maintenance.runtime.budgets import BudgetWatch
@@ -85,6 +86,7 @@ class Memory:
     namespaces: set[str] = field(default_factory=set)  # of the node's pods, as last planned: whose budgets wake this drain
     refused_jobs: dict[str, str] = field(default_factory=dict)  # hook Job name -> why the API refused it
     coverage: pdbs.Coverage | None = None  # which budgets select the pods, kept while the budgets' selectors stay the same
+    index: PodIndex | None = None  # the node's pods as planned, kept while they are watched
 
 
 class Engine:
@@ -243,22 +245,31 @@ class Engine:
         taking = node is not None and not holder_exists
         lease = await self.lease.view(fresh=holder != self.name) if self.lease and taking else None
         members = await self._members() if node and holder != self.name and quorum.is_control_plane(node) else None
-        node_pods = list(self.pods.objects.values())
-        daemonsets = await self.daemonsets.read(node_pods) if taking else {}
-        memory.namespaces = {p["metadata"]["namespace"] for p in node_pods}
+        node_pods = self._indexed()
+        daemonsets = await self.daemonsets.read(node_pods.pods) if taking else {}
+        memory.namespaces = {p["metadata"]["namespace"] for p in node_pods.pods}
         budgets = shared.budgets.in_namespaces(memory.namespaces)
         memory.coverage = memory.coverage.over(budgets) if memory.coverage else pdbs.Coverage(budgets)
         decided = plan(gate.maintenance(body), node, node_pods, budgets, now, holder_exists=holder_exists, daemonsets=daemonsets,
                        attempts=memory.attempts, in_flight=shared.budgets.in_flight(), lease=lease, members=members,
                        coverage=memory.coverage)
         shared.active.holding(self.name, decided.holds_node)
-        recheck = await self._carry_out(decided, body, node, foreign, live={p["metadata"]["uid"] for p in node_pods})
+        recheck = await self._carry_out(decided, body, node, foreign, live={p["metadata"]["uid"] for p in node_pods.pods})
         self.wanted = DRAINED if decided.phase == st.SUCCEEDED and decided.holds_node else NODE_AND_PODS
         if self.wanted == DRAINED:  # no budget paces anything here any more, so none wakes it
-            memory.namespaces, memory.coverage = set(), None
+            memory.namespaces, memory.coverage, memory.index = set(), None, None
         recheck = books.sooner(recheck, LATE_PODS_SECONDS if self.wanted == DRAINED else None)
         recheck = books.sooner(recheck, ERROR_RETRY_SECONDS if taking and self.daemonsets.unknown else None)
         return books.sooner(recheck, self.lease.due_in() if self.lease and self.lease.known is not None else None)
+
+    def _indexed(self) -> PodIndex:
+        """The node's pods as the watch (or the last listing) shows them now, indexed for the planner: the watch keeps
+        a changed pod as a new object, and only those are worked out again."""
+        memory = self.memory
+        if memory.index is None:
+            memory.index = PodIndex()
+        memory.index.update(self.pods.objects)
+        return memory.index
 
     async def _wait(self, gate: Gate, body: dict[str, Any], node: dict[str, Any] | None, foreign: bool) -> float | None:
         """Not the drain's turn: write the waiting status a policy asks for, or nothing while it is unknown."""

@@ -57,6 +57,9 @@ class Policies:
         self._telling: asyncio.Handle | None = None
         self._generations: dict[str, int] = {}  # each policy's metadata.generation as last seen
         self._governing: dict[str, tuple[str, ...]] | None = None  # each node's pol.governing, kept between decisions
+        self._parsed: list[pol.Policy] | None = None  # the policies as decisions read them, kept until a spec changes
+        self._on_node: dict[str, set[str]] = {}  # node name -> the NodeMaintenances naming it
+        self._node_of: dict[str, str] = {}  # NodeMaintenance name -> the node it names
         self._admitted: frozenset[str] = frozenset()  # granted a slot by the last decision: it stands until taken or given back
         self._written: dict[str, dict[str, Any]] = {}
         self._dirty = asyncio.Event()
@@ -124,6 +127,7 @@ class Policies:
             self._telling.cancel()
         self._tasks, self._mirrors, self.served, self._decision, self._admitted = [], {}, False, None, frozenset()
         self._seen, self._generations, self._to_tell, self._telling, self._governing = {}, {}, set(), None, None
+        self._parsed, self._on_node, self._node_of = None, {}, {}
 
     def unknown(self) -> str:
         """Why the policies are not known now, "" when they are: the CRD unread or failing, a watch that has
@@ -161,7 +165,7 @@ class Policies:
         if policy is not None and self._generations.get(key or "") == policy["metadata"].get("generation"):
             return
         self._generations = {k: p["metadata"].get("generation", 0) for k, p in policies.items()}
-        self._governing = None
+        self._governing, self._parsed = None, None
         self._decided_again(key, set())
 
     def _node_changed(self, key: str | None) -> None:
@@ -174,11 +178,19 @@ class Policies:
             self._governing.pop(name, None)
         elif self._governing is not None and node is not None:
             self._governing[name] = pol.governing(self._policies(), node)
-        self._decided_again(key, {m["metadata"]["name"] for m in self._mirrors["NodeMaintenances"].objects.values()
-                                  if m["spec"].get("nodeName") == name})
+        self._decided_again(key, set(self._on_node.get(name, ())))
 
     def _maintenance_changed(self, key: str | None) -> None:
         """A NodeMaintenance came, changed its place or went: it is told, and those whose standing it changed."""
+        kept = self._mirrors["NodeMaintenances"].objects
+        if key is None:
+            self._on_node, self._node_of = {}, {}
+        for changed in kept if key is None else (key,):
+            name = changed.removeprefix("/")
+            self._on_node.get(self._node_of.pop(name, ""), set()).discard(name)
+            if (m := kept.get(changed)) is not None:
+                self._node_of[name] = m["spec"].get("nodeName", "")
+                self._on_node.setdefault(self._node_of[name], set()).add(name)
         self._decided_again(key, {(key or "").removeprefix("/")})
 
     def _decided_again(self, key: str | None, touched: set[str]) -> None:
@@ -223,7 +235,9 @@ class Policies:
         return self._decision
 
     def _policies(self) -> list[pol.Policy]:
-        return [pol.Policy.of(p) for p in self._mirrors["NodeMaintenancePolicies"].objects.values()]
+        if self._parsed is None:
+            self._parsed = [pol.Policy.of(p) for p in self._mirrors["NodeMaintenancePolicies"].objects.values()]
+        return self._parsed
 
     def node(self, name: str) -> dict[str, Any] | None:
         """The node as the policies' watch keeps it (what the decisions read), once listed; None otherwise."""
