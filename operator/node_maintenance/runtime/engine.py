@@ -23,9 +23,9 @@ import datetime
 import functools
 import logging
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from node_maintenance import api
 from node_maintenance.api import HUB, timestamps
@@ -299,7 +299,7 @@ class Engine:
         sent = books.counted(decided.removals)
         for eviction in sent:  # counted before any await, so concurrent drains see it
             shared.budgets.sent(eviction.budget, eviction.pod)
-        outcome = await whole(self.executor.run(decided, body, node, memory.attempts, {} if foreign else memory.stored if write else decided.status))
+        outcome = await self.executor.run(decided, body, node, memory.attempts, {} if foreign else memory.stored if write else decided.status)
         for eviction in books.uncounted(decided.removals, outcome.attempts if not outcome.node_conflict else None):
             shared.budgets.returned(eviction.budget, eviction.pod)
         lease = outcome.lease or decided.lease_seen
@@ -322,17 +322,3 @@ class Engine:
             recheck = books.sooner(recheck, memory.written_at + interval - time.monotonic())
         return recheck
 
-
-T = TypeVar("T")
-
-
-async def whole(carrying_out: Coroutine[Any, Any, T]) -> T:
-    """Carry out a plan whole. Stopped meanwhile (its NodeMaintenance deleted), the engine ends only once the writes
-    already sent have been answered: a cancelled request may still be applied by the server, and the handback, which
-    reads the node once the engine has ended, must see what they did (a node taken just then is given back)."""
-    task = asyncio.ensure_future(carrying_out)
-    try:
-        return await asyncio.shield(task)
-    except asyncio.CancelledError:
-        await asyncio.wait([task])
-        raise

@@ -11,9 +11,9 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from node_maintenance.api.conversion import status_fields
 from node_maintenance.api.paths import jobs_path, nm_path, node_path, pod_path
@@ -73,7 +73,12 @@ class Executor:
 
     async def run(self, plan: Plan, body: dict[str, Any], node: dict[str, Any] | None,
                   attempts: dict[str, Attempt], stored: dict[str, Any]) -> Outcome:
-        """``stored`` is the status as last written (or as read): an unchanged status is not written again."""
+        """Carry out ``plan`` whole (:func:`whole`); ``stored`` is the status as last written (or as read): an
+        unchanged status is not written again."""
+        return await whole(self._run(plan, body, node, attempts, stored))
+
+    async def _run(self, plan: Plan, body: dict[str, Any], node: dict[str, Any] | None,
+                   attempts: dict[str, Attempt], stored: dict[str, Any]) -> Outcome:
         lease = await self.lease.write(plan.lease_claim) if self.lease and plan.lease_claim else None
         if plan.node_patch is not None:
             try:
@@ -94,7 +99,11 @@ class Executor:
                        status_written=written, status_failed=status_failed)
 
     async def hand_back(self, handback: Handback, body: dict[str, Any], node: dict[str, Any] | None) -> bool:
-        """Carry out a hand-back; False when the node changed under its patch (decide again on the fresh node)."""
+        """Carry out a hand-back whole (:func:`whole`); False when the node changed under its patch (decide again on
+        the fresh node)."""
+        return await whole(self._hand_back(handback, body, node))
+
+    async def _hand_back(self, handback: Handback, body: dict[str, Any], node: dict[str, Any] | None) -> bool:
         if handback.node_patch is not None:
             try:
                 await self.kube.patch(node_path(body["spec"]["nodeName"]), handback.node_patch)
@@ -174,6 +183,22 @@ class Executor:
             return False
         await self.kube.patch(nm_path(self.name, version=self.version, subresource="status"), {"status": new})
         return True
+
+
+T = TypeVar("T")
+
+
+async def whole(carrying_out: Coroutine[Any, Any, T]) -> T:
+    """Carry out a plan whole. Stopped meanwhile (a drain's NodeMaintenance deleted, the operator shutting down), the
+    caller ends only once the writes already sent have been answered: a cancelled request may still be applied by the
+    server, and what reads the cluster next (the handback reads the node once the drain has ended) must see what they
+    did (a node taken just then is given back)."""
+    task = asyncio.ensure_future(carrying_out)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait([task])
+        raise
 
 
 def _node_ref(node: dict[str, Any]) -> dict[str, Any]:

@@ -117,3 +117,28 @@ def test_a_hook_job_the_server_could_not_take_is_not_a_refused_template() -> Non
     api.fail("POST", "/apis/batch/v1/namespaces/ops/jobs", Unreachable("connection reset"))
     outcome, _ = _run(api, Plan("Running", STATUS, None, (_removal("a"),), jobs=(job,)))
     assert outcome.refused_jobs == {"nm-pre-drain-1": None} and outcome.attempts["uid-a"].accepted
+
+
+def test_a_plan_stopped_midway_ends_only_once_the_writes_sent_are_answered() -> None:
+    # A drain's NodeMaintenance deleted while its node patch is in flight: the handback reads the node only after the
+    # drain ended, so it must see that patch (a cancelled request may still be applied), never a node taken after it looked.
+    async def scenario() -> None:
+        api, sent, answer = FakeApi(), asyncio.Event(), asyncio.Event()
+
+        async def patch(path: str, body: dict[str, Any], content_type: str | None = None) -> dict[str, Any]:
+            sent.set()
+            await answer.wait()
+            return body
+
+        api.patch = patch  # type: ignore[method-assign]
+        executor = Executor(api, "nm", "v1alpha1", lambda *_: None, logging.LoggerAdapter(logging.getLogger("test"), {}))
+        carrying_out = asyncio.create_task(executor.run(Plan("Running", dict(STATUS), node_patch={"spec": {}}), BODY, None, {}, {}))
+        await sent.wait()
+        carrying_out.cancel()
+        await asyncio.sleep(0.05)
+        assert not carrying_out.done(), "the plan ended with a write in flight"
+        answer.set()
+        with pytest.raises(asyncio.CancelledError):
+            await carrying_out
+
+    asyncio.run(scenario())
