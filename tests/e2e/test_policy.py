@@ -182,14 +182,19 @@ def test_ten_maintenances_under_max_parallel_two_take_turns_in_creation_order(cl
         assert not untouched["spec"].get("unschedulable") and not (untouched["metadata"].get("annotations") or {}).get("nodemaintenance.kubevirt.io/holder")
         remaining = [n for i, n in enumerate(names) if i != 6]
 
-        # The admin works through the line, handing back each node once drained; the next in line takes the slot.
-        for name in remaining:
+        # The admin works through the line, handing back each node once drained (a deletion ends once its node is given
+        # back); the next in line takes the freed slot before the admin frees the other one.
+        for i, name in enumerate(remaining):
             eventually(lambda: nm_status(cluster, name).get("phase") == "Succeeded", f"{name} drained", timeout=60)
-            cluster.kubectl("delete", NM, name, "--wait=false")
-        eventually(lambda: all(nm(cluster, n) is None for n in remaining), "every maintenance gone")
+            cluster.kubectl("delete", NM, name, "--timeout=60s")
+            if i + 2 < len(remaining):
+                after = remaining[i + 2]
+                eventually(lambda: nm_status(cluster, after).get("phase") in ("Running", "Succeeded"), f"{after} took the freed slot")
         eventually(lambda: not watch.cordoned, "every node handed back")
     in_line = [w for i, w in enumerate(workers) if i != 6]
-    assert watch.order == in_line, "nodes were taken out of creation order"
+    # The first two were admitted together, a creation apart: which of them was cordoned first is a race of their
+    # drains. Every later one took a slot freed after the one before it had taken its own.
+    assert set(watch.order[:2]) == set(in_line[:2]) and watch.order[2:] == in_line[2:], "nodes were taken out of creation order"
     assert watch.released == in_line, "nodes were handed back out of creation order"
     assert watch.most == 2, f"{watch.most} nodes were cordoned at once under maxParallel: 2"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from node_maintenance.api.conditions import Condition, set_condition, with_conditions
@@ -74,3 +75,13 @@ def build(
 def same(a: dict[str, Any], b: dict[str, Any]) -> bool:
     """Equal but for the timestamp of the update itself, so unchanged state is not rewritten every tick."""
     return {k: v for k, v in a.items() if k != "lastUpdate"} == {k: v for k, v in b.items() if k != "lastUpdate"}
+
+
+def noted(status: Mapping[str, Any], condition: Condition, *, generation: int, now: str) -> dict[str, Any] | None:
+    """The status fields that record ``condition`` on a NodeMaintenance whose drain has ended (a hook's, at its
+    deletion): the conditions, and lastError while it is not met; None when they say so already."""
+    conditions = with_conditions(list(status.get("conditions") or []), (condition,), generation=generation, now=now)
+    last_error = condition.message if condition.status != "True" else ""
+    if conditions == status.get("conditions") and last_error == status.get("lastError"):
+        return None
+    return {"conditions": conditions, "lastError": last_error}

@@ -1,5 +1,6 @@
 """Carries out what the pure decisions say: a drain step's :class:`planner.Plan` (the Lease, the node
-patch, the Jobs, the pod removals, the events, the status) and a deletion's :class:`handback.Handback`.
+patch, the Jobs, the pod removals, the events, the status) and a deletion's :class:`handback.Handback`, with
+the postMaintenance Job and the condition a policy's hook records before it.
 
 What each removal met comes back as an :class:`planner.Attempt` for the next plan. Retries of pods
 no budget paces wait ``max(Retry-After, backoff)`` with jitter.
@@ -8,6 +9,7 @@ no budget paces wait ``max(Retry-After, backoff)`` with jitter.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import time
@@ -85,7 +87,7 @@ class Executor:
                 await self.kube.patch(node_path(body["spec"]["nodeName"]), plan.node_patch)
             except (Conflict, NotFound):
                 return Outcome(node_conflict=True, lease=lease)
-        refused = {job["metadata"]["name"]: await self._create_job(job) for job in plan.jobs}
+        refused = {job["metadata"]["name"]: await self.create_job(job) for job in plan.jobs}
         self._post(plan.events, body, node, logged=True)
         results = await asyncio.gather(*(self._remove(r, attempts.get(r.uid)) for r in plan.removals))
         try:
@@ -125,7 +127,7 @@ class Executor:
             if logged and not event.on_node:
                 self._log(event)
 
-    async def _create_job(self, job: Mapping[str, Any]) -> str | None:
+    async def create_job(self, job: Mapping[str, Any]) -> str | None:
         """Create a hook Job; why the API refused it (None: created, or created meanwhile)."""
         try:
             await self.kube.request("POST", jobs_path(job["metadata"]["namespace"]), body=job)
@@ -173,6 +175,12 @@ class Executor:
             return Attempt(now + retry_delay(failures, 0, random.random()), error=f"removal failed: {error}", failures=failures)
         metrics.EVICTIONS.labels(result="deleted" if removal.delete else "evicted").inc()
         return Attempt(now + ACCEPTED_SECONDS, accepted=True)
+
+    async def note(self, fields: dict[str, Any]) -> None:
+        """Patch these status fields of a NodeMaintenance whose drain has ended (a hook's condition at its deletion);
+        fields the API refuses are let go, the hand-back goes on."""
+        with contextlib.suppress(ApiError):
+            await self.kube.patch(nm_path(self.name, version=self.version, subresource="status"), {"status": fields})
 
     async def _write_status(self, stored: dict[str, Any], new: dict[str, Any]) -> bool:
         """Patch the status when it changed (True: patched); only the fields the working version holds are written."""

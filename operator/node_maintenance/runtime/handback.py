@@ -14,14 +14,19 @@ from node_maintenance.runtime.executor import EventSink, Executor
 from node_maintenance.runtime.leases import LeaseKeeper
 
 
-async def end(kube: AsyncKube, body: dict[str, Any], version: str, event: EventSink, log: logging.LoggerAdapter[logging.Logger],
-              active: metrics.Active, lease_namespace: str = "") -> None:
-    """Give back the node ``body`` holds; its remediation Lease is held in ``lease_namespace`` (empty: none)."""
+def executor(kube: AsyncKube, body: dict[str, Any], version: str, event: EventSink, log: logging.LoggerAdapter[logging.Logger],
+             lease_namespace: str = "") -> Executor:
+    """What carries out the hand-back of ``body`` (and a policy's hook before it); the node's remediation Lease is held
+    in ``lease_namespace`` (empty: none)."""
+    lease = LeaseKeeper(kube, lease_namespace, body["spec"]["nodeName"]) if lease_namespace else None
+    return Executor(kube, body["metadata"]["name"], version, event, log, lease)
+
+
+async def end(kube: AsyncKube, body: dict[str, Any], executor: Executor, active: metrics.Active) -> None:
+    """Give back the node ``body`` holds, through ``executor``."""
     name, node_name = body["metadata"]["name"], body["spec"]["nodeName"]
     active.holding(name, False)
-    lease = LeaseKeeper(kube, lease_namespace, node_name) if lease_namespace else None
-    executor = Executor(kube, name, version, event, log, lease)
     while True:
         node = await kube.get(node_path(node_name))
-        if await executor.hand_back(hand_back(name, node_name, node, bool(lease_namespace)), body, node):
+        if await executor.hand_back(hand_back(name, node_name, node, executor.lease is not None), body, node):
             return

@@ -124,9 +124,11 @@ async def remove(body: kopf.Body, memo: Memo, **_: Any) -> None:
     # The drain stops first: it must not take the node again once it is given back.
     await _stop(memo, body["metadata"]["name"])
     shared = memo.shared
+    given = copy.deepcopy(dict(body))
+    executor = handback.executor(shared.kube, given, shared.version, post_event, _logger(body), shared.lease_namespace)
     if shared.policies:  # a policy's postMaintenance Job runs before the node is given back
-        await shared.policies.before_handback(dict(body), shared.version)
-    await handback.end(shared.kube, copy.deepcopy(dict(body)), shared.version, post_event, _logger(body), shared.active, shared.lease_namespace)
+        await shared.policies.before_handback(given, executor)
+    await handback.end(shared.kube, given, executor, shared.active)
 
 
 def registry(version: str) -> kopf.OperatorRegistry:

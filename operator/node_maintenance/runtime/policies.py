@@ -1,5 +1,6 @@
 """NodeMaintenancePolicies at run time: watches what the policy decisions read, serves each drain
-engine its verdict, creates hook Jobs and writes the policies' status.
+engine its verdict, tells a hand-back's executor which postMaintenance Job to create, and writes the
+policies' status.
 
 Releases before 0.4.0 install no policy CRD, and their RBAC grants nothing on policies or Jobs, so
 nothing here runs (and every drain goes on as before) while the API server answers that the CRD does
@@ -13,7 +14,6 @@ hooks last read, once read at all.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime
 import logging
 from collections.abc import Callable, Collection, Mapping
@@ -22,16 +22,17 @@ from typing import Any
 import kopf
 
 from node_maintenance.api import POLICY, timestamps
-from node_maintenance.api import conditions as cond
 from node_maintenance.api.conditions import Condition
 from node_maintenance.api.paths import CRDS_KIND, POLICY_CRD, POLICY_VERSION, jobs_path, nm_path, node_path, policy_path
-from node_maintenance.client.errors import ApiError, Conflict, KubeError, NotFound
+from node_maintenance.client.errors import KubeError, NotFound
 from node_maintenance.client.http import AsyncKube
 from node_maintenance.client.watch import Mirror
 from node_maintenance.drain import node as nodes
+from node_maintenance.drain import status as st
 from node_maintenance.policy import decide as pol
 from node_maintenance.policy import hooks
 from node_maintenance.policy.gate import HOOK_RECHECK_SECONDS, Gate, Seen, gate, unknown
+from node_maintenance.runtime.executor import Executor
 
 CRD_CHECK_SECONDS = 5.0
 POLICY_STATUS_INTERVAL_SECONDS = 1.0
@@ -247,18 +248,15 @@ class Policies:
     def _job(self, hook: str, body: Mapping[str, Any]) -> dict[str, Any] | None:
         return self._mirrors["hook Jobs"].objects.get(f"{self.namespace}/{hooks.job_name(hook, body)}")
 
-    async def _hook(self, hook: str, template: Mapping[str, Any], policy: str, body: Mapping[str, Any]) -> hooks.Outcome:
-        """The hook Job's outcome, creating the Job when there is none yet (and the template may have one)."""
+    async def _hook(self, hook: str, template: Mapping[str, Any], policy: str, body: Mapping[str, Any], executor: Executor) -> hooks.Outcome:
+        """The hook Job's outcome, the executor creating the Job when there is none yet (and the template may have one)."""
         standing = hooks.standing(hook, policy, template, body, self._job(hook, body), self.namespace)
         if standing.create is None:
             return standing.outcome
-        try:
-            job = await self.kube.request("POST", jobs_path(self.namespace), body=standing.create)
-        except Conflict:  # created meanwhile; the watch brings it
-            return standing.outcome
-        except ApiError as error:  # a template the API refuses: say which field to fix
-            return hooks.Outcome(hooks.FAILED, hooks.refusal(hook, policy, str(error)))
-        return hooks.outcome(hook, policy, job, self.namespace)
+        refused = await executor.create_job(standing.create)
+        if refused:  # a template the API refuses: say which field to fix
+            return hooks.Outcome(hooks.FAILED, hooks.refusal(hook, policy, refused))
+        return hooks.outcome(hook, policy, standing.create, self.namespace)
 
     def gate(self, body: Mapping[str, Any], node: Mapping[str, Any], now: datetime.datetime, refused_jobs: Mapping[str, str]) -> Gate:
         """The policies' say in one drain step of ``body`` (in v1beta1, its stored status merged in); reads only.
@@ -280,10 +278,11 @@ class Policies:
                     pre_drain_job=self._job(hooks.PRE_DRAIN, body), refused=refused_jobs.get(job_name, ""))
         return gate(body, node, seen, self.namespace, now)
 
-    async def before_handback(self, body: Mapping[str, Any], version: str) -> None:
+    async def before_handback(self, body: Mapping[str, Any], executor: Executor) -> None:
         """Run the postMaintenance Job of the policy governing the node before it is given back; raises
         kopf.TemporaryError (kopf calls again later) until it has succeeded. A NodeMaintenance that never
-        held its node (one still waiting) runs nothing. While the policies are not known, it waits for them."""
+        held its node (one still waiting) runs nothing. While the policies are not known, it waits for them.
+        ``executor`` (the hand-back's) creates the Job and records the hook's condition."""
         if why := self.unknown():
             raise kopf.TemporaryError(f"the node is given back once NodeMaintenancePolicies are read: {why}", delay=CRD_CHECK_SECONDS)
         if not self.served:
@@ -294,25 +293,22 @@ class Policies:
         governing = [p for p in self._policies() if p.selects(node)]
         if len(governing) > 1:
             message = pol.Verdict(pol.CONFLICT, policies=tuple(sorted(p.name for p in governing))).message(node["metadata"]["name"])
-            await self._note(body, version, Condition(pol.HOOK_CONDITIONS[hooks.POST_MAINTENANCE], "False", "PolicyConflict", message))
+            await self._note(body, executor, Condition(pol.HOOK_CONDITIONS[hooks.POST_MAINTENANCE], "False", "PolicyConflict", message))
             raise kopf.TemporaryError(message, delay=HOOK_RECHECK_SECONDS[hooks.FAILED])
         if not governing or governing[0].post_maintenance is None:
             return
-        outcome = await self._hook(hooks.POST_MAINTENANCE, governing[0].post_maintenance, governing[0].name, body)
-        await self._note(body, version, pol.hook_condition(hooks.POST_MAINTENANCE, outcome))
+        outcome = await self._hook(hooks.POST_MAINTENANCE, governing[0].post_maintenance, governing[0].name, body, executor)
+        await self._note(body, executor, pol.hook_condition(hooks.POST_MAINTENANCE, outcome))
         if outcome.state != hooks.SUCCEEDED:
             raise kopf.TemporaryError(outcome.message, delay=HOOK_RECHECK_SECONDS[outcome.state])
 
-    async def _note(self, body: Mapping[str, Any], version: str, condition: Condition) -> None:
+    @staticmethod
+    async def _note(body: Mapping[str, Any], executor: Executor, condition: Condition) -> None:
         """Record a hook's condition on a NodeMaintenance being deleted (its drain engine has stopped)."""
-        status = body.get("status") or {}
-        conditions = cond.with_conditions(list(status.get("conditions") or []), (condition,), generation=body["metadata"].get("generation", 1),
-                                          now=timestamps.rfc3339(timestamps.now()))
-        last_error = condition.message if condition.status != "True" else ""
-        if conditions != status.get("conditions") or last_error != status.get("lastError"):
-            with contextlib.suppress(ApiError):
-                await self.kube.patch(nm_path(body["metadata"]["name"], version=version, subresource="status"),
-                                      {"status": {"conditions": conditions, "lastError": last_error}})
+        fields = st.noted(body.get("status") or {}, condition, generation=body["metadata"].get("generation", 1),
+                          now=timestamps.rfc3339(timestamps.now()))
+        if fields is not None:
+            await executor.note(fields)
 
     # ----------------------------------------------------------------- policy status
     async def _publish(self) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from node_maintenance.api.conditions import Condition
 from node_maintenance.drain import status as st
 
 T0, T1 = "2026-01-01T00:00:00Z", "2026-01-01T00:01:00Z"
@@ -44,3 +45,13 @@ def test_same_ignores_only_the_update_time() -> None:
     a = build({}, st.RUNNING, [("ns", "a")], now=T0)
     assert st.same(a, build({}, st.RUNNING, [("ns", "a")], now=T0) | {"lastUpdate": T1})
     assert not st.same(a, build({}, st.RUNNING, [], now=T0))
+
+
+def test_a_hook_condition_is_noted_once_with_its_error_and_cleared_when_met() -> None:
+    running = Condition("PostMaintenance", "False", "JobRunning", "postMaintenance Job ops/hook-nm running")
+    fields = st.noted({"phase": "Succeeded", "lastError": ""}, running, generation=2, now="2026-01-01T00:00:00Z")
+    assert fields is not None and fields["lastError"] == running.message
+    assert [(c["type"], c["reason"], c["observedGeneration"]) for c in fields["conditions"]] == [("PostMaintenance", "JobRunning", 2)]
+    assert st.noted({"phase": "Succeeded", **fields}, running, generation=2, now="2026-01-01T00:00:05Z") is None
+    met = st.noted({**fields}, Condition("PostMaintenance", "True", "JobSucceeded", "done"), generation=2, now="2026-01-01T00:00:09Z")
+    assert met is not None and met["lastError"] == ""

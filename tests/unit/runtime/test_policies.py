@@ -23,9 +23,11 @@ from node_maintenance.drain.rules import Behavior
 from node_maintenance.policy import decide as pol
 from node_maintenance.policy.decide import slim_node as pol_slim_node
 from node_maintenance.policy.gate import UNKNOWN_RECHECK_SECONDS, Gate
+from node_maintenance.runtime import handback
 from node_maintenance.runtime.budgets import BudgetWatch
 from node_maintenance.runtime.cordoned import CordonedNodes
 from node_maintenance.runtime.engine import NODE_AND_PODS, NOTHING, Engine, Shared
+from node_maintenance.runtime.executor import Executor
 from node_maintenance.runtime.metrics import Active
 from node_maintenance.runtime.policies import Policies
 from tests.unit.builders import FakeApi, hook_template, nm_policy, runtime_nm, runtime_node, runtime_pod
@@ -58,6 +60,11 @@ def queued_reason(gate: Gate) -> str:
     assert gate.waiting is not None, gate
     assert gate.waiting.node_patch is None and not gate.waiting.removals, "a waiting maintenance touches nothing"
     return str(next(c for c in gate.waiting.status["conditions"] if c["type"] == "Queued")["reason"])
+
+
+def handing_back(api: FakeApi) -> Executor:
+    """The executor a deletion of nm-n1 carries out its hand-back with (in v1beta1)."""
+    return handback.executor(api, api.objects[nm_path("nm-n1")], "v1beta1", lambda *_: None, logging.LoggerAdapter(logging.getLogger("test"), {}))
 
 
 def scenario(api: FakeApi, body: Callable[[Policies], Awaitable[None]]) -> None:
@@ -131,7 +138,7 @@ def test_nothing_is_taken_and_nothing_evicted_before_the_policies_are_read() -> 
         holder = gate_of(policies, api, "n1")  # taken before a restart: it keeps the node and evicts nothing
         assert holder.waiting is None and "NodeMaintenancePolicies" in holder.maintenance(api.objects[nm_path("nm-n1")]).hold
         with pytest.raises(kopf.TemporaryError, match="NodeMaintenancePolicies are read"):
-            await policies.before_handback(api.objects[nm_path("nm-n1")], "v1beta1")
+            await policies.before_handback(api.objects[nm_path("nm-n1")], handing_back(api))
     scenario(api, body)
 
 
@@ -176,7 +183,7 @@ def test_a_post_maintenance_job_that_would_run_as_the_operator_is_not_created_an
     async def body(policies: Policies) -> None:
         await read(policies)
         with pytest.raises(kopf.TemporaryError) as held:
-            await policies.before_handback(api.objects[nm_path("nm-n1")], "v1beta1")
+            await policies.before_handback(api.objects[nm_path("nm-n1")], handing_back(api))
         assert "spec.postMaintenance.jobTemplate.spec.template.spec.serviceAccount names the operator's ServiceAccount" in str(held.value)
         assert api.calls_to("POST", jobs_path("operator-ns")) == []
         [patch] = api.calls_to("PATCH", nm_path("nm-n1", version="v1beta1", subresource="status"))
