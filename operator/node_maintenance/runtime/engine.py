@@ -175,6 +175,8 @@ class Engine:
             self.shared.cordoned.subscribe(self.node_name, self._node_change)
         else:
             self.shared.cordoned.unsubscribe(self.node_name)
+        if what == NOTHING:  # back in line: what was indexed of the pods is kept no longer (a new watch brings them anew)
+            self.memory.index = None
         started: list[Mirror] = []
         for kind in (kind for kind in wanted if kind not in self._watches):
             if kind == "node":

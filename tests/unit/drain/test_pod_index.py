@@ -49,16 +49,17 @@ def test_a_step_works_out_only_the_pods_that_changed() -> None:
 
 @pytest.mark.parametrize("rules", [None, (drainrules.Rule({"matchLabels": {"app": "web0"}}, order=1),)], ids=["no policy", "ordered"])
 def test_a_kept_index_plans_as_a_fresh_one_through_a_drain(rules: tuple[drainrules.Rule, ...] | None) -> None:
-    """Step after step of a drain (evictions sent, pods leaving, budgets refusing, rules ordering), the kept
-    index gives the very plan the pods' list gives."""
+    """Step after step of a drain (evictions sent, pods leaving, budgets refusing, rules ordering, its DaemonSet
+    found gone halfway), the kept index gives the very plan the pods' list gives."""
     index = PodIndex()
     coverage = Coverage(BUDGETS)
     pods, budgets, status, removed = list(NODE_PODS), list(BUDGETS), dict(RUNNING), 0
     for turn in range(12):
         m = maintenance(status, rules=rules)
+        daemonsets = DAEMONSETS if turn < 6 else {"app/agent": False}  # gone: its pod goes too (kubectl drain --force)
         index.update(by_key(pods))
-        kept = plan(m, HELD, index, budgets, NOW, daemonsets=DAEMONSETS, coverage=coverage)
-        fresh = plan(m, HELD, pods, budgets, NOW, daemonsets=DAEMONSETS)
+        kept = plan(m, HELD, index, budgets, NOW, daemonsets=daemonsets, coverage=coverage)
+        fresh = plan(m, HELD, pods, budgets, NOW, daemonsets=daemonsets)
         assert kept == fresh
         removed += len(kept.removals)
         status = kept.status
@@ -66,7 +67,7 @@ def test_a_kept_index_plans_as_a_fresh_one_through_a_drain(rules: tuple[drainrul
         # What the watch shows next: the pods terminating before gone, those just sent terminating.
         pods = [_terminating(p) if p["metadata"]["uid"] in sent else p for p in pods if "deletionTimestamp" not in p["metadata"]]
         budgets = [a_budget(b["metadata"]["name"], labels=b["spec"]["selector"]["matchLabels"], allowed=turn % 2) for b in budgets]
-    assert removed > 20 and len(pods) < len(NODE_PODS) - 10
+    assert removed > 20 and len(pods) < len(NODE_PODS) - 10 and "app/agent" not in {key_of(p) for p in pods}
 
 
 def _terminating(p: dict) -> dict:

@@ -5,6 +5,8 @@ OLM deployed draining a node."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import yaml
 
@@ -97,9 +99,13 @@ def test_fresh_install_from_operatorhub_drains_a_node(cluster: Cluster, olm: OLM
     assert [v["name"] for v in installed["spec"]["versions"] if v["storage"]] == ["v1beta1"]
     for mine, theirs in zip(ours["spec"]["versions"], installed["spec"]["versions"], strict=True):
         assert mine["schema"] == theirs["schema"], f"schema of {mine['name']} differs from the bundle's"
-    # OLM wires the webhook into the CRD from the CSV, which may happen just after the CSV reports Succeeded.
-    conversion = eventually(lambda: crd(cluster)["spec"]["conversion"] if crd(cluster)["spec"]["conversion"]["strategy"] == "Webhook" else None,
-                            "conversion webhook wired into the CRD")
+    # OLM wires the webhook into the CRD from the CSV, which may happen just after the CSV reports Succeeded (and
+    # an install step may apply the bundle's CRD once more meanwhile): judged from one read of the CRD.
+    def wired() -> dict[str, Any] | None:
+        read = crd(cluster)["spec"]["conversion"]
+        return read if read["strategy"] == "Webhook" else None
+
+    conversion = eventually(wired, "conversion webhook wired into the CRD")
     service = conversion["webhook"]["clientConfig"]["service"]
     assert service["namespace"] == install.namespace and service["path"] == "/convert"
 
