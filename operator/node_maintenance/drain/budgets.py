@@ -122,10 +122,6 @@ class Coverage:
             found = self._selectors.seen[seen_key] = tuple(key_of(b) for b in candidates if covers(b, pod))
         return found
 
-    def covering(self, pod: dict[str, Any]) -> list[dict[str, Any]]:
-        """The budgets selecting ``pod`` as they are now, sorted by namespace/name."""
-        return [self.budgets[name] for name in self.names(pod)]
-
     def selected(self, budget: dict[str, Any], namespace_pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The pods of ``namespace_pods`` that ``budget`` (one of these budgets) selects."""
         name = key_of(budget)

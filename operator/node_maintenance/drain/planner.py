@@ -279,7 +279,7 @@ def _allowed(budget: dict[str, Any]) -> int:
 def _removals(m: Maintenance, to_go: list[Facts], coverage: pdbs.Coverage, now: datetime.datetime,
               attempts: Mapping[str, Attempt], in_flight: Mapping[str, pdbs.InFlight]) -> _Step:
     step = _Step()
-    held = drainrules.held_treated((f.pod, f.treatment) for f in to_go if f.treatment is not None) if m.rules is not None else {}
+    held = drainrules.held((f.pod, f.treatment) for f in to_go if f.treatment is not None) if m.rules is not None else {}
     clock = now.timestamp()
     left: dict[str, int] = {}
     for pod in to_go:

@@ -80,15 +80,10 @@ def _why(ref: str, behavior: Behavior) -> str:
     return f"{ref} is left to complete by itself (WaitCompleted)" if behavior is Behavior.WAIT_COMPLETED else ""
 
 
-def held(to_go: list[dict[str, Any]], rules: Iterable[Rule]) -> dict[str, str]:
-    """Pods (by uid) the drain must not remove now, with why: WaitCompleted or misannotated pods until they
-    finish, and pods of an order above the lowest one still on the node (a finished pod may always go)."""
-    rules = tuple(rules)
-    return held_treated([(p, treatment(p, rules)) for p in to_go])
-
-
-def held_treated(treated: Iterable[tuple[Mapping[str, Any], Treatment]]) -> dict[str, str]:
-    """:func:`held`, of pods whose treatment is known already."""
+def held(treated: Iterable[tuple[Mapping[str, Any], Treatment]]) -> dict[str, str]:
+    """Pods (by uid) the drain must not remove now, with why, from the pods still to go with their treatment:
+    WaitCompleted or misannotated pods until they finish, and pods of an order above the lowest one still on the
+    node (a finished pod may always go)."""
     unfinished = [(pod["metadata"]["uid"], t) for pod, t in treated if not pods.finished(pod)]
     current = min((t.order for _, t in unfinished if t.behavior is Behavior.DRAIN), default=0)
     out: dict[str, str] = {}

@@ -19,7 +19,8 @@ unobserved = partial(builders.budget, generation=2, labels={"app": "web"})
 
 # ---------------------------------------------------------------- which budgets cover a pod
 def covering(subject: dict, budgets: list[dict]) -> list[dict]:
-    return Coverage(budgets).covering(subject)
+    coverage = Coverage(budgets)
+    return [coverage.budgets[name] for name in coverage.names(subject)]
 
 
 def test_a_budget_covers_matching_pods_of_its_own_namespace_only() -> None:
@@ -45,7 +46,7 @@ def test_a_kept_coverage_matches_each_label_set_once_while_the_selectors_stay(mo
     coverage = Coverage(budgets)
     for allowed in (1, 0, 1):  # the budgets' status changes with every eviction; their selectors do not
         coverage = coverage.over([pdb("web", allowed=allowed), pdb("db", labels={"app": "db"}, allowed=1)])
-        assert [[b["status"]["disruptionsAllowed"] for b in coverage.covering(p)] for p in web] == [[allowed]] * 50
+        assert [[coverage.budgets[n]["status"]["disruptionsAllowed"] for n in coverage.names(p)] for p in web] == [[allowed]] * 50
     assert len(calls) == 2  # one label set, two budgets of its namespace: matched once each
 
 

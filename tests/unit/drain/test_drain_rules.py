@@ -66,7 +66,7 @@ def test_a_misspelt_annotation_protects_the_pod_and_says_how_to_fix_it() -> None
     ],
 )
 def test_held_pods(pods: list[dict[str, Any]], held: dict[str, str]) -> None:
-    assert dr.held(pods, RULES) == held
+    assert dr.held([(p, dr.treatment(p, RULES)) for p in pods]) == held
 
 
 def test_the_planner_evicts_order_by_order_and_leaves_skipped_pods() -> None:
