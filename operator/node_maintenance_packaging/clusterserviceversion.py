@@ -51,7 +51,7 @@ def build_csv(templates: Templates, releases: Releases, images: ImageRefs, relea
         description=_description(templates, release),
         icon=assets.icon_svg(),
         icon_mediatype=assets.ICON_MEDIATYPE,
-        owned_crds=[_owned(owned.resource, version) for owned in release.crds for version in owned.served],
+        owned_crds=[_owned(owned.resource, version, release.version) for owned in release.crds for version in owned.served],
         webhook_definitions=_webhooks(release),
         related_images=[{"name": role, "image": images.ref(role, release)} for role in release.related_images],
     )
@@ -82,8 +82,8 @@ def _description(templates: Templates, release: Release) -> str:
     )
 
 
-def _owned(resource: api.Resource, version: str) -> dict[str, Any]:
-    schema = resource.load(version)["openAPIV3Schema"]
+def _owned(resource: api.Resource, version: str, release: str) -> dict[str, Any]:
+    schema = resource.load(version, release)["openAPIV3Schema"]
     properties = schema["properties"]
     return {
         "name": resource.crd_name,

@@ -40,7 +40,7 @@ def build_crd(release: Release, owned: OwnedCrd | None = None) -> dict[str, Any]
             "shortNames": list(resource.short_names),
         },
         "scope": "Cluster",
-        "versions": [_version(owned, name) for name in owned.served],
+        "versions": [_version(owned, name, release.version) for name in owned.served],
     }
     if not (resource is api.NODE_MAINTENANCE and release.has("conversion")):
         spec["conversion"] = {"strategy": "None"}
@@ -52,15 +52,15 @@ def build_crd(release: Release, owned: OwnedCrd | None = None) -> dict[str, Any]
     }
 
 
-def _version(owned: OwnedCrd, name: str) -> dict[str, Any]:
-    document = owned.resource.load(name)
+def _version(owned: OwnedCrd, name: str, release: str) -> dict[str, Any]:
+    document = owned.resource.load(name, release)
     entry: dict[str, Any] = {"name": name, "served": True, "storage": name == owned.storage}
     deprecation = document.get("deprecation")
     # A version is only announced as deprecated once the release serves its replacement.
     if deprecation and deprecation["replacedBy"] in owned.served:
         entry["deprecated"] = True
         entry["deprecationWarning"] = deprecation["warning"]
-    entry["schema"] = {"openAPIV3Schema": owned.resource.openapi_schema(name)}
+    entry["schema"] = {"openAPIV3Schema": owned.resource.openapi_schema(name, release)}
     entry["subresources"] = {"status": {}}
     entry["additionalPrinterColumns"] = document["printerColumns"]
     if document.get("selectableFields"):

@@ -4,6 +4,9 @@ Each resource's schemas live in ``schemas/`` (NodeMaintenance at the top, other 
 named after their plural), one file per version: the single source the CRDs, the CSV descriptors and
 the API reference are rendered from. Schemas carry ``csvDescriptor`` hints for the
 ClusterServiceVersion, which :meth:`Resource.openapi_schema` removes so the CRD gets a plain schema.
+
+A property added to a version after its first release says so with a ``since`` hint (a release's
+version): what is rendered for an earlier release leaves it out, so a release once shipped keeps its CRD.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ GROUP = "nodemaintenance.kubevirt.io"
 # The version every other converts through, and the one the CRD stores from 0.3.0 on.
 HUB = "v1beta1"
 DESCRIPTOR_HINT = "csvDescriptor"
+SINCE_HINT = "since"
 # The ServiceAccount the operator runs as (the CSV's install strategy names it): its rights are cluster-wide,
 # so no policy's hook Job may run as it.
 SERVICE_ACCOUNT = "node-maintenance-operator"
@@ -49,13 +53,18 @@ class Resource:
     def crd_name(self) -> str:
         return f"{self.plural}.{GROUP}"
 
-    def load(self, version: str) -> dict[str, Any]:
-        """The whole schema document of one version (a copy, so callers may change it)."""
-        return copy.deepcopy(self._document(version))
+    def load(self, version: str, release: str | None = None) -> dict[str, Any]:
+        """The whole schema document of one version (a copy, so callers may change it), hints kept; with
+        ``release``, as that release ships it: without the properties added after it."""
+        document = copy.deepcopy(self._document(version))
+        if release is not None:
+            document["openAPIV3Schema"] = _as_of(document["openAPIV3Schema"], _release_key(release))
+        return document
 
-    def openapi_schema(self, version: str) -> dict[str, Any]:
-        """The version's openAPIV3Schema exactly as the CRD declares it, without descriptor hints."""
-        return _without_hints(self._document(version)["openAPIV3Schema"])
+    def openapi_schema(self, version: str, release: str | None = None) -> dict[str, Any]:
+        """The version's openAPIV3Schema exactly as the CRD declares it (in ``release``, when given: the
+        newest otherwise), without hints."""
+        return _without_hints(self.load(version, release)["openAPIV3Schema"])
 
     def _document(self, version: str) -> dict[str, Any]:
         if version not in self.versions:
@@ -98,10 +107,28 @@ def _read(schema_dir: str, version: str) -> dict[str, Any]:
     return schema
 
 
+def _release_key(release: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in release.split("-", 1)[0].split("."))
+
+
+def _as_of(node: dict[str, Any], release: tuple[int, ...]) -> dict[str, Any]:
+    """``node`` without the properties whose ``since`` is a later release than ``release``, at any depth."""
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "properties":
+            out[key] = {name: _as_of(child, release) for name, child in value.items()
+                        if SINCE_HINT not in child or _release_key(str(child[SINCE_HINT])) <= release}
+        elif key in ("items", "additionalProperties") and isinstance(value, dict):
+            out[key] = _as_of(value, release)
+        else:
+            out[key] = value
+    return out
+
+
 def _without_hints(node: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in node.items():
-        if key == DESCRIPTOR_HINT:
+        if key in (DESCRIPTOR_HINT, SINCE_HINT):
             continue
         if key == "properties":
             out[key] = {name: _without_hints(child) for name, child in value.items()}

@@ -70,7 +70,7 @@ def test_the_catalog_lists_the_policy_gvk_and_embeds_both_crds_for_0_4_0_only() 
     assert kinds("0.3.0") == ({"NodeMaintenance"}, {api.CRD_NAME})
 
 
-NEXT = """  - version: 0.5.0
+NEXT = """  - version: 0.6.0
     createdAt: "2026-03-01T00:00:00Z"
     maturity: beta
     channels: [stable, candidate]
@@ -78,7 +78,7 @@ NEXT = """  - version: 0.5.0
     storage: v1beta1
     features: [conversion, validation]
     {owns}
-    replaces: 0.4.0
+    replaces: 0.5.0
     relatedImages: [operator]
 """
 
@@ -86,11 +86,11 @@ NEXT = """  - version: 0.5.0
 @pytest.mark.parametrize(
     ("owns", "message"),
     [
-        ("owns: {}", "release 0.5.0: owns.NodeMaintenancePolicy: no longer owns the NodeMaintenancePolicy CRD, which 0.4.0 owns"),
+        ("owns: {}", "release 0.6.0: owns.NodeMaintenancePolicy: no longer owns the NodeMaintenancePolicy CRD, which 0.5.0 owns"),
         ("owns: {NodeMaintenancePolicy: {served: [v1alpha1], storage: v1alpha1}}",
-         "release 0.5.0: owns.NodeMaintenancePolicy.served: 'v1alpha1' has no NodeMaintenancePolicy schema; use versions from v1beta1"),
-        ("owns: {Widget: {served: [v1beta1], storage: v1beta1}}", "release 0.5.0: owns: 'Widget' is not a kind of this operator"),
-        ("owns: {NodeMaintenancePolicy: {served: [v1beta1]}}", "release 0.5.0: owns.NodeMaintenancePolicy.storage: missing"),
+         "release 0.6.0: owns.NodeMaintenancePolicy.served: 'v1alpha1' has no NodeMaintenancePolicy schema; use versions from v1beta1"),
+        ("owns: {Widget: {served: [v1beta1], storage: v1beta1}}", "release 0.6.0: owns: 'Widget' is not a kind of this operator"),
+        ("owns: {NodeMaintenancePolicy: {served: [v1beta1]}}", "release 0.6.0: owns.NodeMaintenancePolicy.storage: missing"),
         ("owns: {NodeMaintenance: {served: [v1beta1], storage: v1beta1}}", "declared by the release's served and storage"),
     ],
 )

@@ -14,7 +14,7 @@ V030_END = '    skipRange: ">=0.1.0 <0.3.0"\n    relatedImages: [operator]\n'
 
 
 def test_an_upgrade_dropping_the_stored_version_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, err = render_edited(tmp_path, lambda t: append_release(t, """  - version: 0.5.0
+    code, err = render_edited(tmp_path, lambda t: append_release(t, """  - version: 0.6.0
     createdAt: "2026-03-01T00:00:00Z"
     maturity: beta
     channels: [stable, candidate]
@@ -23,12 +23,12 @@ def test_an_upgrade_dropping_the_stored_version_is_refused(tmp_path: Path, capsy
     features: [conversion]
     owns:
       NodeMaintenancePolicy: {served: [v1beta1], storage: v1beta1}
-    replaces: 0.4.0
+    replaces: 0.5.0
     relatedImages: [operator]
 """), capsys)
     assert code == 2
-    assert "release 0.5.0: served: drops v1beta1, which 0.4.0 stores" in err
-    assert "status.storedVersions" in err and "keep serving v1beta1 in 0.5.0" in err
+    assert "release 0.6.0: served: drops v1beta1, which 0.5.0 stores" in err
+    assert "status.storedVersions" in err and "keep serving v1beta1 in 0.6.0" in err
     assert "Traceback" not in err
 
 
