@@ -217,6 +217,9 @@ class Engine:
         foreign = books.foreign_status(body.get("status") or {}, memory.written, shared.version)
         # Our last write may not have come back through kopf's watch yet, and an old version drops fields.
         body["status"] = {**(body.get("status") or {}), **memory.stored}
+        if st.timed_out(body["status"]):  # handed back at its timeout: it has ended, watches nothing, takes nothing
+            self.wanted = NOTHING
+            return None
         now = timestamps.now()
         if self.watching == NOTHING:
             in_line = self._in_line(body, now)

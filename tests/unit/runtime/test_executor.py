@@ -12,7 +12,8 @@ import pytest
 
 from node_maintenance.api.paths import node_path, pod_path
 from node_maintenance.client.errors import Conflict, Forbidden, NotFound, TooManyRequests, Unreachable
-from node_maintenance.drain.planner import Event, Plan, Removal
+from node_maintenance.drain.events import Event
+from node_maintenance.drain.planner import Plan, Removal
 from node_maintenance.runtime.executor import ACCEPTED_SECONDS, BACKOFF_MAX_SECONDS, Executor, retry_delay
 from tests.unit.builders import FakeApi, nm, node
 
