@@ -290,6 +290,20 @@ def plan(
     return taking(Plan(st.RUNNING, status(st.RUNNING, step.text(), blocking), patch, tuple(step.removals), tuple(events), recheck, True))
 
 
+def escalations(m: Maintenance, node_pods: list[dict[str, Any]], budgets: list[dict[str, Any]], started: datetime.datetime, *,
+                daemonsets: Mapping[str, bool] | None = None) -> list[tuple[Escalation, datetime.datetime, tuple[Removal, ...]]]:
+    """What each escalation step of ``m`` deletes, and when (``started``: the drain's start), were the pods and the
+    budgets to stay as they are now: the plan's own choice at each step's time (``kubectl nm plan --escalation``)."""
+    coverage = pdbs.Coverage(budgets)
+    to_go = PodIndex.of(node_pods).facts(m.selector, m.rules, daemonsets or {}, coverage)
+    ladder = []
+    for stage in m.escalation:
+        at = started + datetime.timedelta(seconds=stage.after)
+        step = _removals(m, to_go, coverage, at, {}, {})
+        ladder.append((stage, at, tuple(_escalations(m, stage, to_go, step, {}, at.timestamp(), []))))
+    return ladder
+
+
 @dataclass
 class _Step:
     removals: list[Removal] = field(default_factory=list)
