@@ -25,7 +25,7 @@ from node_maintenance.coordination.remediation import LeaseState
 from node_maintenance.drain import status as st
 from node_maintenance.drain.events import Event
 from node_maintenance.drain.handback import Handback
-from node_maintenance.drain.planner import Attempt, Plan, Removal
+from node_maintenance.drain.planner import DELETE_PODS, FORCE_DELETE_PODS, Attempt, Plan, Removal
 from node_maintenance.runtime import metrics
 from node_maintenance.runtime.leases import LeaseKeeper
 
@@ -144,7 +144,9 @@ class Executor:
         return None
 
     def _log(self, event: Event) -> None:
-        if event.type == "Warning":
+        if event.reason in (DELETE_PODS, FORCE_DELETE_PODS):  # an escalation: the drain goes on
+            self.log.warning(event.message)
+        elif event.type == "Warning":
             self.log.warning("maintenance failed: %s", event.message)
         else:
             self.log.info(LOG_LINES.get(event.reason, event.message))
