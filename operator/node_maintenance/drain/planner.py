@@ -10,6 +10,11 @@ Pacing: a pod under a PodDisruptionBudget is evicted only while the budget allow
 one held back only by evictions in flight is looked at again when they stop counting, should the
 budget's change never be seen (an answer lost on the way).
 Pods without a budget go at once; refused or failed ones are tried again at their attempt's time.
+
+Escalation (spec.drain.escalation, opt-in): from a step's afterSeconds past drainStartTime on, the pods eviction has not
+removed are deleted instead, bypassing their budgets (ForceDeletePods: with grace period 0, those still terminating
+too), never a mirror or a DaemonSet pod; status.escalatedPods names each once. onTimeout HandBack ends a drain at its
+timeout with the hand-back a deletion does (``drain.handback``), and a maintenance so ended plans nothing ever again.
 """
 
 from __future__ import annotations
@@ -276,7 +281,7 @@ def plan(
     if stage is not None:
         for removal in _escalations(m, stage, to_go, step, attempts or {}, now.timestamp(), escalated):
             step.removals.append(removal)
-            if not any(_is(e, removal) for e in escalated):
+            if not _recorded(escalated, removal.namespace, removal.name, stage.action):
                 escalated.append(_escalated(removal, now))
                 events.extend(_escalation_events(removal, stage))
     upcoming = next((s for s in m.escalation if elapsed < s.after), None)
@@ -381,8 +386,7 @@ def _escalations(m: Maintenance, stage: Escalation, to_go: list[Facts], step: _S
             continue
         attempt = attempts.get(pod.uid)
         meta = pod.pod["metadata"]
-        done = any(e["namespace"] == meta["namespace"] and e["name"] == meta["name"] and e["action"] == stage.action for e in escalated)
-        if done and not (attempt and attempt.error and attempt.not_before <= clock):
+        if _recorded(escalated, meta["namespace"], meta["name"], stage.action) and not (attempt and attempt.error and attempt.not_before <= clock):
             continue
         if stage.action == DELETE_PODS and (pod.leaving or (attempt and attempt.accepted and attempt.not_before > clock)):
             continue  # on its way out already: ForceDeletePods is for those stuck terminating
@@ -392,8 +396,9 @@ def _escalations(m: Maintenance, stage: Escalation, to_go: list[Facts], step: _S
     return chosen
 
 
-def _is(entry: Mapping[str, Any], removal: Removal) -> bool:
-    return (entry["namespace"], entry["name"], entry["action"]) == (removal.namespace, removal.name, removal.escalation)
+def _recorded(escalated: list[dict[str, Any]], namespace: str, name: str, action: str) -> bool:
+    """Whether status.escalatedPods names this pod as deleted by ``action``."""
+    return any((e["namespace"], e["name"], e["action"]) == (namespace, name, action) for e in escalated)
 
 
 def _escalated(removal: Removal, now: datetime.datetime) -> dict[str, Any]:

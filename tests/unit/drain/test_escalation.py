@@ -14,6 +14,7 @@ from node_maintenance.drain import status as st
 from node_maintenance.drain.handback import hand_back
 from node_maintenance.drain.planner import DELETE_PODS, FORCE_DELETE_PODS, HAND_BACK, Attempt, Escalation, Maintenance, Plan, plan
 from node_maintenance.policy import decide as pol
+from node_maintenance.policy.gate import Seen, gate
 from node_maintenance_cli import main as cli_main
 from node_maintenance_cli import plan as planning
 from node_maintenance_cli import views
@@ -137,6 +138,9 @@ def test_a_timed_out_maintenance_holds_no_slot_and_waits_in_no_line() -> None:
     decision = pol.decide([policy], [pol.slim_node(pool("n0")), pol.slim_node(pool("n1"))], [pol.slim_maintenance(m) for m in nms])
     assert "ended" not in decision.verdicts and decision.verdicts["next"].kind == pol.ADMITTED
     assert decision.summaries["p"].queue == ()
+    # Its node's policy has no word on it any more: a drain step under the policy holds, and takes nothing.
+    held = gate(ended, pool("n0"), Seen(decision.verdicts.get("ended"), listed=True, selected=True), "nmo", NOW)
+    assert held.unknown and held.waiting is None
 
 
 # ------------------------------------------------------------------ kubectl nm plan --escalation
