@@ -74,6 +74,9 @@ def test_delete_pods_removes_the_blocked_pod_after_its_time_never_before(cluster
                                                   "involvedObject.kind=Pod,involvedObject.name=blocked") or {}).get("items", [])
                                  if e["reason"] == DELETE_PODS], "the event on the pod")
     assert f"bypassing PodDisruptionBudget {namespace}/blocked" in events[0]["message"]
+    told = get(cluster, "events", "-A", "--field-selector", f"involvedObject.kind=NodeMaintenance,involvedObject.name={name}")
+    assert any(e["reason"] == DELETE_PODS and e["message"] == events[0]["message"] for e in (told or {}).get("items", []))
+    assert f'node_maintenance_escalations_total{{action="{DELETE_PODS}"}} 1.0' in operator.metrics()
     eventually(lambda: nm_status(cluster, name).get("phase") == "Succeeded", "drained once the pod is gone")
     delete_nm(cluster, name)
 
