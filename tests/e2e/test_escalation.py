@@ -1,6 +1,7 @@
 """A drain a PodDisruptionBudget deadlocks: its escalation ladder deletes the blocked pod once afterSeconds have
-passed since drainStartTime and never before, naming it with the budget it bypassed; onTimeout HandBack gives the
-node back exactly as it was at the timeout, and the maintenance, timed out, never takes it again."""
+passed since drainStartTime and never before, naming it with the budget it bypassed, as kubectl nm plan --escalation
+said it would; onTimeout HandBack gives the node back exactly as it was at the timeout, and the maintenance, timed
+out, never takes it again."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from node_maintenance.api import GROUP, timestamps
 from node_maintenance.drain import status as st
 from node_maintenance.drain.planner import DELETE_PODS, HAND_BACK
 
-from .helpers import apply, create_nm, delete_nm, eventually, get, nm_status, node, pdb, pod, replan
+from .helpers import apply, create_nm, delete_nm, eventually, get, kubectl_nm, nm_status, node, pdb, pod, replan
 
 pytestmark = pytest.mark.e2e
 
@@ -50,6 +51,8 @@ def _as_before(before: dict, after: dict) -> bool:
 def test_delete_pods_removes_the_blocked_pod_after_its_time_never_before(cluster: Cluster, operator, namespace: str, nodes) -> None:
     (target,) = nodes(1)
     _deadlocked(cluster, namespace, target)
+    (step,) = kubectl_nm(cluster, "plan", target, "--escalation", f"{AFTER_SECONDS}s:{DELETE_PODS}", "-o", "json").json()["escalation"]
+    assert [(p["name"], p["budget"]) for p in step["pods"]] == [("blocked", f"{namespace}/blocked")] and step["at"] is None
     name = f"nm-{target}"
     create_nm(cluster, name, target, escalation=[{"afterSeconds": AFTER_SECONDS, "action": DELETE_PODS}])
     # Every look at the pod from the maintenance's creation on, with the moment its answer was in: (seen at, deleting).
@@ -64,6 +67,8 @@ def test_delete_pods_removes_the_blocked_pod_after_its_time_never_before(cluster
         time.sleep(0.2)
     status = nm_status(cluster, name)
     started = timestamps.parse(status["drainStartTime"]).timestamp()
+    (step,) = kubectl_nm(cluster, "plan", target, "--escalation", "-o", "json").json()["escalation"]  # the maintenance's own ladder
+    assert timestamps.parse(step["at"]).timestamp() == started + AFTER_SECONDS
     # A deletion seen by then happened by then: it must not be seen before the step's time.
     assert all(not deleting or at >= started + AFTER_SECONDS for at, deleting in seen), (status["drainStartTime"], seen)
     assert any(not deleting for _, deleting in seen)
