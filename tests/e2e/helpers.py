@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,6 +79,13 @@ def create_nm(cluster: Cluster, name: str, node: str, **drain: Any) -> None:
     if drain:
         spec["drain"] = drain
     apply(cluster, {"apiVersion": "nodemaintenance.kubevirt.io/v1beta1", "kind": "NodeMaintenance", "metadata": {"name": name}, "spec": spec})
+
+
+def replan(cluster: Cluster, name: str, times: int = 3) -> None:
+    """Changes of the NodeMaintenance make its engine plan again, once a second."""
+    for round_ in range(times):
+        cluster.kubectl("annotate", NM, name, f"e2e/replan={round_}", "--overwrite")
+        time.sleep(1)
 
 
 def install_policy_crd(cluster: Cluster) -> None:

@@ -27,7 +27,8 @@ from node_maintenance.drain import node as nodes
 from node_maintenance.drain import pods
 from node_maintenance.drain import rules as drainrules
 from node_maintenance.drain import status as st
-from node_maintenance.drain.planner import Event, Plan
+from node_maintenance.drain.events import Event
+from node_maintenance.drain.planner import Plan
 from node_maintenance.policy import hooks
 
 WAITING, ADMITTED, CONFLICT, UNGOVERNED = "Waiting", "Admitted", "Conflict", "Ungoverned"
@@ -100,12 +101,15 @@ def slim_node(node: dict[str, Any]) -> dict[str, Any]:
 
 
 def slim_maintenance(maintenance: dict[str, Any]) -> dict[str, Any]:
-    """What the decisions read of a NodeMaintenance: its node, its place in line and whether it gave its slot
-    back, not the rest of its status, which the drains write every few seconds."""
+    """What the decisions read of a NodeMaintenance: its node, its place in line, whether it gave its slot
+    back and whether its timeout ended it, not the rest of its status, which the drains write every few seconds."""
     meta = maintenance["metadata"]
     slim = {"metadata": {k: meta[k] for k in ("name", "creationTimestamp", "deletionTimestamp") if k in meta},
             "spec": {"nodeName": (maintenance.get("spec") or {}).get("nodeName")}}
-    return {**slim, "status": {"conditions": [{"type": QUEUED, "reason": SLOT_GIVEN_BACK}]}} if gave_back(maintenance) else slim
+    status = maintenance.get("status") or {}
+    kept = [*([{"type": QUEUED, "reason": SLOT_GIVEN_BACK}] if gave_back(maintenance) else []),
+            *([{"type": st.TIMED_OUT, "status": "True"}] if st.timed_out(status) else [])]
+    return {**slim, "status": {"conditions": kept}} if kept else slim
 
 
 def gave_back(maintenance: Mapping[str, Any]) -> bool:
@@ -212,7 +216,9 @@ def decide(policies: Iterable[Policy], node_list: Iterable[Mapping[str, Any]], m
     selecting = governed if governed is not None else {name: governing(policies, node) for name, node in by_node.items()}
     verdicts: dict[str, Verdict] = {}
     summaries: dict[str, Summary] = {}
-    live = sorted((m for m in maintenances if not m["metadata"].get("deletionTimestamp")), key=_order)
+    # Deleted, or ended by its timeout (the node given back): it holds no slot and waits for none.
+    live = sorted((m for m in maintenances if not m["metadata"].get("deletionTimestamp") and not st.timed_out(m.get("status") or {})),
+                  key=_order)
     for policy in policies:
         selected = [n for name, n in by_node.items() if policy.name in selecting[name]]
         held = {n["metadata"]["name"] for n in selected if holder_of(n)}
