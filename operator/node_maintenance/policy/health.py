@@ -36,9 +36,9 @@ def unhealthy(kind: str, obj: Mapping[str, Any] | None) -> str:
     ref = f"{kind} {meta.get('namespace')}/{meta['name']}"
     if status.get("observedGeneration", -1) < meta.get("generation", 0):
         return f"{ref}: its controller has not observed its latest change yet"
-    if kind == BUDGET:
-        healthy, desired = int(status.get("currentHealthy") or 0), int(status.get("desiredHealthy") or 0)
-        return "" if healthy >= desired else f"{ref}: {healthy} of {desired} healthy"
+    if kind == BUDGET:  # every pod it expects, not only as many as it requires: those the drain evicted are back
+        healthy, expected = int(status.get("currentHealthy") or 0), int(status.get("expectedPods") or 0)
+        return "" if healthy >= expected else f"{ref}: {healthy} of {expected} healthy"
     available, wanted = int(status.get("availableReplicas") or 0), int((obj.get("spec") or {}).get("replicas", 1))
     return "" if available >= wanted else f"{ref}: {available} of {wanted} available"
 

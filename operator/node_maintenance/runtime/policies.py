@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import functools
 import logging
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
@@ -78,6 +79,7 @@ class Policies:
         self._judged: dict[str, dict[str, health.Judgement]] = {}
         self._gave_up: dict[str, str] = {}
         self._cap: asyncio.TimerHandle | None = None
+        self._awaited: set[tuple[str, str]] = set()  # (kind, "namespace/name") of every workload a recovering node waits for
         self._writing = asyncio.Lock()
 
     # ----------------------------------------------------------------- lifecycle
@@ -270,12 +272,12 @@ class Policies:
         unknown = {kind: (f"the {kind}s have not been listed yet" if not m.synced.is_set() else f"the watch of {kind}s failed: {m.failure}")
                    for kind, m in self._health.items() if not m.synced.is_set() or m.failure}
         unknown |= {kind: f"the {kind}s are not watched" for kind in HEALTH_PATHS if kind not in self._health}
-        now, recovering, soonest = timestamps.now(), {}, None
+        now, recovering, soonest, awaited = timestamps.now(), {}, None, set()
         for policy in policies:
             judged = {}
             for entry in self._entries(policy.name) if policy.wait_for_healthy else ():
-                objects = {w: self._health[w[0]].objects.get(f"{w[1]}/{w[2]}") if w[0] in self._health else None
-                           for w in ((x["kind"], x["namespace"], x["name"]) for x in entry.get("workloads") or ())}
+                workloads = [(w["kind"], w["namespace"], w["name"]) for w in entry.get("workloads") or ()]
+                objects = {w: self._health[w[0]].objects.get(f"{w[1]}/{w[2]}") if w[0] in self._health else None for w in workloads}
                 judged[entry["node"]] = judgement = health.judge(entry, objects, unknown, policy.wait_for_healthy_seconds, now)
                 before: health.Judgement | None = self._judged.get(policy.name, {}).get(entry["node"])
                 if judgement.state == health.GAVE_UP and (before is None or before.state != health.GAVE_UP):
@@ -283,8 +285,10 @@ class Policies:
                     log.warning("NodeMaintenancePolicy %s: %s", policy.name, message)
                 if judgement.state == health.WAITING:
                     soonest = judgement.expires_in if soonest is None else min(soonest, judgement.expires_in)
+                    awaited |= {(kind, f"{namespace}/{name}") for kind, namespace, name in workloads}
             self._judged[policy.name] = judged
             recovering[policy.name] = [node for node, j in judged.items() if j.state == health.WAITING]
+        self._awaited = awaited
         if self._cap is not None:
             self._cap.cancel()
         self._cap = asyncio.get_running_loop().call_later(soonest, self._decided_again, "", set()) if soonest is not None else None
@@ -293,15 +297,19 @@ class Policies:
     def _watch_health(self, wanted: bool) -> None:
         """Watch the workloads waitForHealthy judges while some policy waits for health, and only then."""
         if wanted and not self._health:
-            self._health = {kind: Mirror(self.kube, path, self._health_changed, slim=slim_workload) for kind, path in HEALTH_PATHS.items()}
+            self._health = {kind: Mirror(self.kube, path, functools.partial(self._health_changed, kind), slim=slim_workload)
+                            for kind, path in HEALTH_PATHS.items()}
             self._health_tasks = [asyncio.create_task(m.run(), name=f"policy {kind} watch") for kind, m in self._health.items()]
         elif not wanted and self._health:
             for task in self._health_tasks:
                 task.cancel()
             self._health = {}
 
-    def _health_changed(self, key: str | None) -> None:
-        """A workload changed: the recovering nodes are judged again (those in line told if that moves them)."""
+    def _health_changed(self, kind: str, key: str | None) -> None:
+        """A workload a recovering node waits for changed: the recovering nodes are judged again (those in line told
+        if that moves them). Any other changes nothing."""
+        if key is not None and (kind, key) not in self._awaited:
+            return
         self._decision = None
         self._dirty.set()
         if self.served and key is not None:
@@ -447,7 +455,7 @@ class Policies:
 def slim_workload(obj: dict[str, Any]) -> dict[str, Any]:
     """What waitForHealthy reads of a budget, ReplicaSet or StatefulSet: its generations and counts."""
     meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
-    counts = ("observedGeneration", "currentHealthy", "desiredHealthy", "availableReplicas")
+    counts = ("observedGeneration", "currentHealthy", "expectedPods", "availableReplicas")
     return {"metadata": {k: meta[k] for k in ("name", "namespace", "generation") if k in meta},
             "spec": {k: spec[k] for k in ("replicas",) if k in spec}, "status": {k: status[k] for k in counts if k in status}}
 
