@@ -9,6 +9,10 @@ not exist; it is looked for every few seconds, since an upgrade installs it whil
 Anything short of that answer fails closed: until the CRD has been read and every watch has listed,
 and whenever a read fails, no maintenance takes a node. Drains that hold theirs keep the rules and
 hooks last read, once read at all.
+
+While a policy has waitForHealthy, the budgets, ReplicaSets and StatefulSets are watched too: a node given back
+under it keeps its slot until the workloads evicted from it are healthy (``policy.health``), and one whose
+workloads cannot be read keeps it.
 """
 
 from __future__ import annotations
@@ -145,7 +149,9 @@ class Policies:
             self._telling.cancel()
         self._watch_health(False)
         await asyncio.gather(*self._health_tasks, return_exceptions=True)
-        self._health_tasks = []
+        if self._cap is not None:
+            self._cap.cancel()
+        self._health_tasks, self._cap = [], None
         self._tasks, self._mirrors, self.served, self._decision, self._admitted = [], {}, False, None, frozenset()
         self._seen, self._generations, self._to_tell, self._telling, self._governing = {}, {}, set(), None, None
         self._parsed, self._on_node, self._node_of = None, {}, {}
