@@ -94,6 +94,10 @@ def install_policy_crd(cluster: Cluster) -> None:
     cluster.kubectl("wait", "--for=condition=Established", f"crd/{POLICY.crd_name}", "--timeout=60s")
 
 
+def policy_status(cluster: Cluster, name: str) -> dict[str, Any]:
+    return (get(cluster, NMP, name) or {}).get("status") or {}
+
+
 def delete_nm(cluster: Cluster, name: str) -> None:
     cluster.kubectl("delete", NM, name, "--ignore-not-found", "--timeout=60s")
 

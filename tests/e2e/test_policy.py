@@ -33,41 +33,15 @@ from .helpers import (
     eventually,
     foreign_lease,
     get,
-    install_policy_crd,
     nm,
     nm_status,
     pod,
     pods_on,
+    policy_status,
 )
 
 pytestmark = pytest.mark.e2e
 
-
-
-@pytest.fixture(scope="module")
-def policy_crd(cluster: Cluster, operator) -> Iterator[str]:
-    """The policy CRD, installed while the operator runs (as an upgrade installs it): the operator finds it by itself."""
-    install_policy_crd(cluster)
-    yield "nodemaintenancepolicies.nodemaintenance.kubevirt.io"
-    cluster.kubectl("delete", NMP, "--all", "--wait=false", check=False)
-
-
-@pytest.fixture
-def policies(cluster: Cluster, policy_crd: str) -> Iterator[Callable[..., str]]:
-    created: list[str] = []
-
-    def make(selector: dict[str, str], **spec: Any) -> str:
-        name = f"p-{uuid.uuid4().hex[:6]}"
-        apply(cluster, {"apiVersion": "nodemaintenance.kubevirt.io/v1beta1", "kind": "NodeMaintenancePolicy", "metadata": {"name": name},
-                        "spec": {"nodeSelector": {"matchLabels": selector}, **spec}})
-        created.append(name)
-        # In force once the operator has seen it: its status says so (the CRD may have been installed just now).
-        eventually(lambda: _policy_status(cluster, name).get("observedGeneration") == 1, f"policy {name} in force")
-        return name
-
-    yield make
-    if created:
-        cluster.kubectl("delete", NMP, *created, "--ignore-not-found", "--wait=false", check=False)
 
 
 @pytest.fixture
@@ -148,10 +122,6 @@ def _condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
     return next((c for c in status.get("conditions") or [] if c["type"] == kind), {})
 
 
-def _policy_status(cluster: Cluster, name: str) -> dict[str, Any]:
-    return (get(cluster, NMP, name) or {}).get("status") or {}
-
-
 def test_ten_maintenances_under_max_parallel_two_take_turns_in_creation_order(cluster: Cluster, operator, nodes, policies) -> None:
     pool = _pool()
     workers = nodes(10, labels=pool)
@@ -169,14 +139,14 @@ def test_ten_maintenances_under_max_parallel_two_take_turns_in_creation_order(cl
         eventually(lambda: all(nm_status(cluster, n).get("phase") == "Succeeded" for n in names[:2]), "the first two drained")
         for position, name in enumerate(names[2:], start=1):
             eventually(lambda: f"position {position} of 8 " in _condition(nm_status(cluster, name), "Queued")["message"], f"{name} at {position}")
-        assert eventually(lambda: _policy_status(cluster, policy).get("queue") == names[2:] and _policy_status(cluster, policy),
+        assert eventually(lambda: policy_status(cluster, policy).get("queue") == names[2:] and policy_status(cluster, policy),
                           "the policy's queue")["inMaintenance"] == 2
 
         # Deleting a waiting one frees no slot and touches nothing: still two in maintenance, one fewer in line.
         cluster.kubectl("delete", NM, names[6], "--timeout=60s")
         time.sleep(2)
         assert watch.cordoned == set(workers[:2])
-        status = eventually(lambda: (s := _policy_status(cluster, policy)).get("queued") == 7 and s, "the queue without the deleted one")
+        status = eventually(lambda: (s := policy_status(cluster, policy)).get("queued") == 7 and s, "the queue without the deleted one")
         assert status["inMaintenance"] == 2
         untouched = get(cluster, "node", workers[6])
         assert not untouched["spec"].get("unschedulable") and not (untouched["metadata"].get("annotations") or {}).get("nodemaintenance.kubevirt.io/holder")
@@ -421,7 +391,7 @@ def test_a_node_selected_by_two_policies_is_reported_everywhere_and_not_touched(
     assert first in status["lastError"] and second in status["lastError"] and "more than one NodeMaintenancePolicy" in status["lastError"]
     assert _condition(status, "Queued")["reason"] == "PolicyConflict"
     for policy in (first, second):
-        conflict = eventually(lambda: _condition(_policy_status(cluster, policy), "Conflict").get("status") == "True" and _policy_status(cluster, policy),
+        conflict = eventually(lambda: _condition(policy_status(cluster, policy), "Conflict").get("status") == "True" and policy_status(cluster, policy),
                               f"{policy} reports the conflict")
         assert conflict["conflicts"] == [{"node": worker, "policies": sorted([first, second])}]
     assert not get(cluster, "node", worker)["spec"].get("unschedulable")

@@ -30,6 +30,7 @@ from node_maintenance.coordination import quorum as qu
 from node_maintenance.coordination import remediation as rem
 from node_maintenance.drain import blocking as drainblock
 from node_maintenance.drain import budgets as pdbs
+from node_maintenance.drain import evicted
 from node_maintenance.drain import handback as handbacks
 from node_maintenance.drain import node as nodes
 from node_maintenance.drain import pods as podrules
@@ -89,6 +90,8 @@ class Maintenance:
     # for a maintenance that gave its slot back, the plan to carry out instead of taking the node once it may.
     given_back: cond.Condition | None = None
     rejoin: Plan | None = None
+    # Under a policy's waitForHealthy: the status records the workloads of the pods the drain makes leave the node.
+    records_evicted: bool = False
 
     @classmethod
     def of(cls, body: Mapping[str, Any]) -> Maintenance:
@@ -238,6 +241,9 @@ def plan(
         built = st.build({**previous, "escalatedPods": escalated}, phase=phase, total=total, eviction_pods=to_evict, pending=pending, last_error=error,
                          generation=m.generation, now=timestamps.rfc3339(now), drain_started=timestamps.rfc3339(started), blocking=blocking)
         built["conditions"] = cond.with_conditions(built["conditions"], conditions, generation=m.generation, now=timestamps.rfc3339(now))
+        if m.records_evicted:
+            going = (w for f in to_go if not f.finished for w in evicted.workloads_of(f.budgets, f.pod))
+            built["evictedWorkloads"] = evicted.recorded(previous.get("evictedWorkloads") or (), going)
         return built
 
     def taking(decided: Plan) -> Plan:

@@ -29,7 +29,7 @@ from node_maintenance.drain import rules as drainrules
 from node_maintenance.drain import status as st
 from node_maintenance.drain.events import Event
 from node_maintenance.drain.planner import Plan
-from node_maintenance.policy import hooks
+from node_maintenance.policy import health, hooks
 
 WAITING, ADMITTED, CONFLICT, UNGOVERNED = "Waiting", "Admitted", "Conflict", "Ungoverned"
 UNKNOWN = "Unknown"  # the policies cannot be read now: whether one governs the node is not known
@@ -49,6 +49,8 @@ class Policy:
     post_maintenance: Mapping[str, Any] | None = None
     drain: Mapping[str, Any] = field(default_factory=dict)
     rules: tuple[drainrules.Rule, ...] = ()
+    wait_for_healthy: bool = False
+    wait_for_healthy_seconds: int = health.DEFAULT_WAIT_SECONDS
 
     @classmethod
     def of(cls, body: Mapping[str, Any]) -> Policy:
@@ -64,6 +66,8 @@ class Policy:
             post_maintenance=templates.get(hooks.POST_MAINTENANCE),
             drain=spec.get("drain") or {},
             rules=tuple(drainrules.Rule.of(rule) for rule in spec.get("drainRules") or ()),
+            wait_for_healthy=bool(spec.get("waitForHealthy")),
+            wait_for_healthy_seconds=spec.get("waitForHealthySeconds") or health.DEFAULT_WAIT_SECONDS,
         )
 
     def selects(self, node: Mapping[str, Any]) -> bool:
@@ -198,10 +202,13 @@ def governing(policies: Iterable[Policy], node: Mapping[str, Any]) -> tuple[str,
 
 
 def decide(policies: Iterable[Policy], node_list: Iterable[Mapping[str, Any]], maintenances: Iterable[Mapping[str, Any]],
-           admitted: Collection[str] = (), governed: Mapping[str, tuple[str, ...]] | None = None) -> Decision:
+           admitted: Collection[str] = (), governed: Mapping[str, tuple[str, ...]] | None = None,
+           recovering: Mapping[str, Collection[str]] | None = None) -> Decision:
     """Every NodeMaintenance's verdict and every policy's summary, from the cluster as it is and the names
     ``admitted`` by the decision before (slots stand until taken, given back or their maintenance is deleted).
-    ``governed``: ``governing`` of every node, when the caller keeps it (a node's changes rarely change it)."""
+    ``governed``: ``governing`` of every node, when the caller keeps it (a node's changes rarely change it).
+    ``recovering``: by policy, the nodes given back whose evicted workloads it still waits for (waitForHealthy):
+    each keeps its slot in use."""
     policies = sorted(policies, key=lambda p: p.name)
     maintenances = list(maintenances)
     existing = {m["metadata"]["name"] for m in maintenances}
@@ -245,7 +252,8 @@ def decide(policies: Iterable[Policy], node_list: Iterable[Mapping[str, Any]], m
         # What taking each node adds to the unavailable count: nothing for a node already out of service.
         adds = {m["metadata"]["name"]: 0 if m["spec"]["nodeName"] in down else 1 for m in waiting}
         standing = {m["metadata"]["name"] for m in waiting if m["metadata"]["name"] in admitted and not gave_back(m)}
-        used, out = len(held) + len(standing), len(down) + sum(adds[name] for name in standing)
+        still = set((recovering or {}).get(policy.name, ())) - held  # a node taken again counts once, as held
+        used, out = len(held) + len(still) + len(standing), len(down) + sum(adds[name] for name in standing)
         queue: list[str] = []
         for m in waiting:
             name = m["metadata"]["name"]
