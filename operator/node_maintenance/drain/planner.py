@@ -54,7 +54,7 @@ class Maintenance:
     rules: tuple[drainrules.Rule, ...] | None = None
     hold: str = ""
     hold_failed: bool = False
-    hold_recheck_in: float | None = None  # when to look at the hold again (a hook Job's progress)
+    hold_recheck_in: float | None = None  # when to look again: at the hold (a hook Job's progress), or a window's end
     # The policy's conditions for this maintenance (Queued, PreDrain), and the hook Jobs it asks to create.
     conditions: tuple[cond.Condition, ...] = ()
     jobs: tuple[Mapping[str, Any], ...] = ()
@@ -245,6 +245,8 @@ def plan(
         return taking(Plan(phase, status(phase, m.hold, []), patch, (), tuple(events), m.hold_recheck_in, True))
     step = _removals(m, to_go, coverage, now, attempts or {}, in_flight or {})
     recheck = step.recheck_in
+    if m.hold_recheck_in is not None:
+        recheck = m.hold_recheck_in if recheck is None else min(recheck, m.hold_recheck_in)
     if m.timeout:
         until_timeout = m.timeout - elapsed + 1
         recheck = until_timeout if recheck is None else min(recheck, until_timeout)

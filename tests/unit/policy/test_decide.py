@@ -74,7 +74,7 @@ def test_slots_go_in_creation_order_and_the_rest_wait_in_line() -> None:
     # Created out of name order: creation time decides.
     nms = [an_nm("e", "n4", created=at(1)), an_nm("a", "n0", created=at(5)), an_nm("c", "n2", created=at(2)),
            an_nm("b", "n1", created=at(4)), an_nm("d", "n3", created=at(3))]
-    decision = pol.decide([a_policy(maxParallel=2)], node_list, nms)
+    decision = pol.decide([a_policy(maxParallel=2)], node_list, nms, now=NOW)
     assert _kinds(decision) == {"e": ("Admitted", 0), "c": ("Admitted", 0), "d": ("Waiting", 1), "b": ("Waiting", 2), "a": ("Waiting", 3)}
     assert decision.summaries["p"].queue == ("d", "b", "a")
 
@@ -82,7 +82,7 @@ def test_slots_go_in_creation_order_and_the_rest_wait_in_line() -> None:
 def test_maintenances_holding_their_node_keep_their_slot_and_count() -> None:
     node_list = [a_node("n0", holder="late", unschedulable=True), a_node("n1"), a_node("n2")]
     nms = [an_nm("early", "n1", created=at(1)), an_nm("late", "n0", created=at(9)), an_nm("middle", "n2", created=at(5))]
-    decision = pol.decide([a_policy(maxParallel=2)], node_list, nms)
+    decision = pol.decide([a_policy(maxParallel=2)], node_list, nms, now=NOW)
     assert _kinds(decision) == {"late": ("Admitted", 0), "early": ("Admitted", 0), "middle": ("Waiting", 1)}
     assert decision.summaries["p"].in_maintenance == 1
 
@@ -105,7 +105,7 @@ def test_maintenances_holding_their_node_keep_their_slot_and_count() -> None:
     ],
 )
 def test_limits(spec: dict[str, Any], node_list: list[dict[str, Any]], expected: dict[str, tuple[str, int]]) -> None:
-    decision = pol.decide([a_policy(**spec)], node_list, [an_nm("m1", "n1", created=at(1)), an_nm("m2", "n2", created=at(2))])
+    decision = pol.decide([a_policy(**spec)], node_list, [an_nm("m1", "n1", created=at(1)), an_nm("m2", "n2", created=at(2))], now=NOW)
     assert _kinds(decision) == expected
 
 
@@ -114,14 +114,14 @@ def test_no_maintenance_overtakes_the_first_in_line() -> None:
     # but slots go strictly in creation order.
     node_list = [a_node("n0", holder="m0", unschedulable=True), a_node("n1"), a_node("n2", ready=False)]
     nms = [an_nm("m0", "n0", created=at(0)), an_nm("m1", "n1", created=at(1)), an_nm("m2", "n2", created=at(2))]
-    decision = pol.decide([a_policy(maxUnavailable=2)], node_list, nms)
+    decision = pol.decide([a_policy(maxUnavailable=2)], node_list, nms, now=NOW)
     assert _kinds(decision) == {"m0": ("Admitted", 0), "m1": ("Waiting", 1), "m2": ("Waiting", 2)}
 
 
 def test_a_waiting_maintenance_being_deleted_frees_nothing_and_leaves_the_line() -> None:
     node_list = [a_node("n0", holder="m0", unschedulable=True), a_node("n1"), a_node("n2")]
     nms = [an_nm("m0", "n0", created=at(0)), an_nm("m1", "n1", created=at(1), deleted_at=DELETED), an_nm("m2", "n2", created=at(2))]
-    decision = pol.decide([a_policy(maxParallel=1)], node_list, nms)
+    decision = pol.decide([a_policy(maxParallel=1)], node_list, nms, now=NOW)
     assert _kinds(decision) == {"m0": ("Admitted", 0), "m2": ("Waiting", 1)}
 
 
@@ -129,16 +129,16 @@ def test_a_holder_that_no_longer_exists_holds_nothing_and_its_node_is_governed()
     # "gone" held n0 and its finalizer was removed by hand: its record stays on the node, which stays cordoned.
     node_list = [a_node("n0", holder="gone", unschedulable=True), a_node("n1", holder="m1", unschedulable=True), a_node("n2")]
     nms = [an_nm("m1", "n1", created=at(1)), an_nm("next", "n0", created=at(2)), an_nm("last", "n2", created=at(3))]
-    decision = pol.decide([a_policy(maxParallel=1)], node_list, nms)
+    decision = pol.decide([a_policy(maxParallel=1)], node_list, nms, now=NOW)
     assert _kinds(decision) == {"m1": ("Admitted", 0), "next": ("Waiting", 1), "last": ("Waiting", 2)}  # governed, in line
     assert decision.summaries["p"].in_maintenance == 1
-    decision = pol.decide([a_policy(maxParallel=2)], node_list, nms)
+    decision = pol.decide([a_policy(maxParallel=2)], node_list, nms, now=NOW)
     assert _kinds(decision) == {"m1": ("Admitted", 0), "next": ("Admitted", 0), "last": ("Waiting", 1)}
 
 
 def test_nodes_outside_every_policy_are_not_governed() -> None:
     node_list = [a_node("n0"), a_node("other", labels={"pool": "b"})]
-    decision = pol.decide([a_policy(maxParallel=0)], node_list, [an_nm("m", "other", created=at(1)), an_nm("w", "n0", created=at(2))])
+    decision = pol.decide([a_policy(maxParallel=0)], node_list, [an_nm("m", "other", created=at(1)), an_nm("w", "n0", created=at(2))], now=NOW)
     assert "m" not in decision.verdicts and decision.verdicts["w"].kind == pol.WAITING
     assert decision.summaries["p"].selected == 1
 
@@ -146,7 +146,7 @@ def test_nodes_outside_every_policy_are_not_governed() -> None:
 def test_a_node_selected_by_two_policies_is_a_conflict_for_both_and_its_maintenance() -> None:
     node_list = [a_node("n0", labels={"pool": "a", "zone": "z1"}), a_node("n1")]
     policies = [a_policy("pool"), a_policy("zone", {"matchLabels": {"zone": "z1"}})]
-    decision = pol.decide(policies, node_list, [an_nm("m", "n0", created=at(1)), an_nm("ok", "n1", created=at(2))])
+    decision = pol.decide(policies, node_list, [an_nm("m", "n0", created=at(1)), an_nm("ok", "n1", created=at(2))], now=NOW)
     assert decision.verdicts["m"].kind == pol.CONFLICT and decision.verdicts["m"].policies == ("pool", "zone")
     assert "pool, zone" in decision.verdicts["m"].message("n0") and "nodeSelectors" in decision.verdicts["m"].message("n0")
     assert decision.verdicts["ok"].kind == pol.ADMITTED
@@ -160,7 +160,7 @@ def test_a_policy_whose_hook_would_run_as_the_operator_says_so_in_its_status() -
     borrowing = a_policy("borrowing", preDrain={"jobTemplate": hook_template(serviceAccountName="storage-admin")},
                          postMaintenance={"jobTemplate": hook_template(serviceAccount=SERVICE_ACCOUNT)})
     own = a_policy("own", {"matchLabels": {"pool": "b"}}, preDrain={"jobTemplate": hook_template(serviceAccountName="storage-admin")})
-    decision = pol.decide([borrowing, own], [a_node("n0")], [])
+    decision = pol.decide([borrowing, own], [a_node("n0")], [], now=NOW)
     conditions = {c["type"]: c for c in pol.policy_status({}, decision.summaries["borrowing"], 1, "2026-01-01T12:00:00Z")["conditions"]}
     condition = conditions[pol.BORROWED_IDENTITY]
     assert (condition["status"], condition["reason"]) == ("True", "OperatorServiceAccount")
@@ -174,7 +174,7 @@ def test_a_policy_whose_hook_would_run_as_the_operator_says_so_in_its_status() -
 
 def test_waiting_is_phase_pending_with_a_condition_naming_the_policy_and_the_position() -> None:
     nms = [an_nm("a", "n0", created=at(1)), an_nm("b", "n1", created=at(2))]
-    decision = pol.decide([a_policy("rolling", maxParallel=0)], [a_node("n0"), a_node("n1")], nms)
+    decision = pol.decide([a_policy("rolling", maxParallel=0)], [a_node("n0"), a_node("n1")], nms, now=NOW)
     body = an_nm("b", "n1", created=at(2), status={})
     plan = pol.waiting_plan(body, decision.verdicts["b"], NOW)
     assert plan.phase == "Pending" and plan.node_patch is None and not plan.removals and not plan.holds_node
@@ -225,6 +225,6 @@ def test_a_heartbeat_leaves_what_the_policies_keep_of_a_node_unchanged() -> None
 def test_a_maintenance_holding_its_node_is_decided_alone_as_the_whole_decision_decides_it(policies: list[pol.Policy]) -> None:
     node_list = [a_node("n0", holder="m0", unschedulable=True), a_node("n1", holder="m1", unschedulable=True), a_node("n2")]
     nms = [an_nm("m0", "n0", created=at(1)), an_nm("m1", "n1", created=at(2)), an_nm("m2", "n2", created=at(3))]
-    decision = pol.decide(policies, node_list, nms)
+    decision = pol.decide(policies, node_list, nms, now=NOW)
     for held in node_list[:2]:
-        assert pol.holding(policies, held) == decision.verdicts.get(held["metadata"]["annotations"][pol.nodes.HOLDER])
+        assert pol.holding(policies, held, NOW) == decision.verdicts.get(held["metadata"]["annotations"][pol.nodes.HOLDER])

@@ -264,7 +264,7 @@ def test_a_burst_of_changes_is_decided_once_and_told_at_once(monkeypatch: pytest
             policies.decision()
             await asyncio.sleep(0)
             told.clear()
-            monkeypatch.setattr(pol, "decide", lambda *args: decided.append(args) or real(*args))
+            monkeypatch.setattr(pol, "decide", lambda *args, **kw: decided.append(args) or real(*args, **kw))
             for name in POOL:
                 relabelled = dict(api.objects[node_path(name)], metadata={"name": name, "labels": {"pool": "a", "rack": name}})
                 policies._mirrors["nodes"]._put(pol_slim_node(relabelled))
