@@ -18,7 +18,7 @@ from devcluster.toxiproxy import Toxiproxy
 from node_maintenance.coordination import remediation as rem
 from soak.chaos import Api, Tally
 
-from .helpers import PLUGIN_USER, ROOT
+from .helpers import NMP, PLUGIN_USER, ROOT, apply, eventually, install_policy_crd, policy_status
 
 CRD_FILE = ROOT / "bundle" / "manifests" / "nodemaintenance.kubevirt.io_nodemaintenances.yaml"
 NAMESPACE_MANIFEST = ROOT / "olm-deploy-manifests" / "kubernetes" / "nm-ns.yaml"
@@ -192,3 +192,29 @@ def admission_webhook(cluster: Cluster, operator: OperatorProcess) -> Iterator[s
     cluster.kubectl("apply", "-f", "-", input=json.dumps(config))
     yield name
     cluster.kubectl("delete", "validatingwebhookconfiguration", name, "--ignore-not-found")
+
+
+@pytest.fixture(scope="module")
+def policy_crd(cluster: Cluster, operator) -> Iterator[str]:
+    """The policy CRD, installed while the operator runs (as an upgrade installs it): the operator finds it by itself."""
+    install_policy_crd(cluster)
+    yield "nodemaintenancepolicies.nodemaintenance.kubevirt.io"
+    cluster.kubectl("delete", NMP, "--all", "--wait=false", check=False)
+
+
+@pytest.fixture
+def policies(cluster: Cluster, policy_crd: str) -> Iterator[Callable[..., str]]:
+    created: list[str] = []
+
+    def make(selector: dict[str, str], **spec: Any) -> str:
+        name = f"p-{uuid.uuid4().hex[:6]}"
+        apply(cluster, {"apiVersion": "nodemaintenance.kubevirt.io/v1beta1", "kind": "NodeMaintenancePolicy", "metadata": {"name": name},
+                        "spec": {"nodeSelector": {"matchLabels": selector}, **spec}})
+        created.append(name)
+        # In force once the operator has seen it: its status says so (the CRD may have been installed just now).
+        eventually(lambda: policy_status(cluster, name).get("observedGeneration") == 1, f"policy {name} in force")
+        return name
+
+    yield make
+    if created:
+        cluster.kubectl("delete", NMP, *created, "--ignore-not-found", "--wait=false", check=False)
