@@ -137,11 +137,28 @@ def plan(cluster: Cluster, args: argparse.Namespace) -> int:
     namespace_pods = [p for ns in namespaces for p in cluster.pods_in(ns)]
     daemonsets = cluster.daemonsets_exist(pods.daemonsets_to_read(node_pods))
     document = planning.build(args.node, node_pods, pdbs, namespace_pods, args.pod_selector, nodes.holder_of(node), daemonsets)
+    if args.escalation is not None:
+        maintenance = _escalating(cluster, args, nodes.holder_of(node))
+        document["escalation"] = planning.escalation(maintenance, node_pods, pdbs, daemonsets, _now())
     if args.output == "table":
         views.console().print(views.plan_view(document))
     else:
         views.emit(document, args.output)
     return Exit.OK if document["drainable"] else Exit.NOT_DRAINED
+
+
+def _escalating(cluster: Cluster, args: argparse.Namespace, holder: str | None) -> dict[str, Any]:
+    """The NodeMaintenance whose escalation ``plan --escalation`` shows: with steps given, a would-be drain of the node
+    (its pod selector); without, the node's own (its holder, else the newest for the node)."""
+    if args.escalation:
+        body = maintenance_object(args.node, args.node, "", args.pod_selector, None, None)
+        body["spec"]["drain"] = {**body["spec"].get("drain", {}), "escalation": args.escalation}
+        return body
+    mine = sorted(_for_node(cluster, args.node), key=lambda nm: (nm["metadata"]["name"] == holder, nm["metadata"].get("creationTimestamp") or ""))
+    if not mine:
+        raise CliError(Exit.NOT_FOUND, f"no NodeMaintenance for node {args.node}: give the steps of a would-be drain, "
+                                       "e.g. --escalation 5m:DeletePods,10m:ForceDeletePods")
+    return mine[-1]
 
 
 def _verdict(nm: dict[str, Any]) -> int:

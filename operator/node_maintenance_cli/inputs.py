@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from node_maintenance.drain.planner import DELETE_PODS, FORCE_DELETE_PODS
+
 _KEY = r"(?:[A-Za-z0-9][-A-Za-z0-9_.]*/)?[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?"
 _VALUE = r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?)?"
 _EXISTS = re.compile(rf"(?P<neg>!?)\s*(?P<key>{_KEY})")
@@ -68,3 +70,15 @@ def duration_seconds(text: str) -> int:
     if not text or not match:
         raise ValueError(f"{text!r} is not a duration; write seconds (90) or hours, minutes and seconds (1h30m, 10m, 45s)")
     return 3600 * int(match["h"] or 0) + 60 * int(match["m"] or 0) + int(match["s"] or 0)
+
+
+def escalation(text: str) -> list[dict[str, Any]]:
+    """spec.drain.escalation from ``5m:DeletePods,10m:ForceDeletePods`` (each step's time after the drain's start)."""
+    steps = []
+    for part in text.split(","):
+        after, _, action = part.strip().partition(":")
+        if action not in (DELETE_PODS, FORCE_DELETE_PODS):
+            raise ValueError(f"{part!r} is not an escalation step; write DURATION:{DELETE_PODS} or DURATION:{FORCE_DELETE_PODS}, "
+                             "separated by commas, e.g. 5m:DeletePods,10m:ForceDeletePods")
+        steps.append({"afterSeconds": duration_seconds(after), "action": action})
+    return steps

@@ -37,6 +37,13 @@ def _duration(text: str) -> int:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+def _escalation(text: str) -> list[dict[str, Any]]:
+    try:
+        return inputs.escalation(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def _seconds(text: str) -> int:
     if not text.isdigit():
         raise argparse.ArgumentTypeError(f"{text!r}: give a whole number of seconds, 0 or more")
@@ -88,6 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     plan = verb("plan", "dry run: which pods a drain of NODE would evict, which stay and why, which budgets would block", selecting)
     plan.add_argument("node", metavar="NODE")
+    plan.add_argument("--escalation", type=_escalation, nargs="?", const=[], metavar="STEPS",
+                      help="also show which pods each escalation step would delete, and when: the steps of the node's "
+                           "NodeMaintenance, or of a would-be drain given as STEPS, e.g. 5m:DeletePods,10m:ForceDeletePods")
     plan.set_defaults(run=commands.plan)
     return parser
 

@@ -6,12 +6,15 @@
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping
 from typing import Any
 
+from node_maintenance.api import timestamps
 from node_maintenance.api.objects import key_of
 from node_maintenance.drain import budgets, pods
 from node_maintenance.drain.budgets import Block
+from node_maintenance.drain.planner import Maintenance, escalations
 
 WHY_STAY = {
     pods.Action.KEEP_DAEMONSET: "managed by a DaemonSet, which would recreate it on the node (kubectl drain --ignore-daemonsets)",
@@ -81,6 +84,19 @@ def build(
         # False when some pod can never leave without an admin: the drain would not finish.
         "drainable": not any(_held(r, Block.STRUCTURAL) for r in rows),
     }
+
+
+def escalation(maintenance: Mapping[str, Any], node_pods: list[dict[str, Any]], pdbs: list[dict[str, Any]],
+               daemonsets: Mapping[str, bool] | None, now: datetime.datetime) -> list[dict[str, Any]]:
+    """Which pods each escalation step of ``maintenance`` (a NodeMaintenance, or one a drain would be) would delete, and
+    when: at drainStartTime + afterSeconds once the drain has started (``at``; None before), were the pods and budgets to
+    stay as they are ``now``. The operator's planner decides it (``planner.escalations``)."""
+    m = Maintenance.of(maintenance)
+    started = m.status.get("drainStartTime")
+    ladder = escalations(m, node_pods, pdbs, timestamps.parse(started) if started else now, daemonsets=daemonsets)
+    return [{"action": stage.action, "afterSeconds": stage.after, "at": timestamps.rfc3339(at) if started else None,
+             "pods": [{"namespace": r.namespace, "name": r.name, "gracePeriodSeconds": r.grace, "budget": r.bypassed} for r in chosen]}
+            for stage, at, chosen in ladder]
 
 
 def _held(row: dict[str, Any], block: Block) -> bool:

@@ -97,6 +97,16 @@ def plan_view(plan: dict[str, Any]) -> Group:
                else "[red]the drain cannot finish until an admin lifts the structural blocks above")
     parts.append(f"{s['evict']} to evict, {s['delete']} to delete, {s['stay']} stay; "
                  f"{s['blockedStructurally']} blocked structurally, {s['blockedTemporarily']} temporarily: {verdict}")
+    if "escalation" in plan:
+        ladder = Table(title="Escalation: pods deleted if still there", box=None, header_style="bold", title_justify="left", pad_edge=False)
+        for column in ("STEP", "AT", "POD", "GRACE", "BYPASSES BUDGET"):
+            ladder.add_column(column, overflow="fold")
+        for step in plan["escalation"]:
+            when = step["at"] or f"{step['afterSeconds']}s after the drain starts"
+            for pod in step["pods"] or [{"namespace": "", "name": "", "gracePeriodSeconds": None, "budget": None}]:
+                grace = "" if not pod["name"] else "the pod's own" if pod["gracePeriodSeconds"] is None else f"{pod['gracePeriodSeconds']}s"
+                ladder.add_row(step["action"], when, f"{pod['namespace']}/{pod['name']}" if pod["name"] else "[dim]none", grace, pod["budget"] or "")
+        parts.append(ladder)
     if plan["inMaintenanceBy"]:
         parts.append(f"node {plan['node']} is already in maintenance by NodeMaintenance {plan['inMaintenanceBy']}")
     return Group(*parts)

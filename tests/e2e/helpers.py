@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -82,10 +83,21 @@ def create_nm(cluster: Cluster, name: str, node: str, **drain: Any) -> None:
     apply(cluster, {"apiVersion": "nodemaintenance.kubevirt.io/v1beta1", "kind": "NodeMaintenance", "metadata": {"name": name}, "spec": spec})
 
 
+def replan(cluster: Cluster, name: str, times: int = 3) -> None:
+    """Changes of the NodeMaintenance make its engine plan again, once a second."""
+    for round_ in range(times):
+        cluster.kubectl("annotate", NM, name, f"e2e/replan={round_}", "--overwrite")
+        time.sleep(1)
+
+
 def install_policy_crd(cluster: Cluster) -> None:
     """The NodeMaintenancePolicy CRD as the bundle ships it, established (it stays for the session)."""
     cluster.kubectl("apply", "--server-side", "-f", str(POLICY_CRD_FILE))
     cluster.kubectl("wait", "--for=condition=Established", f"crd/{POLICY.crd_name}", "--timeout=60s")
+
+
+def policy_status(cluster: Cluster, name: str) -> dict[str, Any]:
+    return (get(cluster, NMP, name) or {}).get("status") or {}
 
 
 def delete_nm(cluster: Cluster, name: str) -> None:
@@ -171,10 +183,6 @@ def our_taint(node_obj: dict) -> bool:
 # ----------------------------------------------------------------- policies
 def condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
     return next((c for c in status.get("conditions") or [] if c["type"] == kind), {})
-
-
-def policy_status(cluster: Cluster, name: str) -> dict[str, Any]:
-    return (get(cluster, NMP, name) or {}).get("status") or {}
 
 
 def watch_events(stop: threading.Event, list_call: Callable[..., Any], on_event: Callable[[dict[str, Any]], None], **kwargs: Any) -> None:

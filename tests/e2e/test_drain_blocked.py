@@ -5,14 +5,13 @@ a structural block fires one event."""
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
 from devcluster.cluster import Cluster
 from node_maintenance.drain import blocking as drainblock
 
-from .helpers import NM, apply, create_nm, delete_nm, deployment, eventually, get, nm_status, pdb
+from .helpers import apply, create_nm, delete_nm, deployment, eventually, get, nm_status, pdb, replan
 
 pytestmark = pytest.mark.e2e
 
@@ -26,13 +25,6 @@ def _blocked(cluster: Cluster, name: str, reason: str) -> dict | None:
 def _deadlock_events(cluster: Cluster, name: str) -> list[dict]:
     events = get(cluster, "events", "-A", "--field-selector", f"involvedObject.kind=NodeMaintenance,involvedObject.name={name}")
     return [e for e in (events or {}).get("items", []) if e["reason"] == drainblock.DEADLOCK]
-
-
-def _replan(cluster: Cluster, name: str, times: int = 3) -> None:
-    """Changes of the NodeMaintenance make its engine plan again: the block is seen again each time."""
-    for round_ in range(times):
-        cluster.kubectl("annotate", NM, name, f"e2e/replan={round_}", "--overwrite")
-        time.sleep(1)
 
 
 def _ready(cluster: Cluster, namespace: str, app: str, count: int) -> None:
@@ -55,7 +47,7 @@ def test_a_structural_block_is_named_fires_once_and_clears_when_the_admin_acts(c
     assert (entry["disruptionsAllowed"], entry["currentHealthy"], entry["desiredHealthy"], entry["expectedPods"]) == (0, 2, 2, 2)
     assert entry["blockedPods"] == 2 and "minAvailable 2" in entry["message"]
     eventually(lambda: _deadlock_events(cluster, name), "the deadlock event")
-    _replan(cluster, name)
+    replan(cluster, name)
     events = _deadlock_events(cluster, name)
     assert len(events) == 1 and events[0].get("count", 1) == 1 and f"{namespace}/strict" in events[0]["message"]
 
@@ -83,7 +75,7 @@ def test_a_temporary_block_waits_without_an_event_and_goes_on_by_itself(cluster:
     (entry,) = status["blockingBudgets"]
     assert (entry["name"], entry["block"], entry["disruptionsAllowed"]) == ("web", "Temporary", 0)
     assert (entry["currentHealthy"], entry["desiredHealthy"], entry["expectedPods"]) == (3, 3, 4)
-    _replan(cluster, name, 2)
+    replan(cluster, name, 2)
     assert _deadlock_events(cluster, name) == []
 
     late["spec"]["template"]["spec"]["affinity"] = deployment("late", namespace, [spare], 1)["spec"]["template"]["spec"]["affinity"]

@@ -43,12 +43,13 @@ pytestmark = pytest.mark.e2e
 
 
 def _policy(name: str, labels: dict[str, str]) -> dict:
-    """A NodeMaintenancePolicy for the nodes with ``labels``, with a Job before the drain and one before the give-back."""
+    """A NodeMaintenancePolicy for the nodes with ``labels``, with a Job before the drain and one before the give-back, that
+    waits for the evicted workloads' health (their watches)."""
     job = {"spec": {"backoffLimit": 0, "template": {"spec": {
         "restartPolicy": "Never", "securityContext": RESTRICTED_POD,
         "containers": [{"name": "hook", "image": "registry.invalid/hook:1", "securityContext": RESTRICTED_CONTAINER}]}}}}
     return {"apiVersion": f"{GROUP}/{POLICY.versions[-1]}", "kind": POLICY.kind, "metadata": {"name": name},
-            "spec": {"nodeSelector": {"matchLabels": labels}, "maxParallel": 1,
+            "spec": {"nodeSelector": {"matchLabels": labels}, "maxParallel": 1, "waitForHealthy": True,
                      "preDrain": {"jobTemplate": job}, "postMaintenance": {"jobTemplate": job}}}
 
 

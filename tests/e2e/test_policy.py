@@ -46,6 +46,7 @@ from .helpers import (
 
 pytestmark = pytest.mark.e2e
 
+
 @pytest.fixture
 def hook_runner(cluster: Cluster) -> Iterator[str]:
     """A node no kubelet (and no KWOK) runs: the test reports its pods' ends itself."""

@@ -13,7 +13,7 @@ import pytest
 from devcluster.cluster import Cluster
 from node_maintenance.api import timestamps
 
-from .helpers import NM, CordonWatch, a_pool, apply, condition, create_nm, eventually, get, nm_status, pdb, pod, policy_status, pods_on
+from .helpers import NM, CordonWatch, a_pool, apply, condition, create_nm, eventually, get, nm_status, pdb, pod, pods_on, policy_status
 
 pytestmark = pytest.mark.e2e
 

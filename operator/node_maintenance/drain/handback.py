@@ -8,7 +8,7 @@ from typing import Any
 
 from node_maintenance.coordination import remediation as rem
 from node_maintenance.drain import node as nodes
-from node_maintenance.drain.planner import Event
+from node_maintenance.drain.events import Event
 
 
 @dataclass(frozen=True)

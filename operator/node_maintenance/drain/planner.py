@@ -10,6 +10,11 @@ Pacing: a pod under a PodDisruptionBudget is evicted only while the budget allow
 one held back only by evictions in flight is looked at again when they stop counting, should the
 budget's change never be seen (an answer lost on the way).
 Pods without a budget go at once; refused or failed ones are tried again at their attempt's time.
+
+Escalation (spec.drain.escalation, opt-in): from a step's afterSeconds past drainStartTime on, the pods eviction has not
+removed are deleted instead, bypassing their budgets (ForceDeletePods: with grace period 0, those still terminating
+too), never a mirror or a DaemonSet pod; status.escalatedPods names each once. onTimeout HandBack ends a drain at its
+timeout with the hand-back a deletion does (``drain.handback``), and a maintenance so ended plans nothing ever again.
 """
 
 from __future__ import annotations
@@ -25,9 +30,13 @@ from node_maintenance.coordination import quorum as qu
 from node_maintenance.coordination import remediation as rem
 from node_maintenance.drain import blocking as drainblock
 from node_maintenance.drain import budgets as pdbs
+from node_maintenance.drain import evicted
+from node_maintenance.drain import handback as handbacks
 from node_maintenance.drain import node as nodes
+from node_maintenance.drain import pods as podrules
 from node_maintenance.drain import rules as drainrules
 from node_maintenance.drain import status as st
+from node_maintenance.drain.events import Event
 from node_maintenance.drain.podindex import Facts, PodIndex
 
 # A maintenance the etcd-quorum guard holds back looks again this often (control-plane nodes change rarely).
@@ -35,6 +44,23 @@ QUORUM_RECHECK_SECONDS = 10.0
 # A maintenance failed because another one holds its node looks again this often (the other may be
 # gone without giving the node back); every other wait ends on a change the watches report.
 NODE_HELD_RECHECK_SECONDS = 15.0
+# spec.drain.escalation's actions and spec.drain.onTimeout's values.
+DELETE_PODS, FORCE_DELETE_PODS = "DeletePods", "ForceDeletePods"
+FAIL, HAND_BACK = "Fail", "HandBack"
+
+
+@dataclass(frozen=True)
+class Escalation:
+    """One step of spec.drain.escalation: from ``after`` seconds past drainStartTime, the pods eviction has not
+    removed are deleted (``action``)."""
+
+    after: int
+    action: str
+
+    @property
+    def grace(self) -> int | None:
+        """ForceDeletePods deletes at once; DeletePods as the maintenance's grace says (None: the pod's own)."""
+        return 0 if self.action == FORCE_DELETE_PODS else None
 
 
 @dataclass(frozen=True)
@@ -48,6 +74,8 @@ class Maintenance:
     selector: dict[str, Any] | None = None
     grace: int | None = None
     timeout: int = 0  # seconds from drainStartTime; 0 waits forever
+    on_timeout: str = FAIL  # what the timeout does: fail and keep the node, or hand it back
+    escalation: tuple[Escalation, ...] = ()  # ascending afterSeconds
     status: Mapping[str, Any] = field(default_factory=dict)
     # From a NodeMaintenancePolicy: its drain rules (None: no policy, and pod annotations count for nothing),
     # and why no pod may be evicted yet (its preDrain Job), failed or still to come.
@@ -62,6 +90,8 @@ class Maintenance:
     # for a maintenance that gave its slot back, the plan to carry out instead of taking the node once it may.
     given_back: cond.Condition | None = None
     rejoin: Plan | None = None
+    # Under a policy's waitForHealthy: the status records the workloads of the pods the drain makes leave the node.
+    records_evicted: bool = False
 
     @classmethod
     def of(cls, body: Mapping[str, Any]) -> Maintenance:
@@ -75,6 +105,8 @@ class Maintenance:
             selector=drain.get("podSelector"),
             grace=drain.get("gracePeriodSeconds"),
             timeout=drain.get("timeoutSeconds") or 0,
+            on_timeout=drain.get("onTimeout") or FAIL,
+            escalation=tuple(Escalation(int(s["afterSeconds"]), s["action"]) for s in drain.get("escalation") or ()),
             status=body.get("status") or {},
         )
 
@@ -99,14 +131,8 @@ class Removal:
     grace: int | None
     budget: str | None  # the budget this eviction counts against
     budget_version: str = ""
-
-
-@dataclass(frozen=True)
-class Event:
-    on_node: bool  # about the Node, else about the NodeMaintenance
-    type: str
-    reason: str
-    message: str
+    escalation: str = ""  # the escalation step deleting it instead of an eviction (empty: none)
+    bypassed: str | None = None  # the budget that deletion bypasses
 
 
 @dataclass(frozen=True)
@@ -125,6 +151,7 @@ class Plan:
     lease_claim: rem.LeaseClaim | None = None  # take or renew the node's remediation Lease (before the node)
     lease_seen: rem.LeaseState | None = None  # what this plan concluded of the Lease it was shown (another holder)
     jobs: tuple[Mapping[str, Any], ...] = ()  # hook Jobs to create
+    handback: handbacks.Handback | None = None  # give the node back (onTimeout HandBack), as a deleted maintenance does
 
 
 def plan(
@@ -155,6 +182,8 @@ def plan(
     planning step after step keeps it, so the matching is not done again).
     """
     m = maintenance
+    if st.timed_out(m.status):  # handed back at its timeout: it has ended, and never takes the node again
+        return Plan(str(m.status.get("phase") or ""), dict(m.status))
     coverage = coverage.over(budgets) if coverage is not None else pdbs.Coverage(budgets)
     index = node_pods if isinstance(node_pods, PodIndex) else PodIndex.of(node_pods)
     if node is None:
@@ -204,13 +233,17 @@ def plan(
     to_evict = previous["evictionPods"] if keep else len(to_go)
     pending = [(f.pod["metadata"]["namespace"], f.pod["metadata"]["name"]) for f in to_go]
     elapsed = (now - started).total_seconds()
+    escalated: list[dict[str, Any]] = list(previous.get("escalatedPods") or [])
 
     conditions = m.conditions + ((rem.condition(state),) if state is not None else ())
 
     def status(phase: str, error: str, blocking: list[dict[str, Any]]) -> dict[str, Any]:
-        built = st.build(dict(previous), phase=phase, total=total, eviction_pods=to_evict, pending=pending, last_error=error,
+        built = st.build({**previous, "escalatedPods": escalated}, phase=phase, total=total, eviction_pods=to_evict, pending=pending, last_error=error,
                          generation=m.generation, now=timestamps.rfc3339(now), drain_started=timestamps.rfc3339(started), blocking=blocking)
         built["conditions"] = cond.with_conditions(built["conditions"], conditions, generation=m.generation, now=timestamps.rfc3339(now))
+        if m.records_evicted:
+            going = (w for f in to_go if not f.finished for w in evicted.workloads_of(f.budgets, f.pod))
+            built["evictedWorkloads"] = evicted.recorded(previous.get("evictedWorkloads") or (), going)
         return built
 
     def taking(decided: Plan) -> Plan:
@@ -234,16 +267,32 @@ def plan(
     if m.timeout and elapsed > m.timeout:
         waiting = _removals(m, to_go, coverage, now, attempts or {}, in_flight or {})
         names = ", ".join(f"{ns}/{name}" for ns, name in pending)
-        error = (f"drain timed out after {m.timeout}s with pods left: {names} ({waiting.text() or 'still terminating'}); "
-                 "the node stays cordoned until this NodeMaintenance is deleted")
+        left = f"drain timed out after {m.timeout}s with pods left: {names} ({waiting.text() or 'still terminating'})"
+        blocking = blocked_by(_Step(blocked=waiting.blocked))
+        if m.on_timeout == HAND_BACK:  # given back as a deletion gives it back; the maintenance ends here
+            error = f"{left}; the node was given back as it was before this maintenance"
+            conditions += (cond.Condition(st.TIMED_OUT, "True", st.HANDED_BACK, error),)
+            events.append(Event(False, "Warning", st.TIMED_OUT, error))
+            given = handbacks.hand_back(m.name, m.node_name, dict(node), lease is not None)
+            return Plan(st.FAILED, status(st.FAILED, error, blocking), None, (), tuple(events), None, False, handback=given)
+        error = f"{left}; the node stays cordoned until this NodeMaintenance is deleted"
         if previous.get("phase") != st.FAILED:
             events.append(Event(False, "Warning", "FailedMaintenance", error))
-        blocking = blocked_by(_Step(blocked=waiting.blocked))
         return taking(Plan(st.FAILED, status(st.FAILED, error, blocking), patch, (), tuple(events), None, True))
     if m.hold:  # nothing is evicted before the policy's preDrain Job has succeeded
         phase = st.FAILED if m.hold_failed else st.RUNNING
         return taking(Plan(phase, status(phase, m.hold, []), patch, (), tuple(events), m.hold_recheck_in, True))
     step = _removals(m, to_go, coverage, now, attempts or {}, in_flight or {})
+    stage = next((s for s in reversed(m.escalation) if elapsed >= s.after), None)
+    if stage is not None:
+        for removal in _escalations(m, stage, to_go, step, attempts or {}, now.timestamp(), escalated):
+            step.removals.append(removal)
+            if not _recorded(escalated, removal.namespace, removal.name, stage.action):
+                escalated.append(_escalated(removal, now))
+                events.extend(_escalation_events(removal, stage))
+    upcoming = next((s for s in m.escalation if elapsed < s.after), None)
+    if upcoming is not None:  # nothing is deleted before its time, and the drain wakes then
+        step.wake_in(upcoming.after - elapsed)
     recheck = step.recheck_in
     if m.hold_recheck_in is not None:
         recheck = m.hold_recheck_in if recheck is None else min(recheck, m.hold_recheck_in)
@@ -252,6 +301,20 @@ def plan(
         recheck = until_timeout if recheck is None else min(recheck, until_timeout)
     blocking = blocked_by(step)
     return taking(Plan(st.RUNNING, status(st.RUNNING, step.text(), blocking), patch, tuple(step.removals), tuple(events), recheck, True))
+
+
+def escalations(m: Maintenance, node_pods: list[dict[str, Any]], budgets: list[dict[str, Any]], started: datetime.datetime, *,
+                daemonsets: Mapping[str, bool] | None = None) -> list[tuple[Escalation, datetime.datetime, tuple[Removal, ...]]]:
+    """What each escalation step of ``m`` deletes, and when (``started``: the drain's start), were the pods and the
+    budgets to stay as they are now: the plan's own choice at each step's time (``kubectl nm plan --escalation``)."""
+    coverage = pdbs.Coverage(budgets)
+    to_go = PodIndex.of(node_pods).facts(m.selector, m.rules, daemonsets or {}, coverage)
+    ladder = []
+    for stage in m.escalation:
+        at = started + datetime.timedelta(seconds=stage.after)
+        step = _removals(m, to_go, coverage, at, {}, {})
+        ladder.append((stage, at, tuple(_escalations(m, stage, to_go, step, {}, at.timestamp(), []))))
+    return ladder
 
 
 @dataclass
@@ -317,6 +380,48 @@ def _removals(m: Maintenance, to_go: list[Facts], coverage: pdbs.Coverage, now: 
             continue
         step.removals.append(_removal(m, pod, None))
     return step
+
+
+def _escalations(m: Maintenance, stage: Escalation, to_go: list[Facts], step: _Step, attempts: Mapping[str, Attempt],
+                 clock: float, escalated: list[dict[str, Any]]) -> list[Removal]:
+    """The pods ``stage`` deletes now: those the drain waits for that eviction has not removed and no eviction goes for in
+    this step (for ForceDeletePods, those still terminating too), never a mirror or a DaemonSet pod. A pod already
+    deleted by this stage is not deleted again, unless that deletion failed (then at its retry time)."""
+    going = {r.uid for r in step.removals}
+    chosen = []
+    for pod in to_go:
+        if pod.uid in going or pod.finished or not podrules.escalable(pod.pod):
+            continue
+        attempt = attempts.get(pod.uid)
+        meta = pod.pod["metadata"]
+        if _recorded(escalated, meta["namespace"], meta["name"], stage.action) and not (attempt and attempt.error and attempt.not_before <= clock):
+            continue
+        if stage.action == DELETE_PODS and (pod.leaving or (attempt and attempt.accepted and attempt.not_before > clock)):
+            continue  # on its way out already: ForceDeletePods is for those stuck terminating
+        grace = m.grace if stage.grace is None else stage.grace
+        chosen.append(Removal(meta["namespace"], meta["name"], pod.uid, True, grace, None,
+                              escalation=stage.action, bypassed=step.blocked.get(pod.ref) or ", ".join(pod.budgets) or None))
+    return chosen
+
+
+def _recorded(escalated: list[dict[str, Any]], namespace: str, name: str, action: str) -> bool:
+    """Whether status.escalatedPods names this pod as deleted by ``action``."""
+    return any((e["namespace"], e["name"], e["action"]) == (namespace, name, action) for e in escalated)
+
+
+def _escalated(removal: Removal, now: datetime.datetime) -> dict[str, Any]:
+    """The status.escalatedPods entry of an escalated deletion."""
+    entry = {"namespace": removal.namespace, "name": removal.name, "action": removal.escalation}
+    return {**entry, **({"budget": removal.bypassed} if removal.bypassed else {}), "time": timestamps.rfc3339(now)}
+
+
+def _escalation_events(removal: Removal, stage: Escalation) -> tuple[Event, Event]:
+    """The escalated deletion told on the NodeMaintenance and on the pod, with the budget it bypasses."""
+    message = (f"pod {removal.namespace}/{removal.name} deleted by escalation {stage.action} {stage.after}s after the drain started"
+               + (" with grace period 0" if stage.grace == 0 else "")
+               + (f", bypassing PodDisruptionBudget {removal.bypassed}" if removal.bypassed else ""))
+    return (Event(False, "Warning", stage.action, message),
+            Event(False, "Warning", stage.action, message, pod=(removal.namespace, removal.name, removal.uid)))
 
 
 def _removal(m: Maintenance, pod: Facts, budget: str | None, version: str = "") -> Removal:

@@ -98,6 +98,11 @@ def classify(pod: dict[str, Any], selector: dict[str, Any] | None = None, daemon
     return Action.EVICT
 
 
+def escalable(pod: dict[str, Any]) -> bool:
+    """Whether an escalation may delete ``pod``: never a mirror pod (the kubelet's) nor a DaemonSet's, whatever else holds."""
+    return MIRROR_ANNOTATION not in (pod.get("metadata", {}).get("annotations") or {}) and daemonset_of(pod) is None
+
+
 def must_go(pod: dict[str, Any], selector: dict[str, Any] | None = None, daemonsets: Mapping[str, bool] | None = None) -> bool:
     """Whether the drain waits for this pod to leave the node."""
     return classify(pod, selector, daemonsets) in (Action.EVICT, Action.DELETE_FINISHED)

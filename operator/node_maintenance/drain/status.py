@@ -9,6 +9,13 @@ from node_maintenance.api.conditions import Condition, set_condition, with_condi
 from node_maintenance.drain import blocking as drainblock
 
 PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed"
+# The condition of a maintenance its timeout ended by giving the node back (spec.drain.onTimeout HandBack).
+TIMED_OUT, HANDED_BACK = "TimedOut", "HandedBack"
+
+
+def timed_out(status: Mapping[str, Any]) -> bool:
+    """Whether onTimeout HandBack ended this maintenance: it holds nothing and never takes its node again."""
+    return any(c.get("type") == TIMED_OUT and c.get("status") == "True" for c in status.get("conditions") or [])
 
 
 def progress(eviction_pods: int, pending: int) -> int:
@@ -69,6 +76,8 @@ def build(
                                             generation=generation, now=now)
     if drain_started:
         built["drainStartTime"] = drain_started
+    if previous.get("escalatedPods"):  # kept for good: which pods escalation deleted
+        built["escalatedPods"] = previous["escalatedPods"]
     return built
 
 

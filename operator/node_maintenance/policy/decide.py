@@ -34,8 +34,9 @@ from node_maintenance.drain import node as nodes
 from node_maintenance.drain import pods
 from node_maintenance.drain import rules as drainrules
 from node_maintenance.drain import status as st
-from node_maintenance.drain.planner import Event, Plan
-from node_maintenance.policy import hooks
+from node_maintenance.drain.events import Event
+from node_maintenance.drain.planner import Plan
+from node_maintenance.policy import health, hooks
 from node_maintenance.policy import windows as win
 
 WAITING, ADMITTED, CONFLICT, UNGOVERNED = "Waiting", "Admitted", "Conflict", "Ungoverned"
@@ -71,6 +72,8 @@ class Policy:
     invalid_windows: tuple[str, ...] = ()  # why each window that cannot be read is refused: then none is ever open
     window_end: str = CONTINUE
     topology: tuple[TopologyLimit, ...] = ()
+    wait_for_healthy: bool = False
+    wait_for_healthy_seconds: int = health.DEFAULT_WAIT_SECONDS
 
     @classmethod
     def of(cls, body: Mapping[str, Any]) -> Policy:
@@ -91,6 +94,8 @@ class Policy:
             invalid_windows=invalid,
             window_end=spec.get("windowEnd") or CONTINUE,
             topology=tuple(TopologyLimit(t["topologyKey"], t.get("maxParallel"), t.get("maxUnavailable")) for t in spec.get("topologyLimits") or ()),
+            wait_for_healthy=bool(spec.get("waitForHealthy")),
+            wait_for_healthy_seconds=spec.get("waitForHealthySeconds") or health.DEFAULT_WAIT_SECONDS,
         )
 
     @property
@@ -139,12 +144,15 @@ def slim_node(node: dict[str, Any]) -> dict[str, Any]:
 
 
 def slim_maintenance(maintenance: dict[str, Any]) -> dict[str, Any]:
-    """What the decisions read of a NodeMaintenance: its node, its place in line and whether it gave its slot
-    back, not the rest of its status, which the drains write every few seconds."""
+    """What the decisions read of a NodeMaintenance: its node, its place in line, whether it gave its slot
+    back and whether its timeout ended it, not the rest of its status, which the drains write every few seconds."""
     meta = maintenance["metadata"]
     slim = {"metadata": {k: meta[k] for k in ("name", "creationTimestamp", "deletionTimestamp") if k in meta},
             "spec": {"nodeName": (maintenance.get("spec") or {}).get("nodeName")}}
-    return {**slim, "status": {"conditions": [{"type": QUEUED, "reason": SLOT_GIVEN_BACK}]}} if gave_back(maintenance) else slim
+    status = maintenance.get("status") or {}
+    kept = [*([{"type": QUEUED, "reason": SLOT_GIVEN_BACK}] if gave_back(maintenance) else []),
+            *([{"type": st.TIMED_OUT, "status": "True"}] if st.timed_out(status) else [])]
+    return {**slim, "status": {"conditions": kept}} if kept else slim
 
 
 def gave_back(maintenance: Mapping[str, Any]) -> bool:
@@ -253,11 +261,13 @@ def governing(policies: Iterable[Policy], node: Mapping[str, Any]) -> tuple[str,
 
 
 def decide(policies: Iterable[Policy], node_list: Iterable[Mapping[str, Any]], maintenances: Iterable[Mapping[str, Any]],
-           admitted: Collection[str] = (), governed: Mapping[str, tuple[str, ...]] | None = None, *,
-           now: datetime.datetime) -> Decision:
+           admitted: Collection[str] = (), governed: Mapping[str, tuple[str, ...]] | None = None,
+           recovering: Mapping[str, Collection[str]] | None = None, *, now: datetime.datetime) -> Decision:
     """Every NodeMaintenance's verdict and every policy's summary at ``now``, from the cluster as it is and the names
     ``admitted`` by the decision before (slots stand until taken, given back or their maintenance is deleted).
-    ``governed``: ``governing`` of every node, when the caller keeps it (a node's changes rarely change it)."""
+    ``governed``: ``governing`` of every node, when the caller keeps it (a node's changes rarely change it).
+    ``recovering``: by policy, the nodes given back whose evicted workloads it still waits for (waitForHealthy):
+    each keeps its slot in use."""
     policies = sorted(policies, key=lambda p: p.name)
     maintenances = list(maintenances)
     existing = {m["metadata"]["name"] for m in maintenances}
@@ -272,7 +282,9 @@ def decide(policies: Iterable[Policy], node_list: Iterable[Mapping[str, Any]], m
     selecting = governed if governed is not None else {name: governing(policies, node) for name, node in by_node.items()}
     verdicts: dict[str, Verdict] = {}
     summaries: dict[str, Summary] = {}
-    live = sorted((m for m in maintenances if not m["metadata"].get("deletionTimestamp")), key=_order)
+    # Deleted, or ended by its timeout (the node given back): it holds no slot and waits for none.
+    live = sorted((m for m in maintenances if not m["metadata"].get("deletionTimestamp") and not st.timed_out(m.get("status") or {})),
+                  key=_order)
     for policy in policies:
         window = policy.window(now)
         selected = [n for name, n in by_node.items() if policy.name in selecting[name]]
@@ -301,7 +313,10 @@ def decide(policies: Iterable[Policy], node_list: Iterable[Mapping[str, Any]], m
         # What taking each node adds to the unavailable count: nothing for a node already out of service.
         adds = {m["metadata"]["name"]: 0 if m["spec"]["nodeName"] in down else 1 for m in waiting}
         standing = {m["metadata"]["name"] for m in waiting if m["metadata"]["name"] in admitted and not gave_back(m)}
-        used, out = len(held) + len(standing), len(down) + sum(adds[name] for name in standing)
+        still = set((recovering or {}).get(policy.name, ())) - held  # a node taken again counts once, as held
+        used, out = len(held) + len(still) + len(standing), len(down) + sum(adds[name] for name in standing)
+        for recovering_node in still & by_node.keys():  # its slot is in use in its domains too
+            domains.take(by_node[recovering_node], 0)
         for m in waiting:
             if m["metadata"]["name"] in standing:
                 domains.take(by_node[m["spec"]["nodeName"]], adds[m["metadata"]["name"]])

@@ -47,7 +47,8 @@ class Gate:
             return dataclasses.replace(Maintenance.of(body), conditions=self.conditions, hold=self.hold, hold_recheck_in=self.recheck_in)
         m = Maintenance.of(pol.with_defaults(body, self.policy))
         return dataclasses.replace(m, rules=self.policy.rules, hold=self.hold, hold_failed=self.hold_failed, hold_recheck_in=self.recheck_in,
-                                   conditions=self.conditions, jobs=self.jobs, given_back=self.given_back, rejoin=self.rejoin)
+                                   conditions=self.conditions, jobs=self.jobs, given_back=self.given_back, rejoin=self.rejoin,
+                                   records_evicted=self.policy.wait_for_healthy)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -216,7 +216,14 @@ class Engine:
         # Someone else wrote the status (a user's patch, another client): it is written again, whatever changed.
         foreign = books.foreign_status(body.get("status") or {}, memory.written, shared.version)
         # Our last write may not have come back through kopf's watch yet, and an old version drops fields.
-        body["status"] = {**(body.get("status") or {}), **memory.stored}
+        shown = body.get("status") or {}
+        body["status"] = {**shown, **memory.stored}
+        if st.timed_out(body["status"]):  # handed back at its timeout: it has ended, watches nothing, takes nothing
+            self.wanted = NOTHING
+            if st.timed_out(shown):
+                return None
+            # Not shown as ended yet (its write failed, or has not come back): written again until it is.
+            return await self._carry_out(Plan(str(body["status"].get("phase") or ""), dict(body["status"])), body, None, True)
         now = timestamps.now()
         if self.watching == NOTHING:
             in_line = self._in_line(body, now)
@@ -314,6 +321,8 @@ class Engine:
         if live is not None:
             memory.attempts = books.merge_attempts(memory.attempts, decided.removals, outcome.attempts or {}, live)
             recheck = books.sooner(recheck, books.next_try_in(memory.attempts, time.time()))
+        if decided.handback is not None:  # the node is given back: ended, whether its status is written yet or not
+            memory.stored = decided.status
         if outcome.status_failed:  # written again after a pause, not at once: the API server may be away
             return books.sooner(recheck, ERROR_RETRY_SECONDS)
         if write or foreign:

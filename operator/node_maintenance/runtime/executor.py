@@ -23,8 +23,9 @@ from node_maintenance.client.errors import ApiError, Conflict, KubeError, NotFou
 from node_maintenance.client.http import AsyncKube
 from node_maintenance.coordination.remediation import LeaseState
 from node_maintenance.drain import status as st
+from node_maintenance.drain.events import Event
 from node_maintenance.drain.handback import Handback
-from node_maintenance.drain.planner import Attempt, Event, Plan, Removal
+from node_maintenance.drain.planner import DELETE_PODS, FORCE_DELETE_PODS, Attempt, Plan, Removal
 from node_maintenance.runtime import metrics
 from node_maintenance.runtime.leases import LeaseKeeper
 
@@ -37,7 +38,7 @@ MAX_CONCURRENT_REMOVALS = 32
 # What the log says when a maintenance posts an event of these reasons.
 LOG_LINES = {"BeginMaintenance": "began maintenance", "SucceedMaintenance": "node drained"}
 
-# (object, type, reason, message): posts a Kubernetes Event about a NodeMaintenance or a Node.
+# (object, type, reason, message): posts a Kubernetes Event about a NodeMaintenance, a Node or a Pod.
 EventSink = Callable[[dict[str, Any], str, str, str], None]
 
 
@@ -87,6 +88,8 @@ class Executor:
                 await self.kube.patch(node_path(body["spec"]["nodeName"]), plan.node_patch)
             except (Conflict, NotFound):
                 return Outcome(node_conflict=True, lease=lease)
+        if plan.handback is not None and not await self._hand_back(plan.handback, body, node):
+            return Outcome(node_conflict=True, lease=lease)
         refused = {job["metadata"]["name"]: await self.create_job(job) for job in plan.jobs}
         self._post(plan.events, body, node, logged=True)
         results = await asyncio.gather(*(self._remove(r, attempts.get(r.uid)) for r in plan.removals))
@@ -121,10 +124,11 @@ class Executor:
         return True
 
     def _post(self, events: Iterable[Event], body: dict[str, Any], node: dict[str, Any] | None, *, logged: bool) -> None:
-        """Post each event on the node or the NodeMaintenance it is about; ``logged``: log the latter too."""
+        """Post each event on the node, pod or NodeMaintenance it is about; ``logged``: log the latter too."""
         for event in events:
-            self.event(_node_ref(node) if event.on_node and node else body, event.type, event.reason, event.message)
-            if logged and not event.on_node:
+            about = _pod_ref(*event.pod) if event.pod else _node_ref(node) if event.on_node and node else body
+            self.event(about, event.type, event.reason, event.message)
+            if logged and not event.on_node and not event.pod:
                 self._log(event)
 
     async def create_job(self, job: Mapping[str, Any]) -> str | None:
@@ -140,7 +144,9 @@ class Executor:
         return None
 
     def _log(self, event: Event) -> None:
-        if event.type == "Warning":
+        if event.reason in (DELETE_PODS, FORCE_DELETE_PODS):  # an escalation: the drain goes on
+            self.log.warning(event.message)
+        elif event.type == "Warning":
             self.log.warning("maintenance failed: %s", event.message)
         else:
             self.log.info(LOG_LINES.get(event.reason, event.message))
@@ -174,6 +180,8 @@ class Executor:
             metrics.EVICTIONS.labels(result="error").inc()
             return Attempt(now + retry_delay(failures, 0, random.random()), error=f"removal failed: {error}", failures=failures)
         metrics.EVICTIONS.labels(result="deleted" if removal.delete else "evicted").inc()
+        if removal.escalation:
+            metrics.ESCALATIONS.labels(action=removal.escalation).inc()
         return Attempt(now + ACCEPTED_SECONDS, accepted=True)
 
     async def note(self, fields: dict[str, Any]) -> None:
@@ -207,6 +215,10 @@ async def whole(carrying_out: Coroutine[Any, Any, T]) -> T:
     except asyncio.CancelledError:
         await asyncio.wait([task])
         raise
+
+
+def _pod_ref(namespace: str, name: str, uid: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"namespace": namespace, "name": name, "uid": uid}}
 
 
 def _node_ref(node: dict[str, Any]) -> dict[str, Any]:

@@ -6,6 +6,8 @@ from prometheus_client import Counter, Gauge, Histogram
 
 ACTIVE = Gauge("node_maintenance_active", "NodeMaintenances currently holding their node")
 EVICTIONS = Counter("node_maintenance_evictions_total", "Pod removals attempted by drains, by result", ["result"])
+ESCALATIONS = Counter("node_maintenance_escalations_total", "Pods deleted by a drain's escalation ladder instead of evicted, by action",
+                      ["action"])
 DRAIN_SECONDS = Histogram(
     "node_maintenance_drain_duration_seconds",
     "Time from the start of a drain (when the node was taken) until the node was drained",

@@ -9,12 +9,17 @@ not exist; it is looked for every few seconds, since an upgrade installs it whil
 Anything short of that answer fails closed: until the CRD has been read and every watch has listed,
 and whenever a read fails, no maintenance takes a node. Drains that hold theirs keep the rules and
 hooks last read, once read at all.
+
+While a policy has waitForHealthy, the budgets, ReplicaSets and StatefulSets are watched too: a node given back
+under it keeps its slot until the workloads evicted from it are healthy (``policy.health``), and one whose
+workloads cannot be read keeps it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime
+import functools
 import logging
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
@@ -22,20 +27,26 @@ from typing import Any
 import kopf
 
 from node_maintenance.api import POLICY, timestamps
+from node_maintenance.api import conditions as cond
 from node_maintenance.api.conditions import Condition
 from node_maintenance.api.paths import CRDS_KIND, POLICY_CRD, POLICY_VERSION, jobs_path, nm_path, node_path, policy_path
 from node_maintenance.client.errors import KubeError, NotFound
 from node_maintenance.client.http import AsyncKube
 from node_maintenance.client.watch import Mirror
+from node_maintenance.drain import evicted
 from node_maintenance.drain import node as nodes
 from node_maintenance.drain import status as st
 from node_maintenance.policy import decide as pol
-from node_maintenance.policy import hooks
+from node_maintenance.policy import health, hooks
 from node_maintenance.policy.gate import HOOK_RECHECK_SECONDS, Gate, Seen, gate, unknown
+from node_maintenance.runtime import budgets
 from node_maintenance.runtime.executor import Executor
 
 CRD_CHECK_SECONDS = 5.0
 POLICY_STATUS_INTERVAL_SECONDS = 1.0
+# What waitForHealthy judges a workload by, by kind: watched only while a policy waits for health.
+HEALTH_PATHS = {evicted.BUDGET: budgets.PATH, evicted.REPLICA_SET: "/apis/apps/v1/replicasets",
+                evicted.STATEFUL_SET: "/apis/apps/v1/statefulsets"}
 log = logging.getLogger(__name__)
 
 
@@ -65,6 +76,16 @@ class Policies:
         self._admitted: frozenset[str] = frozenset()  # granted a slot by the last decision: it stands until taken or given back
         self._written: dict[str, dict[str, Any]] = {}
         self._dirty = asyncio.Event()
+        # waitForHealthy: the workloads' watches, the nodes given back not written to their policy's status yet, how
+        # each recovering node stands by policy, why a wait was given up, and when the next cap passes.
+        self._health: dict[str, Mirror] = {}
+        self._health_tasks: list[asyncio.Task[None]] = []
+        self._given_back: dict[str, dict[str, dict[str, Any]]] = {}
+        self._judged: dict[str, dict[str, health.Judgement]] = {}
+        self._gave_up: dict[str, str] = {}
+        self._cap: asyncio.TimerHandle | None = None
+        self._awaited: set[tuple[str, str]] = set()  # (kind, "namespace/name") of every workload a recovering node waits for
+        self._writing = asyncio.Lock()
 
     # ----------------------------------------------------------------- lifecycle
     async def run(self) -> None:
@@ -129,6 +150,11 @@ class Policies:
             self._telling.cancel()
         if self._boundary is not None:
             self._boundary.cancel()
+        self._watch_health(False)
+        await asyncio.gather(*self._health_tasks, return_exceptions=True)
+        if self._cap is not None:
+            self._cap.cancel()
+        self._health_tasks, self._cap = [], None
         self._tasks, self._mirrors, self.served, self._decision, self._admitted = [], {}, False, None, frozenset()
         self._seen, self._generations, self._to_tell, self._telling, self._governing = {}, {}, set(), None, None
         self._boundary = None
@@ -230,9 +256,10 @@ class Policies:
             policies = self._policies()
             if self._governing is None:
                 self._governing = {n["metadata"]["name"]: pol.governing(policies, n) for n in self._mirrors["nodes"].objects.values()}
+            recovering = self._recovering(policies)
             now = timestamps.now()
             self._decision = pol.decide(policies, self._mirrors["nodes"].objects.values(), self._mirrors["NodeMaintenances"].objects.values(),
-                                        self._admitted, self._governing, now=now)
+                                        self._admitted, self._governing, recovering, now=now)
             self._wake_at_boundary(self._decision, now)
             self._admitted = frozenset(name for name, v in self._decision.verdicts.items() if v.kind == pol.ADMITTED)
             before, after, self._seen = self._seen, self._decision.verdicts, self._decision.verdicts
@@ -255,6 +282,67 @@ class Policies:
     def _at_boundary(self) -> None:
         self._boundary = None
         self._changed()
+
+    # ----------------------------------------------------------------- waitForHealthy
+    def _entries(self, name: str) -> list[dict[str, Any]]:
+        """The policy's recovering nodes: as last written (we are its status's only writer), else as stored, and
+        those given back since."""
+        written = self._written.get(name)
+        stored = written if written is not None else (self._mirrors["NodeMaintenancePolicies"].objects.get(f"/{name}") or {}).get("status") or {}
+        entries = {e["node"]: e for e in stored.get("recovering") or ()}
+        return list({**entries, **self._given_back.get(name, {})}.values())
+
+    def _recovering(self, policies: list[pol.Policy]) -> dict[str, list[str]]:
+        """Judge every recovering node (dropped once its workloads are healthy, or the cap passed, or its policy no
+        longer waits for health); by policy, the nodes that keep their slot."""
+        self._watch_health(any(p.wait_for_healthy for p in policies))
+        unknown = {kind: (f"the {kind}s have not been listed yet" if not m.synced.is_set() else f"the watch of {kind}s failed: {m.failure}")
+                   for kind, m in self._health.items() if not m.synced.is_set() or m.failure}
+        unknown |= {kind: f"the {kind}s are not watched" for kind in HEALTH_PATHS if kind not in self._health}
+        now, recovering, soonest, awaited = timestamps.now(), {}, None, set()
+        for policy in policies:
+            judged = {}
+            for entry in self._entries(policy.name) if policy.wait_for_healthy else ():
+                workloads = [(w["kind"], w["namespace"], w["name"]) for w in entry.get("workloads") or ()]
+                objects = {w: self._health[w[0]].objects.get(f"{w[1]}/{w[2]}") if w[0] in self._health else None for w in workloads}
+                judged[entry["node"]] = judgement = health.judge(entry, objects, unknown, policy.wait_for_healthy_seconds, now)
+                before: health.Judgement | None = self._judged.get(policy.name, {}).get(entry["node"])
+                if judgement.state == health.GAVE_UP and (before is None or before.state != health.GAVE_UP):
+                    self._gave_up[policy.name] = message = health.gave_up_message(judgement, policy.wait_for_healthy_seconds)
+                    log.warning("NodeMaintenancePolicy %s: %s", policy.name, message)
+                if judgement.state == health.WAITING:
+                    soonest = judgement.expires_in if soonest is None else min(soonest, judgement.expires_in)
+                    awaited |= {(kind, f"{namespace}/{name}") for kind, namespace, name in workloads}
+            self._judged[policy.name] = judged
+            recovering[policy.name] = [node for node, j in judged.items() if j.state == health.WAITING]
+        self._awaited = awaited
+        if self._cap is not None:
+            self._cap.cancel()
+        self._cap = asyncio.get_running_loop().call_later(soonest, self._decided_again, "", set()) if soonest is not None else None
+        return recovering
+
+    def _watch_health(self, wanted: bool) -> None:
+        """Watch the workloads waitForHealthy judges while some policy waits for health, and only then."""
+        if wanted and not self._health:
+            self._health = {kind: Mirror(self.kube, path, functools.partial(self._health_changed, kind), slim=slim_workload)
+                            for kind, path in HEALTH_PATHS.items()}
+            self._health_tasks = [asyncio.create_task(m.run(), name=f"policy {kind} watch") for kind, m in self._health.items()]
+        elif not wanted and self._health:
+            for task in self._health_tasks:
+                task.cancel()
+            self._health = {}
+
+    def _health_changed(self, kind: str, key: str | None) -> None:
+        """A workload a recovering node waits for changed: the recovering nodes are judged again (those in line told
+        if that moves them). Any other changes nothing."""
+        if key is not None and (kind, key) not in self._awaited:
+            return
+        self._decision = None
+        self._dirty.set()
+        if self.served and key is not None:
+            self._tell(set())
+        elif self.served:
+            self._changed()
 
     def _policies(self) -> list[pol.Policy]:
         if self._parsed is None:
@@ -316,12 +404,27 @@ class Policies:
             message = pol.Verdict(pol.CONFLICT, policies=tuple(sorted(p.name for p in governing))).message(node["metadata"]["name"])
             await self._note(body, executor, Condition(pol.HOOK_CONDITIONS[hooks.POST_MAINTENANCE], "False", "PolicyConflict", message))
             raise kopf.TemporaryError(message, delay=HOOK_RECHECK_SECONDS[hooks.FAILED])
-        if not governing or governing[0].post_maintenance is None:
+        if not governing:
             return
-        outcome = await self._hook(hooks.POST_MAINTENANCE, governing[0].post_maintenance, governing[0].name, body, executor)
-        await self._note(body, executor, pol.hook_condition(hooks.POST_MAINTENANCE, outcome))
-        if outcome.state != hooks.SUCCEEDED:
-            raise kopf.TemporaryError(outcome.message, delay=HOOK_RECHECK_SECONDS[outcome.state])
+        if governing[0].post_maintenance is not None:
+            outcome = await self._hook(hooks.POST_MAINTENANCE, governing[0].post_maintenance, governing[0].name, body, executor)
+            await self._note(body, executor, pol.hook_condition(hooks.POST_MAINTENANCE, outcome))
+            if outcome.state != hooks.SUCCEEDED:
+                raise kopf.TemporaryError(outcome.message, delay=HOOK_RECHECK_SECONDS[outcome.state])
+        if governing[0].wait_for_healthy:
+            await self._recover(governing[0].name, node["metadata"]["name"], (body.get("status") or {}).get("evictedWorkloads") or ())
+
+    async def _recover(self, policy: str, node: str, workloads: Collection[Mapping[str, Any]]) -> None:
+        """Under waitForHealthy, the node's slot stays in use once it is given back: its policy's status records it
+        first (a restart keeps it); until that is written, the node is not given back."""
+        if not any(e["node"] == node for e in self._entries(policy)):
+            self._given_back.setdefault(policy, {})[node] = health.entry(node, workloads, timestamps.now())
+        self._decision = None
+        try:
+            await self._write_statuses()
+        except KubeError as error:
+            raise kopf.TemporaryError(f"the node is given back once NodeMaintenancePolicy {policy} records it as recovering: {error}",
+                                      delay=HOOK_RECHECK_SECONDS[hooks.FAILED]) from error
 
     @staticmethod
     async def _note(body: Mapping[str, Any], executor: Executor, condition: Condition) -> None:
@@ -347,17 +450,41 @@ class Policies:
             await asyncio.sleep(POLICY_STATUS_INTERVAL_SECONDS)
 
     async def _write_statuses(self) -> None:
-        decision = self.decision()
-        now = timestamps.rfc3339(timestamps.now())
-        for body in list(self._mirrors["NodeMaintenancePolicies"].objects.values()):
-            name = body["metadata"]["name"]
-            summary = decision.summaries.get(name)
-            if summary is None:
-                continue
-            status = pol.policy_status(body.get("status") or {}, summary, body["metadata"].get("generation", 1), now)
-            if status != self._written.get(name) and not pol.same_status(body.get("status") or {}, status):
-                await self.kube.patch(policy_path(name, "status"), {"status": status})
-                self._written[name] = status
+        async with self._writing:
+            decision = self.decision()
+            now = timestamps.rfc3339(timestamps.now())
+            for body in list(self._mirrors["NodeMaintenancePolicies"].objects.values()):
+                name = body["metadata"]["name"]
+                summary = decision.summaries.get(name)
+                if summary is None:
+                    continue
+                previous = self._written.get(name) or body.get("status") or {}
+                given_back, gave_up = set(self._given_back.get(name, {})), self._gave_up.get(name)
+                status = pol.policy_status(body.get("status") or {}, summary, body["metadata"].get("generation", 1), now)
+                if self._entries(name) or any(p.name == name and p.wait_for_healthy for p in self._policies()):
+                    status = self._with_recovering(name, previous, status, body["metadata"].get("generation", 1), now)
+                if status != self._written.get(name) and not pol.same_status(body.get("status") or {}, status):
+                    await self.kube.patch(policy_path(name, "status"), {"status": status})
+                    self._written[name] = status
+                for node in given_back:  # written: the status holds them from now on (unless they recovered meanwhile)
+                    self._given_back.get(name, {}).pop(node, None)
+                if gave_up is not None and self._gave_up.get(name) == gave_up:
+                    del self._gave_up[name]
+
+    def _with_recovering(self, name: str, previous: Mapping[str, Any], status: dict[str, Any], generation: int, now: str) -> dict[str, Any]:
+        """The policy's status with its recovering nodes and its Recovering condition."""
+        before: Mapping[str, Any] = next((c for c in previous.get("conditions") or () if c.get("type") == health.CONDITION), {})
+        recovering, (state, reason, message) = health.status(self._entries(name), self._judged.get(name, {}), self._gave_up.get(name, ""), before)
+        conditions = cond.with_conditions(status["conditions"], (Condition(health.CONDITION, state, reason, message),), generation=generation, now=now)
+        return {**status, "recovering": recovering, "conditions": conditions}
+
+
+def slim_workload(obj: dict[str, Any]) -> dict[str, Any]:
+    """What waitForHealthy reads of a budget, ReplicaSet or StatefulSet: its generations and counts."""
+    meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
+    counts = ("observedGeneration", "currentHealthy", "expectedPods", "availableReplicas")
+    return {"metadata": {k: meta[k] for k in ("name", "namespace", "generation") if k in meta},
+            "spec": {k: spec[k] for k in ("replicas",) if k in spec}, "status": {k: status[k] for k in counts if k in status}}
 
 
 def served_version(crd: Mapping[str, Any]) -> bool:

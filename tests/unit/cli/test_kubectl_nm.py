@@ -50,7 +50,7 @@ def test_bad_durations_are_refused(text: str) -> None:
 
 
 # ---------------------------------------------------------------- the plan
-pod = partial(builders.pod, labels={}, annotations={})
+pod = partial(builders.pod, uid="uid-{name}", labels={}, annotations={})
 budget = partial(builders.budget, generation=1, observed=1)
 
 
@@ -164,6 +164,19 @@ class FakeCluster:
         self.deleted.append(name)
         return self.items.pop(name, None) is not None
 
+    # The node's pods and their budgets, for plan: node_scene's.
+    def pods_on(self, node: str) -> list[dict]:
+        return node_scene()[0]
+
+    def pods_in(self, namespace: str) -> list[dict]:
+        return [p for p in node_scene()[0] if p["metadata"]["namespace"] == namespace]
+
+    def budgets_in(self, namespace: str) -> list[dict]:
+        return [b for b in node_scene()[1] if b["metadata"]["namespace"] == namespace]
+
+    def daemonsets_exist(self, keys: object) -> dict[str, bool]:
+        return {}
+
 
 def run(cluster: FakeCluster, *argv: str) -> int:
     args = cli.build_parser().parse_args(list(argv))
@@ -238,3 +251,17 @@ def test_usage_errors_exit_2(argv: list[str]) -> None:
     with pytest.raises(SystemExit) as exited:
         cli.main(argv)
     assert exited.value.code == Exit.USAGE
+
+
+def test_plan_escalation_shows_the_steps_of_the_nodes_maintenance_or_of_a_would_be_drain(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(FakeCluster(), "plan", "n1", "--escalation") == Exit.NOT_FOUND  # nothing to read the steps from
+    steps = [{"afterSeconds": 300, "action": "DeletePods"}]
+    cluster = FakeCluster(nm(name="mine", node="n1", drain={"escalation": steps}, status={"drainStartTime": "2026-01-01T10:00:00Z"}))
+    run(cluster, "plan", "n1", "--escalation", "-o", "json")
+    (step,) = json.loads(capsys.readouterr().out)["escalation"]
+    assert (step["action"], step["at"]) == ("DeletePods", "2026-01-01T10:05:00Z") and step["pods"]
+    assert all(p["budget"] for p in step["pods"])  # each held by a budget, which it bypasses
+    run(FakeCluster(), "plan", "n1", "--escalation", "2m:ForceDeletePods", "-o", "json")
+    (step,) = json.loads(capsys.readouterr().out)["escalation"]
+    assert (step["action"], step["afterSeconds"], step["at"]) == ("ForceDeletePods", 120, None)
+    assert {p["gracePeriodSeconds"] for p in step["pods"]} == {0}

@@ -166,6 +166,8 @@ def test_csv_rbac_is_exactly_the_operators_needs() -> None:
         ("", "pods/eviction", ()): {"create"},
         ("policy", "poddisruptionbudgets", ()): {"get", "list", "watch"},
         ("apps", "daemonsets", ()): {"get"},  # whether a DaemonSet pod's DaemonSet still exists
+        ("apps", "replicasets", ()): {"list", "watch"},  # waitForHealthy: the evicted pods' workloads
+        ("apps", "statefulsets", ()): {"list", "watch"},
         ("", "events", ()): {"create"},
         ("apiextensions.k8s.io", "customresourcedefinitions", ()): {"get"},
         ("apiextensions.k8s.io", "customresourcedefinitions/status", ("nodemaintenances.nodemaintenance.kubevirt.io",)): {"patch"},

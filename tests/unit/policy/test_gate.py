@@ -24,3 +24,11 @@ def test_an_admitted_maintenance_drains_by_its_policy_s_rules() -> None:
     policy = pol.Policy.of(nm_policy("rolling", **RULES))
     step = gate(nm("nm", "n1", uid="1234", status={}), HELD, Seen(pol.Verdict(pol.ADMITTED, policy), listed=True, selected=True), "nmo", NOW)
     assert step.maintenance(nm("nm", "n1", uid="1234", status={})).rules == policy.rules
+
+
+def test_only_a_drain_under_wait_for_healthy_records_what_it_evicts() -> None:
+    body = nm("nm", "n1", uid="1234", status={})
+    for spec, records in (({"waitForHealthy": True}, True), ({}, False)):
+        verdict = pol.Verdict(pol.ADMITTED, pol.Policy.of(nm_policy("rolling", **spec)))
+        assert gate(body, HELD, Seen(verdict, listed=True, selected=True), "nmo", NOW).maintenance(body).records_evicted is records
+    assert not Gate().maintenance(body).records_evicted  # no policy governs the node

@@ -14,7 +14,7 @@ from node_maintenance.drain import node as nodes
 from node_maintenance.runtime.budgets import BudgetWatch
 from node_maintenance.runtime.cordoned import CordonedNodes
 from node_maintenance.runtime.daemonsets import DaemonSetLookup
-from node_maintenance.runtime.engine import DRAINED, ERROR_RETRY_SECONDS, LATE_PODS_SECONDS, NODE_AND_PODS, Engine, Shared
+from node_maintenance.runtime.engine import DRAINED, ERROR_RETRY_SECONDS, LATE_PODS_SECONDS, NODE_AND_PODS, NOTHING, Engine, Shared
 from node_maintenance.runtime.metrics import Active
 from tests.unit.builders import FakeApi, daemonset, runtime_nm, runtime_node, runtime_pod
 
@@ -252,5 +252,30 @@ def test_a_status_the_server_could_not_take_is_written_again_after_a_pause_not_a
         assert await engine.step() == ERROR_RETRY_SECONDS
         assert await engine.step() == ERROR_RETRY_SECONDS  # still due, still not sent: a pause again
         assert await engine.step() is not None and api.calls_to("PATCH", nm_path("nm1", subresource="status"))[-1]
+
+    run(scenario)
+
+
+def test_a_maintenance_handed_back_at_its_timeout_never_takes_the_node_again_even_if_its_status_write_failed() -> None:
+    api, events = FakeApi(), []
+    node = taken(runtime_node())
+    drain = {"timeoutSeconds": 1, "onTimeout": "HandBack"}
+    body = runtime_nm("nm1", drain=drain, status={"phase": "Running", "drainStartTime": "2020-01-01T00:00:00Z"})
+    engine = an_engine(api, body, node, [runtime_pod("web-0")], events)
+    api.fail("PATCH", nm_path("nm1", subresource="status"), Unreachable("Cannot connect to host"))
+
+    async def scenario() -> None:
+        assert await engine.step() == ERROR_RETRY_SECONDS
+        assert api.writes() == [("PATCH", node_path("n1")), ("PATCH", nm_path("nm1", subresource="status"))]
+        assert api.calls[0].body["metadata"]["annotations"][nodes.HOLDER] is None and ("Node", "Uncordon") in events
+        # The node as given back: the next steps write the ended status until it is shown, and never touch the node.
+        engine.node.objects = {"/n1": runtime_node()}
+        api.calls.clear()
+        assert await engine.step() is None and engine.wanted == NOTHING
+        assert api.writes() == [("PATCH", nm_path("nm1", subresource="status"))]
+        assert api.calls[-1].body["status"]["conditions"][-1]["type"] == "TimedOut"
+        body["status"] = api.calls[-1].body["status"]  # kopf shows it now
+        api.calls.clear()
+        assert await engine.step() is None and api.writes() == []
 
     run(scenario)

@@ -12,9 +12,12 @@ import pytest
 
 from node_maintenance.api.paths import node_path, pod_path
 from node_maintenance.client.errors import Conflict, Forbidden, NotFound, TooManyRequests, Unreachable
-from node_maintenance.drain.planner import Event, Plan, Removal
+from node_maintenance.drain.events import Event
+from node_maintenance.drain.handback import hand_back
+from node_maintenance.drain.planner import FORCE_DELETE_PODS, Plan, Removal
+from node_maintenance.runtime import metrics
 from node_maintenance.runtime.executor import ACCEPTED_SECONDS, BACKOFF_MAX_SECONDS, Executor, retry_delay
-from tests.unit.builders import FakeApi, nm, node
+from tests.unit.builders import FakeApi, held_node, nm, node
 
 BODY = nm("nm", "n1", version="v1alpha1", uid="u")
 STATUS = {"phase": "Running", "totalpods": 2, "evictionPods": 2, "pendingPods": ["a"], "lastError": "",
@@ -142,3 +145,33 @@ def test_a_plan_stopped_midway_ends_only_once_the_writes_sent_are_answered() -> 
             await carrying_out
 
     asyncio.run(scenario())
+
+
+def test_an_escalated_removal_is_a_deletion_with_its_grace_told_on_the_pod_and_counted() -> None:
+    api = FakeApi()
+    removal = Removal("ns", "a", "uid-a", True, 0, None, escalation=FORCE_DELETE_PODS, bypassed="ns/web")
+    told = Event(False, "Warning", FORCE_DELETE_PODS, "m", pod=("ns", "a", "uid-a"))
+    before = metrics.ESCALATIONS.labels(action=FORCE_DELETE_PODS)._value.get()
+    outcome, events = _run(api, Plan("Running", STATUS, None, (removal,), (told,)))
+    deletion = next(c for c in api.calls if c.method == "DELETE")
+    assert deletion.path == pod_path("ns", "a") and deletion.body["gracePeriodSeconds"] == 0
+    assert deletion.body["preconditions"] == {"uid": "uid-a"} and outcome.attempts is not None and outcome.attempts["uid-a"].accepted
+    assert metrics.ESCALATIONS.labels(action=FORCE_DELETE_PODS)._value.get() == before + 1
+    assert events == [("Pod", FORCE_DELETE_PODS)]
+
+
+def test_a_plan_handing_the_node_back_patches_it_as_a_deletion_would_then_writes_the_status() -> None:
+    api = FakeApi()
+    held = held_node("nm")
+    handback = hand_back("nm", "n1", held, coordinated=False)
+    outcome, events = _run(api, Plan("Failed", STATUS, handback=handback, events=(Event(False, "Warning", "TimedOut", "m"),)))
+    assert [(c.method, c.path) for c in api.calls][:1] == [("PATCH", node_path("n1"))] and api.calls[0].body == handback.node_patch
+    assert outcome.status_written and not outcome.node_conflict
+    assert ("NodeMaintenance", "TimedOut") in events and ("Node", "Uncordon") in events
+
+
+def test_a_node_changed_under_the_hand_back_is_decided_again() -> None:
+    api = FakeApi()
+    api.fail("PATCH", node_path("n1"), Conflict(409, "Conflict", "changed"))
+    outcome, _ = _run(api, Plan("Failed", STATUS, handback=hand_back("nm", "n1", held_node("nm"), coordinated=False)))
+    assert outcome.node_conflict and [c.method for c in api.calls] == ["PATCH"]

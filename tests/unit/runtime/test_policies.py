@@ -14,7 +14,7 @@ from typing import Any
 import kopf
 import pytest
 
-from node_maintenance.api import SERVICE_ACCOUNT
+from node_maintenance.api import SERVICE_ACCOUNT, timestamps
 from node_maintenance.api.paths import POLICY_CRD, POLICY_VERSION, jobs_path, nm_path, node_path, pod_path, policy_path
 from node_maintenance.client import watch
 from node_maintenance.client.errors import Forbidden, NotFound, ServerError, TooManyRequests, Unreachable
@@ -30,7 +30,7 @@ from node_maintenance.runtime.engine import NODE_AND_PODS, NOTHING, Engine, Shar
 from node_maintenance.runtime.executor import Executor
 from node_maintenance.runtime.metrics import Active
 from node_maintenance.runtime.policies import Policies
-from tests.unit.builders import FakeApi, hook_template, nm_policy, runtime_nm, runtime_node, runtime_pod
+from tests.unit.builders import FakeApi, budget, hook_template, nm_policy, runtime_nm, runtime_node, runtime_pod
 
 NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 CRD = {"metadata": {"name": POLICY_CRD.rsplit("/", 1)[1]}, "spec": {"versions": [{"name": POLICY_VERSION, "served": True}]},
@@ -326,3 +326,78 @@ def test_a_slot_freed_wakes_the_next_in_line_not_every_maintenance_whose_place_m
         finally:
             await policies._stop()
     asyncio.run(run())
+
+
+# ----------------------------------------------------------------- waitForHealthy
+WEB = {"kind": "PodDisruptionBudget", "namespace": "app", "name": "web"}
+BUDGET_PATH = "/apis/policy/v1/namespaces/app/poddisruptionbudgets/web"
+
+
+def recovering_api(healthy: int) -> FakeApi:
+    """The pool under waitForHealthy after a restart: n1 was given back a moment ago (the policy's status says so) and
+    the budget of the pod evicted from it has ``healthy`` of its 1 pod healthy."""
+    api = pool_api(waitForHealthy=True)
+    del api.objects[nm_path("nm-n1")]
+    api.objects[node_path("n1")]["metadata"]["annotations"] = {}
+    since = timestamps.rfc3339(timestamps.now())
+    api.objects[policy_path("pool")]["status"] = {"recovering": [{"node": "n1", "since": since, "waitingFor": [], "workloads": [WEB]}]}
+    api.objects[BUDGET_PATH] = budget("web", namespace="app", generation=1, observed=1, healthy=healthy, expected=1)
+    return api
+
+
+async def health_read(policies: Policies) -> None:
+    await read(policies)
+    policies.decision()  # a policy waits for health: its workloads' watches start
+    await asyncio.gather(*(m.synced.wait() for m in policies._health.values()))
+
+
+def written_status(api: FakeApi) -> dict[str, Any]:
+    return api.calls_to("PATCH", policy_path("pool", "status"))[-1].body["status"]  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(("healthy", "verdict", "waiting_for"), [(0, "WaitingForSlot", ["PodDisruptionBudget app/web: 0 of 1 healthy"]),
+                                                                 (1, "SlotGranted", None)])
+def test_a_node_given_back_keeps_its_slot_until_its_evicted_workloads_are_healthy_across_a_restart(
+        healthy: int, verdict: str, waiting_for: list[str] | None) -> None:
+    api = recovering_api(healthy)
+
+    async def body(policies: Policies) -> None:
+        await health_read(policies)
+        gate = gate_of(policies, api, "n2")
+        assert (queued_reason(gate) if gate.waiting else next(c.reason for c in gate.conditions if c.type == "Queued")) == verdict
+        await policies._write_statuses()
+        status = written_status(api)
+        assert [e.get("waitingFor") for e in status["recovering"]] == ([waiting_for] if waiting_for else [])
+        condition = next(c for c in status["conditions"] if c["type"] == "Recovering")
+        assert condition["status"] == ("True" if waiting_for else "False")
+    scenario(api, body)
+
+
+def test_a_budget_that_cannot_be_read_keeps_the_slot_and_says_why() -> None:
+    api = recovering_api(healthy=1)
+    api.fail("GET", "/apis/policy/v1/poddisruptionbudgets", ServerError(503, "ServiceUnavailable", "etcd is away"), times=1000)
+
+    async def body(policies: Policies) -> None:
+        await read(policies)
+        assert queued_reason(gate_of(policies, api, "n2")) == "WaitingForSlot"
+        await policies._write_statuses()
+        assert written_status(api)["recovering"][0]["waitingFor"] == [
+            "PodDisruptionBudget app/web: unknown, the PodDisruptionBudgets have not been listed yet"]
+    scenario(api, body)
+
+
+def test_the_node_is_given_back_once_its_policy_records_it_as_recovering() -> None:
+    api = pool_api(waitForHealthy=True)
+    api.objects[nm_path("nm-n1")]["status"] = {"evictedWorkloads": [WEB]}
+    api.objects[BUDGET_PATH] = budget("web", namespace="app", generation=1, observed=1, healthy=0, expected=1)
+
+    async def body(policies: Policies) -> None:
+        await health_read(policies)
+        api.outage = Unreachable("connection refused")
+        with pytest.raises(kopf.TemporaryError, match="records it as recovering: connection refused"):
+            await policies.before_handback(api.objects[nm_path("nm-n1")], handing_back(api))
+        api.outage = None
+        await policies.before_handback(api.objects[nm_path("nm-n1")], handing_back(api))
+        [entry] = written_status(api)["recovering"]
+        assert (entry["node"], entry["workloads"], entry["waitingFor"]) == ("n1", [WEB], ["PodDisruptionBudget app/web: 0 of 1 healthy"])
+    scenario(api, body)

@@ -1,0 +1,30 @@
+"""What a drain under a policy's waitForHealthy records of the pods it makes leave the node: the workloads whose
+health the policy waits for once the node is given back (``status.evictedWorkloads``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+BUDGET, REPLICA_SET, STATEFUL_SET = "PodDisruptionBudget", "ReplicaSet", "StatefulSet"
+Workload = tuple[str, str, str]  # (kind, namespace, name)
+
+
+def workloads_of(budgets: Iterable[str], pod: Mapping[str, Any]) -> list[Workload]:
+    """What a pod's eviction is judged by once its node is given back: the budgets covering it ("namespace/name"),
+    else the ReplicaSet or StatefulSet owning it (a Deployment's pods are its ReplicaSet's: the ReplicaSet is
+    available when its replicas are); nothing for a pod neither covers."""
+    namespace = pod["metadata"]["namespace"]
+    covering = [(BUDGET, ns, name) for ns, name in (budget.split("/", 1) for budget in budgets)]
+    if covering:
+        return covering
+    owner = next((o for o in pod["metadata"].get("ownerReferences") or () if o.get("controller")), None)
+    if owner is not None and owner.get("kind") in (REPLICA_SET, STATEFUL_SET):
+        return [(owner["kind"], namespace, owner["name"])]
+    return []
+
+
+def recorded(previous: Iterable[Mapping[str, Any]], workloads: Iterable[Workload]) -> list[dict[str, str]]:
+    """The status's evictedWorkloads: those recorded before and ``workloads``, each once, sorted."""
+    every = {(w["kind"], w["namespace"], w["name"]) for w in previous} | set(workloads)
+    return [{"kind": kind, "namespace": ns, "name": name} for kind, ns, name in sorted(every)]

@@ -1,0 +1,91 @@
+"""Health-aware pacing (a policy's waitForHealthy), as pure functions: whether the workloads evicted from a node
+given back are healthy again, so that its slot may go to the next maintenance.
+
+A node given back under waitForHealthy stays in its policy's ``status.recovering`` (written before the node is
+given back, so a restart keeps it) and holds a slot until every workload evicted from it is healthy, or until
+waitForHealthySeconds have passed since it was given back. When in doubt it holds: a workload whose status has not
+been read (its watch has not listed, or fails) counts as not healthy yet.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from node_maintenance.api import timestamps
+from node_maintenance.drain.evicted import BUDGET, Workload
+
+DEFAULT_WAIT_SECONDS = 600  # spec.waitForHealthySeconds when absent
+HEALTHY, WAITING, GAVE_UP = "Healthy", "Waiting", "GaveUp"
+
+@dataclass(frozen=True)
+class Judgement:
+    node: str
+    state: str  # HEALTHY, WAITING or GAVE_UP
+    waiting_for: tuple[str, ...] = ()  # what is not healthy yet (or, once GAVE_UP, what was not)
+    expires_in: float = 0.0  # seconds until the cap passes, while WAITING
+
+
+def unhealthy(kind: str, obj: Mapping[str, Any] | None) -> str:
+    """Why the workload is not healthy yet, "" when it is (or is gone: nothing is left to wait for)."""
+    if obj is None:
+        return ""
+    meta, status = obj["metadata"], obj.get("status") or {}
+    ref = f"{kind} {meta.get('namespace')}/{meta['name']}"
+    if status.get("observedGeneration", -1) < meta.get("generation", 0):
+        return f"{ref}: its controller has not observed its latest change yet"
+    if kind == BUDGET:  # every pod it expects, not only as many as it requires: those the drain evicted are back
+        healthy, expected = int(status.get("currentHealthy") or 0), int(status.get("expectedPods") or 0)
+        return "" if healthy >= expected else f"{ref}: {healthy} of {expected} healthy"
+    available, wanted = int(status.get("availableReplicas") or 0), int((obj.get("spec") or {}).get("replicas", 1))
+    return "" if available >= wanted else f"{ref}: {available} of {wanted} available"
+
+
+def judge(entry: Mapping[str, Any], objects: Mapping[Workload, Mapping[str, Any] | None], unknown: Mapping[str, str],
+          cap_seconds: int, now: datetime.datetime) -> Judgement:
+    """How one ``status.recovering`` entry stands. ``objects``: each workload as watched (None: it does not exist);
+    ``unknown``: for each kind whose watch has not listed or fails, why; such a workload counts as not healthy."""
+    workloads = [(w["kind"], w["namespace"], w["name"]) for w in entry.get("workloads") or ()]
+    reasons = []
+    for kind, namespace, name in workloads:
+        if kind in unknown:
+            reasons.append(f"{kind} {namespace}/{name}: unknown, {unknown[kind]}")
+        elif why := unhealthy(kind, objects.get((kind, namespace, name))):
+            reasons.append(why)
+    if not reasons:
+        return Judgement(entry["node"], HEALTHY)
+    left = cap_seconds - (now - timestamps.parse(entry["since"])).total_seconds()
+    if left <= 0:
+        return Judgement(entry["node"], GAVE_UP, tuple(reasons))
+    return Judgement(entry["node"], WAITING, tuple(reasons), left)
+
+
+def entry(node: str, workloads: Iterable[Mapping[str, Any]], now: datetime.datetime) -> dict[str, Any]:
+    """A node given back now: its ``status.recovering`` entry, waiting for the workloads evicted from it."""
+    return {"node": node, "since": timestamps.rfc3339(now), "waitingFor": [],
+            "workloads": [{"kind": w["kind"], "namespace": w["namespace"], "name": w["name"]} for w in workloads]}
+
+
+def gave_up_message(judgement: Judgement, cap_seconds: int) -> str:
+    return (f"gave up waiting after {cap_seconds}s (waitForHealthySeconds) for the workloads evicted from node {judgement.node}: "
+            f"{'; '.join(judgement.waiting_for)}; its slot is free again")
+
+
+CONDITION = "Recovering"
+
+
+def status(entries: Iterable[Mapping[str, Any]], judgements: Mapping[str, Judgement], gave_up: str,
+           previous: Mapping[str, Any]) -> tuple[list[dict[str, Any]], tuple[str, str, str]]:
+    """The policy's ``status.recovering`` (the entries still waiting, each naming what it waits for) and its
+    Recovering condition (status, reason, message): True while a node's slot waits, else why not (a wait given up
+    stays said until another starts)."""
+    waiting = [{**e, "waitingFor": list(judgements[e["node"]].waiting_for)} for e in entries
+               if e["node"] in judgements and judgements[e["node"]].state == WAITING]
+    if waiting:
+        listing = "; ".join(f"node {e['node']} waits for {', '.join(e['waitingFor'])}" for e in waiting)
+        return waiting, ("True", "WaitingForHealthy", f"{listing}; each keeps its slot until then (waitForHealthy)")
+    if gave_up or previous.get("reason") == "GaveUp":
+        return waiting, ("False", "GaveUp", gave_up or previous.get("message", ""))
+    return waiting, ("False", "Healthy", "the workloads evicted from every node given back are healthy again")

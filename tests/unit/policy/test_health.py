@@ -1,0 +1,119 @@
+"""waitForHealthy without a cluster: what a drain records of the pods it evicts, how a node given back is judged,
+the cap, the policy's status, and the slot a recovering node keeps in decide()."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import pytest
+
+from node_maintenance.drain import evicted
+from node_maintenance.drain.planner import plan
+from node_maintenance.policy import decide as pol
+from node_maintenance.policy import health
+from tests.unit.builders import HELD, NOW, RUNNING, ago, budget, maintenance, nm, nm_policy, node, pod, scene_pod
+
+web_budget = partial(budget, "web", namespace="app", generation=2, observed=2)
+BUDGET = ("PodDisruptionBudget", "app", "web")
+SET = ("StatefulSet", "app", "db")
+
+
+def replicas(name: str, wanted: int, available: int) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "app", "generation": 1}, "spec": {"replicas": wanted},
+            "status": {"observedGeneration": 1, "availableReplicas": available}}
+
+
+def entry(*workloads: tuple[str, str, str], since: str = ago(10)) -> dict[str, Any]:
+    return {"node": "n1", "since": since, "waitingFor": [],
+            "workloads": [{"kind": kind, "namespace": ns, "name": name} for kind, ns, name in workloads]}
+
+
+# ------------------------------------------------------------------ what a drain records
+def test_a_pod_is_judged_by_its_budgets_else_its_replicaset_or_statefulset() -> None:
+    assert evicted.workloads_of(["app/a", "app/b"], pod("p", namespace="app")) == [("PodDisruptionBudget", "app", "a"),
+                                                                                  ("PodDisruptionBudget", "app", "b")]
+    assert evicted.workloads_of([], pod("p", namespace="app", owner_name="web-5d8f")) == [("ReplicaSet", "app", "web-5d8f")]
+    assert evicted.workloads_of([], pod("p", namespace="app", owner="StatefulSet", owner_name="db")) == [SET]
+    assert evicted.workloads_of([], pod("p", namespace="app", owner=None)) == []
+    assert evicted.workloads_of([], pod("p", namespace="app", owner="Job")) == []
+
+
+def test_a_drain_under_wait_for_healthy_records_what_it_evicts_and_keeps_it_once_the_pods_are_gone() -> None:
+    node_pods = [scene_pod("web-0", labels={"app": "web"}), scene_pod("db-0", owner="StatefulSet", owner_name="db"),
+                 scene_pod("done", owner="Job", phase="Succeeded")]
+    budgets = [web_budget(labels={"app": "web"}, allowed=1)]
+    first = plan(maintenance(RUNNING, records_evicted=True), HELD, node_pods, budgets, NOW)
+    recorded = [{"kind": "PodDisruptionBudget", "namespace": "app", "name": "web"}, {"kind": "StatefulSet", "namespace": "app", "name": "db"}]
+    assert first.status["evictedWorkloads"] == recorded
+    assert plan(maintenance(first.status, records_evicted=True), HELD, [], budgets, NOW).status["evictedWorkloads"] == recorded
+    assert "evictedWorkloads" not in plan(maintenance(RUNNING), HELD, node_pods, budgets, NOW).status
+
+
+# ------------------------------------------------------------------ judging a node given back
+@pytest.mark.parametrize(
+    ("objects", "waiting_for"),
+    [
+        ({BUDGET: web_budget(healthy=3, expected=3), SET: replicas("db", 2, 2)}, ()),
+        ({BUDGET: None, SET: None}, ()),  # gone: nothing left to wait for
+        ({BUDGET: web_budget(healthy=2, desired=2, expected=3), SET: replicas("db", 2, 2)}, ("PodDisruptionBudget app/web: 2 of 3 healthy",)),
+        ({BUDGET: web_budget(healthy=3, expected=3), SET: replicas("db", 2, 1)}, ("StatefulSet app/db: 1 of 2 available",)),
+        ({BUDGET: web_budget(observed=1, healthy=3, expected=3), SET: replicas("db", 2, 2)},
+         ("PodDisruptionBudget app/web: its controller has not observed its latest change yet",)),
+    ],
+)
+def test_a_node_given_back_waits_for_every_workload_evicted_from_it(objects: dict[Any, Any], waiting_for: tuple[str, ...]) -> None:
+    judged = health.judge(entry(BUDGET, SET), objects, {}, 600, NOW)
+    assert (judged.state, judged.waiting_for) == ((health.WAITING, waiting_for) if waiting_for else (health.HEALTHY, ()))
+    if waiting_for:
+        assert judged.expires_in == 590
+
+
+def test_a_workload_not_known_now_is_not_healthy() -> None:
+    judged = health.judge(entry(BUDGET), {BUDGET: web_budget(healthy=3, expected=3)}, {"PodDisruptionBudget": "the watch failed: 503"}, 600, NOW)
+    assert judged.state == health.WAITING and judged.waiting_for == ("PodDisruptionBudget app/web: unknown, the watch failed: 503",)
+
+
+def test_past_the_cap_the_wait_is_given_up_naming_what_it_waited_for() -> None:
+    judged = health.judge(entry(BUDGET, since=ago(60)), {BUDGET: web_budget(healthy=0, expected=1)}, {}, 60, NOW)
+    assert judged.state == health.GAVE_UP
+    assert health.gave_up_message(judged, 60) == ("gave up waiting after 60s (waitForHealthySeconds) for the workloads evicted from node n1: "
+                                                  "PodDisruptionBudget app/web: 0 of 1 healthy; its slot is free again")
+
+
+def test_the_policy_status_names_what_each_node_waits_for() -> None:
+    waiting = health.Judgement("n1", health.WAITING, ("PodDisruptionBudget app/web: 2 of 3 healthy",), 30)
+    recovering, condition = health.status([entry(BUDGET)], {"n1": waiting}, "", {})
+    assert recovering == [{**entry(BUDGET), "waitingFor": ["PodDisruptionBudget app/web: 2 of 3 healthy"]}]
+    assert condition[:2] == ("True", "WaitingForHealthy") and "node n1 waits for PodDisruptionBudget app/web: 2 of 3 healthy" in condition[2]
+    healthy = {"n1": health.Judgement("n1", health.HEALTHY)}
+    healthy_again = "the workloads evicted from every node given back are healthy again"
+    assert health.status([entry(BUDGET)], healthy, "", {}) == ([], ("False", "Healthy", healthy_again))
+    # A wait given up stays said until another starts.
+    assert health.status([entry(BUDGET)], healthy, "gave up", {}) == ([], ("False", "GaveUp", "gave up"))
+    assert health.status([], {}, "", {"reason": "GaveUp", "message": "gave up"}) == ([], ("False", "GaveUp", "gave up"))
+
+
+# ------------------------------------------------------------------ the slot a recovering node keeps
+a_node = partial(node, labels={"pool": "a"}, annotations={}, unschedulable=False, ready=True)
+POLICY = pol.Policy.of(nm_policy("p", node_selector={"matchLabels": {"pool": "a"}}, maxParallel=1, waitForHealthy=True))
+
+
+def test_a_recovering_node_keeps_its_slot_until_dropped() -> None:
+    nodes = [a_node("n0"), a_node("n1")]
+    line = [nm("next", "n1", created="2026-01-01T10:00:00Z")]
+    assert pol.decide([POLICY], nodes, line, recovering={"p": ["n0"]}, now=NOW).verdicts["next"].kind == pol.WAITING
+    assert pol.decide([POLICY], nodes, line, recovering={"p": []}, now=NOW).verdicts["next"].kind == pol.ADMITTED
+    assert pol.decide([POLICY], nodes, line, recovering={"other": ["n0"]}, now=NOW).verdicts["next"].kind == pol.ADMITTED
+
+
+def test_a_recovering_node_taken_again_counts_once() -> None:
+    nodes = [a_node("n0", holder="again", unschedulable=True), a_node("n1")]
+    line = [nm("again", "n0", created="2026-01-01T10:00:00Z"), nm("next", "n1", created="2026-01-01T10:00:01Z")]
+    two = pol.Policy.of(nm_policy("p", node_selector={"matchLabels": {"pool": "a"}}, maxParallel=2, waitForHealthy=True))
+    assert pol.decide([two], nodes, line, recovering={"p": ["n0"]}, now=NOW).verdicts["next"].kind == pol.ADMITTED
+
+
+def test_the_cap_defaults_to_600_seconds() -> None:
+    assert POLICY.wait_for_healthy and POLICY.wait_for_healthy_seconds == health.DEFAULT_WAIT_SECONDS == 600
+    assert not pol.Policy.of(nm_policy("q")).wait_for_healthy
