@@ -9,7 +9,9 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -176,6 +178,79 @@ def node(cluster: Cluster, name: str) -> dict:
 
 def our_taint(node_obj: dict) -> bool:
     return any(t["key"] == "kubevirt.io/drain" and t["effect"] == "NoSchedule" for t in node_obj["spec"].get("taints") or [])
+
+
+# ----------------------------------------------------------------- policies
+def condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next((c for c in status.get("conditions") or [] if c["type"] == kind), {})
+
+
+def watch_events(stop: threading.Event, list_call: Callable[..., Any], on_event: Callable[[dict[str, Any]], None], **kwargs: Any) -> None:
+    """Every event of a list+watch until ``stop``, resuming each short watch where the last one ended, so no
+    change is lost between them (a fresh listing only after the server has forgotten that version)."""
+    from kubernetes import watch
+    from kubernetes.client.rest import ApiException
+
+    version = None
+    while not stop.is_set():
+        stream = watch.Watch()
+        try:
+            for event in stream.stream(list_call, timeout_seconds=3, **({"resource_version": version} if version else {}), **kwargs):
+                version = event["object"].metadata.resource_version
+                on_event(event)
+        except ApiException as error:
+            if error.status != 410:
+                raise
+            version = None
+
+
+def a_pool() -> dict[str, str]:
+    """A label of nodes of one test's own (a pool a policy selects)."""
+    return {"e2e-pool": uuid.uuid4().hex[:8]}
+
+
+class CordonWatch:
+    """Every change of the pool's nodes, as a watch sees it: how many were cordoned at once, and in which order."""
+
+    def __init__(self, cluster: Cluster, selector: dict[str, str]) -> None:
+        self.cluster = cluster
+        self.selector = ",".join(f"{k}={v}" for k, v in selector.items())
+        self.cordoned: set[str] = set()
+        self.order: list[str] = []  # in the order they were cordoned
+        self.released: list[str] = []  # in the order they were uncordoned
+        self.most = 0
+        self.moments: list[frozenset[str]] = []  # the cordoned nodes after each change
+        self.events = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> CordonWatch:
+        self._thread.start()
+        eventually(lambda: self.events > 0, "the node watch to start")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        from kubernetes import client
+
+        watch_events(self._stop, client.CoreV1Api(self.cluster.api_client()).list_node, self._seen, label_selector=self.selector)
+
+    def _seen(self, event: dict[str, Any]) -> None:
+        node_obj = event["object"]
+        name = node_obj.metadata.name
+        if node_obj.spec.unschedulable and event["type"] != "DELETED":
+            if name not in self.cordoned:
+                self.order.append(name)
+            self.cordoned.add(name)
+        elif name in self.cordoned:
+            self.cordoned.discard(name)
+            self.released.append(name)
+        self.most = max(self.most, len(self.cordoned))
+        self.moments.append(frozenset(self.cordoned))
+        self.events += 1
 
 
 # ----------------------------------------------------------------- kubectl nm

@@ -14,7 +14,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -28,7 +28,10 @@ from .helpers import (
     NMP,
     RESTRICTED_CONTAINER,
     RESTRICTED_POD,
+    CordonWatch,
+    a_pool,
     apply,
+    condition,
     create_nm,
     eventually,
     foreign_lease,
@@ -38,10 +41,10 @@ from .helpers import (
     pod,
     pods_on,
     policy_status,
+    watch_events,
 )
 
 pytestmark = pytest.mark.e2e
-
 
 
 @pytest.fixture
@@ -53,77 +56,8 @@ def hook_runner(cluster: Cluster) -> Iterator[str]:
     cluster.kubectl("delete", "node", name, "--wait=false", "--ignore-not-found", check=False)
 
 
-def _watch(stop: threading.Event, list_call: Callable[..., Any], on_event: Callable[[dict[str, Any]], None], **kwargs: Any) -> None:
-    """Every event of a list+watch until ``stop``, resuming each short watch where the last one ended, so no
-    change is lost between them (a fresh listing only after the server has forgotten that version)."""
-    from kubernetes import watch
-    from kubernetes.client.rest import ApiException
-
-    version = None
-    while not stop.is_set():
-        stream = watch.Watch()
-        try:
-            for event in stream.stream(list_call, timeout_seconds=3, **({"resource_version": version} if version else {}), **kwargs):
-                version = event["object"].metadata.resource_version
-                on_event(event)
-        except ApiException as error:
-            if error.status != 410:
-                raise
-            version = None
-
-
-def _pool() -> dict[str, str]:
-    return {"e2e-pool": uuid.uuid4().hex[:8]}
-
-
-class CordonWatch:
-    """Every change of the pool's nodes, as a watch sees it: how many were cordoned at once, and in which order."""
-
-    def __init__(self, cluster: Cluster, selector: dict[str, str]) -> None:
-        self.cluster = cluster
-        self.selector = ",".join(f"{k}={v}" for k, v in selector.items())
-        self.cordoned: set[str] = set()
-        self.order: list[str] = []  # in the order they were cordoned
-        self.released: list[str] = []  # in the order they were uncordoned
-        self.most = 0
-        self.events = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> CordonWatch:
-        self._thread.start()
-        eventually(lambda: self.events > 0, "the node watch to start")
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-
-    def _run(self) -> None:
-        from kubernetes import client
-
-        _watch(self._stop, client.CoreV1Api(self.cluster.api_client()).list_node, self._seen, label_selector=self.selector)
-
-    def _seen(self, event: dict[str, Any]) -> None:
-        node_obj = event["object"]
-        name = node_obj.metadata.name
-        if node_obj.spec.unschedulable and event["type"] != "DELETED":
-            if name not in self.cordoned:
-                self.order.append(name)
-            self.cordoned.add(name)
-        elif name in self.cordoned:
-            self.cordoned.discard(name)
-            self.released.append(name)
-        self.most = max(self.most, len(self.cordoned))
-        self.events += 1
-
-
-def _condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
-    return next((c for c in status.get("conditions") or [] if c["type"] == kind), {})
-
-
 def test_ten_maintenances_under_max_parallel_two_take_turns_in_creation_order(cluster: Cluster, operator, nodes, policies) -> None:
-    pool = _pool()
+    pool = a_pool()
     workers = nodes(10, labels=pool)
     policy = policies(pool, maxParallel=2)
     names = [f"roll-{i:02d}-{workers[i]}" for i in range(10)]
@@ -133,12 +67,12 @@ def test_ten_maintenances_under_max_parallel_two_take_turns_in_creation_order(cl
         # Two take their node; the other eight wait in line, in creation order, and their nodes are untouched.
         for name in names[2:]:
             status = eventually(lambda: (s := nm_status(cluster, name)).get("phase") == "Pending" and s, f"{name} Pending")
-            queued = _condition(status, "Queued")
+            queued = condition(status, "Queued")
             assert queued["status"] == "True" and queued["reason"] == "WaitingForSlot", queued
             assert f"NodeMaintenancePolicy {policy}" in queued["message"], queued
         eventually(lambda: all(nm_status(cluster, n).get("phase") == "Succeeded" for n in names[:2]), "the first two drained")
         for position, name in enumerate(names[2:], start=1):
-            eventually(lambda: f"position {position} of 8 " in _condition(nm_status(cluster, name), "Queued")["message"], f"{name} at {position}")
+            eventually(lambda: f"position {position} of 8 " in condition(nm_status(cluster, name), "Queued")["message"], f"{name} at {position}")
         assert eventually(lambda: policy_status(cluster, policy).get("queue") == names[2:] and policy_status(cluster, policy),
                           "the policy's queue")["inMaintenance"] == 2
 
@@ -171,7 +105,7 @@ def test_ten_maintenances_under_max_parallel_two_take_turns_in_creation_order(cl
 
 def test_a_maintenance_refused_at_takeover_gives_its_slot_to_the_next_in_line(cluster: Cluster, operator, nodes, policies,
                                                                            lease_namespace: str) -> None:
-    pool = _pool()
+    pool = a_pool()
     held, free = nodes(2, labels=pool)
     apply(cluster, foreign_lease(held, 3600))  # remediation holds the first node's Lease
     policies(pool, maxParallel=1)
@@ -182,12 +116,12 @@ def test_a_maintenance_refused_at_takeover_gives_its_slot_to_the_next_in_line(cl
         # The first got the slot and could not take its node: it gives the slot back, and the second drains.
         eventually(lambda: nm_status(cluster, second).get("phase") == "Succeeded", "the next in line drained")
         status = nm_status(cluster, first)
-        queued = _condition(status, "Queued")
+        queued = condition(status, "Queued")
         assert (queued["status"], queued["reason"]) == ("True", "SlotGivenBack"), queued
         assert status["phase"] == "Failed" and "belongs to NodeHealthCheck" in status["lastError"], status
         # The Lease released, the first rejoins the line; it waits while the second holds the only slot.
         cluster.kubectl("delete", "lease", rem.lease_name(held), "-n", lease_namespace)
-        eventually(lambda: _condition(nm_status(cluster, first), "Queued").get("reason") == "WaitingForSlot", "back in line")
+        eventually(lambda: condition(nm_status(cluster, first), "Queued").get("reason") == "WaitingForSlot", "back in line")
         assert watch.cordoned == {free}
         cluster.kubectl("delete", NM, second, "--timeout=60s")
         eventually(lambda: nm_status(cluster, first).get("phase") == "Succeeded", "the first drained once the slot is free")
@@ -236,7 +170,7 @@ def _one_hook_pod(cluster: Cluster, hook: str, node_name: str, *, count: int = 1
 
 def test_pre_drain_and_post_maintenance_jobs_gate_the_drain_and_the_handback(cluster: Cluster, operator, namespace: str, nodes,
                                                                            policies, hook_runner: str) -> None:
-    pool = _pool()
+    pool = a_pool()
     (worker,) = nodes(1, labels=pool)
     policies(pool, preDrain=_job_template(hook_runner, 0), postMaintenance=_job_template(hook_runner, 0))
     apply(cluster, pod("app", namespace, worker))
@@ -246,8 +180,8 @@ def test_pre_drain_and_post_maintenance_jobs_gate_the_drain_and_the_handback(clu
 
     # The node is taken, the preDrain Job runs, and nothing is evicted while it does.
     pre = _one_hook_pod(cluster, "pre-drain", worker)
-    status = eventually(lambda: (s := nm_status(cluster, name)).get("phase") == "Running" and _condition(s, "PreDrain") and s, "PreDrain reported")
-    assert _condition(status, "PreDrain")["reason"] == "JobRunning" and "preDrain Job" in status["lastError"]
+    status = eventually(lambda: (s := nm_status(cluster, name)).get("phase") == "Running" and condition(s, "PreDrain") and s, "PreDrain reported")
+    assert condition(status, "PreDrain")["reason"] == "JobRunning" and "preDrain Job" in status["lastError"]
     assert get(cluster, "node", worker)["spec"].get("unschedulable")
     time.sleep(2)
     assert [p["metadata"]["name"] for p in pods_on(cluster, worker)] == ["app"]
@@ -255,14 +189,14 @@ def test_pre_drain_and_post_maintenance_jobs_gate_the_drain_and_the_handback(clu
 
     _finish(cluster, pre, 0)
     status = eventually(lambda: (s := nm_status(cluster, name)).get("phase") == "Succeeded" and s, "drained once preDrain succeeded")
-    assert _condition(status, "PreDrain")["status"] == "True" and not pods_on(cluster, worker)
+    assert condition(status, "PreDrain")["status"] == "True" and not pods_on(cluster, worker)
 
     # Deleting the maintenance runs postMaintenance; the node stays cordoned until it succeeds.
     cluster.kubectl("delete", NM, name, "--wait=false")
     post = _one_hook_pod(cluster, "post-maintenance", worker)
     time.sleep(2)
     assert get(cluster, "node", worker)["spec"].get("unschedulable"), "handed back before postMaintenance succeeded"
-    assert _condition(nm_status(cluster, name), "PostMaintenance")["reason"] == "JobRunning"
+    assert condition(nm_status(cluster, name), "PostMaintenance")["reason"] == "JobRunning"
     _finish(cluster, post, 0)
     eventually(lambda: nm(cluster, name) is None, "the maintenance gone once postMaintenance succeeded", timeout=60)
     assert not get(cluster, "node", worker)["spec"].get("unschedulable")
@@ -270,7 +204,7 @@ def test_pre_drain_and_post_maintenance_jobs_gate_the_drain_and_the_handback(clu
 
 def test_failed_hook_jobs_are_retried_by_their_backoff_limit_then_reported(cluster: Cluster, operator, namespace: str, nodes,
                                                                            policies, hook_runner: str) -> None:
-    pool = _pool()
+    pool = a_pool()
     (worker,) = nodes(1, labels=pool)
     policies(pool, preDrain=_job_template(hook_runner, 1), postMaintenance=_job_template(hook_runner, 0))
     apply(cluster, pod("app", namespace, worker))
@@ -284,7 +218,7 @@ def test_failed_hook_jobs_are_retried_by_their_backoff_limit_then_reported(clust
     assert status["phase"] == "Running"
     _finish(cluster, _one_hook_pod(cluster, "pre-drain", worker, count=2), 1)
     status = eventually(lambda: (s := nm_status(cluster, name)).get("phase") == "Failed" and s, "Failed once the Job failed", timeout=60)
-    assert _condition(status, "PreDrain")["reason"] == "JobFailed"
+    assert condition(status, "PreDrain")["reason"] == "JobFailed"
     assert "BackoffLimitExceeded" in status["lastError"] and "delete the Job to run it again" in status["lastError"], status["lastError"]
     assert not pods_on(cluster, worker)[0]["metadata"].get("deletionTimestamp"), "a pod was evicted although preDrain failed"
     assert get(cluster, "node", worker)["spec"].get("unschedulable")
@@ -292,7 +226,7 @@ def test_failed_hook_jobs_are_retried_by_their_backoff_limit_then_reported(clust
     # A failed postMaintenance keeps the node cordoned and the maintenance in place, saying why.
     cluster.kubectl("delete", NM, name, "--wait=false")
     _finish(cluster, _one_hook_pod(cluster, "post-maintenance", worker), 1)
-    status = eventually(lambda: _condition(s := nm_status(cluster, name), "PostMaintenance").get("reason") == "JobFailed" and s,
+    status = eventually(lambda: condition(s := nm_status(cluster, name), "PostMaintenance").get("reason") == "JobFailed" and s,
                         "postMaintenance failure reported", timeout=60)
     assert "postMaintenance Job" in status["lastError"] and "BackoffLimitExceeded" in status["lastError"]
     time.sleep(2)
@@ -328,7 +262,7 @@ class PodWatch:
     def _run(self) -> None:
         from kubernetes import client
 
-        _watch(self._stop, client.CoreV1Api(self.cluster.api_client()).list_namespaced_pod, self._seen, namespace=self.namespace)
+        watch_events(self._stop, client.CoreV1Api(self.cluster.api_client()).list_namespaced_pod, self._seen, namespace=self.namespace)
 
     def _seen(self, event: dict[str, Any]) -> None:
         self.seen += 1
@@ -343,7 +277,7 @@ class PodWatch:
 
 
 def test_drain_rules_order_skip_and_wait_completed(cluster: Cluster, operator, namespace: str, nodes, policies) -> None:
-    pool = _pool()
+    pool = a_pool()
     (worker,) = nodes(1, labels=pool)
     policies(pool, drainRules=[
         {"podSelector": {"matchLabels": {"tier": "front"}}, "order": 0},
@@ -381,7 +315,7 @@ def test_drain_rules_order_skip_and_wait_completed(cluster: Cluster, operator, n
 
 
 def test_a_node_selected_by_two_policies_is_reported_everywhere_and_not_touched(cluster: Cluster, operator, nodes, policies) -> None:
-    pool = _pool()
+    pool = a_pool()
     (worker,) = nodes(1, labels={**pool, "zone": pool["e2e-pool"]})
     first = policies(pool)
     second = policies({"zone": pool["e2e-pool"]})
@@ -389,16 +323,16 @@ def test_a_node_selected_by_two_policies_is_reported_everywhere_and_not_touched(
     create_nm(cluster, name, worker)
     status = eventually(lambda: (s := nm_status(cluster, name)).get("phase") == "Pending" and s.get("lastError") and s, "the conflict reported")
     assert first in status["lastError"] and second in status["lastError"] and "more than one NodeMaintenancePolicy" in status["lastError"]
-    assert _condition(status, "Queued")["reason"] == "PolicyConflict"
+    assert condition(status, "Queued")["reason"] == "PolicyConflict"
     for policy in (first, second):
-        conflict = eventually(lambda: _condition(policy_status(cluster, policy), "Conflict").get("status") == "True" and policy_status(cluster, policy),
+        conflict = eventually(lambda: condition(policy_status(cluster, policy), "Conflict").get("status") == "True" and policy_status(cluster, policy),
                               f"{policy} reports the conflict")
         assert conflict["conflicts"] == [{"node": worker, "policies": sorted([first, second])}]
     assert not get(cluster, "node", worker)["spec"].get("unschedulable")
     # Once only one policy selects the node, the maintenance goes ahead.
     cluster.kubectl("delete", NMP, second)
     status = eventually(lambda: (s := nm_status(cluster, name)).get("phase") == "Succeeded" and s, "drained after the conflict ended")
-    assert _condition(status, "Queued")["reason"] == "SlotGranted" and first in _condition(status, "Queued")["message"]
+    assert condition(status, "Queued")["reason"] == "SlotGranted" and first in condition(status, "Queued")["message"]
     cluster.kubectl("delete", NM, name, "--timeout=60s")
 
 
@@ -412,6 +346,6 @@ def test_a_node_selected_by_two_policies_is_reported_everywhere_and_not_touched(
 )
 def test_bad_policies_are_refused_naming_the_field_and_the_fix(cluster: Cluster, policy_crd: str, spec: dict[str, Any], message: str) -> None:
     policy = {"apiVersion": "nodemaintenance.kubevirt.io/v1beta1", "kind": "NodeMaintenancePolicy", "metadata": {"name": f"bad-{uuid.uuid4().hex[:6]}"},
-              "spec": {"nodeSelector": {"matchLabels": _pool()}, **spec}}
+              "spec": {"nodeSelector": {"matchLabels": a_pool()}, **spec}}
     result = cluster.kubectl("apply", "-f", "-", input=json.dumps(policy), check=False)
     assert result.returncode != 0 and message in result.stderr, result.stderr

@@ -82,7 +82,7 @@ class Maintenance:
     rules: tuple[drainrules.Rule, ...] | None = None
     hold: str = ""
     hold_failed: bool = False
-    hold_recheck_in: float | None = None  # when to look at the hold again (a hook Job's progress)
+    hold_recheck_in: float | None = None  # when to look again: at the hold (a hook Job's progress), or a window's end
     # The policy's conditions for this maintenance (Queued, PreDrain), and the hook Jobs it asks to create.
     conditions: tuple[cond.Condition, ...] = ()
     jobs: tuple[Mapping[str, Any], ...] = ()
@@ -294,6 +294,8 @@ def plan(
     if upcoming is not None:  # nothing is deleted before its time, and the drain wakes then
         step.wake_in(upcoming.after - elapsed)
     recheck = step.recheck_in
+    if m.hold_recheck_in is not None:
+        recheck = m.hold_recheck_in if recheck is None else min(recheck, m.hold_recheck_in)
     if m.timeout:
         until_timeout = m.timeout - elapsed + 1
         recheck = until_timeout if recheck is None else min(recheck, until_timeout)

@@ -3,7 +3,14 @@ nodes may be in maintenance and unavailable, and which NodeMaintenances get a sl
 
 A NodeMaintenance holds a slot exactly while its node names it as holder (the Node records it, so an
 operator restart changes nothing). Waiting ones get slots strictly in creation order: the first in
-line that does not fit keeps every later one waiting too, so none overtakes another.
+line that does not fit the pool-wide limits keeps every later one waiting too, so none overtakes another. A
+topology limit holds within each value of its node label (a domain, such as a zone): one whose domain is full keeps
+only the later ones of that domain waiting, and those of other domains go ahead. A node without the label is in no
+domain of that key, and that key's limits do not apply to it.
+
+Under maintenance windows, a waiting maintenance takes a slot only while one is open; windows that cannot be read
+are never open. A maintenance that holds its node goes on at the window's end, unless the policy's windowEnd is
+Pause: it then evicts nothing until the next window opens.
 
 A slot once granted stands until its maintenance takes the node, is deleted, or gives the slot back: a
 check made at takeover (another holder's remediation Lease, the etcd-quorum guard) refused the node,
@@ -30,10 +37,22 @@ from node_maintenance.drain import status as st
 from node_maintenance.drain.events import Event
 from node_maintenance.drain.planner import Plan
 from node_maintenance.policy import health, hooks
+from node_maintenance.policy import windows as win
 
 WAITING, ADMITTED, CONFLICT, UNGOVERNED = "Waiting", "Admitted", "Conflict", "Ungoverned"
 UNKNOWN = "Unknown"  # the policies cannot be read now: whether one governs the node is not known
 GIVEN_BACK = "GivenBack"  # a check at takeover refused the node: the slot went back, and the maintenance looks again
+CLOSED = "Closed"  # in line while no maintenance window is open
+CONTINUE, PAUSE = "Continue", "Pause"  # spec.windowEnd
+
+
+@dataclass(frozen=True)
+class TopologyLimit:
+    """One entry of spec.topologyLimits."""
+
+    key: str
+    max_parallel: int | str | None = None
+    max_unavailable: int | str | None = None
 
 
 @dataclass(frozen=True)
@@ -49,6 +68,10 @@ class Policy:
     post_maintenance: Mapping[str, Any] | None = None
     drain: Mapping[str, Any] = field(default_factory=dict)
     rules: tuple[drainrules.Rule, ...] = ()
+    windows: tuple[win.Window, ...] = ()
+    invalid_windows: tuple[str, ...] = ()  # why each window that cannot be read is refused: then none is ever open
+    window_end: str = CONTINUE
+    topology: tuple[TopologyLimit, ...] = ()
     wait_for_healthy: bool = False
     wait_for_healthy_seconds: int = health.DEFAULT_WAIT_SECONDS
 
@@ -56,6 +79,7 @@ class Policy:
     def of(cls, body: Mapping[str, Any]) -> Policy:
         spec = body.get("spec") or {}
         templates = hooks.templates(spec)
+        windows, invalid = win.parse(spec.get("windows") or ())
         return cls(
             name=body["metadata"]["name"],
             generation=body["metadata"].get("generation", 1),
@@ -66,9 +90,24 @@ class Policy:
             post_maintenance=templates.get(hooks.POST_MAINTENANCE),
             drain=spec.get("drain") or {},
             rules=tuple(drainrules.Rule.of(rule) for rule in spec.get("drainRules") or ()),
+            windows=windows,
+            invalid_windows=invalid,
+            window_end=spec.get("windowEnd") or CONTINUE,
+            topology=tuple(TopologyLimit(t["topologyKey"], t.get("maxParallel"), t.get("maxUnavailable")) for t in spec.get("topologyLimits") or ()),
             wait_for_healthy=bool(spec.get("waitForHealthy")),
             wait_for_healthy_seconds=spec.get("waitForHealthySeconds") or health.DEFAULT_WAIT_SECONDS,
         )
+
+    @property
+    def windowed(self) -> bool:
+        """Whether windows pace it (windows that cannot be read do: they are never open)."""
+        return bool(self.windows or self.invalid_windows)
+
+    def window(self, now: datetime.datetime) -> win.Standing | None:
+        """Where its windows stand at ``now``; None without windows (always open)."""
+        if not self.windowed:
+            return None
+        return win.standing(self.windows, now) if not self.invalid_windows else win.Standing(False)
 
     def selects(self, node: Mapping[str, Any]) -> bool:
         return pods.matches_selector(node.get("metadata", {}).get("labels") or {}, dict(self.node_selector))
@@ -133,12 +172,20 @@ def unavailable(node: Mapping[str, Any]) -> bool:
 class Verdict:
     """Where one NodeMaintenance stands with the policies."""
 
-    kind: str  # UNGOVERNED, ADMITTED, WAITING, CONFLICT, GIVEN_BACK or UNKNOWN
+    kind: str  # UNGOVERNED, ADMITTED, WAITING, CLOSED, CONFLICT, GIVEN_BACK or UNKNOWN
     policy: Policy | None = None
-    position: int = 0  # 1-based place in the policy's queue while WAITING
+    position: int = 0  # 1-based place in the policy's queue while WAITING or CLOSED
     queued: int = 0  # how many wait in that queue
     policies: tuple[str, ...] = ()  # every policy selecting the node, for CONFLICT
-    why: str = ""  # what keeps the policies unknown, for UNKNOWN
+    why: str = ""  # what keeps the policies unknown, for UNKNOWN; why its windows cannot be read, for CLOSED
+    full: str = ""  # the topology domain that keeps it WAITING ("" for the pool-wide limits)
+    paused: bool = False  # ADMITTED and holding its node, no window open under windowEnd Pause: evicts nothing
+    opens: datetime.datetime | None = None  # when the next window opens, for CLOSED and paused
+
+    def _next(self) -> str:
+        if self.why:
+            return f"its windows cannot be read ({self.why}), so none opens until the policy is fixed"
+        return f"the next opens at {timestamps.rfc3339(self.opens)}" if self.opens else "none opens again"
 
     def message(self, node_name: str) -> str:
         if self.kind == UNKNOWN:
@@ -147,8 +194,12 @@ class Verdict:
         if self.kind == CONFLICT:
             return (f"node {node_name} is selected by more than one NodeMaintenancePolicy ({', '.join(self.policies)}); "
                     "change their nodeSelectors so that at most one selects it")
+        if self.kind == CLOSED and self.policy:
+            return (f"waiting for a maintenance window of NodeMaintenancePolicy {self.policy.name}: {self._next()}; position "
+                    f"{self.position} of {self.queued} in its queue; the node is not touched until then")
         if self.kind == WAITING and self.policy and self.position:
-            return (f"waiting for a slot of NodeMaintenancePolicy {self.policy.name}: position {self.position} of "
+            full = f" ({self.full})" if self.full else ""
+            return (f"waiting for a slot of NodeMaintenancePolicy {self.policy.name}{full}: position {self.position} of "
                     f"{self.queued} in its queue; the node is not touched until then")
         if self.kind == WAITING and self.policy:
             return (f"the node may be taken now: back in the queue of NodeMaintenancePolicy {self.policy.name}, waiting for a slot; "
@@ -160,6 +211,12 @@ class Verdict:
             return f"slot of NodeMaintenancePolicy {self.policy.name} granted"
         return "no NodeMaintenancePolicy selects the node"
 
+    def pause(self, node_name: str) -> str:
+        """Why a paused maintenance evicts nothing."""
+        name = self.policy.name if self.policy else ""
+        return (f"paused until the next maintenance window of NodeMaintenancePolicy {name} (windowEnd: Pause): no window is open "
+                f"and {self._next()}; no pod is evicted until then, and node {node_name} stays cordoned")
+
 
 def standing(verdict: Verdict | None) -> tuple[Any, ...] | None:
     """What of a verdict its maintenance acts on: all of it but its place in line (whether it may be taken at once
@@ -168,7 +225,7 @@ def standing(verdict: Verdict | None) -> tuple[Any, ...] | None:
     if verdict is None:
         return None
     policy = verdict.policy if verdict.kind == ADMITTED or verdict.policy is None else verdict.policy.name
-    return verdict.kind, policy, verdict.position == 0, verdict.policies, verdict.why
+    return verdict.kind, policy, verdict.position == 0, verdict.policies, verdict.why, verdict.paused
 
 
 @dataclass(frozen=True)
@@ -183,6 +240,8 @@ class Summary:
     queue: tuple[str, ...]
     conflicts: tuple[tuple[str, tuple[str, ...]], ...]  # (node, every policy selecting it)
     borrowed: tuple[str, ...] = ()  # why each hook whose template names the operator's ServiceAccount is refused
+    window: win.Standing | None = None  # where its windows stand (None: it has none, always open)
+    invalid_windows: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -203,8 +262,8 @@ def governing(policies: Iterable[Policy], node: Mapping[str, Any]) -> tuple[str,
 
 def decide(policies: Iterable[Policy], node_list: Iterable[Mapping[str, Any]], maintenances: Iterable[Mapping[str, Any]],
            admitted: Collection[str] = (), governed: Mapping[str, tuple[str, ...]] | None = None,
-           recovering: Mapping[str, Collection[str]] | None = None) -> Decision:
-    """Every NodeMaintenance's verdict and every policy's summary, from the cluster as it is and the names
+           recovering: Mapping[str, Collection[str]] | None = None, *, now: datetime.datetime) -> Decision:
+    """Every NodeMaintenance's verdict and every policy's summary at ``now``, from the cluster as it is and the names
     ``admitted`` by the decision before (slots stand until taken, given back or their maintenance is deleted).
     ``governed``: ``governing`` of every node, when the caller keeps it (a node's changes rarely change it).
     ``recovering``: by policy, the nodes given back whose evicted workloads it still waits for (waitForHealthy):
@@ -227,11 +286,13 @@ def decide(policies: Iterable[Policy], node_list: Iterable[Mapping[str, Any]], m
     live = sorted((m for m in maintenances if not m["metadata"].get("deletionTimestamp") and not st.timed_out(m.get("status") or {})),
                   key=_order)
     for policy in policies:
+        window = policy.window(now)
         selected = [n for name, n in by_node.items() if policy.name in selecting[name]]
         held = {n["metadata"]["name"] for n in selected if holder_of(n)}
         down = held | {n["metadata"]["name"] for n in selected if unavailable(n)}
         parallel = resolve(policy.max_parallel, len(selected))
         limit = resolve(policy.max_unavailable, len(selected))
+        domains = _Domains(policy.topology, selected, held, down)
         conflicts = tuple((n, selecting[n]) for n in sorted(by_node) if policy.name in selecting[n] and len(selecting[n]) > 1)
         in_conflict = {n for n, _ in conflicts}
         waiting: list[Mapping[str, Any]] = []
@@ -243,7 +304,7 @@ def decide(policies: Iterable[Policy], node_list: Iterable[Mapping[str, Any]], m
             if node_name in in_conflict:
                 verdicts[m["metadata"]["name"]] = Verdict(CONFLICT, policy, policies=selecting[node_name])
             elif holder == m["metadata"]["name"]:
-                verdicts[m["metadata"]["name"]] = Verdict(ADMITTED, policy)
+                verdicts[m["metadata"]["name"]] = _holds(policy, window)
             elif holder:  # another maintenance holds the node: the drain reports it and touches nothing
                 verdicts[m["metadata"]["name"]] = Verdict(UNGOVERNED, policy)
             else:
@@ -254,35 +315,108 @@ def decide(policies: Iterable[Policy], node_list: Iterable[Mapping[str, Any]], m
         standing = {m["metadata"]["name"] for m in waiting if m["metadata"]["name"] in admitted and not gave_back(m)}
         still = set((recovering or {}).get(policy.name, ())) - held  # a node taken again counts once, as held
         used, out = len(held) + len(still) + len(standing), len(down) + sum(adds[name] for name in standing)
-        queue: list[str] = []
+        for recovering_node in still & by_node.keys():  # its slot is in use in its domains too
+            domains.take(by_node[recovering_node], 0)
         for m in waiting:
-            name = m["metadata"]["name"]
+            if m["metadata"]["name"] in standing:
+                domains.take(by_node[m["spec"]["nodeName"]], adds[m["metadata"]["name"]])
+        queue: list[tuple[str, str]] = []  # (name, the full domain keeping it waiting, "" for the pool)
+        pool_full = window is not None and not window.open
+        for m in waiting:
+            name, node_obj = m["metadata"]["name"], by_node[m["spec"]["nodeName"]]
             if gave_back(m):  # counts for nothing and keeps nobody waiting
                 verdicts[name] = Verdict(GIVEN_BACK, policy)
             elif name in standing:  # granted before, counted above
                 verdicts[name] = Verdict(ADMITTED, policy)
-            elif (parallel is None or used + 1 <= parallel) and (limit is None or not adds[name] or out + adds[name] <= limit) and not queue:
-                used, out = used + 1, out + adds[name]
-                verdicts[name] = Verdict(ADMITTED, policy)
+            elif pool_full or not ((parallel is None or used + 1 <= parallel) and (limit is None or not adds[name] or out + adds[name] <= limit)):
+                pool_full = True  # the first that does not fit the pool keeps every later one waiting
+                queue.append((name, ""))
+            elif full := domains.full(node_obj, adds[name]):  # keeps only the later ones of that domain waiting
+                queue.append((name, full))
             else:
-                queue.append(name)
-        for position, name in enumerate(queue, start=1):
-            verdicts[name] = Verdict(WAITING, policy, position, len(queue))
-        summaries[policy.name] = Summary(len(selected), parallel, limit, len(held), len(down), tuple(queue), conflicts,
-                                         hooks.borrowed_identities(policy.hook_templates))
+                used, out = used + 1, out + adds[name]
+                domains.take(node_obj, adds[name])
+                verdicts[name] = Verdict(ADMITTED, policy)
+        closed = window is not None and not window.open
+        for position, (name, full) in enumerate(queue, start=1):
+            if closed and window is not None:
+                verdicts[name] = Verdict(CLOSED, policy, position, len(queue), why="; ".join(policy.invalid_windows), opens=window.next_opens)
+            else:
+                verdicts[name] = Verdict(WAITING, policy, position, len(queue), full=full)
+        summaries[policy.name] = Summary(len(selected), parallel, limit, len(held), len(down), tuple(name for name, _ in queue), conflicts,
+                                         hooks.borrowed_identities(policy.hook_templates), window, policy.invalid_windows)
     return Decision(verdicts, summaries)
 
 
-def holding(policies: Iterable[Policy], node: Mapping[str, Any]) -> Verdict | None:
-    """The verdict of the NodeMaintenance that holds ``node`` (its record names it), as ``decide`` gives it (none
-    when no policy selects the node). No line decides it, so it needs no look at every other maintenance: a
+class _Domains:
+    """The topology limits of one policy as its line is decided: per key and label value, the selected nodes, how
+    many are in maintenance and unavailable, and which domains are full (the first of a domain that does not fit
+    keeps the later ones of that domain waiting). Nodes without a key's label are in none of its domains."""
+
+    def __init__(self, limits: Iterable[TopologyLimit], selected: Iterable[Mapping[str, Any]], held: Collection[str], down: Collection[str]) -> None:
+        self.limits = tuple(limits)
+        self.size: dict[tuple[str, str], int] = {}
+        self.used: dict[tuple[str, str], int] = {}
+        self.out: dict[tuple[str, str], int] = {}
+        self.blocked: dict[tuple[str, str], str] = {}
+        for node in selected:
+            name = node["metadata"]["name"]
+            for _, domain in self._of(node):
+                self.size[domain] = self.size.get(domain, 0) + 1
+                self.used[domain] = self.used.get(domain, 0) + (name in held)
+                self.out[domain] = self.out.get(domain, 0) + (name in down)
+
+    def _of(self, node: Mapping[str, Any]) -> list[tuple[TopologyLimit, tuple[str, str]]]:
+        labels = (node.get("metadata") or {}).get("labels") or {}
+        return [(limit, (limit.key, str(labels[limit.key]))) for limit in self.limits if limit.key in labels]
+
+    def full(self, node: Mapping[str, Any], adds: int) -> str:
+        """Why the node's domain cannot take it now ("" when every one can); a full domain stays full for the rest of the line."""
+        for limit, domain in self._of(node):
+            where = f"topology domain {domain[0]}={domain[1]}"
+            if domain in self.blocked:
+                return self.blocked[domain]
+            parallel = resolve(limit.max_parallel, self.size[domain])
+            unavailable_limit = resolve(limit.max_unavailable, self.size[domain])
+            if parallel is not None and self.used[domain] + 1 > parallel:
+                self.blocked[domain] = f"{where} is full: maxParallel {parallel} of its {self.size[domain]} nodes in maintenance"
+            elif unavailable_limit is not None and adds and self.out[domain] + adds > unavailable_limit:
+                self.blocked[domain] = f"{where} is full: maxUnavailable {unavailable_limit} of its {self.size[domain]} nodes unavailable"
+            if domain in self.blocked:
+                return self.blocked[domain]
+        return ""
+
+    def take(self, node: Mapping[str, Any], adds: int) -> None:
+        for _, domain in self._of(node):
+            self.used[domain] += 1
+            self.out[domain] += adds
+
+
+def _holds(policy: Policy, window: win.Standing | None) -> Verdict:
+    """The verdict of a maintenance holding its node: paused while no window is open under windowEnd Pause."""
+    if policy.window_end == PAUSE and window is not None and not window.open:
+        return Verdict(ADMITTED, policy, paused=True, why="; ".join(policy.invalid_windows), opens=window.next_opens)
+    return Verdict(ADMITTED, policy)
+
+
+def holding(policies: Iterable[Policy], node: Mapping[str, Any], now: datetime.datetime) -> Verdict | None:
+    """The verdict of the NodeMaintenance that holds ``node`` (its record names it), as ``decide`` gives it at ``now``
+    (none when no policy selects the node). No line decides it, so it needs no look at every other maintenance: a
     draining maintenance steps at every change of its pods, and its step's cost stays apart from the pool's size."""
     selecting = sorted((p for p in policies if p.selects(node)), key=lambda p: p.name)
     if not selecting:
         return None
     if len(selecting) > 1:  # the last of them in name order, as decide's pass over the policies leaves it
         return Verdict(CONFLICT, selecting[-1], policies=tuple(p.name for p in selecting))
-    return Verdict(ADMITTED, selecting[0])
+    return _holds(selecting[0], selecting[0].window(now))
+
+
+def admission_refusal(body: Mapping[str, Any]) -> str | None:
+    """Why the admission webhook refuses to store the policy ``body`` (created or updated), or None to store it: a hook
+    that would run as the operator, a window that cannot be read."""
+    spec = body.get("spec") or {}
+    reasons = hooks.borrowed_identities(hooks.templates(spec)) + win.parse(spec.get("windows") or ())[1]
+    return f"NodeMaintenancePolicy {(body.get('metadata') or {}).get('name', '')}: {'; '.join(reasons)}" if reasons else None
 
 
 def with_defaults(body: Mapping[str, Any], policy: Policy) -> dict[str, Any]:
@@ -296,6 +430,8 @@ def with_defaults(body: Mapping[str, Any], policy: Policy) -> dict[str, Any]:
 QUEUED = "Queued"
 SLOT_GIVEN_BACK = "SlotGivenBack"  # the Queued reason that marks a slot given back
 BORROWED_IDENTITY = "BorrowedIdentity"  # a policy's condition: a hook template names the operator's ServiceAccount
+INVALID_WINDOWS = "InvalidWindows"  # a policy's condition: a window cannot be read, so none opens
+WAITING_FOR_WINDOW = "WaitingForWindow"  # the Queued reason while no window is open
 HOOK_CONDITIONS = {hooks.PRE_DRAIN: "PreDrain", hooks.POST_MAINTENANCE: "PostMaintenance"}
 NOT_GOVERNED = cond.Condition(QUEUED, "False", "NoPolicy", "no NodeMaintenancePolicy selects the node")
 
@@ -304,6 +440,8 @@ def queued_condition(verdict: Verdict, node_name: str) -> cond.Condition:
     """The NodeMaintenance's Queued condition."""
     if verdict.kind == WAITING:
         return cond.Condition(QUEUED, "True", "WaitingForSlot", verdict.message(node_name))
+    if verdict.kind == CLOSED:
+        return cond.Condition(QUEUED, "True", WAITING_FOR_WINDOW, verdict.message(node_name))
     if verdict.kind == CONFLICT:
         return cond.Condition(QUEUED, "True", "PolicyConflict", verdict.message(node_name))
     if verdict.kind == UNKNOWN:
@@ -336,11 +474,23 @@ def waiting_plan(body: Mapping[str, Any], verdict: Verdict, now: datetime.dateti
     before: dict[str, Any] = next((c for c in previous.get("conditions") or [] if c.get("type") == QUEUED), {})
     events: tuple[Event, ...] = ()
     if previous.get("phase") != st.PENDING or before.get("reason") != condition.reason:
-        events = (Event(False, "Normal" if verdict.kind == WAITING else "Warning", condition.reason, condition.message),)
+        events = (Event(False, "Normal" if verdict.kind in (WAITING, CLOSED) else "Warning", condition.reason, condition.message),)
     status = st.build(dict(previous), phase=st.PENDING, total=0, eviction_pods=0, pending=[], generation=meta.get("generation", 1),
                       last_error=condition.message if verdict.kind == CONFLICT else "", now=timestamps.rfc3339(now), waiting=condition)
-    # Looked at again (and a moved place in line written) at a pace the whole line can bear.
-    return Plan(st.PENDING, status, events=events, recheck_in=books.in_line_interval(verdict.queued))
+    # Looked at again (and a moved place in line written) at a pace the whole line can bear, and when a window opens.
+    return Plan(st.PENDING, status, events=events, recheck_in=until(verdict.opens, now, books.in_line_interval(verdict.queued)))
+
+
+def until(moment: datetime.datetime | None, now: datetime.datetime, sooner_than: float | None = None) -> float | None:
+    """Seconds from ``now`` until just past ``moment`` (a window's boundary), or ``sooner_than`` if that comes first."""
+    if moment is None:
+        return sooner_than
+    seconds = max(0.0, (moment - now).total_seconds()) + WINDOW_MARGIN_SECONDS
+    return seconds if sooner_than is None else min(seconds, sooner_than)
+
+
+# A look at a window's boundary is made this long after it, so that clocks read there see it passed.
+WINDOW_MARGIN_SECONDS = 0.1
 
 
 def policy_status(previous: Mapping[str, Any], summary: Summary, generation: int, now: str) -> dict[str, Any]:
@@ -356,6 +506,12 @@ def policy_status(previous: Mapping[str, Any], summary: Summary, generation: int
                                   f"{'; '.join(summary.borrowed)}; until then that hook fails without running its Job and the maintenances needing it hold")
     else:
         identity = cond.Condition(BORROWED_IDENTITY, "False", "OwnServiceAccounts", "no hook Job template names the operator's ServiceAccount")
+    if summary.invalid_windows:
+        windows = cond.Condition(INVALID_WINDOWS, "True", "UnreadableWindow",
+                                 f"{'; '.join(summary.invalid_windows)}; until then no window opens and no queued maintenance takes a node")
+    else:
+        windows = cond.Condition(INVALID_WINDOWS, "False", "WindowsRead", "every maintenance window can be read")
+    window = summary.window
     return {
         "observedGeneration": generation,
         "selectedNodes": summary.selected,
@@ -366,7 +522,10 @@ def policy_status(previous: Mapping[str, Any], summary: Summary, generation: int
         "queued": len(summary.queue),
         "queue": list(summary.queue),
         "conflicts": [{"node": node, "policies": list(names)} for node, names in summary.conflicts],
-        "conditions": cond.with_conditions(list(previous.get("conditions") or []), (condition, identity), generation=generation, now=now),
+        "windowOpen": window is None or window.open,
+        "nextWindow": timestamps.rfc3339(window.next_opens) if window and window.next_opens else None,
+        "windowCloses": timestamps.rfc3339(window.closes) if window and window.closes else None,
+        "conditions": cond.with_conditions(list(previous.get("conditions") or []), (condition, identity, windows), generation=generation, now=now),
     }
 
 

@@ -73,7 +73,7 @@ def gate(body: Mapping[str, Any], node: Mapping[str, Any], seen: Seen, namespace
     if verdict is None or verdict.policy is None or verdict.kind == pol.UNGOVERNED:
         return Gate(conditions=pol.left_line(body.get("status") or {}))
     holds = nodes.holder_of(dict(node)) == name
-    if not holds and verdict.kind in (pol.WAITING, pol.CONFLICT):
+    if not holds and verdict.kind in (pol.WAITING, pol.CLOSED, pol.CONFLICT):
         return Gate(waiting=pol.waiting_plan(body, verdict, now))
     policy = verdict.policy
     node_name = body["spec"]["nodeName"]
@@ -87,15 +87,19 @@ def gate(body: Mapping[str, Any], node: Mapping[str, Any], seen: Seen, namespace
                     rejoin=pol.waiting_plan(body, pol.Verdict(pol.WAITING, policy), now))
     if verdict.kind == pol.CONFLICT:  # taken before the second policy appeared: evict nothing until it is resolved
         return Gate(policy=policy, conditions=(queued,), hold=verdict.message(body["spec"]["nodeName"]), hold_failed=True)
+    if holds and verdict.paused:  # windowEnd Pause and no window open: evict nothing until the next opens
+        return Gate(policy=policy, conditions=(queued,), hold=verdict.pause(node_name), recheck_in=pol.until(verdict.opens, now))
+    # Under windowEnd Pause, the drain looks again when the open window closes.
+    closing = pol.until(window.closes, now) if policy.window_end == pol.PAUSE and (window := policy.window(now)) else None
     if policy.pre_drain is None:
-        return Gate(policy=policy, conditions=(queued,), given_back=given_back)
+        return Gate(policy=policy, conditions=(queued,), given_back=given_back, recheck_in=closing)
     if not holds:
         return Gate(policy=policy, conditions=(queued,), given_back=given_back, hold="the preDrain Job starts once the node is cordoned")
     hook = hooks.standing(hooks.PRE_DRAIN, policy.name, policy.pre_drain, body, seen.pre_drain_job, namespace, seen.refused)
     outcome = hook.outcome
     conditions = (queued, pol.hook_condition(hooks.PRE_DRAIN, outcome))
     if outcome.state == hooks.SUCCEEDED:
-        return Gate(policy=policy, conditions=conditions)
+        return Gate(policy=policy, conditions=conditions, recheck_in=closing)
     return Gate(policy=policy, conditions=conditions, jobs=(hook.create,) if hook.create else (), hold=outcome.message,
                 hold_failed=outcome.state == hooks.FAILED, recheck_in=HOOK_RECHECK_SECONDS[outcome.state])
 

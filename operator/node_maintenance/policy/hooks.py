@@ -65,12 +65,6 @@ def borrowed_identities(hook_templates: Mapping[str, Mapping[str, Any]]) -> tupl
     return tuple(reason for hook, template in hook_templates.items() if (reason := borrowed_identity(hook, template)))
 
 
-def admission_refusal(policy: Mapping[str, Any]) -> str | None:
-    """Why the admission webhook refuses to store ``policy`` (created or updated), or None to store it."""
-    reasons = borrowed_identities(templates(_mapping(policy.get("spec"))))
-    return f"NodeMaintenancePolicy {_mapping(policy.get('metadata')).get('name', '')}: {'; '.join(reasons)}" if reasons else None
-
-
 def build_job(hook: str, template: Mapping[str, Any], maintenance: Mapping[str, Any], namespace: str) -> dict[str, Any]:
     """The Job for ``hook`` of ``maintenance`` from the policy's jobTemplate, with NODE_NAME and
     NODE_MAINTENANCE in every container's environment. Its pod gets no API token unless the template

@@ -67,6 +67,7 @@ class Policies:
         self._all_told = False  # every maintenance was told since that decision: the next need not compare
         self._to_tell: set[str] = set()  # maintenances to tell once the changes seen meanwhile are decided
         self._telling: asyncio.Handle | None = None
+        self._boundary: asyncio.TimerHandle | None = None  # decides again when the next window opens or closes
         self._generations: dict[str, int] = {}  # each policy's metadata.generation as last seen
         self._governing: dict[str, tuple[str, ...]] | None = None  # each node's pol.governing, kept between decisions
         self._parsed: list[pol.Policy] | None = None  # the policies as decisions read them, kept until a spec changes
@@ -147,6 +148,8 @@ class Policies:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._telling is not None:
             self._telling.cancel()
+        if self._boundary is not None:
+            self._boundary.cancel()
         self._watch_health(False)
         await asyncio.gather(*self._health_tasks, return_exceptions=True)
         if self._cap is not None:
@@ -154,6 +157,7 @@ class Policies:
         self._health_tasks, self._cap = [], None
         self._tasks, self._mirrors, self.served, self._decision, self._admitted = [], {}, False, None, frozenset()
         self._seen, self._generations, self._to_tell, self._telling, self._governing = {}, {}, set(), None, None
+        self._boundary = None
         self._parsed, self._on_node, self._node_of = None, {}, {}
 
     def unknown(self) -> str:
@@ -253,14 +257,31 @@ class Policies:
             if self._governing is None:
                 self._governing = {n["metadata"]["name"]: pol.governing(policies, n) for n in self._mirrors["nodes"].objects.values()}
             recovering = self._recovering(policies)
+            now = timestamps.now()
             self._decision = pol.decide(policies, self._mirrors["nodes"].objects.values(), self._mirrors["NodeMaintenances"].objects.values(),
-                                        self._admitted, self._governing, recovering)
+                                        self._admitted, self._governing, recovering, now=now)
+            self._wake_at_boundary(self._decision, now)
             self._admitted = frozenset(name for name, v in self._decision.verdicts.items() if v.kind == pol.ADMITTED)
             before, after, self._seen = self._seen, self._decision.verdicts, self._decision.verdicts
             if not self._all_told:  # those it moved are told; a decision made after every one was told need not
                 self._tell({n for n in before.keys() | after.keys() if pol.standing(before.get(n)) != pol.standing(after.get(n))})
             self._all_told = False
         return self._decision
+
+    def _wake_at_boundary(self, decision: pol.Decision, now: datetime.datetime) -> None:
+        """At the next window's opening or end of any policy, decide again and tell every maintenance: those in line
+        take the slots a window opens, and those holding a node under windowEnd Pause stop or resume evicting."""
+        boundaries = [s.window.boundary for s in decision.summaries.values() if s.window is not None and s.window.boundary is not None]
+        if self._boundary is not None:
+            self._boundary.cancel()
+            self._boundary = None
+        if boundaries:
+            delay = pol.until(min(boundaries), now)
+            self._boundary = asyncio.get_running_loop().call_later(delay or 0.0, self._at_boundary)
+
+    def _at_boundary(self) -> None:
+        self._boundary = None
+        self._changed()
 
     # ----------------------------------------------------------------- waitForHealthy
     def _entries(self, name: str) -> list[dict[str, Any]]:
@@ -361,7 +382,7 @@ class Policies:
         # One that holds its node, as the policies' watches show them, is decided on its own: no line decides it.
         own = self.node(body["spec"]["nodeName"])
         holds = kept is not None and not kept["metadata"].get("deletionTimestamp") and own is not None and nodes.holder_of(own) == name
-        verdict = pol.holding(policies, own) if holds and own is not None else self.decision().verdicts.get(name)
+        verdict = pol.holding(policies, own, now) if holds and own is not None else self.decision().verdicts.get(name)
         seen = Seen(verdict=verdict, listed=kept is not None, selected=any(p.selects(node) for p in policies),
                     pre_drain_job=self._job(hooks.PRE_DRAIN, body), refused=refused_jobs.get(job_name, ""))
         return gate(body, node, seen, self.namespace, now)

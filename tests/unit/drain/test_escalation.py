@@ -135,7 +135,7 @@ def test_a_timed_out_maintenance_holds_no_slot_and_waits_in_no_line() -> None:
         {"type": st.TIMED_OUT, "status": "True", "reason": st.HANDED_BACK, "message": "m"}]})
     nms = [ended, nm("next", "n1", created="2026-01-01T10:00:01Z")]
     policy = pol.Policy.of(nm_policy(node_selector={"matchLabels": {"pool": "a"}}, maxParallel=1))
-    decision = pol.decide([policy], [pol.slim_node(pool("n0")), pol.slim_node(pool("n1"))], [pol.slim_maintenance(m) for m in nms])
+    decision = pol.decide([policy], [pol.slim_node(pool("n0")), pol.slim_node(pool("n1"))], [pol.slim_maintenance(m) for m in nms], now=NOW)
     assert "ended" not in decision.verdicts and decision.verdicts["next"].kind == pol.ADMITTED
     assert decision.summaries["p"].queue == ()
     # Its node's policy has no word on it any more: a drain step under the policy holds, and takes nothing.

@@ -102,16 +102,16 @@ POLICY = pol.Policy.of(nm_policy("p", node_selector={"matchLabels": {"pool": "a"
 def test_a_recovering_node_keeps_its_slot_until_dropped() -> None:
     nodes = [a_node("n0"), a_node("n1")]
     line = [nm("next", "n1", created="2026-01-01T10:00:00Z")]
-    assert pol.decide([POLICY], nodes, line, recovering={"p": ["n0"]}).verdicts["next"].kind == pol.WAITING
-    assert pol.decide([POLICY], nodes, line, recovering={"p": []}).verdicts["next"].kind == pol.ADMITTED
-    assert pol.decide([POLICY], nodes, line, recovering={"other": ["n0"]}).verdicts["next"].kind == pol.ADMITTED
+    assert pol.decide([POLICY], nodes, line, recovering={"p": ["n0"]}, now=NOW).verdicts["next"].kind == pol.WAITING
+    assert pol.decide([POLICY], nodes, line, recovering={"p": []}, now=NOW).verdicts["next"].kind == pol.ADMITTED
+    assert pol.decide([POLICY], nodes, line, recovering={"other": ["n0"]}, now=NOW).verdicts["next"].kind == pol.ADMITTED
 
 
 def test_a_recovering_node_taken_again_counts_once() -> None:
     nodes = [a_node("n0", holder="again", unschedulable=True), a_node("n1")]
     line = [nm("again", "n0", created="2026-01-01T10:00:00Z"), nm("next", "n1", created="2026-01-01T10:00:01Z")]
     two = pol.Policy.of(nm_policy("p", node_selector={"matchLabels": {"pool": "a"}}, maxParallel=2, waitForHealthy=True))
-    assert pol.decide([two], nodes, line, recovering={"p": ["n0"]}).verdicts["next"].kind == pol.ADMITTED
+    assert pol.decide([two], nodes, line, recovering={"p": ["n0"]}, now=NOW).verdicts["next"].kind == pol.ADMITTED
 
 
 def test_the_cap_defaults_to_600_seconds() -> None:

@@ -29,7 +29,7 @@ def _nm(name: str, node_name: str, second: int, status: dict[str, Any] | None = 
 
 def _decide(maintenances: list[dict[str, Any]], admitted: frozenset[str], node_list: list[dict[str, Any]] = NODES) -> pol.Decision:
     """The decision as the runtime makes it: from the slim objects its watches keep."""
-    return pol.decide([pol.Policy.of(POLICY)], [pol.slim_node(n) for n in node_list], [pol.slim_maintenance(m) for m in maintenances], admitted)
+    return pol.decide([pol.Policy.of(POLICY)], [pol.slim_node(n) for n in node_list], [pol.slim_maintenance(m) for m in maintenances], admitted, now=NOW)
 
 
 def _kinds(decision: pol.Decision) -> dict[str, str]:

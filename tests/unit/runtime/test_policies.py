@@ -264,7 +264,7 @@ def test_a_burst_of_changes_is_decided_once_and_told_at_once(monkeypatch: pytest
             policies.decision()
             await asyncio.sleep(0)
             told.clear()
-            monkeypatch.setattr(pol, "decide", lambda *args: decided.append(args) or real(*args))
+            monkeypatch.setattr(pol, "decide", lambda *args, **kw: decided.append(args) or real(*args, **kw))
             for name in POOL:
                 relabelled = dict(api.objects[node_path(name)], metadata={"name": name, "labels": {"pool": "a", "rack": name}})
                 policies._mirrors["nodes"]._put(pol_slim_node(relabelled))
@@ -401,3 +401,27 @@ def test_the_node_is_given_back_once_its_policy_records_it_as_recovering() -> No
         [entry] = written_status(api)["recovering"]
         assert (entry["node"], entry["workloads"], entry["waitingFor"]) == ("n1", [WEB], ["PodDisruptionBudget app/web: 0 of 1 healthy"])
     scenario(api, body)
+
+
+def test_when_a_window_opens_the_policies_decide_again_and_tell_every_maintenance(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing in the cluster changes when a window opens: a timer set at the next boundary decides again."""
+    api, told = pool_api(windows=[{"schedule": "0 22 * * *", "duration": "1h"}]), []
+    started = timestamps.now()
+    opening = datetime.datetime(2026, 1, 1, 22, tzinfo=datetime.UTC)
+    # The clock reads 0.2 s before the window opens when the test starts, and runs on.
+    monkeypatch.setattr(timestamps, "now", lambda: opening - datetime.timedelta(seconds=0.2) + (datetime.datetime.now(datetime.UTC) - started))
+
+    async def run() -> None:
+        policies = Policies(api, "operator-ns", told.append)  # type: ignore[arg-type]
+        try:
+            await read(policies)
+            verdict = policies.decision().verdicts["nm-n2"]
+            assert verdict.kind == pol.CLOSED and verdict.opens == opening
+            told.clear()
+            await asyncio.sleep(0.5)
+            assert None in told  # every maintenance was told
+            assert policies.decision().verdicts["nm-n2"].kind == pol.WAITING  # in line for the one slot, n1 holding it
+            assert policies._boundary is not None and policies._boundary.when() - asyncio.get_running_loop().time() > 3000  # the window's end
+        finally:
+            await policies._stop()
+    asyncio.run(run())

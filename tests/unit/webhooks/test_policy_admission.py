@@ -52,3 +52,19 @@ def test_only_writes_of_the_spec_are_checked_and_a_malformed_review_gets_an_answ
     assert policy_admission_response(_review(nm_policy("odd", preDrain={"jobTemplate": {"spec": "x"}})))["response"]["allowed"] is True
     refused = policy_admission_response({"request": {"uid": "u-2"}})["response"]
     assert refused["allowed"] is False and "AdmissionReview with request.object" in refused["status"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("window", "message"),
+    [
+        ({"schedule": "0 22 * * 5", "duration": "8h", "timeZone": "Mars/Olympus"},
+         'NodeMaintenancePolicy rolling: spec.windows[0].timeZone: "Mars/Olympus" is not an IANA time zone; use a name such as "Europe/Berlin"'),
+        ({"schedule": "0 22 * * 8", "duration": "8h"}, 'NodeMaintenancePolicy rolling: spec.windows[0].schedule: "0 22 * * 8" is not a cron schedule'),
+        ({"schedule": "0 22 * * 5", "duration": "8 hours"}, 'NodeMaintenancePolicy rolling: spec.windows[0].duration: "8 hours" is not a positive Go duration'),
+    ],
+)
+def test_a_window_that_cannot_be_read_is_refused_naming_the_field_and_the_fix(window: dict[str, Any], message: str) -> None:
+    response = policy_admission_response(_review(nm_policy("rolling", windows=[window])))["response"]
+    assert response["allowed"] is False and response["status"]["message"].startswith(message), response
+    readable = nm_policy("rolling", windows=[{"schedule": "0 22 * * 5", "duration": "8h", "timeZone": "Europe/Berlin"}])
+    assert policy_admission_response(_review(readable))["response"]["allowed"] is True

@@ -1,0 +1,146 @@
+"""A NodeMaintenancePolicy's maintenance windows, as pure functions of ``now``: whether one is open, when the open
+one closes, when the next opens.
+
+A window opens each time its cron schedule fires (``cronsim``, in its IANA time zone, with cronsim's DST rules: a
+time skipped by spring-forward fires at the first minute after the jump, a time repeated by fall-back fires once)
+and stays open for its duration, counted in elapsed time from that instant: ``3h`` from 01:00 on a fall-back night
+closes at 03:00 wall-clock, 3 hours later. Windows that overlap or touch are one: open until the last of them ends.
+"""
+
+from __future__ import annotations
+
+import datetime
+import heapq
+import itertools
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from cronsim import CronSim, CronSimError
+
+DEFAULT_TIME_ZONE = "UTC"
+# A chain of overlapping windows is followed this many openings ahead at most (a window that never closes, such as
+# every minute for two minutes, would be followed forever); its end is then looked for again once that time comes.
+CHAIN_LOOKAHEAD = 200
+
+# Go's time.ParseDuration units (the schema's CEL rule accepts the same), in seconds.
+_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)")
+
+
+class Invalid(ValueError):
+    """A window field that cannot be read; its message names the field and says how to fix it."""
+
+
+def parse_duration(text: str) -> datetime.timedelta:
+    """A Go duration (``90m``, ``1h30m``, ``1.5h``) as a timedelta; raises ValueError for anything else.
+
+    A dozen lines rather than a dependency: the grammar is the schema's own, and the one maintained Python
+    parser (durationpy) comes only as a dependency of the official client, which the operator may drop."""
+    position, seconds = 0, 0.0
+    while position < len(text):
+        part = _PART.match(text, position)
+        if part is None:
+            raise ValueError(text)
+        seconds += float(part.group(1)) * _UNITS[part.group(2)]
+        position = part.end()
+    if not text:
+        raise ValueError(text)
+    return datetime.timedelta(seconds=seconds)
+
+
+@dataclass(frozen=True)
+class Window:
+    """One entry of spec.windows, parsed."""
+
+    schedule: str
+    duration: datetime.timedelta
+    zone: ZoneInfo
+
+    @classmethod
+    def of(cls, spec: Mapping[str, Any], index: int) -> Window:
+        """Raises Invalid naming the first field of ``spec.windows[index]`` that cannot be read."""
+        where = f"spec.windows[{index}]"
+        zone_name = spec.get("timeZone") or DEFAULT_TIME_ZONE
+        try:
+            zone = ZoneInfo(str(zone_name))
+        except (ZoneInfoNotFoundError, ValueError):
+            raise Invalid(f'{where}.timeZone: "{zone_name}" is not an IANA time zone; use a name such as "Europe/Berlin"') from None
+        schedule = str(spec.get("schedule") or "")
+        try:
+            if len(schedule.split()) != 5:
+                raise CronSimError("five fields")
+            next(CronSim(schedule, datetime.datetime(2000, 1, 1, tzinfo=zone)))  # refuses one that never fires (30 February)
+        except (CronSimError, StopIteration):
+            raise Invalid(f'{where}.schedule: "{schedule}" is not a cron schedule that fires; use five fields '
+                          '(minute hour day-of-month month day-of-week), such as "0 22 * * 5" for Fridays at 22:00') from None
+        text = str(spec.get("duration") or "")
+        try:
+            duration = parse_duration(text)
+        except ValueError:
+            duration = datetime.timedelta(0)
+        if duration <= datetime.timedelta(0):
+            raise Invalid(f'{where}.duration: "{text}" is not a positive Go duration; use one such as "90m", "8h" or "1h30m"')
+        return cls(schedule, duration, zone)
+
+    def last_opened(self, now: datetime.datetime) -> datetime.datetime:
+        """When it last opened at or before ``now`` (UTC). Occurrences fall on whole minutes, so the second after
+        ``now``'s whole second bounds them (cronsim iterates strictly before its start)."""
+        start = (now.replace(microsecond=0) + datetime.timedelta(seconds=1)).astimezone(self.zone)
+        return next(CronSim(self.schedule, start, reverse=True)).astimezone(datetime.UTC)
+
+    def openings_after(self, instant: datetime.datetime) -> Iterable[datetime.datetime]:
+        """When it opens, strictly after ``instant``, in UTC."""
+        for opened in CronSim(self.schedule, instant.astimezone(self.zone)):
+            yield opened.astimezone(datetime.UTC)
+
+
+def parse(specs: Sequence[Mapping[str, Any]]) -> tuple[tuple[Window, ...], tuple[str, ...]]:
+    """The windows of spec.windows, and why each one that cannot be read is refused."""
+    windows: list[Window] = []
+    invalid: list[str] = []
+    for index, spec in enumerate(specs):
+        try:
+            windows.append(Window.of(spec, index))
+        except Invalid as error:
+            invalid.append(str(error))
+    return tuple(windows), tuple(invalid)
+
+
+@dataclass(frozen=True)
+class Standing:
+    """The windows at one moment: open or not, when the open one closes, when the next opens (None: never)."""
+
+    open: bool
+    closes: datetime.datetime | None = None
+    next_opens: datetime.datetime | None = None
+
+    @property
+    def boundary(self) -> datetime.datetime | None:
+        """The next moment this changes: the open window's end, or the next opening."""
+        return self.closes if self.open else self.next_opens
+
+
+def standing(windows: Sequence[Window], now: datetime.datetime) -> Standing:
+    """Where ``windows`` stand at ``now`` (aware). The open one's end follows, in order, every window opening before
+    the end found so far."""
+    ends = [end for w in windows if (end := w.last_opened(now) + w.duration) > now]
+    if not ends:
+        return Standing(False, next_opens=_next_opening(windows, now))
+    closes = max(ends)
+    merged = heapq.merge(*(_spans(w, now) for w in windows))
+    for opened, duration in itertools.islice(merged, CHAIN_LOOKAHEAD):
+        if opened > closes:
+            break
+        closes = max(closes, opened + duration)
+    return Standing(True, closes=closes, next_opens=_next_opening(windows, closes))
+
+
+def _spans(window: Window, after: datetime.datetime) -> Iterable[tuple[datetime.datetime, datetime.timedelta]]:
+    return ((opened, window.duration) for opened in window.openings_after(after))
+
+
+def _next_opening(windows: Sequence[Window], after: datetime.datetime) -> datetime.datetime | None:
+    return min((next(iter(w.openings_after(after))) for w in windows), default=None)
