@@ -122,7 +122,7 @@ def _description(node: dict[str, Any]) -> str:
         parts.append("One of: " + ", ".join(f"`{v}`" for v in node["enum"]) + ".")
     if "pattern" in node:
         parts.append(f"Pattern: `{node['pattern']}`.")
-    for key, label in (("minimum", "Minimum"), ("maximum", "Maximum"), ("maxLength", "Max length")):
+    for key, label in (("minimum", "Minimum"), ("maximum", "Maximum"), ("maxLength", "Max length"), ("maxItems", "Max items")):
         if key in node:
             parts.append(f"{label}: {node[key]}.")
     return " ".join(p for p in parts if p).replace("|", "\\|")
