@@ -56,7 +56,7 @@ def render_docs(templates: Templates, releases: Releases) -> Output:
 
 def _version(resource: api.Resource, name: str, releases: Releases) -> dict[str, Any]:
     document = resource.load(name)
-    schema = resource.openapi_schema(name)
+    schema = document["openAPIV3Schema"]  # with its hints: a field's `since` shows in its description
     spec = schema["properties"]["spec"]
     served_by = [r.version for r in releases.releases for o in r.crds if o.resource is resource and name in o.served]
     return {
@@ -65,7 +65,8 @@ def _version(resource: api.Resource, name: str, releases: Releases) -> dict[str,
         "page": page_name(resource, name),
         "deprecation": document.get("deprecation"),
         "description": schema["description"],
-        "example": yaml.safe_dump({"apiVersion": f"{api.GROUP}/{name}", "kind": resource.kind, **document["example"]}, sort_keys=False),
+        "examples": [yaml.safe_dump({"apiVersion": f"{api.GROUP}/{name}", "kind": resource.kind, **example}, sort_keys=False)
+                     for example in resource.examples(name)],
         "releases": served_by,
         "sections": [
             {"title": "spec", "rows": _rows(spec, "spec")},
@@ -115,11 +116,13 @@ def _type(node: dict[str, Any]) -> str:
 
 def _description(node: dict[str, Any]) -> str:
     parts = [" ".join(node.get("description", "").split())]
+    if api.SINCE_HINT in node:
+        parts.append(f"Since {node[api.SINCE_HINT]}.")
     if "enum" in node:
         parts.append("One of: " + ", ".join(f"`{v}`" for v in node["enum"]) + ".")
     if "pattern" in node:
         parts.append(f"Pattern: `{node['pattern']}`.")
-    for key, label in (("minimum", "Minimum"), ("maximum", "Maximum"), ("maxLength", "Max length")):
+    for key, label in (("minimum", "Minimum"), ("maximum", "Maximum"), ("maxLength", "Max length"), ("maxItems", "Max items")):
         if key in node:
             parts.append(f"{label}: {node[key]}.")
     return " ".join(p for p in parts if p).replace("|", "\\|")

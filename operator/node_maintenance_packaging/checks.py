@@ -19,14 +19,16 @@ from .errors import PackagingError, release_error
 from .releases import Release, Releases
 
 
-def check_releases(releases: Releases) -> None:
-    """Raise one PackagingError listing every problem of the declared releases."""
+def check_releases(releases: Releases, declared: Releases | None = None) -> None:
+    """Raise one PackagingError listing every problem of the releases; ``declared``: all that releases.yaml
+    declares, when ``releases`` stops at an older one (the schemas' ``since`` may name a newer one)."""
     problems = [
         *_listing_order(releases),
         *_edge_targets(releases),
         *_channel_graphs(releases),
         *_dropped_stored_versions(releases),
         *_unconvertible_versions(releases),
+        *_unknown_since(declared or releases),
     ]
     if problems:
         raise PackagingError("\n".join(str(p) for p in problems))
@@ -179,6 +181,21 @@ def _unconvertible_versions(releases: Releases) -> Iterator[PackagingError]:
                     "which only rewrites apiVersion and so cannot convert between them",
                     "add `conversion` to the release's features, or serve versions with identical schemas",
                 )
+
+
+def _unknown_since(releases: Releases) -> Iterator[PackagingError]:
+    """A ``since`` hint must name a declared release: renders compare releases with it, so a typo or a release
+    not declared yet would silently leave the field out of (or put it into) the wrong bundles."""
+    known = [r.version for r in releases.releases]
+    for resource in api.RESOURCES:
+        for version in resource.versions:
+            for where, since in resource.since_hints(version):
+                if since not in known:
+                    yield PackagingError(
+                        f"{resource.kind} {version} ({resource.schema_file(version)}): {where}: since: {since} is not a "
+                        f"release in releases.yaml; name the release that first ships it (one of {', '.join(known)}), "
+                        f"or declare {since} in releases.yaml first"
+                    )
 
 
 def _structure(schema: Any) -> Any:

@@ -61,9 +61,10 @@ def build_csv(templates: Templates, releases: Releases, images: ImageRefs, relea
 
 def _examples(release: Release) -> list[dict[str, Any]]:
     return [
-        {"apiVersion": f"{api.GROUP}/{version}", "kind": owned.resource.kind, **owned.resource.load(version)["example"]}
+        {"apiVersion": f"{api.GROUP}/{version}", "kind": owned.resource.kind, **example}
         for owned in release.crds
         for version in owned.served
+        for example in owned.resource.examples(version, release.version)
     ]
 
 

@@ -46,12 +46,11 @@ def load_inputs(
 ) -> Inputs:
     """Load and check releases.yaml (up to release ``through`` when given); raises PackagingError when
     anything is unsafe or malformed."""
-    releases = releases_module.load(releases_file)
-    if through:
-        releases = releases.through(through)
+    declared = releases_module.load(releases_file)
+    releases = declared.through(through) if through else declared
     if registry:
         releases = releases.with_registry(registry)
-    checks.check_releases(releases)
+    checks.check_releases(releases, declared)
     return Inputs(releases, ImageRefs(releases, dict(digests or {})), Templates(templates_dir or DEFAULT_TEMPLATES))
 
 

@@ -7,6 +7,7 @@ ClusterServiceVersion, which :meth:`Resource.openapi_schema` removes so the CRD 
 
 A property added to a version after its first release says so with a ``since`` hint (a release's
 version): what is rendered for an earlier release leaves it out, so a release once shipped keeps its CRD.
+Each version has one ``example``; ``examples`` adds more, each with its ``since``, for the CSV and the docs.
 """
 
 from __future__ import annotations
@@ -66,6 +67,26 @@ class Resource:
         newest otherwise), without hints."""
         return _without_hints(self.load(version, release)["openAPIV3Schema"])
 
+    def examples(self, version: str, release: str | None = None) -> list[dict[str, Any]]:
+        """The version's example objects (metadata and spec): its first example, then those added since, up
+        to ``release`` when given."""
+        document = self.load(version)
+        extra = [example for example in document.get("examples", [])
+                 if release is None or _release_key(str(example[SINCE_HINT])) <= _release_key(release)]
+        return [document["example"], *({k: v for k, v in example.items() if k != SINCE_HINT} for example in extra)]
+
+    def since_hints(self, version: str) -> list[tuple[str, str]]:
+        """(where, release) for every ``since`` hint of the version: its properties' paths (``spec.windows``,
+        ``spec.topologyLimits[].maxParallel``) and its added examples (``examples[0]``)."""
+        document = self._document(version)
+        found = _since_hints(document["openAPIV3Schema"], "")
+        found += [(f"examples[{index}]", str(example.get(SINCE_HINT))) for index, example in enumerate(document.get("examples", []))]
+        return found
+
+    def schema_file(self, version: str) -> str:
+        """The version's schema file, as its maintainers find it in the package."""
+        return "/".join(("schemas", *([self.schema_dir] if self.schema_dir else []), f"{version}.yaml"))
+
     def _document(self, version: str) -> dict[str, Any]:
         if version not in self.versions:
             raise KeyError(f"unknown {self.kind} API version {version!r}; known: {', '.join(self.versions)}")
@@ -123,6 +144,19 @@ def _as_of(node: dict[str, Any], release: tuple[int, ...]) -> dict[str, Any]:
         else:
             out[key] = value
     return out
+
+
+def _since_hints(node: dict[str, Any], path: str) -> list[tuple[str, str]]:
+    found: list[tuple[str, str]] = []
+    for name, child in node.get("properties", {}).items():
+        where = f"{path}.{name}" if path else name
+        if SINCE_HINT in child:
+            found.append((where, str(child[SINCE_HINT])))
+        found += _since_hints(child, where)
+    for key, suffix in (("items", "[]"), ("additionalProperties", "{}")):
+        if isinstance(node.get(key), dict):
+            found += _since_hints(node[key], path + suffix)
+    return found
 
 
 def _without_hints(node: dict[str, Any]) -> dict[str, Any]:

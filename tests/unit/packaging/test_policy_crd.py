@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from node_maintenance import api
+from tests.releases import HEAD, NEXT
 from tests.unit.rendering import ROOT, append_release, load_yaml, render_bundle, render_edited
 
 CSV = "bundle/manifests/node-maintenance-operator.clusterserviceversion.yaml"
@@ -70,15 +71,15 @@ def test_the_catalog_lists_the_policy_gvk_and_embeds_both_crds_for_0_4_0_only() 
     assert kinds("0.3.0") == ({"NodeMaintenance"}, {api.CRD_NAME})
 
 
-NEXT = """  - version: 0.6.0
+NEXT_RELEASE = f"""  - version: {NEXT}
     createdAt: "2026-03-01T00:00:00Z"
     maturity: beta
     channels: [stable, candidate]
     served: [v1alpha1, v1alpha3, v1beta1]
     storage: v1beta1
     features: [conversion, validation]
-    {owns}
-    replaces: 0.5.0
+    {{owns}}
+    replaces: {HEAD}
     relatedImages: [operator]
 """
 
@@ -86,15 +87,15 @@ NEXT = """  - version: 0.6.0
 @pytest.mark.parametrize(
     ("owns", "message"),
     [
-        ("owns: {}", "release 0.6.0: owns.NodeMaintenancePolicy: no longer owns the NodeMaintenancePolicy CRD, which 0.5.0 owns"),
+        ("owns: {}", f"release {NEXT}: owns.NodeMaintenancePolicy: no longer owns the NodeMaintenancePolicy CRD, which {HEAD} owns"),
         ("owns: {NodeMaintenancePolicy: {served: [v1alpha1], storage: v1alpha1}}",
-         "release 0.6.0: owns.NodeMaintenancePolicy.served: 'v1alpha1' has no NodeMaintenancePolicy schema; use versions from v1beta1"),
-        ("owns: {Widget: {served: [v1beta1], storage: v1beta1}}", "release 0.6.0: owns: 'Widget' is not a kind of this operator"),
-        ("owns: {NodeMaintenancePolicy: {served: [v1beta1]}}", "release 0.6.0: owns.NodeMaintenancePolicy.storage: missing"),
+         f"release {NEXT}: owns.NodeMaintenancePolicy.served: 'v1alpha1' has no NodeMaintenancePolicy schema; use versions from v1beta1"),
+        ("owns: {Widget: {served: [v1beta1], storage: v1beta1}}", f"release {NEXT}: owns: 'Widget' is not a kind of this operator"),
+        ("owns: {NodeMaintenancePolicy: {served: [v1beta1]}}", f"release {NEXT}: owns.NodeMaintenancePolicy.storage: missing"),
         ("owns: {NodeMaintenance: {served: [v1beta1], storage: v1beta1}}", "declared by the release's served and storage"),
     ],
 )
 def test_bad_owned_crds_are_refused_naming_the_field(tmp_path: Path, capsys: pytest.CaptureFixture[str], owns: str, message: str) -> None:
-    code, err = render_edited(tmp_path, lambda t: append_release(t, NEXT.format(owns=owns)), capsys)
+    code, err = render_edited(tmp_path, lambda t: append_release(t, NEXT_RELEASE.format(owns=owns)), capsys)
     assert code == 2 and message in err, err
     assert "Traceback" not in err

@@ -8,13 +8,14 @@ from pathlib import Path
 import pytest
 
 from node_maintenance_packaging import cli
+from tests.releases import HEAD, NEXT
 from tests.unit.rendering import ROOT, append_release, render_edited
 
 V030_END = '    skipRange: ">=0.1.0 <0.3.0"\n    relatedImages: [operator]\n'
 
 
 def test_an_upgrade_dropping_the_stored_version_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, err = render_edited(tmp_path, lambda t: append_release(t, """  - version: 0.6.0
+    code, err = render_edited(tmp_path, lambda t: append_release(t, f"""  - version: {NEXT}
     createdAt: "2026-03-01T00:00:00Z"
     maturity: beta
     channels: [stable, candidate]
@@ -22,13 +23,13 @@ def test_an_upgrade_dropping_the_stored_version_is_refused(tmp_path: Path, capsy
     storage: v1alpha1
     features: [conversion]
     owns:
-      NodeMaintenancePolicy: {served: [v1beta1], storage: v1beta1}
-    replaces: 0.5.0
+      NodeMaintenancePolicy: {{served: [v1beta1], storage: v1beta1}}
+    replaces: {HEAD}
     relatedImages: [operator]
 """), capsys)
     assert code == 2
-    assert "release 0.6.0: served: drops v1beta1, which 0.5.0 stores" in err
-    assert "status.storedVersions" in err and "keep serving v1beta1 in 0.6.0" in err
+    assert f"release {NEXT}: served: drops v1beta1, which {HEAD} stores" in err
+    assert "status.storedVersions" in err and f"keep serving v1beta1 in {NEXT}" in err
     assert "Traceback" not in err
 
 
@@ -83,13 +84,13 @@ def test_releases_listed_out_of_order_are_refused(tmp_path: Path, capsys: pytest
 
     code, err = render_edited(tmp_path, edit, capsys)
     assert code == 2
-    assert "release 0.1.0: version: listed after 0.4.0 but not newer" in err
+    assert f"release 0.1.0: version: listed after {HEAD} but not newer" in err
 
 
 def test_a_channel_with_two_heads_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, err = render_edited(tmp_path, lambda t: t.replace("    features: [conversion]\n    replaces: 0.1.0\n", "    features: [conversion]\n"), capsys)
     assert code == 2
-    assert "channel stable: 2 heads (0.1.0, 0.4.0)" in err
+    assert f"channel stable: 2 heads (0.1.0, {HEAD})" in err
 
 
 def test_a_replaced_release_missing_from_the_channel_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -16,12 +16,15 @@ from node_maintenance_packaging import cli
 from node_maintenance_packaging.errors import PackagingError
 from node_maintenance_packaging.render import load_inputs, render_all
 from node_maintenance_packaging.templating import DEFAULT_TEMPLATES
+from tests.releases import HEAD, NEWEST, RELEASES
 from tests.unit.rendering import ROOT, load_yaml, render_bundle
 
 GENERATED = ("bundle", "catalog", "olm-deploy-manifests", "docs", "bundle.Dockerfile", "catalog.Dockerfile")
 CSV = "bundle/manifests/node-maintenance-operator.clusterserviceversion.yaml"
 CRD = "bundle/manifests/nodemaintenance.kubevirt.io_nodemaintenances.yaml"
 DIGEST = "sha256:" + "ab" * 32
+OPERATOR_IMAGE = f"ghcr.io/node-maintenance-operator/node-maintenance-operator:{HEAD}"
+HEAD_CSV = f"node-maintenance-operator.v{HEAD}"
 
 
 def _copy_repo(tmp_path: Path) -> Path:
@@ -57,11 +60,13 @@ def test_check_fails_with_a_diff_when_releases_change(tmp_path: Path, capsys: py
     args = ["all", "--check", "--root", str(root), "--templates", str(root / "templates")]
     assert cli.main(args) == 0
     releases = root / "releases.yaml"
-    releases.write_text(releases.read_text().replace('createdAt: "2025-09-01T00:00:00Z"', 'createdAt: "2025-09-02T00:00:00Z"'))
+    created = f'createdAt: "{NEWEST.created_at}"'
+    assert created in releases.read_text()
+    releases.write_text(releases.read_text().replace(created, 'createdAt: "2000-01-02T00:00:00Z"'))
     capsys.readouterr()
     assert cli.main(args) == 1
     diff = capsys.readouterr().out
-    assert "+    createdAt: '2025-09-02T00:00:00Z'" in diff
+    assert "+    createdAt: '2000-01-02T00:00:00Z'" in diff
     assert f"a/{CSV}" in diff
 
 
@@ -186,7 +191,7 @@ def test_csv_deployment_is_restricted_and_probed() -> None:
     pod = deployment["spec"]["template"]["spec"]
     container = pod["containers"][0]
     assert "command" not in container  # the image's entry point runs the operator
-    assert container["image"] == csv["metadata"]["annotations"]["containerImage"] == "ghcr.io/node-maintenance-operator/node-maintenance-operator:0.4.0"
+    assert container["image"] == csv["metadata"]["annotations"]["containerImage"] == OPERATOR_IMAGE
     assert container["env"][0] == {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}
     assert {"name": "REMEDIATION_LEASE_NAMESPACE", "value": "medik8s-leases"} in container["env"]
     assert (container["livenessProbe"]["httpGet"], container["readinessProbe"]["httpGet"]) == (
@@ -209,15 +214,15 @@ def test_csv_lists_an_example_and_descriptors_for_every_served_version() -> None
     csv = load_yaml(ROOT / CSV)
     examples = json.loads(csv["metadata"]["annotations"]["alm-examples"])
     owned = csv["spec"]["customresourcedefinitions"]["owned"]
-    assert sorted((e["kind"], e["apiVersion"].split("/")[1]) for e in examples) == sorted((o["kind"], o["version"]) for o in owned) == [
+    assert sorted({(e["kind"], e["apiVersion"].split("/")[1]) for e in examples}) == sorted((o["kind"], o["version"]) for o in owned) == [
         ("NodeMaintenance", "v1alpha1"), ("NodeMaintenance", "v1alpha3"), ("NodeMaintenance", "v1beta1"), ("NodeMaintenancePolicy", "v1beta1")
     ]
     for crd in (o for o in owned if o["kind"] == "NodeMaintenance"):
         node_name = next(d for d in crd["specDescriptors"] if d["path"] == "nodeName")
         assert node_name["x-descriptors"] == ["urn:alm:descriptor:io.kubernetes:Node"]
         assert any(d["path"] == "phase" for d in crd["statusDescriptors"])
-    assert csv["metadata"]["annotations"]["olm.skipRange"] == ">=0.1.0 <0.4.0"
-    assert csv["spec"]["replaces"] == "node-maintenance-operator.v0.3.0"
+    assert csv["metadata"]["annotations"]["olm.skipRange"] == NEWEST.skip_range
+    assert csv["spec"]["replaces"] == f"node-maintenance-operator.v{NEWEST.replaces}"
     assert base64.b64decode(csv["spec"]["icon"][0]["base64data"]).startswith(b"<svg")
 
 
@@ -230,8 +235,8 @@ def test_catalog_channels_have_one_head_and_bundles_embed_their_manifests() -> N
         names = {e["name"] for e in channel["entries"]}
         replaced = {e["replaces"] for e in channel["entries"] if "replaces" in e}
         assert replaced <= names
-        assert names - replaced == {"node-maintenance-operator.v0.4.0"}
-    for version in ("0.1.0", "0.2.0", "0.3.0", "0.4.0"):
+        assert names - replaced == {HEAD_CSV}
+    for version in RELEASES:
         bundle = load_yaml(ROOT / f"catalog/node-maintenance-operator/bundles/node-maintenance-operator.v{version}.yaml")
         assert bundle["image"] == f"ghcr.io/node-maintenance-operator/node-maintenance-operator-bundle:v{version}"
         kinds = {
@@ -246,11 +251,10 @@ def test_catalog_channels_have_one_head_and_bundles_embed_their_manifests() -> N
 def test_stable_skips_to_the_head_and_candidate_steps_through_every_release() -> None:
     docs = list(yaml.safe_load_all((ROOT / "catalog/node-maintenance-operator/index.yaml").read_text()))
     entries = {d["name"]: {e["name"]: e for e in d["entries"]} for d in docs if d["schema"] == "olm.channel"}
-    head = "node-maintenance-operator.v0.4.0"
-    assert entries["stable"][head]["skipRange"] == ">=0.1.0 <0.4.0"
+    assert entries["stable"][HEAD_CSV]["skipRange"] == NEWEST.skip_range
     for entry in entries["candidate"].values():
         assert "skipRange" not in entry and "skips" not in entry, entry
-    assert entries["candidate"][head]["replaces"] == "node-maintenance-operator.v0.3.0"
+    assert entries["candidate"][HEAD_CSV]["replaces"] == f"node-maintenance-operator.v{NEWEST.replaces}"
 
 
 def test_stepwise_channels_must_be_declared_channels(tmp_path: Path) -> None:
@@ -275,12 +279,11 @@ def test_deploy_manifests_target_each_platforms_catalog_namespace(tmp_path: Path
 
 
 def test_pinned_digests_replace_tags_everywhere(tmp_path: Path) -> None:
-    operator = "ghcr.io/node-maintenance-operator/node-maintenance-operator:0.4.0"
-    bundle = "ghcr.io/node-maintenance-operator/node-maintenance-operator-bundle:v0.4.0"
-    render_all(tmp_path, releases_file=ROOT / "releases.yaml", digests={operator: DIGEST, bundle: DIGEST})
+    bundle = f"ghcr.io/node-maintenance-operator/node-maintenance-operator-bundle:v{HEAD}"
+    render_all(tmp_path, releases_file=ROOT / "releases.yaml", digests={OPERATOR_IMAGE: DIGEST, bundle: DIGEST})
     csv_text = (tmp_path / CSV).read_text()
-    assert f"ghcr.io/node-maintenance-operator/node-maintenance-operator@{DIGEST}" in csv_text and operator not in csv_text
-    catalog_bundle = load_yaml(tmp_path / "catalog/node-maintenance-operator/bundles/node-maintenance-operator.v0.4.0.yaml")
+    assert f"ghcr.io/node-maintenance-operator/node-maintenance-operator@{DIGEST}" in csv_text and OPERATOR_IMAGE not in csv_text
+    catalog_bundle = load_yaml(tmp_path / f"catalog/node-maintenance-operator/bundles/{HEAD_CSV}.yaml")
     assert catalog_bundle["image"] == f"ghcr.io/node-maintenance-operator/node-maintenance-operator-bundle@{DIGEST}"
 
 

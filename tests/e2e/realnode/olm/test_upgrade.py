@@ -1,19 +1,27 @@
 """Upgrades along our channels: step by step with manual approval (candidate), and straight to the head
-through olm.skipRange with automatic approval (stable). No NodeMaintenance is lost on the way."""
+through olm.skipRange with automatic approval (stable). No NodeMaintenance is lost on the way, and a
+NodeMaintenancePolicy written for an older release keeps its spec and governs as before."""
 
 from __future__ import annotations
 
 import itertools
+import uuid
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from devcluster.cluster import Cluster
+from node_maintenance.api import GROUP, POLICY
+from node_maintenance.api.paths import POLICY_VERSION
 
 from ....releases import CRDS, HEAD, RELEASES, SERVED
-from ...helpers import apply, eventually, get
+from ...helpers import NMP, apply, create_nm, delete_nm, eventually, get, nm_status
 from .install import Install, crd, csv_name, nm_manifest, read_nm, served_versions
 
 pytestmark = pytest.mark.e2e
+# Tainted, so that no rolling operator pod lands on a node its maintenance drains.
+TARGET_TAINTS = [{"key": "e2e/maintenance-target", "effect": "NoSchedule"}]
 
 
 def _all_readable(cluster: Cluster, created: dict[str, tuple[str, str, str]], versions: list[str]) -> bool:
@@ -28,20 +36,69 @@ def _all_readable(cluster: Cluster, created: dict[str, tuple[str, str, str]], ve
     return True
 
 
-def test_manual_upgrade_through_every_release_keeps_every_node_maintenance(cluster: Cluster, install: Install, nodes) -> None:
+def _queued(cluster: Cluster, name: str) -> dict[str, Any]:
+    return next((c for c in nm_status(cluster, name).get("conditions") or [] if c["type"] == "Queued"), {})
+
+
+class OlderPolicy:
+    """A NodeMaintenancePolicy written for the first release owning its CRD, with a limit, drain defaults and
+    drain rules, over two nodes: one in maintenance from the start, so that a maintenance asked for after an
+    upgrade has to wait for its slot, and gets it when that one ends."""
+
+    def __init__(self, cluster: Cluster, nodes: Callable[..., list[str]]) -> None:
+        self.cluster = cluster
+        pool = {"e2e-pool": uuid.uuid4().hex[:8]}
+        self.holding, self.waiting = nodes(2, labels=pool, taints=TARGET_TAINTS)
+        self.name = f"older-{pool['e2e-pool']}"
+        apply(cluster, {"apiVersion": f"{GROUP}/{POLICY_VERSION}", "kind": POLICY.kind, "metadata": {"name": self.name}, "spec": {
+            "nodeSelector": {"matchLabels": pool},
+            "maxParallel": 1,
+            "drain": {"gracePeriodSeconds": 5, "timeoutSeconds": 900},
+            "drainRules": [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": "database"}}, "order": 10}],
+        }})
+        eventually(lambda: self._status().get("observedGeneration") == 1, f"policy {self.name} in force")
+        self.written = get(cluster, NMP, self.name)
+        create_nm(cluster, f"{self.name}-first", self.holding)
+        eventually(lambda: nm_status(cluster, f"{self.name}-first").get("phase") == "Succeeded", "the first maintenance drained")
+        assert _queued(cluster, f"{self.name}-first")["reason"] == "SlotGranted"
+
+    def _status(self) -> dict[str, Any]:
+        return (get(self.cluster, NMP, self.name) or {}).get("status") or {}
+
+    def assert_unchanged(self, version: str) -> None:
+        """The spec as written, not one field defaulted in by the newer CRD, and no new generation."""
+        now = get(self.cluster, NMP, self.name)
+        assert now is not None, f"policy {self.name} lost in the upgrade to {version}"
+        assert now["metadata"]["uid"] == self.written["metadata"]["uid"], f"policy {self.name} recreated"
+        assert now["spec"] == self.written["spec"], f"after {version}: {now['spec']} != {self.written['spec']}"
+        assert now["metadata"]["generation"] == self.written["metadata"]["generation"]
+
+    def assert_governs(self) -> None:
+        """A maintenance asked for now waits for the slot the first one holds, and takes it once that one ends."""
+        second = f"{self.name}-second"
+        create_nm(self.cluster, second, self.waiting)
+        queued = eventually(lambda: (c := _queued(self.cluster, second)).get("reason") == "WaitingForSlot" and c, f"{second} in line")
+        assert f"NodeMaintenancePolicy {self.name}" in queued["message"], queued
+        assert nm_status(self.cluster, second)["phase"] == "Pending"
+        delete_nm(self.cluster, f"{self.name}-first")
+        eventually(lambda: _queued(self.cluster, second).get("reason") == "SlotGranted", f"{second} given the freed slot")
+        eventually(lambda: nm_status(self.cluster, second).get("phase") == "Succeeded", f"{second} drained")
+
+
+def test_manual_upgrade_through_every_release_keeps_every_node_maintenance_and_policy(cluster: Cluster, install: Install, nodes) -> None:
     install.apply(channel="candidate", startingCSV=csv_name("0.1.0"), installPlanApproval="Manual")
     install.approve("0.1.0")
     install.wait_plan_complete("0.1.0")
     install.wait_succeeded("0.1.0")
 
     created: dict[str, tuple[str, str, str]] = {}
-    # Tainted, so that no rolling operator pod lands on a node its maintenance drains.
-    for index, node in enumerate(nodes(3, taints=[{"key": "e2e/maintenance-target", "effect": "NoSchedule"}])):
+    for index, node in enumerate(nodes(3, taints=TARGET_TAINTS)):
         name, reason = f"upgrade-{index}", f"kernel update {index}"
         apply(cluster, nm_manifest("v1alpha1", name, node, reason))
         created[name] = (read_nm(cluster, "v1alpha1", name)["metadata"]["uid"], node, reason)
     assert _all_readable(cluster, created, SERVED["0.1.0"])
 
+    policy: OlderPolicy | None = None
     for previous, version in itertools.pairwise(RELEASES):
         install.approve(version)  # OLM offers the next release in turn, never a jump
         install.wait_plan_complete(version)
@@ -51,6 +108,12 @@ def test_manual_upgrade_through_every_release_keeps_every_node_maintenance(clust
         eventually(lambda: _all_readable(cluster, created, SERVED[version]), f"every NodeMaintenance readable after {version}")
         eventually(lambda: install.csv(previous) is None, f"{previous}'s CSV replaced")
         assert install.subscription()["status"]["installedCSV"] == csv_name(version)
+        if policy is not None:
+            policy.assert_unchanged(version)
+        elif POLICY.crd_name in CRDS[version] and version != HEAD:
+            policy = OlderPolicy(cluster, nodes)
+    assert policy is not None, "a release before the head owns the NodeMaintenancePolicy CRD"
+    policy.assert_governs()
 
     steps = sorted(tuple(plan["spec"]["clusterServiceVersionNames"]) for plan in install.plans())
     assert sorted(set(steps)) == [(csv_name(version),) for version in RELEASES], steps
