@@ -61,8 +61,9 @@ lint: venv
 	$(VENV)/bin/ruff check operator hack tests bench soak setup.py
 
 # The end-to-end tests mostly wait on controllers: they run in this many processes, each with a control
-# plane of its own; tests/conftest.py keeps the tests of a shared setup (the real-node cluster) in one.
-TEST_WORKERS ?= 3
+# plane of its own (four keep both cores busy); tests/conftest.py keeps the tests of a shared setup (the
+# real-node cluster) in one.
+TEST_WORKERS ?= 4
 test: venv lint system-deps tools
 	$(PYTEST) -q -ra -n $(TEST_WORKERS) --dist loadscope
 
