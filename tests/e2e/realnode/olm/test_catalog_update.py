@@ -36,7 +36,24 @@ class Catalog:
 
     def serve(self, inputs: Inputs) -> str:
         """Push the catalog of ``inputs`` under the tag and wait until OLM's registry poll serves it."""
-        return self.wait_served(self.published.push_catalog(inputs))
+        digest = self.wait_served(self.published.push_catalog(inputs))
+        self.wait_listed(inputs.releases.current.version)
+        return digest
+
+    def wait_listed(self, head: str) -> None:
+        """Wait until OperatorHub's listing, which reads the catalog through its registry Service as OLM's resolver
+        does, shows ``head`` as the newest release: the new registry pod runs and is Ready a moment before the
+        Service leads to it, and a Subscription made meanwhile resolves against the catalog before."""
+        eventually(lambda: self.listed_head() == csv_name(head), f"OperatorHub listing {csv_name(head)} as the catalog's head",
+                   timeout=120, interval=1)
+
+    def listed_head(self) -> str | None:
+        """The default channel's newest CSV as the PackageManifest API lists it; None while it does not answer."""
+        out = self.cluster.kubectl("get", "packagemanifest", self.olm.package, "-n", OLM_NAMESPACE, "-o", "json", check=False)
+        if out.returncode:
+            return None
+        status = json.loads(out.stdout).get("status") or {}
+        return next((c.get("currentCSV") for c in status.get("channels") or [] if c.get("name") == status.get("defaultChannel")), None)
 
     def wait_served(self, digest: str) -> str:
         eventually(lambda: self.olm.serving(digest), f"the registry poll serving catalog image {digest[:19]}", timeout=150, interval=1)
@@ -56,6 +73,7 @@ def catalog(cluster: Cluster, olm: OLM, published: Published) -> Iterator[Catalo
     yield catalog
     published.restore_catalog()
     catalog.wait_served(published.digest("catalog"))
+    catalog.wait_listed(HEAD)
     rendered = catalog_source(published.registry)["spec"]["updateStrategy"]["registryPoll"]["interval"]
     catalog.poll_every(rendered)
 
