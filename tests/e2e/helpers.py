@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from devcluster.cluster import KWOK_TAINT, Cluster
 from devcluster.operator import OperatorProcess
@@ -209,36 +209,62 @@ def a_pool() -> dict[str, str]:
     return {"e2e-pool": uuid.uuid4().hex[:8]}
 
 
-class CordonWatch:
-    """Every change of the pool's nodes, as a watch sees it: how many were cordoned at once, and in which order."""
+class BackgroundWatch:
+    """A watch run in a thread for the length of a ``with`` block; a subclass names what it lists
+    (``listing``) and takes each event (``take``). The block starts once the first event has come."""
 
-    def __init__(self, cluster: Cluster, selector: dict[str, str]) -> None:
+    what = "object"
+
+    def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
-        self.selector = ",".join(f"{k}={v}" for k, v in selector.items())
-        self.cordoned: set[str] = set()
-        self.order: list[str] = []  # in the order they were cordoned
-        self.released: list[str] = []  # in the order they were uncordoned
-        self.most = 0
-        self.moments: list[frozenset[str]] = []  # the cordoned nodes after each change
         self.events = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> CordonWatch:
+    def __enter__(self) -> Self:
         self._thread.start()
-        eventually(lambda: self.events > 0, "the node watch to start")
+        eventually(lambda: self.events > 0, f"the {self.what} watch to start")
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(timeout=10)
 
-    def _run(self) -> None:
-        from kubernetes import client
+    def listing(self) -> tuple[Callable[..., Any], dict[str, Any]]:
+        raise NotImplementedError
 
-        watch_events(self._stop, client.CoreV1Api(self.cluster.api_client()).list_node, self._seen, label_selector=self.selector)
+    def take(self, event: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def _run(self) -> None:
+        list_objects, arguments = self.listing()
+        watch_events(self._stop, list_objects, self._seen, **arguments)
 
     def _seen(self, event: dict[str, Any]) -> None:
+        self.take(event)
+        self.events += 1
+
+
+class CordonWatch(BackgroundWatch):
+    """Every change of the pool's nodes, as a watch sees it: how many were cordoned at once, and in which order."""
+
+    what = "node"
+
+    def __init__(self, cluster: Cluster, selector: dict[str, str]) -> None:
+        super().__init__(cluster)
+        self.selector = ",".join(f"{k}={v}" for k, v in selector.items())
+        self.cordoned: set[str] = set()
+        self.order: list[str] = []  # in the order they were cordoned
+        self.released: list[str] = []  # in the order they were uncordoned
+        self.most = 0
+        self.moments: list[frozenset[str]] = []  # the cordoned nodes after each change
+
+    def listing(self) -> tuple[Callable[..., Any], dict[str, Any]]:
+        from kubernetes import client
+
+        return client.CoreV1Api(self.cluster.api_client()).list_node, {"label_selector": self.selector}
+
+    def take(self, event: dict[str, Any]) -> None:
         node_obj = event["object"]
         name = node_obj.metadata.name
         if node_obj.spec.unschedulable and event["type"] != "DELETED":
@@ -250,7 +276,6 @@ class CordonWatch:
             self.released.append(name)
         self.most = max(self.most, len(self.cordoned))
         self.moments.append(frozenset(self.cordoned))
-        self.events += 1
 
 
 # ----------------------------------------------------------------- kubectl nm

@@ -11,10 +11,9 @@ a retry by backoffLimit included.
 from __future__ import annotations
 
 import json
-import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -28,6 +27,7 @@ from .helpers import (
     NMP,
     RESTRICTED_CONTAINER,
     RESTRICTED_POD,
+    BackgroundWatch,
     CordonWatch,
     a_pool,
     apply,
@@ -41,7 +41,6 @@ from .helpers import (
     pod,
     pods_on,
     policy_status,
-    watch_events,
 )
 
 pytestmark = pytest.mark.e2e
@@ -240,32 +239,22 @@ def test_failed_hook_jobs_are_retried_by_their_backoff_limit_then_reported(clust
     assert not get(cluster, "node", worker)["spec"].get("unschedulable")
 
 
-class PodWatch:
+class PodWatch(BackgroundWatch):
     """The pods of one namespace: when each began terminating and when it was gone, in order."""
 
+    what = "pod"
+
     def __init__(self, cluster: Cluster, namespace: str) -> None:
-        self.cluster, self.namespace = cluster, namespace
+        super().__init__(cluster)
+        self.namespace = namespace
         self.log: list[tuple[str, str]] = []
-        self.seen = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> PodWatch:
-        self._thread.start()
-        eventually(lambda: self.seen > 0, "the pod watch to start")
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-
-    def _run(self) -> None:
+    def listing(self) -> tuple[Callable[..., Any], dict[str, Any]]:
         from kubernetes import client
 
-        watch_events(self._stop, client.CoreV1Api(self.cluster.api_client()).list_namespaced_pod, self._seen, namespace=self.namespace)
+        return client.CoreV1Api(self.cluster.api_client()).list_namespaced_pod, {"namespace": self.namespace}
 
-    def _seen(self, event: dict[str, Any]) -> None:
-        self.seen += 1
+    def take(self, event: dict[str, Any]) -> None:
         name = event["object"].metadata.name
         if event["type"] == "DELETED":
             self.log.append(("gone", name))
