@@ -4,7 +4,7 @@ budget allowed an eviction again, when the operator saw that, and when it sent t
 - allowed: the disruption controller's status update that made the version of the budget the operator saw
   allowing (the audit log's stageTimestamp; an update names the version it replaced, so the one that made
   version B is the one that replaced the version seen just before B);
-- saw: the operator's DEBUG line for that version (its budget watch, ``runtime/budgets.py``);
+- saw: the operator's DEBUG line for that version (its budget watch, ``runtime/budget_watch.py``);
 - sent: the API server's receipt of the operator's next accepted eviction of a pod under that budget.
 
 The API server and the operator run on one machine, so their time stamps share a clock. Along the budget

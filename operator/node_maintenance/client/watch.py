@@ -64,13 +64,8 @@ class Mirror:
                     delay = RETRY_FIRST_SECONDS  # the watch is back: a later failure starts the backoff afresh
                     obj = event["object"]
                     version = obj["metadata"]["resourceVersion"]
-                    if event["type"] == "BOOKMARK":
-                        continue
-                    if event["type"] == "DELETED":
-                        self._drop(obj)
-                    elif not self._put(self.slim(obj)):
-                        continue  # nothing of what is kept changed (a heartbeat, say)
-                    self.on_change(key_of(obj))
+                    if event["type"] != "BOOKMARK":
+                        self.apply(event["type"], obj)
                 delay = RETRY_FIRST_SECONDS
             except Gone:
                 log.info("watch of %s expired (410 Gone): listing again", self.path)
@@ -88,6 +83,15 @@ class Mirror:
         if self.failure:
             self.failure = ""
             self.on_change(None)
+
+    def apply(self, event: str, obj: dict[str, Any]) -> None:
+        """Take one watch event (ADDED, MODIFIED or DELETED) and tell of it, unless nothing of what is kept changed
+        (a heartbeat, say)."""
+        if event == "DELETED":
+            self._drop(obj)
+        elif not self._put(self.slim(obj)):
+            return
+        self.on_change(key_of(obj))
 
     def in_namespace(self, namespace: str) -> Iterable[dict[str, Any]]:
         """The objects of one namespace, without a pass over all of them (many drains ask at every change)."""

@@ -89,3 +89,38 @@ def status(entries: Iterable[Mapping[str, Any]], judgements: Mapping[str, Judgem
     if gave_up or previous.get("reason") == "GaveUp":
         return waiting, ("False", "GaveUp", gave_up or previous.get("message", ""))
     return waiting, ("False", "Healthy", "the workloads evicted from every node given back are healthy again")
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """Every recovering node judged at one moment, by policy."""
+
+    judged: Mapping[str, Mapping[str, Judgement]]  # policy -> node -> how it stands
+    recovering: Mapping[str, list[str]]  # policy -> the nodes that keep their slot
+    gave_up: Mapping[str, str]  # policy -> why a wait was given up by this judgement (it was not before)
+    expires_in: float | None  # seconds until the soonest cap passes, while a node waits
+    awaited: frozenset[tuple[str, str]]  # (kind, "namespace/name") of every workload a recovering node waits for
+
+
+def judge_all(caps: Mapping[str, int | None], entries: Mapping[str, Iterable[Mapping[str, Any]]],
+              objects: Mapping[Workload, Mapping[str, Any] | None], unknown: Mapping[str, str],
+              before: Mapping[str, Mapping[str, Judgement]], now: datetime.datetime) -> Recovery:
+    """Judge every policy's recovering nodes. ``caps``: every policy's waitForHealthySeconds, None for one that does not
+    wait for health (its entries are dropped); ``entries``: each policy's recovering entries; ``objects``: each workload
+    they name as watched; ``before``: the last judgement, to tell a wait given up now from one given up earlier."""
+    judged: dict[str, dict[str, Judgement]] = {}
+    gave_up: dict[str, str] = {}
+    soonest: float | None = None
+    awaited: set[tuple[str, str]] = set()
+    for policy, cap in caps.items():
+        judged[policy] = {}
+        for e in entries.get(policy, ()) if cap is not None else ():
+            judgement = judged[policy][e["node"]] = judge(e, objects, unknown, cap or 0, now)
+            earlier = before.get(policy, {}).get(e["node"])
+            if judgement.state == GAVE_UP and (earlier is None or earlier.state != GAVE_UP):
+                gave_up[policy] = gave_up_message(judgement, cap or 0)
+            if judgement.state == WAITING:
+                soonest = judgement.expires_in if soonest is None else min(soonest, judgement.expires_in)
+                awaited |= {(w["kind"], f"{w['namespace']}/{w['name']}") for w in e.get("workloads") or ()}
+    recovering = {policy: [node for node, j in nodes.items() if j.state == WAITING] for policy, nodes in judged.items()}
+    return Recovery(judged, recovering, gave_up, soonest, frozenset(awaited))

@@ -1,71 +1,52 @@
 """The drain engine of one NodeMaintenance: read → plan → execute → remember, each time something changes.
 
-While a policy keeps it in line it watches nothing of its own: the policies' watch of the nodes tells
-whether it may take its node, and their changes wake it. From its slot on, one watch of the node and one
-of the pods bound to it (both scoped by field selector), plus the budget watch all drains share, and one
-read of each DaemonSet the pods name. Once the node is drained both watches end: the watch of cordoned
-nodes that all drained maintenances share (``cordoned``) tells of a change of the node, after which its pods
-are listed again, as they are every LATE_PODS_SECONDS, for pods bound to it later (a step for any other
-reason lists nothing); a node that is no longer cordoned is watched by the drain again. The
-engine plans again whenever a watch reports a change, when the NodeMaintenance changes, or when the plan
-asked to look again at a given time.
-
-Everything a step does is in its :class:`~node_maintenance.drain.planner.Plan`; the executor carries
-it out, and the engine remembers what came back (``drain.bookkeeping`` decides how).
+Each step reads what it decides from (:class:`Reading`, frozen: the NodeMaintenance with its stored status, its node,
+what the policies know of it, and for a drain step its pods, their budgets, the Lease and the control plane), plans
+with pure functions (``policy.terms`` then ``drain.planner``), has the executor carry the plan out, and remembers what
+came back (``drain.memory.remember``, which also says when to look again). What it watches of its own follows the
+step's :class:`~node_maintenance.drain.memory.WatchMode` (``drain_watches``). It plans again whenever a watch reports a
+change, when the NodeMaintenance changes, or when the plan asked to look again at a given time.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import datetime
-import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from node_maintenance import api
 from node_maintenance.api import HUB, timestamps
 from node_maintenance.api.conversion import convert
-from node_maintenance.api.paths import PODS, node_path
+from node_maintenance.api.paths import node_path
 from node_maintenance.client.errors import KubeError
-from node_maintenance.client.http import AsyncKube
-from node_maintenance.client.watch import Mirror
-from node_maintenance.coordination import quorum
-from node_maintenance.drain import bookkeeping as books
-from node_maintenance.drain import budgets as pdbs
+from node_maintenance.client.protocol import KubeApi
+from node_maintenance.coordination import quorum, remediation
+from node_maintenance.drain import bookkeeping, budgets, memory, planner, status
 from node_maintenance.drain import node as nodes
-from node_maintenance.drain import pods
-from node_maintenance.drain import status as st
-from node_maintenance.drain.planner import Attempt, Plan, plan
+from node_maintenance.drain.memory import Memory, Outcome, WatchMode
+from node_maintenance.drain.plans import Attempt, Maintenance, Plan
 from node_maintenance.drain.podindex import PodIndex
-from node_maintenance.policy.gate import UNKNOWN_RECHECK_SECONDS, Gate
+from node_maintenance.policy import terms
 from node_maintenance.runtime import metrics
-from node_maintenance.runtime.budgets import BudgetWatch
+from node_maintenance.runtime.budget_watch import BudgetWatch
 from node_maintenance.runtime.cordoned import CordonedNodes
 from node_maintenance.runtime.daemonsets import DaemonSetLookup
+from node_maintenance.runtime.drain_watches import LATE_PODS_SECONDS, DrainWatches
 from node_maintenance.runtime.executor import EventSink, Executor
 from node_maintenance.runtime.leases import LeaseKeeper
-from node_maintenance.runtime.policies import Policies
-
-ERROR_RETRY_SECONDS = 5.0
-# A drained node's pods are listed again this often (and at each change of the node): pods bound to it later go too.
-LATE_PODS_SECONDS = 30.0
-# What an engine watches of its own: nothing while it waits in line, the node and its pods while it takes and
-# drains it, nothing again once drained (the shared watch of cordoned nodes then shows the node).
-NOTHING, NODE_AND_PODS, DRAINED = "nothing", "node and pods", "drained"
-# The statuses this engine wrote last: the object kopf shows may lag behind the newest write by a few.
-RECENT_WRITES = 16
+from node_maintenance.runtime.policies.view import Policies
 
 
 @dataclass
 class Shared:
     """What every drain engine of one reconciler shares."""
 
-    kube: AsyncKube
+    kube: KubeApi
     budgets: BudgetWatch
     cordoned: CordonedNodes
     active: metrics.Active
@@ -76,17 +57,55 @@ class Shared:
 
 
 @dataclass
-class Memory:
-    """What one engine remembers between steps."""
+class Caches:
+    """What a drain keeps of its reads while the node's pods are watched: not memory, only the cost of reading again."""
 
-    stored: dict[str, Any]  # the status as last written (or read)
-    written: collections.deque[dict[str, Any]]
-    written_at: float = 0.0
-    attempts: dict[str, Attempt] = field(default_factory=dict)
     namespaces: set[str] = field(default_factory=set)  # of the node's pods, as last planned: whose budgets wake this drain
-    refused_jobs: dict[str, str] = field(default_factory=dict)  # hook Job name -> why the API refused it
-    coverage: pdbs.Coverage | None = None  # which budgets select the pods, kept while the budgets' selectors stay the same
+    coverage: budgets.Coverage | None = None  # which budgets select the pods, kept while the budgets' selectors stay the same
     index: PodIndex | None = None  # the node's pods as planned, kept while they are watched
+
+
+@dataclass(frozen=True)
+class Reading:
+    """Everything one step decides from."""
+
+    body: dict[str, Any]  # the NodeMaintenance in v1beta1, its stored status merged in
+    foreign: bool  # someone else wrote the status it shows
+    now: datetime.datetime
+    maintenance: Maintenance | None  # the planner's view (None: handed back at its timeout, it has ended)
+    node: dict[str, Any] | None
+    interval: float  # the status is written at most this often while the phase stays
+    live: frozenset[str] | None = None  # the uids of the node's pods, for a drain step
+    waits: bool = False  # in line: the policies' waiting plan is carried out instead of a drain
+    pods: PodIndex | None = None
+    budgets: list[dict[str, Any]] = field(default_factory=list)
+    coverage: budgets.Coverage | None = None
+    lease: remediation.LeaseView | None = None
+    members: quorum.Members | None = None
+    daemonsets: Mapping[str, bool] = field(default_factory=dict)
+    in_flight: Mapping[str, budgets.InFlight] = field(default_factory=dict)
+    attempts: Mapping[str, Attempt] = field(default_factory=dict)  # what the last removals met
+    holder_exists: bool = False
+    taking: bool = False  # a drain step for a node no other maintenance holds
+
+
+def plan(reading: Reading) -> Plan:
+    """The step's plan: the ended status written again, the policies' waiting plan, or the drain's plan."""
+    m = reading.maintenance
+    if m is None:
+        return Plan(phase=str(reading.body["status"].get("phase") or ""), status=dict(reading.body["status"]))
+    if reading.waits and m.terms.waiting is not None:
+        return m.terms.waiting
+    assert reading.pods is not None
+    return planner.plan(m, reading.node, reading.pods, reading.budgets, reading.now, holder_exists=reading.holder_exists,
+                        daemonsets=reading.daemonsets, attempts=reading.attempts, in_flight=reading.in_flight, lease=reading.lease,
+                        members=reading.members, coverage=reading.coverage)
+
+
+def _in_line(m: Maintenance) -> float:
+    """How often one in line looks at its place: not worth waking it for (the policies do not), so now and then."""
+    waiting = m.terms.waiting
+    return (waiting.recheck_in if waiting else None) or bookkeeping.IN_LINE_STATUS_INTERVAL_SECONDS
 
 
 class Engine:
@@ -97,48 +116,25 @@ class Engine:
         self.shared = shared
         self.exists = exists
         self.body = body
-        self.log = log
         first = body()
         self.name: str = first["metadata"]["name"]
         self.node_name: str = first["spec"]["nodeName"]
         self.lease = LeaseKeeper(shared.kube, shared.lease_namespace, self.node_name) if shared.lease_namespace else None
         self.daemonsets = DaemonSetLookup(shared.kube)
         self.executor = Executor(shared.kube, self.name, shared.version, shared.event, log, self.lease)
-        self.watching = NOTHING  # what runs of node and pods
-        self.wanted = NOTHING  # what the last step needs
-        self._watches: dict[str, asyncio.Task[None]] = {}  # "node", "pods" -> the task running that watch
-        self.pods_listed = 0.0  # when the node's pods were last known in full (monotonic), once the pod watch has ended
-        self.node_changed = False  # since then
-        stored = dict(first.get("status") or {})
-        self.memory = Memory(stored, collections.deque([stored] if stored else [], maxlen=RECENT_WRITES))
+        self.log = log
+        self.watches = DrainWatches(shared.kube, shared.cordoned, self.node_name, self.wake)
+        self.wanted = WatchMode.NOTHING  # what the last step needs
+        self.memory = Memory.of(first.get("status") or {})
+        self.caches = Caches()
         self._changed = asyncio.Event()
-
-    # A maintenance in line has no watch of its own, nor the objects of one (a thousand in line add up): each is made
-    # when first watched, and anew each time.
-    @functools.cached_property
-    def node(self) -> Mirror:
-        return self._node_mirror()
-
-    @functools.cached_property
-    def pods(self) -> Mirror:
-        return self._pods_mirror()
-
-    def _node_mirror(self) -> Mirror:
-        return Mirror(self.shared.kube, node_path(), self._node_change, field_selector=f"metadata.name={self.node_name}", slim=nodes.slim)
-
-    def _pods_mirror(self) -> Mirror:
-        return Mirror(self.shared.kube, PODS, self.wake, field_selector=f"spec.nodeName={self.node_name}", slim=pods.slim)
 
     def wake(self, _key: str | None = None) -> None:
         self._changed.set()
 
-    def _node_change(self, _key: str | None = None) -> None:
-        self.node_changed = True
-        self.wake()
-
     async def run(self) -> None:
         shared = self.shared
-        shared.budgets.subscribe(self.wake, lambda: self.memory.namespaces)
+        shared.budgets.subscribe(self.wake, lambda: self.caches.namespaces)
         try:
             await asyncio.gather(shared.budgets.mirror.synced.wait(), *([shared.policies.ready.wait()] if shared.policies else []))
             while True:
@@ -147,105 +143,104 @@ class Engine:
                     recheck = await self.step()
                 except KubeError as error:  # an API hiccup must not end the maintenance
                     self.log.warning("maintenance step failed; retrying: %s", error)
-                    recheck = ERROR_RETRY_SECONDS
+                    recheck = memory.ERROR_RETRY_SECONDS
                 except Exception:  # nor an object of a shape nobody foresaw: said loudly, and tried again
                     self.log.exception("maintenance step failed; retrying")
-                    recheck = ERROR_RETRY_SECONDS
-                if self.wanted != self.watching:
-                    await self._watch(self.wanted)
-                    if self.wanted != DRAINED:  # plan again with what is watched now (drained: the step saw it all)
+                    recheck = memory.ERROR_RETRY_SECONDS
+                if self.wanted != self.watches.mode:
+                    await self.watch(self.wanted)
+                    if self.wanted != WatchMode.DRAINED:  # plan again with what is watched now (drained: the step saw it all)
                         continue
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._changed.wait(), recheck)
         finally:
             shared.budgets.unsubscribe(self.wake)
-            await self._watch(NOTHING)
-            shared.cordoned.unsubscribe(self.node_name)
+            await self.watches.stop()
 
-    async def _watch(self, what: str) -> None:
-        """Watch ``what`` from now on: a watch still wanted runs on, one no longer wanted ends, and one started
-        anew (what a stopped one kept may be stale) is waited for until listed."""
-        wanted = {NOTHING: (), DRAINED: (), NODE_AND_PODS: ("node", "pods")}[what]
-        ending = [self._watches.pop(kind) for kind in list(self._watches) if kind not in wanted]
-        for task in ending:
-            task.cancel()
-        await asyncio.gather(*ending, return_exceptions=True)
-        if what == DRAINED:  # the pod watch was current until now
-            self.pods_listed, self.node_changed = time.monotonic(), False
-            self.shared.cordoned.subscribe(self.node_name, self._node_change)
-        else:
-            self.shared.cordoned.unsubscribe(self.node_name)
-        if what == NOTHING:  # back in line: what was indexed of the pods is kept no longer (a new watch brings them anew)
-            self.memory.index = None
-        started: list[Mirror] = []
-        for kind in (kind for kind in wanted if kind not in self._watches):
-            if kind == "node":
-                self.node = mirror = self._node_mirror()
-            else:
-                self.pods = mirror = self._pods_mirror()
-            self._watches[kind] = asyncio.create_task(mirror.run())
-            started.append(mirror)
-        self.watching = what
-        await asyncio.gather(*(mirror.synced.wait() for mirror in started))
-
-    async def _late_pods(self) -> None:
-        """Drained: list the node's pods when the node changed or LATE_PODS_SECONDS have passed since the last listing."""
-        if self.node_changed or time.monotonic() - self.pods_listed >= LATE_PODS_SECONDS:
-            started, self.node_changed = time.monotonic(), False  # a change from now on asks for the next listing
-            await self.pods.refresh()  # a failure leaves it due
-            self.pods_listed = started
-
-    def _in_line(self, body: dict[str, Any], now: datetime.datetime) -> tuple[Gate, dict[str, Any] | None] | None:
-        """While nothing of its own is watched: the policies' say, judged from their own view of the node, when it is
-        a wait (or a hold while they are unknown); None when the drain needs its own watches."""
-        policies = self.shared.policies
-        if policies is None:
-            return None
-        node = policies.node(self.node_name)
-        if node is None:  # not listed (yet): hold while the policies are unknown, else the drain finds out for itself
-            return (Gate(unknown=True, recheck_in=UNKNOWN_RECHECK_SECONDS), None) if policies.unknown() else None
-        gate = policies.gate(body, node, now, self.memory.refused_jobs)
-        return (gate, node) if gate.waiting or gate.unknown else None
+    async def watch(self, mode: WatchMode) -> None:
+        """Watch as ``mode`` says from now on; back in line, what was indexed of the pods is kept no longer."""
+        if mode == WatchMode.NOTHING:
+            self.caches.index = None
+        await self.watches.watch(mode)
 
     async def step(self) -> float | None:
         """Read, plan, execute, remember; return when to look again without a change (None: never)."""
-        shared, memory = self.shared, self.memory
+        reading = await self.read()
+        if not isinstance(reading, Reading):
+            return reading  # nothing to plan now: look again then
+        decided = plan(reading)
+        outcome, write = await self.execute(decided, reading)
+        carried = memory.Carried(write, reading.foreign, reading.interval, reading.live)
+        self.memory, recheck = memory.remember(self.memory, decided, outcome, memory.Clock(time.time(), time.monotonic()), carried,
+                                               self.shared.version)
+        self.wanted = memory.watch_mode(ended=reading.maintenance is None, waits=reading.waits, plan=decided)
+        return bookkeeping.sooner(recheck, self._look_again(reading))
+
+    def _look_again(self, reading: Reading) -> float | None:
+        """When to look again whatever the plan said: in line, at the pace of the line; drained, for late pods; for a
+        DaemonSet that could not be read, or the Lease's next renewal."""
+        if reading.waits and reading.maintenance is not None:
+            return _in_line(reading.maintenance)
+        if reading.live is None:
+            return None
+        if self.wanted == WatchMode.DRAINED:  # no budget paces anything here any more, so none wakes it
+            self.caches = Caches()
+        recheck = LATE_PODS_SECONDS if self.wanted == WatchMode.DRAINED else None
+        recheck = bookkeeping.sooner(recheck, memory.ERROR_RETRY_SECONDS if reading.taking and self.daemonsets.unknown else None)
+        return bookkeeping.sooner(recheck, self.lease.due_in() if self.lease and self.lease.known is not None else None)
+
+    async def read(self) -> Reading | float | None:
+        """What this step decides from, or when to look again when there is nothing to decide yet."""
+        shared, remembered = self.shared, self.memory
         body = convert(self.body(), f"{api.GROUP}/{HUB}")  # older versions park spec.drain in an annotation
         if body["metadata"].get("deletionTimestamp"):
             return None  # being deleted: the node is given back, never taken again
         # Someone else wrote the status (a user's patch, another client): it is written again, whatever changed.
-        foreign = books.foreign_status(body.get("status") or {}, memory.written, shared.version)
+        foreign = bookkeeping.foreign_status(body.get("status") or {}, remembered.written, shared.version)
         # Our last write may not have come back through kopf's watch yet, and an old version drops fields.
         shown = body.get("status") or {}
-        body["status"] = {**shown, **memory.stored}
-        if st.timed_out(body["status"]):  # handed back at its timeout: it has ended, watches nothing, takes nothing
-            self.wanted = NOTHING
-            if st.timed_out(shown):
-                return None
+        body["status"] = {**shown, **remembered.stored}
+        if status.timed_out(body["status"]):  # handed back at its timeout: it has ended, watches nothing, takes nothing
+            self.wanted = WatchMode.NOTHING
             # Not shown as ended yet (its write failed, or has not come back): written again until it is.
-            return await self._carry_out(Plan(str(body["status"].get("phase") or ""), dict(body["status"])), body, None, True)
+            return None if status.timed_out(shown) else Reading(body, True, timestamps.now(), None, None, bookkeeping.NM_STATUS_INTERVAL_SECONDS)
         now = timestamps.now()
-        if self.watching == NOTHING:
-            in_line = self._in_line(body, now)
-            if in_line is None:
-                self.wanted = NODE_AND_PODS
-                return 0.0
-            waiting, seen = in_line
-            return await self._wait(waiting, body, seen, foreign)
-        if self.watching == DRAINED:  # the node as the cordoned nodes' watch shows it; its pods are listed, not watched
-            if not shared.cordoned.current():  # not listed yet, or failing: what was known holds (it wakes this when back)
-                return ERROR_RETRY_SECONDS
-            node = shared.cordoned.node(self.node_name)
+        node = await self._node()
+        if isinstance(node, float):
+            return node
+        in_line = self.watches.mode == WatchMode.NOTHING
+        seen = shared.policies.seen(body, node, now) if shared.policies and (node is not None or in_line) else terms.Seen(node)
+        m = terms.maintenance(body, seen, remembered.refused_jobs, now)
+        if m.terms.undecided:  # not yet seen by the policies, or unknown: decided once they are
+            self.wanted = WatchMode.NOTHING
+            return m.terms.hold_recheck_in
+        if m.terms.waiting is not None:  # not the drain's turn: the waiting status a policy asks for is written
+            self.shared.active.holding(self.name, False)
+            interval = bookkeeping.status_interval(self.memory.stored, m.terms.waiting.status, _in_line(m))
+            return Reading(body, foreign, now, m, None if seen.node is None else dict(seen.node), interval, waits=True)
+        if in_line:  # the drain needs its own watches: planned again with them
+            self.wanted = WatchMode.NODE_AND_PODS
+            return 0.0
+        return await self._read_drain(body, foreign, now, m, node)
+
+    async def _node(self) -> dict[str, Any] | None | float:
+        """The node as this drain sees it now (None: not there, or in line: not watched); a float: look again then."""
+        mode = self.watches.mode
+        if mode == WatchMode.DRAINED:  # the node as the cordoned nodes' watch shows it; its pods are listed, not watched
+            if not self.shared.cordoned.current():  # not listed yet, or failing: what was known holds (it wakes this when back)
+                return memory.ERROR_RETRY_SECONDS
+            node = self.shared.cordoned.node(self.node_name)
             if node is None:  # no longer cordoned (or not shown yet): the drain watches it again, and sees why
-                self.wanted = NODE_AND_PODS
+                self.wanted = WatchMode.NODE_AND_PODS
                 return 0.0
-            await self._late_pods()
-        else:
-            node = next(iter(self.node.objects.values()), None)
-        gate = shared.policies.gate(body, node, now, memory.refused_jobs) if shared.policies and node else Gate()
-        if gate.unknown or gate.waiting:
-            self.wanted = NOTHING
-            return await self._wait(gate, body, node, foreign)
+            await self.watches.late_pods()
+            return node
+        return self.watches.own_node() if mode == WatchMode.NODE_AND_PODS else None
+
+    async def _read_drain(self, body: dict[str, Any], foreign: bool, now: datetime.datetime, m: Maintenance,
+                          node: dict[str, Any] | None) -> Reading:
+        """What a drain step reads beyond its node: the pods, their budgets and DaemonSets, the Lease, the control plane."""
+        shared, caches = self.shared, self.caches
         holder = nodes.holder_of(node) if node else None
         holder_exists = bool(holder and holder != self.name and self.exists(holder))
         # The Lease is read when a claim is due and before the node is taken, the pods' DaemonSets once each; neither
@@ -254,41 +249,18 @@ class Engine:
         taking = node is not None and not holder_exists
         lease = await self.lease.view(fresh=holder != self.name) if self.lease and taking else None
         members = await self._members() if node and holder != self.name and quorum.is_control_plane(node) else None
-        node_pods = self._indexed()
+        if caches.index is None:
+            caches.index = PodIndex()
+        caches.index.update(self.watches.pod_objects())  # only the pods the watch changed are worked out again
+        node_pods = caches.index
         daemonsets = await self.daemonsets.read(node_pods.pods) if taking else {}
-        memory.namespaces = {p["metadata"]["namespace"] for p in node_pods.pods}
-        budgets = shared.budgets.in_namespaces(memory.namespaces)
-        memory.coverage = memory.coverage.over(budgets) if memory.coverage else pdbs.Coverage(budgets)
-        decided = plan(gate.maintenance(body), node, node_pods, budgets, now, holder_exists=holder_exists, daemonsets=daemonsets,
-                       attempts=memory.attempts, in_flight=shared.budgets.in_flight(), lease=lease, members=members,
-                       coverage=memory.coverage)
-        shared.active.holding(self.name, decided.holds_node)
-        recheck = await self._carry_out(decided, body, node, foreign, live={p["metadata"]["uid"] for p in node_pods.pods})
-        self.wanted = DRAINED if decided.phase == st.SUCCEEDED and decided.holds_node else NODE_AND_PODS
-        if self.wanted == DRAINED:  # no budget paces anything here any more, so none wakes it
-            memory.namespaces, memory.coverage, memory.index = set(), None, None
-        recheck = books.sooner(recheck, LATE_PODS_SECONDS if self.wanted == DRAINED else None)
-        recheck = books.sooner(recheck, ERROR_RETRY_SECONDS if taking and self.daemonsets.unknown else None)
-        return books.sooner(recheck, self.lease.due_in() if self.lease and self.lease.known is not None else None)
-
-    def _indexed(self) -> PodIndex:
-        """The node's pods as the watch (or the last listing) shows them now, indexed for the planner: the watch keeps
-        a changed pod as a new object, and only those are worked out again."""
-        memory = self.memory
-        if memory.index is None:
-            memory.index = PodIndex()
-        memory.index.update(self.pods.objects)
-        return memory.index
-
-    async def _wait(self, gate: Gate, body: dict[str, Any], node: dict[str, Any] | None, foreign: bool) -> float | None:
-        """Not the drain's turn: write the waiting status a policy asks for, or nothing while it is unknown."""
-        if gate.waiting is None:  # new, and not yet seen by the policies: decided once it is
-            return gate.recheck_in
-        self.shared.active.holding(self.name, False)
-        # Its place in line is not worth waking it for (the policies do not): it looks at it now and then.
-        in_line = gate.waiting.recheck_in or books.IN_LINE_STATUS_INTERVAL_SECONDS
-        recheck = await self._carry_out(gate.waiting, body, node, foreign, books.status_interval(self.memory.stored, gate.waiting.status, in_line))
-        return books.sooner(recheck, in_line)
+        caches.namespaces = {p["metadata"]["namespace"] for p in node_pods.pods}
+        in_namespaces = shared.budgets.in_namespaces(caches.namespaces)
+        caches.coverage = caches.coverage.over(in_namespaces) if caches.coverage else budgets.Coverage(in_namespaces)
+        return Reading(body, foreign, now, m, node, bookkeeping.NM_STATUS_INTERVAL_SECONDS, frozenset(p["metadata"]["uid"] for p in node_pods.pods),
+                       pods=node_pods, budgets=in_namespaces, coverage=caches.coverage, lease=lease, members=members, daemonsets=daemonsets,
+                       in_flight=shared.budgets.in_flight(), attempts=self.memory.attempts, holder_exists=holder_exists,
+                       taking=taking)
 
     async def _members(self) -> quorum.Members:
         """Every control-plane node as it is now, and the etcd guard budgets the budget watch holds."""
@@ -300,36 +272,21 @@ class Engine:
         guards = [b for b in shared.budgets.in_namespaces({quorum.ETCD_GUARD_NAMESPACE}) if b["metadata"]["name"] in quorum.ETCD_GUARD_PDBS]
         return quorum.Members(tuple(found.values()), tuple(guards[:1]))
 
-    async def _carry_out(self, decided: Plan, body: dict[str, Any], node: dict[str, Any] | None, foreign: bool,
-                         interval: float = books.NM_STATUS_INTERVAL_SECONDS, live: set[str] | None = None) -> float | None:
-        """Execute a plan and remember what came back (its status written at most once an ``interval``); when to look again."""
-        shared, memory = self.shared, self.memory
-        write = books.status_due(decided.phase, memory.stored, time.monotonic() - memory.written_at, bool(decided.events), interval)
-        sent = books.counted(decided.removals)
-        for eviction in sent:  # counted before any await, so concurrent drains see it
+    async def execute(self, decided: Plan, reading: Reading) -> tuple[Outcome, bool]:
+        """Carry out a plan (its status written at most once a ``reading.interval``); what it met, and whether its status
+        was due."""
+        shared, remembered = self.shared, self.memory
+        write = bookkeeping.status_due(decided.phase, remembered.stored, time.monotonic() - remembered.written_at, bool(decided.events),
+                                       reading.interval)
+        if reading.live is not None:
+            shared.active.holding(self.name, decided.holds_node)
+        for eviction in bookkeeping.counted(decided.removals):  # counted before any await, so concurrent drains see it
             shared.budgets.sent(eviction.budget, eviction.pod)
-        outcome = await self.executor.run(decided, body, node, memory.attempts, {} if foreign else memory.stored if write else decided.status)
-        for eviction in books.uncounted(decided.removals, outcome.attempts if not outcome.node_conflict else None):
+        stored = {} if reading.foreign else remembered.stored if write else decided.status
+        outcome = await self.executor.run(decided, reading.body, reading.node, remembered.attempts, dict(stored))
+        for eviction in bookkeeping.uncounted(decided.removals, outcome.attempts if not outcome.node_conflict else None):
             shared.budgets.returned(eviction.budget, eviction.pod)
         lease = outcome.lease or decided.lease_seen
         if self.lease and lease:
             self.lease.remember(lease)
-        memory.refused_jobs = books.merge_refusals(memory.refused_jobs, outcome.refused_jobs)
-        if outcome.node_conflict:
-            return None  # the node watch brings the node that changed
-        recheck = decided.recheck_in
-        if live is not None:
-            memory.attempts = books.merge_attempts(memory.attempts, decided.removals, outcome.attempts or {}, live)
-            recheck = books.sooner(recheck, books.next_try_in(memory.attempts, time.time()))
-        if decided.handback is not None:  # the node is given back: ended, whether its status is written yet or not
-            memory.stored = decided.status
-        if outcome.status_failed:  # written again after a pause, not at once: the API server may be away
-            return books.sooner(recheck, ERROR_RETRY_SECONDS)
-        if write or foreign:
-            memory.stored, memory.written_at = decided.status, time.monotonic()
-        if outcome.status_written:  # only what was sent tells our writes from someone else's (an empty one matches any)
-            memory.written.append(decided.status)
-        elif books.differs(memory.stored, decided.status, shared.version):
-            recheck = books.sooner(recheck, memory.written_at + interval - time.monotonic())
-        return recheck
-
+        return outcome, write

@@ -14,17 +14,16 @@ import logging
 import random
 import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from node_maintenance.api.conversion import status_fields
 from node_maintenance.api.paths import jobs_path, nm_path, node_path, pod_path
 from node_maintenance.client.errors import ApiError, Conflict, KubeError, NotFound, ServerError, TooManyRequests, Unreachable
-from node_maintenance.client.http import AsyncKube
-from node_maintenance.coordination.remediation import LeaseState
+from node_maintenance.client.protocol import KubeApi
 from node_maintenance.drain import status as st
 from node_maintenance.drain.events import Event
 from node_maintenance.drain.handback import Handback
+from node_maintenance.drain.memory import Outcome
 from node_maintenance.drain.planner import DELETE_PODS, FORCE_DELETE_PODS, Attempt, Plan, Removal
 from node_maintenance.runtime import metrics
 from node_maintenance.runtime.leases import LeaseKeeper
@@ -51,20 +50,10 @@ def retry_delay(failures: int, retry_after: float, jitter: float) -> float:
     return max(retry_after, backoff) * (1 + jitter / 5)
 
 
-@dataclass
-class Outcome:
-    node_conflict: bool = False  # the node changed under the patch: plan again on the fresh node
-    attempts: dict[str, Attempt | None] | None = None  # pod uid -> new attempt (None: forget it)
-    lease: LeaseState | None = None  # what the plan's Lease claim met
-    refused_jobs: dict[str, str | None] = field(default_factory=dict)  # hook Job name -> why it was refused (None: created)
-    status_written: bool = False  # the plan's status was sent (it differed from the one stored)
-    status_failed: bool = False  # sending it failed: it is still to be written
-
-
 class Executor:
     """The one place a drain writes to the cluster: it does what a plan says, in the plan's order."""
 
-    def __init__(self, kube: AsyncKube, name: str, version: str, event: EventSink, log: logging.LoggerAdapter[logging.Logger],
+    def __init__(self, kube: KubeApi, name: str, version: str, event: EventSink, log: logging.LoggerAdapter[logging.Logger],
                  lease: LeaseKeeper | None = None) -> None:
         self.kube = kube
         self.lease = lease
@@ -75,13 +64,13 @@ class Executor:
         self._slots = asyncio.Semaphore(MAX_CONCURRENT_REMOVALS)
 
     async def run(self, plan: Plan, body: dict[str, Any], node: dict[str, Any] | None,
-                  attempts: dict[str, Attempt], stored: dict[str, Any]) -> Outcome:
+                  attempts: Mapping[str, Attempt], stored: dict[str, Any]) -> Outcome:
         """Carry out ``plan`` whole (:func:`whole`); ``stored`` is the status as last written (or as read): an
         unchanged status is not written again."""
         return await whole(self._run(plan, body, node, attempts, stored))
 
     async def _run(self, plan: Plan, body: dict[str, Any], node: dict[str, Any] | None,
-                   attempts: dict[str, Attempt], stored: dict[str, Any]) -> Outcome:
+                   attempts: Mapping[str, Attempt], stored: dict[str, Any]) -> Outcome:
         lease = await self.lease.write(plan.lease_claim) if self.lease and plan.lease_claim else None
         if plan.node_patch is not None:
             try:

@@ -22,7 +22,7 @@ import kopf
 
 from node_maintenance import api
 from node_maintenance.client.http import MAX_REQUEST_CONNECTIONS, client_session
-from node_maintenance.runtime import handback
+from node_maintenance.runtime import giving_back
 from node_maintenance.runtime.engine import Engine, Shared
 
 FINALIZER = f"{api.GROUP}/finalizer"
@@ -125,10 +125,10 @@ async def remove(body: kopf.Body, memo: Memo, **_: Any) -> None:
     await _stop(memo, body["metadata"]["name"])
     shared = memo.shared
     given = copy.deepcopy(dict(body))
-    executor = handback.executor(shared.kube, given, shared.version, post_event, _logger(body), shared.lease_namespace)
+    executor = giving_back.executor(shared.kube, given, shared.version, post_event, _logger(body), shared.lease_namespace)
     if shared.policies:  # a policy's postMaintenance Job runs before the node is given back
-        await shared.policies.before_handback(given, executor)
-    await handback.end(shared.kube, given, executor, shared.active)
+        await giving_back.before(shared.policies, given, executor)
+    await giving_back.end(shared.kube, given, executor, shared.active)
 
 
 def registry(version: str) -> kopf.OperatorRegistry:

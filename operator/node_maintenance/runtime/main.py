@@ -29,13 +29,13 @@ from node_maintenance.client.errors import KubeError, Unreachable
 from node_maintenance.client.http import AsyncKube, Kube
 from node_maintenance.coordination import remediation
 from node_maintenance.runtime import handlers, logs
-from node_maintenance.runtime.budgets import BudgetWatch
+from node_maintenance.runtime.budget_watch import BudgetWatch
 from node_maintenance.runtime.cordoned import CordonedNodes
 from node_maintenance.runtime.engine import Shared
-from node_maintenance.runtime.health import Health
+from node_maintenance.runtime.probes import Health
 from node_maintenance.runtime.leader import LeaderElector
 from node_maintenance.runtime.metrics import Active
-from node_maintenance.runtime.policies import Policies
+from node_maintenance.runtime.policies.view import Policies
 from node_maintenance.runtime.storage import migrate_storage_version, read_crd, storage_version, working_version
 from node_maintenance.webhooks.server import start_webhook_server
 

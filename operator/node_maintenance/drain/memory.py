@@ -1,0 +1,111 @@
+"""What a drain remembers from one step to the next, and what it watches: a frozen :class:`Memory` changed only by
+the pure :func:`remember`, and the :class:`WatchMode` chosen by the pure :func:`watch_mode`.
+
+The engine keeps the memory; these functions say how it changes, so each rule is a unit test.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from node_maintenance.coordination.remediation import LeaseState
+from node_maintenance.drain import bookkeeping
+from node_maintenance.drain.plans import Attempt, Plan
+from node_maintenance.drain.status import Phase
+
+# A step that met an API error, or a status write that failed, looks again after this long.
+ERROR_RETRY_SECONDS = 5.0
+# The statuses this engine wrote last: the object kopf shows may lag behind the newest write by a few.
+RECENT_WRITES = 16
+
+
+class WatchMode(enum.StrEnum):
+    """What a drain watches of its own: nothing while it waits in line, the node and its pods while it takes and
+    drains it, nothing again once drained (the shared watch of cordoned nodes then shows the node)."""
+
+    NOTHING = "nothing"
+    NODE_AND_PODS = "node and pods"
+    DRAINED = "drained"
+
+
+def watch_mode(*, ended: bool = False, waits: bool = False, plan: Plan | None = None) -> WatchMode:
+    """What the drain watches after a step: nothing once it has ended or while it waits; its node and pods when it
+    must plan with them (``plan`` None: it has not yet); nothing of its own once the plan holds a drained node."""
+    if ended or waits:
+        return WatchMode.NOTHING
+    if plan is not None and plan.phase == Phase.SUCCEEDED and plan.holds_node:
+        return WatchMode.DRAINED
+    return WatchMode.NODE_AND_PODS
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What carrying out a plan met."""
+
+    node_conflict: bool = False  # the node changed under the patch: plan again on the fresh node
+    attempts: Mapping[str, Attempt | None] | None = None  # pod uid -> new attempt (None: forget it)
+    lease: LeaseState | None = None  # what the plan's Lease claim met
+    refused_jobs: Mapping[str, str | None] = field(default_factory=dict)  # hook Job name -> why it was refused (None: created)
+    status_written: bool = False  # the plan's status was sent (it differed from the one stored)
+    status_failed: bool = False  # sending it failed: it is still to be written
+
+
+@dataclass(frozen=True)
+class Clock:
+    """The two clocks a step reads: the wall clock (attempts' retry times) and the monotonic one (status writes)."""
+
+    wall: float
+    monotonic: float
+
+
+@dataclass(frozen=True)
+class Memory:
+    """What one drain remembers between steps."""
+
+    stored: Mapping[str, Any]  # the status as last written (or read)
+    written: tuple[Mapping[str, Any], ...] = ()  # the statuses written last, newest last
+    written_at: float = 0.0  # monotonic
+    attempts: Mapping[str, Attempt] = field(default_factory=dict)
+    refused_jobs: Mapping[str, str] = field(default_factory=dict)  # hook Job name -> why the API refused it
+
+    @classmethod
+    def of(cls, status: Mapping[str, Any]) -> Memory:
+        """What a drain starts from: the status as read."""
+        return cls(dict(status), (dict(status),) if status else ())
+
+
+@dataclass(frozen=True)
+class Carried:
+    """How a plan was carried out: whether its status was due, whether someone else wrote the status, the interval of
+    its writes, and the pods still on the node (None: the plan was not a drain step)."""
+
+    write: bool
+    foreign: bool
+    interval: float
+    live: frozenset[str] | None = None
+
+
+def remember(memory: Memory, plan: Plan, outcome: Outcome, clock: Clock, carried: Carried, version: str) -> tuple[Memory, float | None]:
+    """The memory after ``plan`` was carried out and met ``outcome``, and when to look again (None: on a change only)."""
+    memory = replace(memory, refused_jobs=bookkeeping.merge_refusals(memory.refused_jobs, outcome.refused_jobs))
+    if outcome.node_conflict:
+        return memory, None  # the node watch brings the node that changed
+    recheck = plan.recheck_in
+    if carried.live is not None:
+        attempts = bookkeeping.merge_attempts(memory.attempts, plan.removals, outcome.attempts or {}, carried.live)
+        memory = replace(memory, attempts=attempts)
+        recheck = bookkeeping.sooner(recheck, bookkeeping.next_try_in(attempts, clock.wall))
+    if plan.handback is not None:  # the node is given back: ended, whether its status is written yet or not
+        memory = replace(memory, stored=plan.status)
+    if outcome.status_failed:  # written again after a pause, not at once: the API server may be away
+        return memory, bookkeeping.sooner(recheck, ERROR_RETRY_SECONDS)
+    if carried.write or carried.foreign:
+        memory = replace(memory, stored=plan.status, written_at=clock.monotonic)
+    if outcome.status_written:  # only what was sent tells our writes from someone else's (an empty one matches any)
+        memory = replace(memory, written=(*memory.written, plan.status)[-RECENT_WRITES:])
+    elif bookkeeping.differs(memory.stored, plan.status, version):
+        recheck = bookkeeping.sooner(recheck, memory.written_at + carried.interval - clock.monotonic)
+    return memory, recheck

@@ -1,0 +1,97 @@
+"""Giving the node back when a NodeMaintenance is deleted (the drain itself is ``engine``'s job): the postMaintenance
+Job of the policy governing the node first, then, under waitForHealthy, the node recorded as recovering in its policy's
+status; then read the node, decide (:func:`drain.handback.hand_back`), carry it out; a node that changed meanwhile is
+read again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import kopf
+
+from node_maintenance.api import timestamps
+from node_maintenance.api.conditions import Condition
+from node_maintenance.api.paths import node_path
+from node_maintenance.client.errors import KubeError
+from node_maintenance.client.protocol import KubeApi
+from node_maintenance.drain import status
+from node_maintenance.drain.handback import hand_back
+from node_maintenance.policy import hooks, verdicts, wording
+from node_maintenance.policy.terms import HOOK_RECHECK_SECONDS
+from node_maintenance.runtime import metrics
+from node_maintenance.runtime.executor import EventSink, Executor
+from node_maintenance.runtime.leases import LeaseKeeper
+from node_maintenance.runtime.policies.discovery import CRD_CHECK_SECONDS
+from node_maintenance.runtime.policies.view import Policies
+
+
+def executor(kube: KubeApi, body: dict[str, Any], version: str, event: EventSink, log: logging.LoggerAdapter[logging.Logger],
+             lease_namespace: str = "") -> Executor:
+    """What carries out the hand-back of ``body`` (and a policy's hook before it); the node's remediation Lease is held
+    in ``lease_namespace`` (empty: none)."""
+    lease = LeaseKeeper(kube, lease_namespace, body["spec"]["nodeName"]) if lease_namespace else None
+    return Executor(kube, body["metadata"]["name"], version, event, log, lease)
+
+
+async def end(kube: KubeApi, body: dict[str, Any], executor: Executor, active: metrics.Active) -> None:
+    """Give back the node ``body`` holds, through ``executor``."""
+    name, node_name = body["metadata"]["name"], body["spec"]["nodeName"]
+    active.holding(name, False)
+    while True:
+        node = await kube.get(node_path(node_name))
+        if await executor.hand_back(hand_back(name, node_name, node, executor.lease is not None), body, node):
+            return
+
+
+async def before(policies: Policies, body: Mapping[str, Any], executor: Executor) -> None:
+    """Run the postMaintenance Job of the policy governing the node before it is given back; raises
+    kopf.TemporaryError (kopf calls again later) until it has succeeded. A NodeMaintenance that never
+    held its node (one still waiting) runs nothing. While the policies are not known, it waits for them.
+    ``executor`` (the hand-back's) creates the Job and records the hook's condition."""
+    if why := policies.unknown():
+        raise kopf.TemporaryError(f"the node is given back once NodeMaintenancePolicies are read: {why}", delay=CRD_CHECK_SECONDS)
+    if not policies.served:
+        return
+    governing = policies.governing(body["spec"]["nodeName"], body["metadata"]["name"])
+    if not governing:
+        return
+    if len(governing) > 1:
+        names = tuple(sorted(p.name for p in governing))
+        message = verdicts.Verdict(verdicts.VerdictKind.CONFLICT, policies=names).message(body["spec"]["nodeName"])
+        await _note(body, executor, Condition(wording.HOOK_CONDITIONS[hooks.POST_MAINTENANCE], "False", "PolicyConflict", message))
+        raise kopf.TemporaryError(message, delay=HOOK_RECHECK_SECONDS[hooks.JobState.FAILED])
+    policy = governing[0]
+    if policy.post_maintenance is not None:
+        outcome = await _hook(policies, policy.post_maintenance, policy.name, body, executor)
+        await _note(body, executor, wording.hook_condition(hooks.POST_MAINTENANCE, outcome))
+        if outcome.state != hooks.JobState.SUCCEEDED:
+            raise kopf.TemporaryError(outcome.message, delay=HOOK_RECHECK_SECONDS[outcome.state])
+    if policy.wait_for_healthy:  # its policy's status records the node first (a restart keeps it); until then, not given back
+        try:
+            await policies.recover(policy.name, body["spec"]["nodeName"], (body.get("status") or {}).get("evictedWorkloads") or ())
+        except KubeError as error:
+            raise kopf.TemporaryError(f"the node is given back once NodeMaintenancePolicy {policy.name} records it as recovering: {error}",
+                                      delay=HOOK_RECHECK_SECONDS[hooks.JobState.FAILED]) from error
+
+
+async def _hook(policies: Policies, template: Mapping[str, Any], policy: str, body: Mapping[str, Any], executor: Executor) -> hooks.JobOutcome:
+    """The postMaintenance Job's outcome, the executor creating the Job when there is none yet (and the template may have one)."""
+    job = policies.job(hooks.job_name(hooks.POST_MAINTENANCE, body))
+    step = hooks.assess(hooks.POST_MAINTENANCE, policy, template, body, job, policies.namespace)
+    if step.create is None:
+        return step.outcome
+    refused = await executor.create_job(step.create)
+    if refused:  # a template the API refuses: say which field to fix
+        return hooks.JobOutcome(hooks.JobState.FAILED, hooks.refusal(hooks.POST_MAINTENANCE, policy, refused))
+    return hooks.outcome(hooks.POST_MAINTENANCE, policy, step.create, policies.namespace)
+
+
+async def _note(body: Mapping[str, Any], executor: Executor, condition: Condition) -> None:
+    """Record a hook's condition on a NodeMaintenance being deleted (its drain engine has stopped)."""
+    fields = status.noted(body.get("status") or {}, condition, generation=body["metadata"].get("generation", 1),
+                          now=timestamps.rfc3339(timestamps.now()))
+    if fields is not None:
+        await executor.note(fields)

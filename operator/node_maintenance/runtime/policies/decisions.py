@@ -1,0 +1,151 @@
+"""The policies' decision, made once for every burst of changes, and whom it moved.
+
+The decision (``policy.line.decide``) is kept until something it reads changes. After a change of one object, the
+maintenances it touches and those whose standing it changed are told (a place in line aside, which they look at now
+and then): a thousand in line are not all woken by every node their policy takes or gives back. A burst of changes
+is decided once, before the event loop's next turn. Timers decide again at the next window boundary of any policy,
+and when the soonest waitForHealthy cap passes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+from collections.abc import Callable, Collection, Mapping
+from typing import Any, Protocol
+
+from node_maintenance.api import timestamps
+from node_maintenance.policy import line, verdicts, wording
+from node_maintenance.runtime.policies.recovery import Recovery
+from node_maintenance.runtime.policies.watches import PolicyWatches, Watched
+
+
+class Known(Protocol):
+    """Whether the policies are served and known now."""
+
+    @property
+    def served(self) -> bool: ...
+
+    def unknown(self) -> str: ...
+
+
+class Decisions:
+    """The decision cache, its timers, and the telling of whom a decision moved."""
+
+    def __init__(self, known: Known, on_change: Callable[[Collection[str] | None], None]) -> None:
+        """``on_change`` is told the maintenances whose say from the policies may have changed (None: any)."""
+        self.known = known
+        self.on_change = on_change
+        self.dirty = asyncio.Event()  # the policies' statuses may be out of date
+        self._decision: verdicts.Decision | None = None
+        self._seen: dict[str, verdicts.Verdict] = {}  # the verdicts of the last decision made, current or not
+        self._all_told = False  # every maintenance was told since that decision: the next need not compare
+        self._to_tell: set[str] = set()  # maintenances to tell once the changes seen meanwhile are decided
+        self._telling: asyncio.Handle | None = None
+        self._boundary: asyncio.TimerHandle | None = None  # decides again when the next window opens or closes
+        self._cap: asyncio.TimerHandle | None = None  # decides again when the soonest waitForHealthy cap passes
+        self._admitted: frozenset[str] = frozenset()  # granted a slot by the last decision: it stands until taken or given back
+        self.watches: PolicyWatches | None = None
+        self.recovery: Recovery | None = None
+        self.stored_status: Callable[[str], Mapping[str, Any]] = lambda _name: {}
+
+    def serve(self, watches: PolicyWatches, recovery: Recovery, stored_status: Callable[[str], Mapping[str, Any]]) -> None:
+        """Decide from these from now on (the CRD is served)."""
+        self.watches, self.recovery, self.stored_status = watches, recovery, stored_status
+
+    def stop(self) -> None:
+        for timer in (self._telling, self._boundary, self._cap):
+            if timer is not None:
+                timer.cancel()
+        self._telling = self._boundary = self._cap = None
+        self._decision, self._admitted, self._seen, self._to_tell = None, frozenset(), {}, set()
+        self.watches = self.recovery = None
+
+    # ----------------------------------------------------------------- hearing of changes
+    def invalidate(self) -> None:
+        """What the decision reads changed: it is made again when next asked, and the statuses written again."""
+        self._decision = None
+        self.dirty.set()
+
+    def changed_all(self) -> None:
+        """A policy or hook Job changed, or a watch listed: any maintenance's say may have changed."""
+        self.invalidate()
+        if self.known.served:
+            self._all_told = True
+            self.on_change(None)
+
+    def changed(self, key: str | None, touched: set[str]) -> None:
+        """After a change of one object (``key``; None: a listing), tell the maintenances ``touched`` by it and those
+        whose standing it changed."""
+        if key is None or not self.known.served or self.known.unknown():
+            self.changed_all()
+            return
+        self.invalidate()
+        self._tell(touched)
+
+    def workload_changed(self, key: str | None) -> None:
+        """A workload a recovering node waits for changed: judged again (those in line told if that moves them)."""
+        self.invalidate()
+        if self.known.served and key is not None:
+            self._tell(set())
+        elif self.known.served:
+            self.changed_all()
+
+    def _tell(self, names: set[str]) -> None:
+        self._to_tell |= names
+        if self._telling is None:
+            self._telling = asyncio.get_running_loop().call_soon(self._told)
+
+    def _told(self) -> None:
+        """Decide (unless a drain's step did meanwhile, which noted whom it moved) and tell whom the changes touched."""
+        self._telling = None
+        if self.known.served and not self.known.unknown():
+            self.decision()
+        names, self._to_tell = self._to_tell, set()
+        if names:
+            self.on_change(names)
+
+    # ----------------------------------------------------------------- deciding
+    def decision(self) -> verdicts.Decision:
+        if self._decision is None:
+            assert self.watches is not None and self.recovery is not None, "decided only while the policies are served"
+            policies = self.watches.policies()
+            governing = self.watches.governing()
+            now = timestamps.now()
+            judged = self.recovery.judge(policies, self.stored_status, now)
+            self._wake_at_cap(judged.expires_in)
+            self._decision = line.decide(policies, self.watches.objects(Watched.NODES).values(),
+                                         self.watches.objects(Watched.MAINTENANCES).values(), self._admitted, governing,
+                                         judged.recovering, now=now)
+            self._wake_at_boundary(self._decision, now)
+            self._admitted = frozenset(name for name, v in self._decision.verdicts.items() if v.kind == verdicts.VerdictKind.ADMITTED)
+            before, after, self._seen = self._seen, self._decision.verdicts, self._decision.verdicts
+            if not self._all_told:  # those it moved are told; a decision made after every one was told need not
+                self._tell({n for n in before.keys() | after.keys() if verdicts.acted_on(before.get(n)) != verdicts.acted_on(after.get(n))})
+            self._all_told = False
+        return self._decision
+
+    def _wake_at_boundary(self, decision: verdicts.Decision, now: datetime.datetime) -> None:
+        """At the next window's opening or end of any policy, decide again and tell every maintenance: those in line
+        take the slots a window opens, and those holding a node under windowEnd Pause stop or resume evicting."""
+        boundaries = [s.window.boundary for s in decision.summaries.values() if s.window is not None and s.window.boundary is not None]
+        if self._boundary is not None:
+            self._boundary.cancel()
+            self._boundary = None
+        if boundaries:
+            delay = wording.until(min(boundaries), now)
+            self._boundary = asyncio.get_running_loop().call_later(delay or 0.0, self._at_boundary)
+
+    def _at_boundary(self) -> None:
+        self._boundary = None
+        self.changed_all()
+
+    def _wake_at_cap(self, expires_in: float | None) -> None:
+        if self._cap is not None:
+            self._cap.cancel()
+        self._cap = asyncio.get_running_loop().call_later(expires_in, self.changed, "", set()) if expires_in is not None else None
+
+    @property
+    def boundary(self) -> float | None:
+        """When (the loop's clock) the next window boundary is decided again; None: no timer."""
+        return self._boundary.when() if self._boundary is not None else None

@@ -1,0 +1,154 @@
+"""NodeMaintenancePolicies at run time, as the drains and the hand-backs see them.
+
+Nothing here runs (and every drain goes on as before) while the API server answers that the policy CRD does not
+exist. Anything short of that answer fails closed: until the CRD has been read and every watch has listed, and
+whenever a read fails, no maintenance takes a node. Drains that hold theirs keep the rules and hooks last read, once
+read at all.
+
+A drain asks once per step (:meth:`Policies.seen`) and gets one frozen snapshot of what the policies know of it; the
+pure ``policy.terms`` turns that into the planner's input. The parts, one job each: ``discovery`` (the CRD),
+``watches`` (and their fan-out), ``decisions`` (the cache and its timers), ``recovery`` (waitForHealthy),
+``publisher`` (the policies' status).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+from collections.abc import Callable, Collection, Iterable, Mapping
+from typing import Any
+
+from node_maintenance.client.protocol import KubeApi
+from node_maintenance.drain import node as nodes
+from node_maintenance.policy import hooks, line, model, terms
+from node_maintenance.runtime.policies import discovery
+from node_maintenance.runtime.policies.decisions import Decisions
+from node_maintenance.runtime.policies.publisher import StatusPublisher
+from node_maintenance.runtime.policies.recovery import Recovery
+from node_maintenance.runtime.policies.watches import PolicyWatches, Watched
+
+log = logging.getLogger(__name__)
+
+
+class Policies:
+    def __init__(self, kube: KubeApi, namespace: str, on_change: Callable[[Collection[str] | None], None]) -> None:
+        """``on_change`` is told the maintenances whose say from the policies may have changed (None: any)."""
+        self.kube = kube
+        self.namespace = namespace  # where hook Jobs run: the operator's own
+        self.ready = asyncio.Event()  # set after the first look at the CRD, whatever it found
+        self.served = False  # the CRD is served: the watches run
+        self.absent = False  # the API server answered that the CRD does not exist: no policy applies
+        self.trouble = ""  # why the CRD's last look did not tell that policies are served ("" when it did)
+        self.decisions = Decisions(self, on_change)
+        self.watches: PolicyWatches | None = None
+        self.recovery: Recovery | None = None
+        self.publisher: StatusPublisher | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # ----------------------------------------------------------------- lifecycle
+    async def run(self) -> None:
+        try:
+            while True:
+                await self.look()
+                self.ready.set()
+                await asyncio.sleep(discovery.CRD_CHECK_SECONDS)
+        finally:
+            await self.stop()
+
+    async def look(self) -> None:
+        """Read the CRD: start the watches once it is served, stop them only when it does not exist."""
+        trouble = self.trouble
+        found = await discovery.look(self.kube)
+        if found.absent is not None:
+            self.absent = found.absent
+        self.trouble = found.trouble
+        if found.absent and self.served:
+            await self.stop()
+            log.info("the NodeMaintenancePolicy CRD is gone: maintenances follow no policy")
+        elif found.serving and not self.served:
+            self._start()
+        if self.trouble != trouble:
+            if self.trouble:
+                log.warning("%s; no maintenance takes a node until it is", self.trouble)
+            self.decisions.on_change(None)
+
+    def _start(self) -> None:
+        self.watches = watches = PolicyWatches(self.kube, self.namespace, self.decisions)
+        self.recovery = recovery = Recovery(self.kube, self.decisions.workload_changed)
+        self.publisher = publisher = StatusPublisher(self.kube, watches, self.decisions, recovery)
+        self.decisions.serve(watches, recovery, publisher.stored)
+        self._tasks = [*watches.start(), asyncio.create_task(publisher.run(), name="policy status")]
+        self.served = True
+        log.info("NodeMaintenancePolicies are served: maintenances follow them once they are read")
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self.decisions.stop()
+        if self.recovery is not None:
+            await self.recovery.stop()
+        self._tasks, self.served, self.watches, self.recovery, self.publisher = [], False, None, None, None
+
+    # ----------------------------------------------------------------- what is known
+    def unknown(self) -> str:
+        """Why the policies are not known now, "" when they are: the CRD unread or failing, a watch that has
+        not listed yet or whose last read failed."""
+        if self.trouble:
+            return self.trouble
+        if self.absent:
+            return ""
+        if not self.served or self.watches is None:
+            return "the NodeMaintenancePolicy CRD has not been read yet"
+        return self.watches.trouble()
+
+    def node(self, name: str) -> dict[str, Any] | None:
+        """The node as the policies' watch keeps it (what the decisions read), once listed; None otherwise."""
+        return self.watches.node(name) if self.watches is not None else None
+
+    def seen(self, body: Mapping[str, Any], node: Mapping[str, Any] | None, now: datetime.datetime) -> terms.Seen:
+        """What the policies know of the maintenance ``body`` now, judged on ``node`` (the drain's view of its node;
+        None while the drain watches nothing of its own: the policies' own view is used). Reads only."""
+        name, node_name = body["metadata"]["name"], body["spec"]["nodeName"]
+        own = self.node(node_name)
+        shown = own if node is None else node
+        why = self.unknown()
+        watches = self.watches
+        if watches is None or not self.served or shown is None:
+            return terms.Seen(node=shown, unknown=why, namespace=self.namespace)
+        policies = watches.policies()
+        kept = watches.maintenance(name)
+        # One that holds its node, as the policies' watches show them, is decided on its own: no line decides it.
+        holds = kept is not None and not kept["metadata"].get("deletionTimestamp") and own is not None and nodes.holder_of(own) == name
+        verdict = None
+        if not why or (watches.synced() and nodes.holder_of(dict(shown)) == name):  # a holder keeps the rules last read
+            verdict = line.holding(policies, own, now) if holds and own is not None else self.decisions.decision().verdicts.get(name)
+        return terms.Seen(node=shown, unknown=why, served=True, synced=watches.synced(), verdict=verdict, listed=kept is not None,
+                          selected=any(p.selects(shown) for p in policies), namespace=self.namespace,
+                          pre_drain_job=watches.job(hooks.job_name(hooks.PRE_DRAIN, body)))
+
+    # ----------------------------------------------------------------- for the hand-back
+    def governing(self, node_name: str, holder: str) -> list[model.Policy] | None:
+        """The policies selecting the node that ``holder`` holds, as the watches show it; None when it does not hold it."""
+        node = self.watches.node(node_name) if self.watches is not None else None
+        if node is None or nodes.holder_of(node) != holder or self.watches is None:
+            return None
+        return [p for p in self.watches.policies() if p.selects(node)]
+
+    def job(self, name: str) -> dict[str, Any] | None:
+        return self.watches.job(name) if self.watches is not None else None
+
+    async def recover(self, policy: str, node: str, workloads: Iterable[Mapping[str, Any]]) -> None:
+        """Under waitForHealthy, the node's slot stays in use once it is given back: its policy's status records it
+        first (a restart keeps it). Raises the API's error while that is not written."""
+        assert self.recovery is not None and self.publisher is not None, "recovered only while the policies are served"
+        recorded = any(e["node"] == node for e in self.recovery.entries(policy, self.publisher.stored(policy)))
+        self.recovery.give_back(policy, node, workloads, recorded)
+        self.decisions.invalidate()
+        await self.publisher.write()
+
+    def feed(self, kind: Watched, event: str, obj: dict[str, Any]) -> None:
+        """Take a watch event of ``kind`` as its watch would (how tests bring changes without a server)."""
+        assert self.watches is not None, "fed only while the policies are served"
+        self.watches.feed(kind, event, obj)

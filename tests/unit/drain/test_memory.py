@@ -1,0 +1,81 @@
+"""What a drain remembers between steps and what it watches, as pure functions: a status written once its phase
+changes and not again until it differs, attempts merged and forgotten with their pods, a hand-back remembered as ended
+even when its status write failed, and the watch mode each step leads to."""
+
+from __future__ import annotations
+
+import pytest
+
+from node_maintenance.drain.handback import Handback
+from node_maintenance.drain.memory import ERROR_RETRY_SECONDS, Carried, Clock, Memory, Outcome, WatchMode, remember, watch_mode
+from node_maintenance.drain.plans import Attempt, Plan, Removal
+from node_maintenance.drain.status import Phase
+
+CLOCK = Clock(wall=1000.0, monotonic=50.0)
+RUNNING = {"phase": "Running", "pendingPods": ["ns/a"]}
+SUCCEEDED = {"phase": "Succeeded", "pendingPods": []}
+EVICT_A = Removal(namespace="ns", name="a", uid="ua", delete=False, grace=None, budget=None)
+
+
+def carried(*, write: bool = True, foreign: bool = False, live: frozenset[str] | None = None) -> Carried:
+    return Carried(write=write, foreign=foreign, interval=2.0, live=live)
+
+
+@pytest.mark.parametrize(("memory", "plan", "outcome", "how", "stored", "written", "recheck"), [
+    pytest.param(Memory.of({}), Plan(phase=Phase.RUNNING, status=RUNNING, recheck_in=7.0), Outcome(status_written=True), carried(),
+                 RUNNING, (RUNNING,), 7.0, id="a status written is remembered as stored and as one of ours"),
+    pytest.param(Memory.of(RUNNING), Plan(phase=Phase.RUNNING, status=SUCCEEDED), Outcome(), carried(write=False),
+                 RUNNING, (RUNNING,), 2.0, id="a status not due yet is looked at again when its interval has passed"),
+    pytest.param(Memory.of({}), Plan(phase=Phase.RUNNING, status=RUNNING, recheck_in=30.0), Outcome(status_failed=True), carried(),
+                 {}, (), ERROR_RETRY_SECONDS, id="a status write that failed is tried again after a pause, not at once"),
+    pytest.param(Memory.of(RUNNING), Plan(phase=Phase.FAILED, status=SUCCEEDED, handback=Handback(node_patch=None, release_lease=False, events=(), uncordons=False)),
+                 Outcome(status_failed=True), carried(), SUCCEEDED, (RUNNING,), ERROR_RETRY_SECONDS,
+                 id="a hand-back is remembered as ended even when its status write failed"),
+    pytest.param(Memory.of(RUNNING), Plan(phase=Phase.RUNNING, status=RUNNING), Outcome(node_conflict=True), carried(),
+                 RUNNING, (RUNNING,), None, id="a node that changed under the patch is planned again when its watch brings it"),
+])
+def test_what_a_step_leaves_in_memory(memory: Memory, plan: Plan, outcome: Outcome, how: Carried, stored: dict[str, object],
+                                      written: tuple[dict[str, object], ...], recheck: float | None) -> None:
+    after, looked = remember(memory, plan, outcome, CLOCK, how, "v1beta1")
+    assert after.stored == stored
+    assert after.written == written
+    assert looked == recheck
+
+
+def test_an_attempt_is_remembered_until_its_pod_leaves_the_node() -> None:
+    refused = Attempt(not_before=1010.0, error="eviction refused for now")
+    plan = Plan(phase=Phase.RUNNING, status=RUNNING, removals=(EVICT_A,))
+    after, recheck = remember(Memory.of(RUNNING), plan, Outcome(attempts={"ua": refused}), CLOCK, carried(live=frozenset({"ua"})), "v1beta1")
+    assert after.attempts == {"ua": refused}
+    assert recheck == 10.0  # tried again at its time, even when no watch reports anything
+    gone, _ = remember(after, Plan(phase=Phase.SUCCEEDED, status=SUCCEEDED), Outcome(), CLOCK, carried(live=frozenset()), "v1beta1")
+    assert gone.attempts == {}
+
+
+def test_a_refused_hook_job_is_remembered_until_it_is_created() -> None:
+    plan = Plan(phase=Phase.RUNNING, status=RUNNING)
+    refused, _ = remember(Memory.of({}), plan, Outcome(refused_jobs={"nm-pre-drain-1": "spec.template: invalid"}), CLOCK, carried(), "v1beta1")
+    assert refused.refused_jobs == {"nm-pre-drain-1": "spec.template: invalid"}
+    created, _ = remember(refused, plan, Outcome(refused_jobs={"nm-pre-drain-1": None}), CLOCK, carried(), "v1beta1")
+    assert created.refused_jobs == {}
+
+
+def test_the_recent_writes_are_bounded() -> None:
+    memory = Memory.of({})
+    for n in range(40):
+        memory, _ = remember(memory, Plan(phase=Phase.RUNNING, status={"phase": "Running", "n": n}), Outcome(status_written=True), CLOCK,
+                             carried(), "v1beta1")
+    assert len(memory.written) == 16 and memory.written[-1]["n"] == 39
+
+
+@pytest.mark.parametrize(("kwargs", "mode"), [
+    pytest.param({"ended": True, "plan": Plan(phase=Phase.FAILED, status={})}, WatchMode.NOTHING, id="ended: nothing"),
+    pytest.param({"waits": True, "plan": Plan(phase=Phase.PENDING, status={})}, WatchMode.NOTHING, id="in line: nothing"),
+    pytest.param({}, WatchMode.NODE_AND_PODS, id="not planned yet: the node and its pods, to plan with"),
+    pytest.param({"plan": Plan(phase=Phase.RUNNING, status={}, holds_node=True)}, WatchMode.NODE_AND_PODS, id="draining"),
+    pytest.param({"plan": Plan(phase=Phase.SUCCEEDED, status={}, holds_node=True)}, WatchMode.DRAINED, id="drained"),
+    pytest.param({"plan": Plan(phase=Phase.SUCCEEDED, status={}, holds_node=False)}, WatchMode.NODE_AND_PODS,
+                 id="succeeded without holding the node"),
+])
+def test_the_watch_mode_follows_the_step(kwargs: dict[str, object], mode: WatchMode) -> None:
+    assert watch_mode(**kwargs) == mode  # type: ignore[arg-type]
