@@ -14,12 +14,11 @@ from typing import Any
 from node_maintenance.api.conditions import Condition
 from node_maintenance.drain import node as nodes
 from node_maintenance.drain.planner import Maintenance, Plan
-from node_maintenance.policy import decide as pol
-from node_maintenance.policy import hooks
+from node_maintenance.policy import hooks, model, verdicts, wording
 
 # A hook Job in this state is looked at again this often (its watch may miss nothing, but a Job that
 # cannot be created is tried again at this pace).
-HOOK_RECHECK_SECONDS = {hooks.RUNNING: 2.0, hooks.MISSING: 1.0, hooks.FAILED: 10.0}
+HOOK_RECHECK_SECONDS = {hooks.JobState.RUNNING: 2.0, hooks.JobState.MISSING: 1.0, hooks.JobState.FAILED: 10.0}
 # A drain held while the policies cannot be read looks again this often (their recovery also wakes it).
 UNKNOWN_RECHECK_SECONDS = 5.0
 # A maintenance that gave its slot back waits this long at most for the decision to have seen that.
@@ -32,7 +31,7 @@ class Gate:
 
     waiting: Plan | None = None  # waiting for a slot or a conflict's end: carry this out instead of a drain
     unknown: bool = False  # the policies' watch has not brought this maintenance yet: do nothing until it has
-    policy: pol.Policy | None = None
+    policy: model.Policy | None = None
     hold: str = ""  # why no pod may be evicted yet (a preDrain Job)
     hold_failed: bool = False
     conditions: tuple[Condition, ...] = ()
@@ -45,7 +44,7 @@ class Gate:
         """The planner's view: the policy's drain defaults, rules, hold, conditions and Jobs, when one governs the node."""
         if self.policy is None:
             return dataclasses.replace(Maintenance.of(body), conditions=self.conditions, hold=self.hold, hold_recheck_in=self.recheck_in)
-        m = Maintenance.of(pol.with_defaults(body, self.policy))
+        m = Maintenance.of(model.with_defaults(body, self.policy))
         return dataclasses.replace(m, rules=self.policy.rules, hold=self.hold, hold_failed=self.hold_failed, hold_recheck_in=self.recheck_in,
                                    conditions=self.conditions, jobs=self.jobs, given_back=self.given_back, rejoin=self.rejoin,
                                    records_evicted=self.policy.wait_for_healthy)
@@ -55,7 +54,7 @@ class Gate:
 class Seen:
     """What the policies' watches show of one maintenance."""
 
-    verdict: pol.Verdict | None
+    verdict: verdicts.Verdict | None
     listed: bool  # the maintenances' watch has brought it
     selected: bool  # a policy selects its node
     pre_drain_job: Mapping[str, Any] | None = None  # its preDrain Job, if one exists
@@ -69,45 +68,45 @@ def gate(body: Mapping[str, Any], node: Mapping[str, Any], seen: Seen, namespace
     # A policy selects the node, yet the decision has no word on this maintenance: not listed yet, or being
     # deleted (it left the line). Decided once it has: never drained meanwhile as if no policy applied.
     if verdict is None and seen.selected:
-        return Gate(unknown=True, recheck_in=HOOK_RECHECK_SECONDS[hooks.MISSING])
-    if verdict is None or verdict.policy is None or verdict.kind == pol.UNGOVERNED:
-        return Gate(conditions=pol.left_line(body.get("status") or {}))
+        return Gate(unknown=True, recheck_in=HOOK_RECHECK_SECONDS[hooks.JobState.MISSING])
+    if verdict is None or verdict.policy is None or verdict.kind == verdicts.VerdictKind.UNGOVERNED:
+        return Gate(conditions=wording.left_line(body.get("status") or {}))
     holds = nodes.holder_of(dict(node)) == name
-    if not holds and verdict.kind in (pol.WAITING, pol.CLOSED, pol.CONFLICT):
-        return Gate(waiting=pol.waiting_plan(body, verdict, now))
+    if not holds and verdict.kind in (verdicts.VerdictKind.WAITING, verdicts.VerdictKind.CLOSED, verdicts.VerdictKind.CONFLICT):
+        return Gate(waiting=wording.waiting_plan(body, verdict, now))
     policy = verdict.policy
     node_name = body["spec"]["nodeName"]
-    queued = pol.queued_condition(verdict, node_name)
+    queued = wording.queued_condition(verdict, node_name)
     # A slot given back stays given back until the decision has seen it: a grant made before must not take the node.
-    if not holds and pol.gave_back(body) and verdict.kind != pol.GIVEN_BACK:
+    if not holds and model.gave_back(body) and verdict.kind != verdicts.VerdictKind.GIVEN_BACK:
         return Gate(unknown=True, recheck_in=GIVEN_BACK_RECHECK_SECONDS)
-    given_back = None if holds else pol.queued_condition(pol.Verdict(pol.GIVEN_BACK, policy), node_name)
-    if verdict.kind == pol.GIVEN_BACK:  # the checks at takeover are made again; passed, it rejoins the queue
+    given_back = None if holds else wording.queued_condition(verdicts.Verdict(verdicts.VerdictKind.GIVEN_BACK, policy), node_name)
+    if verdict.kind == verdicts.VerdictKind.GIVEN_BACK:  # the checks at takeover are made again; passed, it rejoins the queue
         return Gate(policy=policy, conditions=(queued,), given_back=given_back,
-                    rejoin=pol.waiting_plan(body, pol.Verdict(pol.WAITING, policy), now))
-    if verdict.kind == pol.CONFLICT:  # taken before the second policy appeared: evict nothing until it is resolved
+                    rejoin=wording.waiting_plan(body, verdicts.Verdict(verdicts.VerdictKind.WAITING, policy), now))
+    if verdict.kind == verdicts.VerdictKind.CONFLICT:  # taken before the second policy appeared: evict nothing until it is resolved
         return Gate(policy=policy, conditions=(queued,), hold=verdict.message(body["spec"]["nodeName"]), hold_failed=True)
     if holds and verdict.paused:  # windowEnd Pause and no window open: evict nothing until the next opens
-        return Gate(policy=policy, conditions=(queued,), hold=verdict.pause(node_name), recheck_in=pol.until(verdict.opens, now))
+        return Gate(policy=policy, conditions=(queued,), hold=verdict.pause(node_name), recheck_in=wording.until(verdict.opens, now))
     # Under windowEnd Pause, the drain looks again when the open window closes.
-    closing = pol.until(window.closes, now) if policy.window_end == pol.PAUSE and (window := policy.window(now)) else None
+    closing = wording.until(window.closes, now) if policy.window_end == model.WindowEnd.PAUSE and (window := policy.window(now)) else None
     if policy.pre_drain is None:
         return Gate(policy=policy, conditions=(queued,), given_back=given_back, recheck_in=closing)
     if not holds:
         return Gate(policy=policy, conditions=(queued,), given_back=given_back, hold="the preDrain Job starts once the node is cordoned")
-    hook = hooks.standing(hooks.PRE_DRAIN, policy.name, policy.pre_drain, body, seen.pre_drain_job, namespace, seen.refused)
+    hook = hooks.assess(hooks.PRE_DRAIN, policy.name, policy.pre_drain, body, seen.pre_drain_job, namespace, seen.refused)
     outcome = hook.outcome
-    conditions = (queued, pol.hook_condition(hooks.PRE_DRAIN, outcome))
-    if outcome.state == hooks.SUCCEEDED:
+    conditions = (queued, wording.hook_condition(hooks.PRE_DRAIN, outcome))
+    if outcome.state == hooks.JobState.SUCCEEDED:
         return Gate(policy=policy, conditions=conditions, recheck_in=closing)
     return Gate(policy=policy, conditions=conditions, jobs=(hook.create,) if hook.create else (), hold=outcome.message,
-                hold_failed=outcome.state == hooks.FAILED, recheck_in=HOOK_RECHECK_SECONDS[outcome.state])
+                hold_failed=outcome.state == hooks.JobState.FAILED, recheck_in=HOOK_RECHECK_SECONDS[outcome.state])
 
 
 def unknown(body: Mapping[str, Any], node: Mapping[str, Any], why: str, now: datetime.datetime) -> Gate:
     """The policies cannot be read (not yet, or not now): hold. A maintenance that has not taken its node waits
     without touching it; one that holds it keeps it and evicts nothing, since its rules and hooks are not known."""
-    verdict = pol.Verdict(pol.UNKNOWN, why=why)
+    verdict = verdicts.Verdict(verdicts.VerdictKind.UNKNOWN, why=why)
     if nodes.holder_of(dict(node)) != body["metadata"]["name"]:
-        return Gate(waiting=pol.waiting_plan(body, verdict, now))
+        return Gate(waiting=wording.waiting_plan(body, verdict, now))
     return Gate(hold=verdict.message(body["spec"]["nodeName"]), recheck_in=UNKNOWN_RECHECK_SECONDS)

@@ -36,8 +36,7 @@ from node_maintenance.client.watch import Mirror
 from node_maintenance.drain import evicted
 from node_maintenance.drain import node as nodes
 from node_maintenance.drain import status as st
-from node_maintenance.policy import decide as pol
-from node_maintenance.policy import health, hooks
+from node_maintenance.policy import health, hooks, line, model, policy_status, verdicts, wording
 from node_maintenance.policy.gate import HOOK_RECHECK_SECONDS, Gate, Seen, gate, unknown
 from node_maintenance.runtime import budgets
 from node_maintenance.runtime.executor import Executor
@@ -62,15 +61,15 @@ class Policies:
         self._crd_trouble = ""  # why the CRD's last look did not tell that policies are served ("" when it did)
         self._mirrors: dict[str, Mirror] = {}
         self._tasks: list[asyncio.Task[None]] = []
-        self._decision: pol.Decision | None = None
-        self._seen: dict[str, pol.Verdict] = {}  # the verdicts of the last decision made, current or not
+        self._decision: verdicts.Decision | None = None
+        self._seen: dict[str, verdicts.Verdict] = {}  # the verdicts of the last decision made, current or not
         self._all_told = False  # every maintenance was told since that decision: the next need not compare
         self._to_tell: set[str] = set()  # maintenances to tell once the changes seen meanwhile are decided
         self._telling: asyncio.Handle | None = None
         self._boundary: asyncio.TimerHandle | None = None  # decides again when the next window opens or closes
         self._generations: dict[str, int] = {}  # each policy's metadata.generation as last seen
-        self._governing: dict[str, tuple[str, ...]] | None = None  # each node's pol.governing, kept between decisions
-        self._parsed: list[pol.Policy] | None = None  # the policies as decisions read them, kept until a spec changes
+        self._governing: dict[str, tuple[str, ...]] | None = None  # each node's model.governing, kept between decisions
+        self._parsed: list[model.Policy] | None = None  # the policies as decisions read them, kept until a spec changes
         self._on_node: dict[str, set[str]] = {}  # node name -> the NodeMaintenances naming it
         self._node_of: dict[str, str] = {}  # NodeMaintenance name -> the node it names
         self._admitted: frozenset[str] = frozenset()  # granted a slot by the last decision: it stands until taken or given back
@@ -133,8 +132,8 @@ class Policies:
         # Read from etcd, not from the watch cache: which node may be taken is decided from the first listing.
         self._mirrors = {
             "NodeMaintenancePolicies": Mirror(self.kube, policy_path(), self._policy_changed, from_cache=False),
-            "nodes": Mirror(self.kube, node_path(), self._node_changed, slim=pol.slim_node, from_cache=False),
-            "NodeMaintenances": Mirror(self.kube, nm_path(), self._maintenance_changed, slim=pol.slim_maintenance, from_cache=False),
+            "nodes": Mirror(self.kube, node_path(), self._node_changed, slim=model.slim_node, from_cache=False),
+            "NodeMaintenances": Mirror(self.kube, nm_path(), self._maintenance_changed, slim=model.slim_maintenance, from_cache=False),
             "hook Jobs": Mirror(self.kube, jobs_path(self.namespace), self._changed, from_cache=False),
         }
         self._tasks = [asyncio.create_task(m.run(), name=f"policy {k} watch") for k, m in self._mirrors.items()]
@@ -208,7 +207,7 @@ class Policies:
         elif self._governing is not None and node is None:
             self._governing.pop(name, None)
         elif self._governing is not None and node is not None:
-            self._governing[name] = pol.governing(self._policies(), node)
+            self._governing[name] = model.governing(self._policies(), node)
         self._decided_again(key, set(self._on_node.get(name, ())))
 
     def _maintenance_changed(self, key: str | None) -> None:
@@ -251,24 +250,24 @@ class Policies:
             self.on_change(names)
 
     # ----------------------------------------------------------------- decisions
-    def decision(self) -> pol.Decision:
+    def decision(self) -> verdicts.Decision:
         if self._decision is None:
             policies = self._policies()
             if self._governing is None:
-                self._governing = {n["metadata"]["name"]: pol.governing(policies, n) for n in self._mirrors["nodes"].objects.values()}
+                self._governing = {n["metadata"]["name"]: model.governing(policies, n) for n in self._mirrors["nodes"].objects.values()}
             recovering = self._recovering(policies)
             now = timestamps.now()
-            self._decision = pol.decide(policies, self._mirrors["nodes"].objects.values(), self._mirrors["NodeMaintenances"].objects.values(),
+            self._decision = line.decide(policies, self._mirrors["nodes"].objects.values(), self._mirrors["NodeMaintenances"].objects.values(),
                                         self._admitted, self._governing, recovering, now=now)
             self._wake_at_boundary(self._decision, now)
-            self._admitted = frozenset(name for name, v in self._decision.verdicts.items() if v.kind == pol.ADMITTED)
+            self._admitted = frozenset(name for name, v in self._decision.verdicts.items() if v.kind == verdicts.VerdictKind.ADMITTED)
             before, after, self._seen = self._seen, self._decision.verdicts, self._decision.verdicts
             if not self._all_told:  # those it moved are told; a decision made after every one was told need not
-                self._tell({n for n in before.keys() | after.keys() if pol.standing(before.get(n)) != pol.standing(after.get(n))})
+                self._tell({n for n in before.keys() | after.keys() if verdicts.acted_on(before.get(n)) != verdicts.acted_on(after.get(n))})
             self._all_told = False
         return self._decision
 
-    def _wake_at_boundary(self, decision: pol.Decision, now: datetime.datetime) -> None:
+    def _wake_at_boundary(self, decision: verdicts.Decision, now: datetime.datetime) -> None:
         """At the next window's opening or end of any policy, decide again and tell every maintenance: those in line
         take the slots a window opens, and those holding a node under windowEnd Pause stop or resume evicting."""
         boundaries = [s.window.boundary for s in decision.summaries.values() if s.window is not None and s.window.boundary is not None]
@@ -276,7 +275,7 @@ class Policies:
             self._boundary.cancel()
             self._boundary = None
         if boundaries:
-            delay = pol.until(min(boundaries), now)
+            delay = wording.until(min(boundaries), now)
             self._boundary = asyncio.get_running_loop().call_later(delay or 0.0, self._at_boundary)
 
     def _at_boundary(self) -> None:
@@ -292,7 +291,7 @@ class Policies:
         entries = {e["node"]: e for e in stored.get("recovering") or ()}
         return list({**entries, **self._given_back.get(name, {})}.values())
 
-    def _recovering(self, policies: list[pol.Policy]) -> dict[str, list[str]]:
+    def _recovering(self, policies: list[model.Policy]) -> dict[str, list[str]]:
         """Judge every recovering node (dropped once its workloads are healthy, or the cap passed, or its policy no
         longer waits for health); by policy, the nodes that keep their slot."""
         self._watch_health(any(p.wait_for_healthy for p in policies))
@@ -344,9 +343,9 @@ class Policies:
         elif self.served:
             self._changed()
 
-    def _policies(self) -> list[pol.Policy]:
+    def _policies(self) -> list[model.Policy]:
         if self._parsed is None:
-            self._parsed = [pol.Policy.of(p) for p in self._mirrors["NodeMaintenancePolicies"].objects.values()]
+            self._parsed = [model.Policy.of(p) for p in self._mirrors["NodeMaintenancePolicies"].objects.values()]
         return self._parsed
 
     def node(self, name: str) -> dict[str, Any] | None:
@@ -357,14 +356,14 @@ class Policies:
     def _job(self, hook: str, body: Mapping[str, Any]) -> dict[str, Any] | None:
         return self._mirrors["hook Jobs"].objects.get(f"{self.namespace}/{hooks.job_name(hook, body)}")
 
-    async def _hook(self, hook: str, template: Mapping[str, Any], policy: str, body: Mapping[str, Any], executor: Executor) -> hooks.Outcome:
+    async def _hook(self, hook: str, template: Mapping[str, Any], policy: str, body: Mapping[str, Any], executor: Executor) -> hooks.JobOutcome:
         """The hook Job's outcome, the executor creating the Job when there is none yet (and the template may have one)."""
-        standing = hooks.standing(hook, policy, template, body, self._job(hook, body), self.namespace)
+        standing = hooks.assess(hook, policy, template, body, self._job(hook, body), self.namespace)
         if standing.create is None:
             return standing.outcome
         refused = await executor.create_job(standing.create)
         if refused:  # a template the API refuses: say which field to fix
-            return hooks.Outcome(hooks.FAILED, hooks.refusal(hook, policy, refused))
+            return hooks.JobOutcome(state=hooks.JobState.FAILED, message=hooks.refusal(hook, policy, refused))
         return hooks.outcome(hook, policy, standing.create, self.namespace)
 
     def gate(self, body: Mapping[str, Any], node: Mapping[str, Any], now: datetime.datetime, refused_jobs: Mapping[str, str]) -> Gate:
@@ -382,7 +381,7 @@ class Policies:
         # One that holds its node, as the policies' watches show them, is decided on its own: no line decides it.
         own = self.node(body["spec"]["nodeName"])
         holds = kept is not None and not kept["metadata"].get("deletionTimestamp") and own is not None and nodes.holder_of(own) == name
-        verdict = pol.holding(policies, own, now) if holds and own is not None else self.decision().verdicts.get(name)
+        verdict = line.holding(policies, own, now) if holds and own is not None else self.decision().verdicts.get(name)
         seen = Seen(verdict=verdict, listed=kept is not None, selected=any(p.selects(node) for p in policies),
                     pre_drain_job=self._job(hooks.PRE_DRAIN, body), refused=refused_jobs.get(job_name, ""))
         return gate(body, node, seen, self.namespace, now)
@@ -401,15 +400,16 @@ class Policies:
             return
         governing = [p for p in self._policies() if p.selects(node)]
         if len(governing) > 1:
-            message = pol.Verdict(pol.CONFLICT, policies=tuple(sorted(p.name for p in governing))).message(node["metadata"]["name"])
-            await self._note(body, executor, Condition(pol.HOOK_CONDITIONS[hooks.POST_MAINTENANCE], "False", "PolicyConflict", message))
-            raise kopf.TemporaryError(message, delay=HOOK_RECHECK_SECONDS[hooks.FAILED])
+            conflict = verdicts.Verdict(verdicts.VerdictKind.CONFLICT, policies=tuple(sorted(p.name for p in governing)))
+            message = conflict.message(node["metadata"]["name"])
+            await self._note(body, executor, Condition(wording.HOOK_CONDITIONS[hooks.POST_MAINTENANCE], "False", "PolicyConflict", message))
+            raise kopf.TemporaryError(message, delay=HOOK_RECHECK_SECONDS[hooks.JobState.FAILED])
         if not governing:
             return
         if governing[0].post_maintenance is not None:
             outcome = await self._hook(hooks.POST_MAINTENANCE, governing[0].post_maintenance, governing[0].name, body, executor)
-            await self._note(body, executor, pol.hook_condition(hooks.POST_MAINTENANCE, outcome))
-            if outcome.state != hooks.SUCCEEDED:
+            await self._note(body, executor, wording.hook_condition(hooks.POST_MAINTENANCE, outcome))
+            if outcome.state != hooks.JobState.SUCCEEDED:
                 raise kopf.TemporaryError(outcome.message, delay=HOOK_RECHECK_SECONDS[outcome.state])
         if governing[0].wait_for_healthy:
             await self._recover(governing[0].name, node["metadata"]["name"], (body.get("status") or {}).get("evictedWorkloads") or ())
@@ -424,7 +424,7 @@ class Policies:
             await self._write_statuses()
         except KubeError as error:
             raise kopf.TemporaryError(f"the node is given back once NodeMaintenancePolicy {policy} records it as recovering: {error}",
-                                      delay=HOOK_RECHECK_SECONDS[hooks.FAILED]) from error
+                                      delay=HOOK_RECHECK_SECONDS[hooks.JobState.FAILED]) from error
 
     @staticmethod
     async def _note(body: Mapping[str, Any], executor: Executor, condition: Condition) -> None:
@@ -460,10 +460,10 @@ class Policies:
                     continue
                 previous = self._written.get(name) or body.get("status") or {}
                 given_back, gave_up = set(self._given_back.get(name, {})), self._gave_up.get(name)
-                status = pol.policy_status(body.get("status") or {}, summary, body["metadata"].get("generation", 1), now)
+                status = policy_status.policy_status(body.get("status") or {}, summary, body["metadata"].get("generation", 1), now)
                 if self._entries(name) or any(p.name == name and p.wait_for_healthy for p in self._policies()):
                     status = self._with_recovering(name, previous, status, body["metadata"].get("generation", 1), now)
-                if status != self._written.get(name) and not pol.same_status(body.get("status") or {}, status):
+                if status != self._written.get(name) and not policy_status.same_status(body.get("status") or {}, status):
                     await self.kube.patch(policy_path(name, "status"), {"status": status})
                     self._written[name] = status
                 for node in given_back:  # written: the status holds them from now on (unless they recovered meanwhile)
