@@ -15,6 +15,7 @@ import copy
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from node_maintenance.api import GROUP, KIND, SERVICE_ACCOUNT
@@ -25,10 +26,18 @@ MAINTENANCE_ANNOTATION = f"{GROUP}/maintenance"
 NODE_ANNOTATION = f"{GROUP}/node"
 # The policy fields that declare each hook, for messages.
 FIELDS = {PRE_DRAIN: "preDrain", POST_MAINTENANCE: "postMaintenance"}
-RUNNING, SUCCEEDED, FAILED, MISSING = "Running", "Succeeded", "Failed", "Missing"
 # The pod spec fields naming the ServiceAccount a pod runs as: serviceAccount is the deprecated spelling,
 # which the API server still honours.
 SERVICE_ACCOUNT_FIELDS = ("serviceAccountName", "serviceAccount")
+
+
+class JobState(StrEnum):
+    """How a hook's Job stands."""
+
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    MISSING = "Missing"  # not created yet
 
 
 def job_name(hook: str, maintenance: Mapping[str, Any]) -> str:
@@ -96,30 +105,33 @@ def build_job(hook: str, template: Mapping[str, Any], maintenance: Mapping[str, 
 
 
 @dataclass(frozen=True)
-class Outcome:
-    state: str  # RUNNING, SUCCEEDED, FAILED or MISSING
+class JobOutcome:
+    """How a hook's Job stands, worded for the NodeMaintenance's status."""
+
+    state: JobState
     message: str
 
 
 @dataclass(frozen=True)
-class Standing:
+class JobStep:
     """How a hook stands, and the Job to create for it (None: it exists, or it must not be created)."""
 
-    outcome: Outcome
+    outcome: JobOutcome
     create: dict[str, Any] | None = None
 
 
-def standing(hook: str, policy: str, template: Mapping[str, Any], maintenance: Mapping[str, Any], job: Mapping[str, Any] | None,
-             namespace: str, refused: str = "") -> Standing:
+def assess(hook: str, policy: str, template: Mapping[str, Any], maintenance: Mapping[str, Any], job: Mapping[str, Any] | None,
+           namespace: str, refused: str = "") -> JobStep:
     """The hook's outcome and the Job to create. A template borrowing the operator's identity fails the hook
     and builds no Job; a Job the API refused at the last try (``refused``) is a failure, tried again."""
     borrowed = borrowed_identity(hook, template)
     if borrowed:
-        return Standing(Outcome(FAILED, f"the {FIELDS[hook]} Job of NodeMaintenancePolicy {policy} is not created: {borrowed}"))
+        return JobStep(outcome=JobOutcome(state=JobState.FAILED,
+                                          message=f"the {FIELDS[hook]} Job of NodeMaintenancePolicy {policy} is not created: {borrowed}"))
     if job is not None:
-        return Standing(outcome(hook, policy, job, namespace))
-    missing = Outcome(FAILED, refusal(hook, policy, refused)) if refused else outcome(hook, policy, None, namespace)
-    return Standing(missing, build_job(hook, template, maintenance, namespace))
+        return JobStep(outcome=outcome(hook, policy, job, namespace))
+    missing = JobOutcome(state=JobState.FAILED, message=refusal(hook, policy, refused)) if refused else outcome(hook, policy, None, namespace)
+    return JobStep(outcome=missing, create=build_job(hook, template, maintenance, namespace))
 
 
 def refusal(hook: str, policy: str, error: str) -> str:
@@ -127,19 +139,19 @@ def refusal(hook: str, policy: str, error: str) -> str:
     return f"the {FIELDS[hook]} Job of NodeMaintenancePolicy {policy} was refused: {error}; fix spec.{FIELDS[hook]}.jobTemplate"
 
 
-def outcome(hook: str, policy: str, job: Mapping[str, Any] | None, namespace: str) -> Outcome:
+def outcome(hook: str, policy: str, job: Mapping[str, Any] | None, namespace: str) -> JobOutcome:
     """How the hook's Job stands, worded for the NodeMaintenance's status."""
     field = FIELDS[hook]
     if job is None:
-        return Outcome(MISSING, f"{field} Job of NodeMaintenancePolicy {policy} is being created")
+        return JobOutcome(state=JobState.MISSING, message=f"{field} Job of NodeMaintenancePolicy {policy} is being created")
     name = f"{namespace}/{job['metadata']['name']}"
     conditions = {c.get("type"): c for c in (job.get("status") or {}).get("conditions") or [] if c.get("status") == "True"}
     if "Complete" in conditions:
-        return Outcome(SUCCEEDED, f"{field} Job {name} succeeded")
+        return JobOutcome(state=JobState.SUCCEEDED, message=f"{field} Job {name} succeeded")
     failed = conditions.get("Failed")
     if failed:
-        return Outcome(FAILED, f"{field} Job {name} of NodeMaintenancePolicy {policy} failed ({failed.get('reason', '')}: "
-                               f"{failed.get('message', '')}); see its pods' logs, then delete the Job to run it again")
+        return JobOutcome(state=JobState.FAILED, message=f"{field} Job {name} of NodeMaintenancePolicy {policy} failed ({failed.get('reason', '')}: "
+                                                         f"{failed.get('message', '')}); see its pods' logs, then delete the Job to run it again")
     failures = (job.get("status") or {}).get("failed") or 0
     retry = f", {failures} failed pod(s) so far, retried up to its backoffLimit" if failures else ""
-    return Outcome(RUNNING, f"{field} Job {name} of NodeMaintenancePolicy {policy} is running{retry}")
+    return JobOutcome(state=JobState.RUNNING, message=f"{field} Job {name} of NodeMaintenancePolicy {policy} is running{retry}")

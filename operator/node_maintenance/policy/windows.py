@@ -110,7 +110,7 @@ def parse(specs: Sequence[Mapping[str, Any]]) -> tuple[tuple[Window, ...], tuple
 
 
 @dataclass(frozen=True)
-class Standing:
+class WindowState:
     """The windows at one moment: open or not, when the open one closes, when the next opens (None: never)."""
 
     open: bool
@@ -123,19 +123,19 @@ class Standing:
         return self.closes if self.open else self.next_opens
 
 
-def standing(windows: Sequence[Window], now: datetime.datetime) -> Standing:
+def state_at(windows: Sequence[Window], now: datetime.datetime) -> WindowState:
     """Where ``windows`` stand at ``now`` (aware). The open one's end follows, in order, every window opening before
     the end found so far."""
     ends = [end for w in windows if (end := w.last_opened(now) + w.duration) > now]
     if not ends:
-        return Standing(False, next_opens=_next_opening(windows, now))
+        return WindowState(open=False, next_opens=_next_opening(windows, now))
     closes = max(ends)
     merged = heapq.merge(*(_spans(w, now) for w in windows))
     for opened, duration in itertools.islice(merged, CHAIN_LOOKAHEAD):
         if opened > closes:
             break
         closes = max(closes, opened + duration)
-    return Standing(True, closes=closes, next_opens=_next_opening(windows, closes))
+    return WindowState(open=True, closes=closes, next_opens=_next_opening(windows, closes))
 
 
 def _spans(window: Window, after: datetime.datetime) -> Iterable[tuple[datetime.datetime, datetime.timedelta]]:

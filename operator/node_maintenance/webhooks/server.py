@@ -20,7 +20,7 @@ from node_maintenance.api import CONVERT_PATH, VALIDATE_PATH, VALIDATE_POLICY_PA
 from node_maintenance.api.conversion import ConversionError, convert, version_of
 from node_maintenance.client.errors import TooManyRequests
 from node_maintenance.client.http import Kube
-from node_maintenance.policy import decide as pol
+from node_maintenance.policy import refusals
 from node_maintenance.webhooks import admission
 from node_maintenance.webhooks.certs import ReloadingTLS
 
@@ -82,7 +82,7 @@ def policy_admission_response(review: Any) -> dict[str, Any]:
         return admission_response(uid, NOT_A_REVIEW)
     if req.get("operation") not in ("CREATE", "UPDATE"):
         return admission_response(uid, None)
-    reason = pol.admission_refusal(req["object"])
+    reason = refusals.admission_refusal(req["object"])
     if reason:
         log.info("refused NodeMaintenancePolicy", extra={"reason": reason})
     return admission_response(uid, reason)

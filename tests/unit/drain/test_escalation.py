@@ -13,8 +13,9 @@ import pytest
 from node_maintenance.drain import status as st
 from node_maintenance.drain.handback import hand_back
 from node_maintenance.drain.planner import DELETE_PODS, FORCE_DELETE_PODS, HAND_BACK, Attempt, Escalation, Maintenance, Plan, plan
-from node_maintenance.policy import decide as pol
+from node_maintenance.policy import line, model
 from node_maintenance.policy.gate import Seen, gate
+from node_maintenance.policy.verdicts import VerdictKind
 from node_maintenance_cli import main as cli_main
 from node_maintenance_cli import plan as planning
 from node_maintenance_cli import views
@@ -100,8 +101,8 @@ def test_the_ladder_and_on_timeout_are_read_from_spec_drain() -> None:
     m = Maintenance.of(nm(drain=drain))
     assert m.escalation == LADDER and m.on_timeout == HAND_BACK
     assert Maintenance.of(nm()).on_timeout == "Fail" and Maintenance.of(nm()).escalation == ()
-    policy = pol.Policy.of(nm_policy(drain={"onTimeout": HAND_BACK, "escalation": drain["escalation"]}))
-    defaulted = Maintenance.of(pol.with_defaults(nm(drain={"timeoutSeconds": 5}), policy))
+    policy = model.Policy.of(nm_policy(drain={"onTimeout": HAND_BACK, "escalation": drain["escalation"]}))
+    defaulted = Maintenance.of(model.with_defaults(nm(drain={"timeoutSeconds": 5}), policy))
     assert defaulted.escalation == LADDER and defaulted.on_timeout == HAND_BACK and defaulted.timeout == 5
 
 
@@ -134,9 +135,9 @@ def test_a_timed_out_maintenance_holds_no_slot_and_waits_in_no_line() -> None:
     ended = nm("ended", "n0", created="2026-01-01T10:00:00Z", status={"conditions": [
         {"type": st.TIMED_OUT, "status": "True", "reason": st.HANDED_BACK, "message": "m"}]})
     nms = [ended, nm("next", "n1", created="2026-01-01T10:00:01Z")]
-    policy = pol.Policy.of(nm_policy(node_selector={"matchLabels": {"pool": "a"}}, maxParallel=1))
-    decision = pol.decide([policy], [pol.slim_node(pool("n0")), pol.slim_node(pool("n1"))], [pol.slim_maintenance(m) for m in nms], now=NOW)
-    assert "ended" not in decision.verdicts and decision.verdicts["next"].kind == pol.ADMITTED
+    policy = model.Policy.of(nm_policy(node_selector={"matchLabels": {"pool": "a"}}, maxParallel=1))
+    decision = line.decide([policy], [model.slim_node(pool("n0")), model.slim_node(pool("n1"))], [model.slim_maintenance(m) for m in nms], now=NOW)
+    assert "ended" not in decision.verdicts and decision.verdicts["next"].kind == VerdictKind.ADMITTED
     assert decision.summaries["p"].queue == ()
     # Its node's policy has no word on it any more: a drain step under the policy holds, and takes nothing.
     held = gate(ended, pool("n0"), Seen(decision.verdicts.get("ended"), listed=True, selected=True), "nmo", NOW)

@@ -10,8 +10,8 @@ import pytest
 
 from node_maintenance.drain import evicted
 from node_maintenance.drain.planner import plan
-from node_maintenance.policy import decide as pol
-from node_maintenance.policy import health
+from node_maintenance.policy import health, line, model
+from node_maintenance.policy.verdicts import VerdictKind
 from tests.unit.builders import HELD, NOW, RUNNING, ago, budget, maintenance, nm, nm_policy, node, pod, scene_pod
 
 web_budget = partial(budget, "web", namespace="app", generation=2, observed=2)
@@ -96,24 +96,24 @@ def test_the_policy_status_names_what_each_node_waits_for() -> None:
 
 # ------------------------------------------------------------------ the slot a recovering node keeps
 a_node = partial(node, labels={"pool": "a"}, annotations={}, unschedulable=False, ready=True)
-POLICY = pol.Policy.of(nm_policy("p", node_selector={"matchLabels": {"pool": "a"}}, maxParallel=1, waitForHealthy=True))
+POLICY = model.Policy.of(nm_policy("p", node_selector={"matchLabels": {"pool": "a"}}, maxParallel=1, waitForHealthy=True))
 
 
 def test_a_recovering_node_keeps_its_slot_until_dropped() -> None:
     nodes = [a_node("n0"), a_node("n1")]
-    line = [nm("next", "n1", created="2026-01-01T10:00:00Z")]
-    assert pol.decide([POLICY], nodes, line, recovering={"p": ["n0"]}, now=NOW).verdicts["next"].kind == pol.WAITING
-    assert pol.decide([POLICY], nodes, line, recovering={"p": []}, now=NOW).verdicts["next"].kind == pol.ADMITTED
-    assert pol.decide([POLICY], nodes, line, recovering={"other": ["n0"]}, now=NOW).verdicts["next"].kind == pol.ADMITTED
+    in_line = [nm("next", "n1", created="2026-01-01T10:00:00Z")]
+    assert line.decide([POLICY], nodes, in_line, recovering={"p": ["n0"]}, now=NOW).verdicts["next"].kind == VerdictKind.WAITING
+    assert line.decide([POLICY], nodes, in_line, recovering={"p": []}, now=NOW).verdicts["next"].kind == VerdictKind.ADMITTED
+    assert line.decide([POLICY], nodes, in_line, recovering={"other": ["n0"]}, now=NOW).verdicts["next"].kind == VerdictKind.ADMITTED
 
 
 def test_a_recovering_node_taken_again_counts_once() -> None:
     nodes = [a_node("n0", holder="again", unschedulable=True), a_node("n1")]
-    line = [nm("again", "n0", created="2026-01-01T10:00:00Z"), nm("next", "n1", created="2026-01-01T10:00:01Z")]
-    two = pol.Policy.of(nm_policy("p", node_selector={"matchLabels": {"pool": "a"}}, maxParallel=2, waitForHealthy=True))
-    assert pol.decide([two], nodes, line, recovering={"p": ["n0"]}, now=NOW).verdicts["next"].kind == pol.ADMITTED
+    in_line = [nm("again", "n0", created="2026-01-01T10:00:00Z"), nm("next", "n1", created="2026-01-01T10:00:01Z")]
+    two = model.Policy.of(nm_policy("p", node_selector={"matchLabels": {"pool": "a"}}, maxParallel=2, waitForHealthy=True))
+    assert line.decide([two], nodes, in_line, recovering={"p": ["n0"]}, now=NOW).verdicts["next"].kind == VerdictKind.ADMITTED
 
 
 def test_the_cap_defaults_to_600_seconds() -> None:
     assert POLICY.wait_for_healthy and POLICY.wait_for_healthy_seconds == health.DEFAULT_WAIT_SECONDS == 600
-    assert not pol.Policy.of(nm_policy("q")).wait_for_healthy
+    assert not model.Policy.of(nm_policy("q")).wait_for_healthy

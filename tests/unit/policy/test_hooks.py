@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from node_maintenance.api import SERVICE_ACCOUNT
-from node_maintenance.policy import decide as pol
-from node_maintenance.policy import hooks
+from node_maintenance.policy import hooks, model
 from node_maintenance.policy.gate import Seen, gate
+from node_maintenance.policy.verdicts import Verdict, VerdictKind
 from tests.unit.builders import HELD, NOW, hook_template, nm, nm_policy
 
 NM = nm("worker-3", "worker-3", uid="1234")
@@ -41,13 +41,14 @@ def _job(conditions: list[dict[str, str]], failed: int = 0) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("job", "state", "words"),
     [
-        (None, hooks.MISSING, "being created"),
-        (_job([]), hooks.RUNNING, "nmo/j of NodeMaintenancePolicy p is running"),
-        (_job([], failed=1), hooks.RUNNING, "1 failed pod(s) so far, retried up to its backoffLimit"),
-        (_job([{"type": "Complete", "status": "True"}]), hooks.SUCCEEDED, "succeeded"),
+        (None, hooks.JobState.MISSING, "being created"),
+        (_job([]), hooks.JobState.RUNNING, "nmo/j of NodeMaintenancePolicy p is running"),
+        (_job([], failed=1), hooks.JobState.RUNNING, "1 failed pod(s) so far, retried up to its backoffLimit"),
+        (_job([{"type": "Complete", "status": "True"}]), hooks.JobState.SUCCEEDED, "succeeded"),
         (_job([{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": "Job has reached the specified backoff limit"}], 3),
-         hooks.FAILED, "failed (BackoffLimitExceeded: Job has reached the specified backoff limit); see its pods' logs, then delete the Job"),
-        (_job([{"type": "Failed", "status": "False"}]), hooks.RUNNING, "running"),
+         hooks.JobState.FAILED,
+         "failed (BackoffLimitExceeded: Job has reached the specified backoff limit); see its pods' logs, then delete the Job"),
+        (_job([{"type": "Failed", "status": "False"}]), hooks.JobState.RUNNING, "running"),
     ],
 )
 def test_hook_outcomes(job: dict[str, Any] | None, state: str, words: str) -> None:
@@ -69,9 +70,9 @@ def test_a_hook_pod_gets_an_api_token_only_when_its_template_asks(template: dict
 @pytest.mark.parametrize("field", ["serviceAccountName", "serviceAccount"])
 def test_no_job_is_built_to_run_as_the_operator_and_the_hook_fails_naming_the_field(hook: str, field: str) -> None:
     for job in (None, _job([{"type": "Complete", "status": "True"}])):  # one made before the refusal counts for nothing
-        standing = hooks.standing(hook, "rolling", hook_template(**{field: SERVICE_ACCOUNT}), NM, job, "nmo")
-        assert standing.create is None and standing.outcome.state == hooks.FAILED
-        message = standing.outcome.message
+        step = hooks.assess(hook, "rolling", hook_template(**{field: SERVICE_ACCOUNT}), NM, job, "nmo")
+        assert step.create is None and step.outcome.state == hooks.JobState.FAILED
+        message = step.outcome.message
         assert message.startswith(f"the {hooks.FIELDS[hook]} Job of NodeMaintenancePolicy rolling is not created: ")
         assert f"spec.{hooks.FIELDS[hook]}.jobTemplate.spec.template.spec.{field} names the operator's ServiceAccount {SERVICE_ACCOUNT}" in message
         assert "run the hook as a ServiceAccount of its own" in message
@@ -79,17 +80,17 @@ def test_no_job_is_built_to_run_as_the_operator_and_the_hook_fails_naming_the_fi
 
 def test_a_job_running_as_its_own_service_account_is_built_until_it_exists() -> None:
     template = hook_template(serviceAccountName="storage-admin")
-    standing = hooks.standing(hooks.PRE_DRAIN, "rolling", template, NM, None, "nmo")
-    assert standing.outcome.state == hooks.MISSING and standing.create is not None
-    assert standing.create["spec"]["template"]["spec"]["serviceAccountName"] == "storage-admin"
-    assert hooks.standing(hooks.PRE_DRAIN, "rolling", template, NM, _job([]), "nmo") == hooks.Standing(hooks.outcome(hooks.PRE_DRAIN, "rolling", _job([]), "nmo"))
-    refused = hooks.standing(hooks.PRE_DRAIN, "rolling", template, NM, None, "nmo", refused="forbidden")
-    assert refused.outcome.state == hooks.FAILED and "was refused: forbidden" in refused.outcome.message and refused.create is not None
+    step = hooks.assess(hooks.PRE_DRAIN, "rolling", template, NM, None, "nmo")
+    assert step.outcome.state == hooks.JobState.MISSING and step.create is not None
+    assert step.create["spec"]["template"]["spec"]["serviceAccountName"] == "storage-admin"
+    assert hooks.assess(hooks.PRE_DRAIN, "rolling", template, NM, _job([]), "nmo") == hooks.JobStep(hooks.outcome(hooks.PRE_DRAIN, "rolling", _job([]), "nmo"))
+    refused = hooks.assess(hooks.PRE_DRAIN, "rolling", template, NM, None, "nmo", refused="forbidden")
+    assert refused.outcome.state == hooks.JobState.FAILED and "was refused: forbidden" in refused.outcome.message and refused.create is not None
 
 
 def test_a_pre_drain_job_that_would_run_as_the_operator_holds_the_maintenance_with_the_reason() -> None:
-    policy = pol.Policy.of(nm_policy("rolling", preDrain={"jobTemplate": hook_template(serviceAccount=SERVICE_ACCOUNT)}))
-    seen = Seen(pol.Verdict(pol.ADMITTED, policy), listed=True, selected=True)
+    policy = model.Policy.of(nm_policy("rolling", preDrain={"jobTemplate": hook_template(serviceAccount=SERVICE_ACCOUNT)}))
+    seen = Seen(Verdict(VerdictKind.ADMITTED, policy), listed=True, selected=True)
     step = gate(nm("nm", "n1", uid="1234", status={}), HELD, seen, "nmo", NOW)
     assert step.jobs == () and step.hold_failed
     pre_drain = next(c for c in step.conditions if c.type == "PreDrain")
@@ -97,5 +98,5 @@ def test_a_pre_drain_job_that_would_run_as_the_operator_holds_the_maintenance_wi
     assert "spec.preDrain.jobTemplate.spec.template.spec.serviceAccount names the operator's ServiceAccount" in step.hold
     # The same policy with a ServiceAccount of its own creates the Job and waits for it.
     fixed = dataclasses.replace(policy, pre_drain=hook_template(serviceAccount="storage-admin"))
-    step = gate(nm("nm", "n1", uid="1234", status={}), HELD, dataclasses.replace(seen, verdict=pol.Verdict(pol.ADMITTED, fixed)), "nmo", NOW)
+    step = gate(nm("nm", "n1", uid="1234", status={}), HELD, dataclasses.replace(seen, verdict=Verdict(VerdictKind.ADMITTED, fixed)), "nmo", NOW)
     assert len(step.jobs) == 1 and not step.hold_failed

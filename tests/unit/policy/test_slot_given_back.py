@@ -10,8 +10,9 @@ from typing import Any
 from node_maintenance.coordination import quorum as qu
 from node_maintenance.coordination import remediation as rem
 from node_maintenance.drain.planner import Plan, plan
-from node_maintenance.policy import decide as pol
+from node_maintenance.policy import line, model
 from node_maintenance.policy.gate import Gate, Seen, gate
+from node_maintenance.policy.verdicts import Decision, Verdict, VerdictKind
 from tests.unit.builders import CONTROL_PLANE_LABEL, NOW, control_plane_node, lease, nm, nm_policy, node
 
 POOL = {"pool": "a"}
@@ -27,20 +28,21 @@ def _nm(name: str, node_name: str, second: int, status: dict[str, Any] | None = 
     return nm(name, node_name, uid=f"uid-{name}", created=f"2026-01-01T10:00:{second:02d}Z", status=status or {})
 
 
-def _decide(maintenances: list[dict[str, Any]], admitted: frozenset[str], node_list: list[dict[str, Any]] = NODES) -> pol.Decision:
+def _decide(maintenances: list[dict[str, Any]], admitted: frozenset[str], node_list: list[dict[str, Any]] = NODES) -> Decision:
     """The decision as the runtime makes it: from the slim objects its watches keep."""
-    return pol.decide([pol.Policy.of(POLICY)], [pol.slim_node(n) for n in node_list], [pol.slim_maintenance(m) for m in maintenances], admitted, now=NOW)
+    return line.decide([model.Policy.of(POLICY)], [model.slim_node(n) for n in node_list], [model.slim_maintenance(m) for m in maintenances],
+                       admitted, now=NOW)
 
 
-def _kinds(decision: pol.Decision) -> dict[str, str]:
+def _kinds(decision: Decision) -> dict[str, str]:
     return {name: verdict.kind for name, verdict in decision.verdicts.items()}
 
 
-def _gate(body: dict[str, Any], decision: pol.Decision, node_obj: dict[str, Any]) -> Gate:
+def _gate(body: dict[str, Any], decision: Decision, node_obj: dict[str, Any]) -> Gate:
     return gate(body, node_obj, Seen(decision.verdicts.get(body["metadata"]["name"]), listed=True, selected=True), "nmo", NOW)
 
 
-def _step(body: dict[str, Any], decision: pol.Decision, node_obj: dict[str, Any], **inputs: Any) -> Plan | None:
+def _step(body: dict[str, Any], decision: Decision, node_obj: dict[str, Any], **inputs: Any) -> Plan | None:
     """One drain step: the gate, then the plan (None: the gate says to do nothing yet)."""
     step = _gate(body, decision, node_obj)
     if step.unknown:
@@ -49,45 +51,45 @@ def _step(body: dict[str, Any], decision: pol.Decision, node_obj: dict[str, Any]
 
 
 def _queued(status: dict[str, Any]) -> tuple[str, str]:
-    queued = next(c for c in status["conditions"] if c["type"] == pol.QUEUED)
+    queued = next(c for c in status["conditions"] if c["type"] == model.QUEUED)
     return queued["status"], queued["reason"]
 
 
 def test_a_slot_refused_at_takeover_goes_to_the_next_in_line_and_the_first_rejoins_behind_it() -> None:
     a, b = _nm("a", "Worker-1", 1), _nm("b", "Worker-2", 2)
     first = _decide([a, b], frozenset())
-    assert _kinds(first) == {"a": pol.ADMITTED, "b": pol.WAITING}
+    assert _kinds(first) == {"a": VerdictKind.ADMITTED, "b": VerdictKind.WAITING}
 
     # Another holder's remediation Lease refuses a's node: a fails before taking it, and gives the slot back.
     refused = _step(a, first, NODES[0], lease=HELD_BY_OTHER)
     assert refused is not None and refused.node_patch is None and refused.lease_claim is None and not refused.holds_node
-    assert refused.phase == "Failed" and _queued(refused.status) == ("True", pol.SLOT_GIVEN_BACK)
-    assert pol.gave_back({"status": refused.status})
+    assert refused.phase == "Failed" and _queued(refused.status) == ("True", model.QueuedReason.SLOT_GIVEN_BACK)
+    assert model.gave_back({"status": refused.status})
     a = {**a, "status": refused.status}
     # Until the decision has seen that, a grant made before does not let a take its node, even once the Lease is free.
     assert _step(a, first, NODES[0], lease=RELEASED) is None
 
     second = _decide([a, b], frozenset({"a"}))
-    assert _kinds(second) == {"a": pol.GIVEN_BACK, "b": pol.ADMITTED}
+    assert _kinds(second) == {"a": VerdictKind.GIVEN_BACK, "b": VerdictKind.ADMITTED}
     assert second.summaries["rolling"].queue == ()
     # Still refused, a looks again and keeps the slot given back.
     again = _step(a, second, NODES[0], lease=HELD_BY_OTHER)
-    assert again is not None and again.node_patch is None and _queued(again.status) == ("True", pol.SLOT_GIVEN_BACK)
+    assert again is not None and again.node_patch is None and _queued(again.status) == ("True", model.QueuedReason.SLOT_GIVEN_BACK)
 
     # The Lease is free: a rejoins the line, taking nothing; b, granted meanwhile, keeps its slot.
     rejoined = _step(a, second, NODES[0], lease=RELEASED)
     assert rejoined is not None and rejoined.phase == "Pending" and rejoined.node_patch is None and rejoined.lease_claim is None
-    assert _queued(rejoined.status) == ("True", "WaitingForSlot") and not pol.gave_back({"status": rejoined.status})
+    assert _queued(rejoined.status) == ("True", "WaitingForSlot") and not model.gave_back({"status": rejoined.status})
     a = {**a, "status": rejoined.status}
     third = _decide([a, b], frozenset({"b"}))
-    assert _kinds(third) == {"a": pol.WAITING, "b": pol.ADMITTED}
+    assert _kinds(third) == {"a": VerdictKind.WAITING, "b": VerdictKind.ADMITTED}
     assert _step(a, third, NODES[0], lease=RELEASED).node_patch is None  # type: ignore[union-attr]
 
     # b takes its node, drains and is deleted: a, first in line, gets the slot and takes its node.
     holding = [NODES[0], pool_node("Worker-2", holder="b", unschedulable=True)]
-    assert _kinds(_decide([a, b], frozenset({"b"}), holding)) == {"a": pol.WAITING, "b": pol.ADMITTED}
+    assert _kinds(_decide([a, b], frozenset({"b"}), holding)) == {"a": VerdictKind.WAITING, "b": VerdictKind.ADMITTED}
     last = _decide([a], frozenset({"b"}))
-    assert _kinds(last) == {"a": pol.ADMITTED}
+    assert _kinds(last) == {"a": VerdictKind.ADMITTED}
     claim = _step(a, last, NODES[0], lease=RELEASED)
     assert claim is not None and claim.lease_claim is not None  # the Lease is claimed first, then the node taken
 
@@ -97,17 +99,18 @@ def test_without_the_grant_standing_the_rejoining_one_would_take_the_slot_of_one
     # withdrawn, while b's engine may be cordoning its node at that moment.
     a = _nm("a", "Worker-1", 1, status={"phase": "Pending"})
     b = _nm("b", "Worker-2", 2)
-    assert _kinds(_decide([a, b], frozenset())) == {"a": pol.ADMITTED, "b": pol.WAITING}
-    assert _kinds(_decide([a, b], frozenset({"b"}))) == {"a": pol.WAITING, "b": pol.ADMITTED}
+    assert _kinds(_decide([a, b], frozenset())) == {"a": VerdictKind.ADMITTED, "b": VerdictKind.WAITING}
+    assert _kinds(_decide([a, b], frozenset({"b"}))) == {"a": VerdictKind.WAITING, "b": VerdictKind.ADMITTED}
 
 
 def test_a_grant_stands_only_while_its_maintenance_waits_to_take_the_node() -> None:
     a, b, c = _nm("a", "Worker-1", 1), _nm("b", "Worker-2", 2), _nm("c", "Worker-3", 3)
     node_list = [*NODES, pool_node("Worker-3")]
     # A name granted before that is gone, or holds its node now, counts once and only as what it is.
-    assert _kinds(_decide([a, b, c], frozenset({"gone", "a"}), node_list)) == {"a": pol.ADMITTED, "b": pol.WAITING, "c": pol.WAITING}
+    assert _kinds(_decide([a, b, c], frozenset({"gone", "a"}), node_list)) == {
+        "a": VerdictKind.ADMITTED, "b": VerdictKind.WAITING, "c": VerdictKind.WAITING}
     holding = [pool_node("Worker-1", holder="a", unschedulable=True), NODES[1], node_list[2]]
-    assert _kinds(_decide([a, b, c], frozenset({"a"}), holding)) == {"a": pol.ADMITTED, "b": pol.WAITING, "c": pol.WAITING}
+    assert _kinds(_decide([a, b, c], frozenset({"a"}), holding)) == {"a": VerdictKind.ADMITTED, "b": VerdictKind.WAITING, "c": VerdictKind.WAITING}
 
 
 def test_the_quorum_guard_refusing_at_takeover_gives_the_slot_back_too() -> None:
@@ -115,8 +118,8 @@ def test_the_quorum_guard_refusing_at_takeover_gives_the_slot_back_too() -> None
     m1 = control_plane_node("m1", uid="u1", resource_version="1", annotations={})
     members = qu.Members((m1, control_plane_node("m2", holder="other"), control_plane_node("m3")))
     body = _nm("cp", "m1", 1)
-    verdict = pol.Verdict(pol.ADMITTED, pol.Policy.of(policy))
+    verdict = Verdict(VerdictKind.ADMITTED, model.Policy.of(policy))
     step = gate(body, m1, Seen(verdict, listed=True, selected=True), "nmo", NOW)
     held = plan(step.maintenance(body), m1, [], [], NOW, holder_exists=False, members=members)
-    assert held.phase == "Pending" and held.node_patch is None and _queued(held.status) == ("True", pol.SLOT_GIVEN_BACK)
+    assert held.phase == "Pending" and held.node_patch is None and _queued(held.status) == ("True", model.QueuedReason.SLOT_GIVEN_BACK)
     assert next(c for c in held.status["conditions"] if c["type"] == qu.CONDITION)["reason"] == "WouldBreakEtcdQuorum"

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from node_maintenance.policy import windows as win
+from node_maintenance.policy import windows
 
 UTC = datetime.UTC
 
@@ -17,80 +17,80 @@ def utc(*parts: int) -> datetime.datetime:
     return datetime.datetime(*parts, tzinfo=UTC)  # type: ignore[misc]
 
 
-def standing(specs: list[dict[str, Any]], now: datetime.datetime) -> win.Standing:
-    windows, invalid = win.parse(specs)
+def window_state(specs: list[dict[str, Any]], now: datetime.datetime) -> windows.WindowState:
+    parsed, invalid = windows.parse(specs)
     assert not invalid
-    return win.standing(windows, now)
+    return windows.state_at(parsed, now)
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("90m", 5400), ("48h", 172800), ("1h30m", 5400), ("1.5h", 5400), ("40s", 40), ("500ms", 0.5)])
 def test_go_durations(text: str, seconds: float) -> None:
-    assert win.parse_duration(text) == datetime.timedelta(seconds=seconds)
+    assert windows.parse_duration(text) == datetime.timedelta(seconds=seconds)
 
 
 @pytest.mark.parametrize("text", ["", "90", "1d", "h", "1h 30m", "-1h"])
 def test_what_is_not_a_go_duration(text: str) -> None:
     with pytest.raises(ValueError):
-        win.parse_duration(text)
+        windows.parse_duration(text)
 
 
 def test_a_window_across_midnight_is_open_on_both_sides_and_closes_the_next_day() -> None:
     nightly = [{"schedule": "0 22 * * *", "duration": "4h"}]
-    assert standing(nightly, utc(2026, 1, 1, 21, 59)) == win.Standing(False, next_opens=utc(2026, 1, 1, 22))
-    assert standing(nightly, utc(2026, 1, 1, 22)) == win.Standing(True, utc(2026, 1, 2, 2), utc(2026, 1, 2, 22))
-    assert standing(nightly, utc(2026, 1, 2, 1, 59, 59)).open
-    assert standing(nightly, utc(2026, 1, 2, 2)) == win.Standing(False, next_opens=utc(2026, 1, 2, 22))  # the end is not in it
+    assert window_state(nightly, utc(2026, 1, 1, 21, 59)) == windows.WindowState(False, next_opens=utc(2026, 1, 1, 22))
+    assert window_state(nightly, utc(2026, 1, 1, 22)) == windows.WindowState(True, utc(2026, 1, 2, 2), utc(2026, 1, 2, 22))
+    assert window_state(nightly, utc(2026, 1, 2, 1, 59, 59)).open
+    assert window_state(nightly, utc(2026, 1, 2, 2)) == windows.WindowState(False, next_opens=utc(2026, 1, 2, 22))  # the end is not in it
 
 
 def test_the_schedule_is_read_in_its_time_zone() -> None:
     berlin = [{"schedule": "0 22 * * *", "duration": "1h", "timeZone": "Europe/Berlin"}]
-    assert standing(berlin, utc(2026, 1, 1, 12)).next_opens == utc(2026, 1, 1, 21)  # CET: UTC+1
-    assert standing(berlin, utc(2026, 7, 1, 12)).next_opens == utc(2026, 7, 1, 20)  # CEST: UTC+2
+    assert window_state(berlin, utc(2026, 1, 1, 12)).next_opens == utc(2026, 1, 1, 21)  # CET: UTC+1
+    assert window_state(berlin, utc(2026, 7, 1, 12)).next_opens == utc(2026, 7, 1, 20)  # CEST: UTC+2
 
 
 def test_a_window_in_the_hour_spring_forward_skips_opens_right_after_the_jump() -> None:
     # 29 March 2026, Europe/Berlin: 02:00 CET jumps to 03:00 CEST, so 02:30 never happens that day.
     early = [{"schedule": "30 2 * * *", "duration": "1h", "timeZone": "Europe/Berlin"}]
-    assert standing(early, utc(2026, 3, 28, 23)).next_opens == utc(2026, 3, 29, 1)  # 03:00 CEST, the first minute after the jump
-    assert standing(early, utc(2026, 3, 29, 1, 30)) == win.Standing(True, utc(2026, 3, 29, 2), utc(2026, 3, 30, 0, 30))
-    assert standing(early, utc(2026, 3, 29, 2)).next_opens == utc(2026, 3, 30, 0, 30)  # 02:30 CEST the day after
+    assert window_state(early, utc(2026, 3, 28, 23)).next_opens == utc(2026, 3, 29, 1)  # 03:00 CEST, the first minute after the jump
+    assert window_state(early, utc(2026, 3, 29, 1, 30)) == windows.WindowState(True, utc(2026, 3, 29, 2), utc(2026, 3, 30, 0, 30))
+    assert window_state(early, utc(2026, 3, 29, 2)).next_opens == utc(2026, 3, 30, 0, 30)  # 02:30 CEST the day after
 
 
 def test_a_window_across_the_fall_back_hour_lasts_its_duration_in_elapsed_time() -> None:
     # 25 October 2026, Europe/Berlin: 03:00 CEST falls back to 02:00 CET, so the night has 25 hours.
     night = [{"schedule": "0 1 * * *", "duration": "3h", "timeZone": "Europe/Berlin"}]
     opened = utc(2026, 10, 24, 23)  # 01:00 CEST
-    assert standing(night, opened) == win.Standing(True, utc(2026, 10, 25, 2), utc(2026, 10, 26, 0))  # 03:00 CET, 3 h later
-    assert standing(night, utc(2026, 10, 25, 1, 30)).open  # 02:30 CET, the second 02:30 of the night
+    assert window_state(night, opened) == windows.WindowState(True, utc(2026, 10, 25, 2), utc(2026, 10, 26, 0))  # 03:00 CET, 3 h later
+    assert window_state(night, utc(2026, 10, 25, 1, 30)).open  # 02:30 CET, the second 02:30 of the night
     # A window opening in the repeated hour opens once, at its first occurrence.
     repeated = [{"schedule": "30 2 * * *", "duration": "30m", "timeZone": "Europe/Berlin"}]
-    assert standing(repeated, utc(2026, 10, 24, 12)).next_opens == utc(2026, 10, 25, 0, 30)  # 02:30 CEST
-    assert standing(repeated, utc(2026, 10, 25, 1, 30)) == win.Standing(False, next_opens=utc(2026, 10, 26, 1, 30))  # not at 02:30 CET
+    assert window_state(repeated, utc(2026, 10, 24, 12)).next_opens == utc(2026, 10, 25, 0, 30)  # 02:30 CEST
+    assert window_state(repeated, utc(2026, 10, 25, 1, 30)) == windows.WindowState(False, next_opens=utc(2026, 10, 26, 1, 30))  # not at 02:30 CET
 
 
 def test_overlapping_windows_are_open_until_the_latest_end_of_the_chain() -> None:
     chained = [{"schedule": "0 22 * * *", "duration": "2h"}, {"schedule": "0 23 * * *", "duration": "2h"},
                {"schedule": "0 1 * * *", "duration": "30m"}, {"schedule": "0 12 * * *", "duration": "1h"}]
     # 22:00-00:00 overlaps 23:00-01:00, which touches 01:00-01:30: one window from 22:00 to 01:30.
-    assert standing(chained, utc(2026, 1, 1, 22, 30)) == win.Standing(True, utc(2026, 1, 2, 1, 30), utc(2026, 1, 2, 12))
-    assert standing(chained, utc(2026, 1, 2, 0, 30)).closes == utc(2026, 1, 2, 1, 30)
-    assert standing(chained, utc(2026, 1, 2, 1, 30)) == win.Standing(False, next_opens=utc(2026, 1, 2, 12))
+    assert window_state(chained, utc(2026, 1, 1, 22, 30)) == windows.WindowState(True, utc(2026, 1, 2, 1, 30), utc(2026, 1, 2, 12))
+    assert window_state(chained, utc(2026, 1, 2, 0, 30)).closes == utc(2026, 1, 2, 1, 30)
+    assert window_state(chained, utc(2026, 1, 2, 1, 30)) == windows.WindowState(False, next_opens=utc(2026, 1, 2, 12))
 
 
 def test_the_next_opening_is_the_soonest_of_every_window() -> None:
     weekly = [{"schedule": "0 22 * * 5", "duration": "8h"}, {"schedule": "0 6 1 * *", "duration": "1h"}]
     # Thursday 1 January 2026: the monthly one at 06:00 comes before Friday's.
-    assert standing(weekly, utc(2026, 1, 1)).next_opens == utc(2026, 1, 1, 6)
-    assert standing(weekly, utc(2026, 1, 1, 7)).next_opens == utc(2026, 1, 2, 22)
-    assert standing(weekly, utc(2026, 1, 1, 7)).boundary == utc(2026, 1, 2, 22)
+    assert window_state(weekly, utc(2026, 1, 1)).next_opens == utc(2026, 1, 1, 6)
+    assert window_state(weekly, utc(2026, 1, 1, 7)).next_opens == utc(2026, 1, 2, 22)
+    assert window_state(weekly, utc(2026, 1, 1, 7)).boundary == utc(2026, 1, 2, 22)
 
 
 def test_a_window_that_never_closes_is_followed_only_so_far() -> None:
     always = [{"schedule": "* * * * *", "duration": "2m"}]
     now = utc(2026, 1, 1)
     # Its end is looked for again once that time comes (the policies decide again at every boundary).
-    assert standing(always, now) == win.Standing(True, now + datetime.timedelta(minutes=win.CHAIN_LOOKAHEAD + 2), now + datetime.timedelta(
-        minutes=win.CHAIN_LOOKAHEAD + 3))
+    assert window_state(always, now) == windows.WindowState(True, now + datetime.timedelta(minutes=windows.CHAIN_LOOKAHEAD + 2),
+                                                            now + datetime.timedelta(minutes=windows.CHAIN_LOOKAHEAD + 3))
 
 
 @pytest.mark.parametrize(
@@ -107,5 +107,5 @@ def test_a_window_that_never_closes_is_followed_only_so_far() -> None:
     ],
 )
 def test_a_window_that_cannot_be_read_is_named_with_its_field_and_fix(spec: dict[str, Any], message: str) -> None:
-    windows, invalid = win.parse([{"schedule": "0 1 * * *", "duration": "1h"}, spec])
-    assert len(windows) == 1 and len(invalid) == 1 and invalid[0].startswith(message), invalid
+    parsed, invalid = windows.parse([{"schedule": "0 1 * * *", "duration": "1h"}, spec])
+    assert len(parsed) == 1 and len(invalid) == 1 and invalid[0].startswith(message), invalid

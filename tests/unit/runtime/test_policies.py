@@ -20,9 +20,9 @@ from node_maintenance.client import watch
 from node_maintenance.client.errors import Forbidden, NotFound, ServerError, TooManyRequests, Unreachable
 from node_maintenance.drain import node as nodes
 from node_maintenance.drain.rules import Behavior
-from node_maintenance.policy import decide as pol
-from node_maintenance.policy.decide import slim_node as pol_slim_node
+from node_maintenance.policy import line, model
 from node_maintenance.policy.gate import UNKNOWN_RECHECK_SECONDS, Gate
+from node_maintenance.policy.verdicts import VerdictKind
 from node_maintenance.runtime import handback
 from node_maintenance.runtime.budgets import BudgetWatch
 from node_maintenance.runtime.cordoned import CordonedNodes
@@ -264,17 +264,17 @@ def test_a_burst_of_changes_is_decided_once_and_told_at_once(monkeypatch: pytest
             policies.decision()
             await asyncio.sleep(0)
             told.clear()
-            monkeypatch.setattr(pol, "decide", lambda *args, **kw: decided.append(args) or real(*args, **kw))
+            monkeypatch.setattr(line, "decide", lambda *args, **kw: decided.append(args) or real(*args, **kw))
             for name in POOL:
                 relabelled = dict(api.objects[node_path(name)], metadata={"name": name, "labels": {"pool": "a", "rack": name}})
-                policies._mirrors["nodes"]._put(pol_slim_node(relabelled))
+                policies._mirrors["nodes"]._put(model.slim_node(relabelled))
                 policies._mirrors["nodes"].on_change(f"/{name}")
             assert decided == [] and told == []  # nothing yet: more may come in the same turn
             await asyncio.sleep(0)
             assert len(decided) == 1 and told == [{f"nm-{name}" for name in POOL}]  # each node's maintenance, told once
         finally:
             await policies._stop()
-    real = pol.decide
+    real = line.decide
     asyncio.run(run())
 
 
@@ -284,10 +284,10 @@ def test_which_policy_governs_a_node_follows_its_labels_between_decisions() -> N
 
     async def body(policies: Policies) -> None:
         await read(policies)
-        assert policies.decision().verdicts["nm-n3"].kind == pol.WAITING
-        for labels, expected in (({"pool": "b"}, None), ({"pool": "a"}, pol.WAITING)):
+        assert policies.decision().verdicts["nm-n3"].kind == VerdictKind.WAITING
+        for labels, expected in (({"pool": "b"}, None), ({"pool": "a"}, VerdictKind.WAITING)):
             relabelled = dict(api.objects[node_path("n3")], metadata={"name": "n3", "labels": labels})
-            policies._mirrors["nodes"]._put(pol_slim_node(relabelled))
+            policies._mirrors["nodes"]._put(model.slim_node(relabelled))
             policies._mirrors["nodes"].on_change("/n3")
             verdict = policies.decision().verdicts.get("nm-n3")
             assert (verdict.kind if verdict else None) == expected
@@ -306,7 +306,7 @@ def test_a_slot_freed_wakes_the_next_in_line_not_every_maintenance_whose_place_m
             told.clear()
             policies._mirrors["NodeMaintenances"]._drop(api.objects[nm_path("nm-n1")])  # deleted, its node given back:
             freed = dict(api.objects[node_path("n1")], metadata={"name": "n1", "labels": {"pool": "a"}})
-            policies._mirrors["nodes"]._put(pol_slim_node(freed))
+            policies._mirrors["nodes"]._put(model.slim_node(freed))
             policies._mirrors["nodes"].on_change("/n1")
             await asyncio.sleep(0)  # told once the loop turns: every change seen meanwhile is decided once
             assert told == [{"nm-n1", "nm-n2"}]  # the one gone, and the next in line, now admitted; not the three that moved up
@@ -416,11 +416,11 @@ def test_when_a_window_opens_the_policies_decide_again_and_tell_every_maintenanc
         try:
             await read(policies)
             verdict = policies.decision().verdicts["nm-n2"]
-            assert verdict.kind == pol.CLOSED and verdict.opens == opening
+            assert verdict.kind == VerdictKind.CLOSED and verdict.opens == opening
             told.clear()
             await asyncio.sleep(0.5)
             assert None in told  # every maintenance was told
-            assert policies.decision().verdicts["nm-n2"].kind == pol.WAITING  # in line for the one slot, n1 holding it
+            assert policies.decision().verdicts["nm-n2"].kind == VerdictKind.WAITING  # in line for the one slot, n1 holding it
             assert policies._boundary is not None and policies._boundary.when() - asyncio.get_running_loop().time() > 3000  # the window's end
         finally:
             await policies._stop()

@@ -11,8 +11,9 @@ import pytest
 from node_maintenance.api import SERVICE_ACCOUNT
 from node_maintenance.api.conditions import Condition
 from node_maintenance.drain import bookkeeping as books
-from node_maintenance.policy import decide as pol
-from node_maintenance.policy import gate
+from node_maintenance.drain.node import HOLDER
+from node_maintenance.policy import gate, line, model, policy_status, wording
+from node_maintenance.policy.verdicts import Decision, Verdict, VerdictKind
 from tests.unit.builders import hook_template, nm, nm_policy, node
 
 NOW = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.UTC)
@@ -29,9 +30,9 @@ def at(second: int) -> str:
     return f"2026-01-01T10:00:{second:02d}Z"
 
 
-def a_policy(name: str = "p", selector: dict[str, Any] | None = None, **spec: Any) -> pol.Policy:
+def a_policy(name: str = "p", selector: dict[str, Any] | None = None, **spec: Any) -> model.Policy:
     """The decisions' view of a NodeMaintenancePolicy, of pool a unless it selects otherwise."""
-    return pol.Policy.of(nm_policy(name, node_selector=selector or POOL_A, **spec))
+    return model.Policy.of(nm_policy(name, node_selector=selector or POOL_A, **spec))
 
 
 @pytest.mark.parametrize(
@@ -50,7 +51,7 @@ def a_policy(name: str = "p", selector: dict[str, Any] | None = None, **spec: An
     ],
 )
 def test_counts_and_percentages_resolve_to_node_counts(value: int | str | None, total: int, expected: int | None) -> None:
-    assert pol.resolve(value, total) == expected
+    assert model.resolve(value, total) == expected
 
 
 @pytest.mark.parametrize(
@@ -63,10 +64,10 @@ def test_counts_and_percentages_resolve_to_node_counts(value: int | str | None, 
     ],
 )
 def test_unavailable_means_unschedulable_or_not_ready(node: dict[str, Any], expected: bool) -> None:
-    assert pol.unavailable(node) is expected
+    assert model.unavailable(node) is expected
 
 
-def _kinds(decision: pol.Decision) -> dict[str, tuple[str, int]]:
+def _kinds(decision: Decision) -> dict[str, tuple[str, int]]:
     return {name: (v.kind, v.position) for name, v in decision.verdicts.items()}
 
 
@@ -75,7 +76,7 @@ def test_slots_go_in_creation_order_and_the_rest_wait_in_line() -> None:
     # Created out of name order: creation time decides.
     nms = [an_nm("e", "n4", created=at(1)), an_nm("a", "n0", created=at(5)), an_nm("c", "n2", created=at(2)),
            an_nm("b", "n1", created=at(4)), an_nm("d", "n3", created=at(3))]
-    decision = pol.decide([a_policy(maxParallel=2)], node_list, nms, now=NOW)
+    decision = line.decide([a_policy(maxParallel=2)], node_list, nms, now=NOW)
     assert _kinds(decision) == {"e": ("Admitted", 0), "c": ("Admitted", 0), "d": ("Waiting", 1), "b": ("Waiting", 2), "a": ("Waiting", 3)}
     assert decision.summaries["p"].queue == ("d", "b", "a")
 
@@ -83,7 +84,7 @@ def test_slots_go_in_creation_order_and_the_rest_wait_in_line() -> None:
 def test_maintenances_holding_their_node_keep_their_slot_and_count() -> None:
     node_list = [a_node("n0", holder="late", unschedulable=True), a_node("n1"), a_node("n2")]
     nms = [an_nm("early", "n1", created=at(1)), an_nm("late", "n0", created=at(9)), an_nm("middle", "n2", created=at(5))]
-    decision = pol.decide([a_policy(maxParallel=2)], node_list, nms, now=NOW)
+    decision = line.decide([a_policy(maxParallel=2)], node_list, nms, now=NOW)
     assert _kinds(decision) == {"late": ("Admitted", 0), "early": ("Admitted", 0), "middle": ("Waiting", 1)}
     assert decision.summaries["p"].in_maintenance == 1
 
@@ -106,7 +107,7 @@ def test_maintenances_holding_their_node_keep_their_slot_and_count() -> None:
     ],
 )
 def test_limits(spec: dict[str, Any], node_list: list[dict[str, Any]], expected: dict[str, tuple[str, int]]) -> None:
-    decision = pol.decide([a_policy(**spec)], node_list, [an_nm("m1", "n1", created=at(1)), an_nm("m2", "n2", created=at(2))], now=NOW)
+    decision = line.decide([a_policy(**spec)], node_list, [an_nm("m1", "n1", created=at(1)), an_nm("m2", "n2", created=at(2))], now=NOW)
     assert _kinds(decision) == expected
 
 
@@ -115,14 +116,14 @@ def test_no_maintenance_overtakes_the_first_in_line() -> None:
     # but slots go strictly in creation order.
     node_list = [a_node("n0", holder="m0", unschedulable=True), a_node("n1"), a_node("n2", ready=False)]
     nms = [an_nm("m0", "n0", created=at(0)), an_nm("m1", "n1", created=at(1)), an_nm("m2", "n2", created=at(2))]
-    decision = pol.decide([a_policy(maxUnavailable=2)], node_list, nms, now=NOW)
+    decision = line.decide([a_policy(maxUnavailable=2)], node_list, nms, now=NOW)
     assert _kinds(decision) == {"m0": ("Admitted", 0), "m1": ("Waiting", 1), "m2": ("Waiting", 2)}
 
 
 def test_a_waiting_maintenance_being_deleted_frees_nothing_and_leaves_the_line() -> None:
     node_list = [a_node("n0", holder="m0", unschedulable=True), a_node("n1"), a_node("n2")]
     nms = [an_nm("m0", "n0", created=at(0)), an_nm("m1", "n1", created=at(1), deleted_at=DELETED), an_nm("m2", "n2", created=at(2))]
-    decision = pol.decide([a_policy(maxParallel=1)], node_list, nms, now=NOW)
+    decision = line.decide([a_policy(maxParallel=1)], node_list, nms, now=NOW)
     assert _kinds(decision) == {"m0": ("Admitted", 0), "m2": ("Waiting", 1)}
 
 
@@ -130,29 +131,29 @@ def test_a_holder_that_no_longer_exists_holds_nothing_and_its_node_is_governed()
     # "gone" held n0 and its finalizer was removed by hand: its record stays on the node, which stays cordoned.
     node_list = [a_node("n0", holder="gone", unschedulable=True), a_node("n1", holder="m1", unschedulable=True), a_node("n2")]
     nms = [an_nm("m1", "n1", created=at(1)), an_nm("next", "n0", created=at(2)), an_nm("last", "n2", created=at(3))]
-    decision = pol.decide([a_policy(maxParallel=1)], node_list, nms, now=NOW)
+    decision = line.decide([a_policy(maxParallel=1)], node_list, nms, now=NOW)
     assert _kinds(decision) == {"m1": ("Admitted", 0), "next": ("Waiting", 1), "last": ("Waiting", 2)}  # governed, in line
     assert decision.summaries["p"].in_maintenance == 1
-    decision = pol.decide([a_policy(maxParallel=2)], node_list, nms, now=NOW)
+    decision = line.decide([a_policy(maxParallel=2)], node_list, nms, now=NOW)
     assert _kinds(decision) == {"m1": ("Admitted", 0), "next": ("Admitted", 0), "last": ("Waiting", 1)}
 
 
 def test_nodes_outside_every_policy_are_not_governed() -> None:
     node_list = [a_node("n0"), a_node("other", labels={"pool": "b"})]
-    decision = pol.decide([a_policy(maxParallel=0)], node_list, [an_nm("m", "other", created=at(1)), an_nm("w", "n0", created=at(2))], now=NOW)
-    assert "m" not in decision.verdicts and decision.verdicts["w"].kind == pol.WAITING
+    decision = line.decide([a_policy(maxParallel=0)], node_list, [an_nm("m", "other", created=at(1)), an_nm("w", "n0", created=at(2))], now=NOW)
+    assert "m" not in decision.verdicts and decision.verdicts["w"].kind == VerdictKind.WAITING
     assert decision.summaries["p"].selected == 1
 
 
 def test_a_node_selected_by_two_policies_is_a_conflict_for_both_and_its_maintenance() -> None:
     node_list = [a_node("n0", labels={"pool": "a", "zone": "z1"}), a_node("n1")]
     policies = [a_policy("pool"), a_policy("zone", {"matchLabels": {"zone": "z1"}})]
-    decision = pol.decide(policies, node_list, [an_nm("m", "n0", created=at(1)), an_nm("ok", "n1", created=at(2))], now=NOW)
-    assert decision.verdicts["m"].kind == pol.CONFLICT and decision.verdicts["m"].policies == ("pool", "zone")
+    decision = line.decide(policies, node_list, [an_nm("m", "n0", created=at(1)), an_nm("ok", "n1", created=at(2))], now=NOW)
+    assert decision.verdicts["m"].kind == VerdictKind.CONFLICT and decision.verdicts["m"].policies == ("pool", "zone")
     assert "pool, zone" in decision.verdicts["m"].message("n0") and "nodeSelectors" in decision.verdicts["m"].message("n0")
-    assert decision.verdicts["ok"].kind == pol.ADMITTED
+    assert decision.verdicts["ok"].kind == VerdictKind.ADMITTED
     assert decision.summaries["pool"].conflicts == decision.summaries["zone"].conflicts == (("n0", ("pool", "zone")),)
-    status = pol.policy_status({}, decision.summaries["zone"], 1, "2026-01-01T12:00:00Z")
+    status = policy_status.policy_status({}, decision.summaries["zone"], 1, "2026-01-01T12:00:00Z")
     assert status["conditions"][0]["type"] == "Conflict" and status["conditions"][0]["status"] == "True"
     assert "node n0 is selected by pool, zone" in status["conditions"][0]["message"]
 
@@ -161,23 +162,24 @@ def test_a_policy_whose_hook_would_run_as_the_operator_says_so_in_its_status() -
     borrowing = a_policy("borrowing", preDrain={"jobTemplate": hook_template(serviceAccountName="storage-admin")},
                          postMaintenance={"jobTemplate": hook_template(serviceAccount=SERVICE_ACCOUNT)})
     own = a_policy("own", {"matchLabels": {"pool": "b"}}, preDrain={"jobTemplate": hook_template(serviceAccountName="storage-admin")})
-    decision = pol.decide([borrowing, own], [a_node("n0")], [], now=NOW)
-    conditions = {c["type"]: c for c in pol.policy_status({}, decision.summaries["borrowing"], 1, "2026-01-01T12:00:00Z")["conditions"]}
-    condition = conditions[pol.BORROWED_IDENTITY]
+    decision = line.decide([borrowing, own], [a_node("n0")], [], now=NOW)
+    conditions = {c["type"]: c for c in policy_status.policy_status({}, decision.summaries["borrowing"], 1, "2026-01-01T12:00:00Z")["conditions"]}
+    condition = conditions[policy_status.BORROWED_IDENTITY]
     assert (condition["status"], condition["reason"]) == ("True", "OperatorServiceAccount")
     assert condition["message"].startswith(f"spec.postMaintenance.jobTemplate.spec.template.spec.serviceAccount names the operator's "
                                            f"ServiceAccount {SERVICE_ACCOUNT}")
     assert "run the hook as a ServiceAccount of its own" in condition["message"] and "preDrain" not in condition["message"]
     assert conditions["Conflict"]["status"] == "False"
-    fine = next(c for c in pol.policy_status({}, decision.summaries["own"], 1, "2026-01-01T12:00:00Z")["conditions"] if c["type"] == pol.BORROWED_IDENTITY)
+    fine = next(c for c in policy_status.policy_status({}, decision.summaries["own"], 1, "2026-01-01T12:00:00Z")["conditions"]
+                if c["type"] == policy_status.BORROWED_IDENTITY)
     assert (fine["status"], fine["reason"]) == ("False", "OwnServiceAccounts")
 
 
 def test_waiting_is_phase_pending_with_a_condition_naming_the_policy_and_the_position() -> None:
     nms = [an_nm("a", "n0", created=at(1)), an_nm("b", "n1", created=at(2))]
-    decision = pol.decide([a_policy("rolling", maxParallel=0)], [a_node("n0"), a_node("n1")], nms, now=NOW)
+    decision = line.decide([a_policy("rolling", maxParallel=0)], [a_node("n0"), a_node("n1")], nms, now=NOW)
     body = an_nm("b", "n1", created=at(2), status={})
-    plan = pol.waiting_plan(body, decision.verdicts["b"], NOW)
+    plan = wording.waiting_plan(body, decision.verdicts["b"], NOW)
     assert plan.phase == "Pending" and plan.node_patch is None and not plan.removals and not plan.holds_node
     queued = next(c for c in plan.status["conditions"] if c["type"] == "Queued")
     assert (queued["status"], queued["reason"]) == ("True", "WaitingForSlot")
@@ -185,37 +187,35 @@ def test_waiting_is_phase_pending_with_a_condition_naming_the_policy_and_the_pos
     assert [e.reason for e in plan.events] == ["WaitingForSlot"]
     assert plan.recheck_in == books.in_line_interval(2)  # it looks at its place again at the line's pace
     # Moving up the line rewrites the condition but posts no new event.
-    again = pol.waiting_plan({**body, "status": plan.status}, pol.Verdict(pol.WAITING, decision.verdicts["b"].policy, 1, 1), NOW)
+    again = wording.waiting_plan({**body, "status": plan.status}, Verdict(VerdictKind.WAITING, decision.verdicts["b"].policy, 1, 1), NOW)
     assert not again.events and "position 1 of 1" in next(c for c in again.status["conditions"] if c["type"] == "Queued")["message"]
 
 
 def test_drain_defaults_fill_only_what_the_maintenance_leaves_out() -> None:
     policy = a_policy(drain={"gracePeriodSeconds": 60, "timeoutSeconds": 600})
     body = nm("m", "n0", drain={"timeoutSeconds": 30})
-    assert pol.with_defaults(body, policy)["spec"]["drain"] == {"gracePeriodSeconds": 60, "timeoutSeconds": 30}
+    assert model.with_defaults(body, policy)["spec"]["drain"] == {"gracePeriodSeconds": 60, "timeoutSeconds": 30}
     assert body["spec"]["drain"] == {"timeoutSeconds": 30}
 
 
 def test_a_maintenance_whose_policy_is_gone_stops_saying_it_waits() -> None:
-    waiting = pol.waiting_plan(an_nm("m", "n0", created=at(1), status={}), pol.Verdict(pol.WAITING, a_policy(), 1, 1), NOW).status
-    assert pol.left_line(waiting) == (Condition("Queued", "False", "NoPolicy", "no NodeMaintenancePolicy selects the node"),)
-    assert pol.left_line({}) == ()
+    waiting = wording.waiting_plan(an_nm("m", "n0", created=at(1), status={}), Verdict(VerdictKind.WAITING, a_policy(), 1, 1), NOW).status
+    assert wording.left_line(waiting) == (Condition("Queued", "False", "NoPolicy", "no NodeMaintenancePolicy selects the node"),)
+    assert wording.left_line({}) == ()
 
 
 def test_a_heartbeat_leaves_what_the_policies_keep_of_a_node_unchanged() -> None:
-    from node_maintenance.policy.decide import slim_node
-
     def a_node_at(heartbeat: str, unschedulable: bool = False) -> dict:
         return node("w1", labels={"pool": "a"}, resource_version=heartbeat, annotations={"kwok.x-k8s.io/node": "fake"},
                     unschedulable=unschedulable,
                     conditions=[{"type": "Ready", "status": "True", "lastHeartbeatTime": heartbeat},
                                 {"type": "MemoryPressure", "status": "False", "lastHeartbeatTime": heartbeat}])
 
-    assert slim_node(a_node_at("1")) == slim_node(a_node_at("2"))
-    assert slim_node(a_node_at("1")) != slim_node(a_node_at("2", unschedulable=True))
+    assert model.slim_node(a_node_at("1")) == model.slim_node(a_node_at("2"))
+    assert model.slim_node(a_node_at("1")) != model.slim_node(a_node_at("2", unschedulable=True))
     held = a_node_at("3")
     held["metadata"]["annotations"]["nodemaintenance.kubevirt.io/holder"] = "nm-w1"
-    assert slim_node(held)["metadata"]["annotations"] == {"nodemaintenance.kubevirt.io/holder": "nm-w1"}
+    assert model.slim_node(held)["metadata"]["annotations"] == {"nodemaintenance.kubevirt.io/holder": "nm-w1"}
 
 
 @pytest.mark.parametrize("policies", [
@@ -223,12 +223,12 @@ def test_a_heartbeat_leaves_what_the_policies_keep_of_a_node_unchanged() -> None
     [a_policy("p", maxParallel=0), a_policy("q", maxParallel=5)],  # two select its node: a conflict naming both
     [a_policy("p", selector={"matchLabels": {"pool": "b"}})],  # none selects it: no verdict
 ])
-def test_a_maintenance_holding_its_node_is_decided_alone_as_the_whole_decision_decides_it(policies: list[pol.Policy]) -> None:
+def test_a_maintenance_holding_its_node_is_decided_alone_as_the_whole_decision_decides_it(policies: list[model.Policy]) -> None:
     node_list = [a_node("n0", holder="m0", unschedulable=True), a_node("n1", holder="m1", unschedulable=True), a_node("n2")]
     nms = [an_nm("m0", "n0", created=at(1)), an_nm("m1", "n1", created=at(2)), an_nm("m2", "n2", created=at(3))]
-    decision = pol.decide(policies, node_list, nms, now=NOW)
+    decision = line.decide(policies, node_list, nms, now=NOW)
     for held in node_list[:2]:
-        assert pol.holding(policies, held, NOW) == decision.verdicts.get(held["metadata"]["annotations"][pol.nodes.HOLDER])
+        assert line.holding(policies, held, NOW) == decision.verdicts.get(held["metadata"]["annotations"][HOLDER])
 
 
 # ----------------------------------------------------------------- maintenance windows
@@ -240,63 +240,64 @@ def test_in_line_while_no_window_is_open_and_admitted_once_one_opens() -> None:
     node_list = [a_node("n0"), a_node("n1"), a_node("n2")]
     nms = [an_nm("m0", "n0", created=at(0)), an_nm("m1", "n1", created=at(1)), an_nm("m2", "n2", created=at(2))]
     policy = a_policy(maxParallel=2, windows=NIGHTLY)
-    day = pol.decide([policy], node_list, nms, now=NOW)
-    assert _kinds(day) == {"m0": (pol.CLOSED, 1), "m1": (pol.CLOSED, 2), "m2": (pol.CLOSED, 3)}
-    queued = pol.queued_condition(day.verdicts["m1"], "n1")
+    day = line.decide([policy], node_list, nms, now=NOW)
+    assert _kinds(day) == {"m0": (VerdictKind.CLOSED, 1), "m1": (VerdictKind.CLOSED, 2), "m2": (VerdictKind.CLOSED, 3)}
+    queued = wording.queued_condition(day.verdicts["m1"], "n1")
     assert (queued.status, queued.reason) == ("True", "WaitingForWindow")
     assert queued.message.startswith(f"waiting for a maintenance window of NodeMaintenancePolicy {policy.name}: the next opens at "
                                      "2026-01-01T22:00:00Z; position 2 of 3 in its queue")
     assert day.summaries["p"].queue == ("m0", "m1", "m2")
     # Waiting, it looks again when the window opens, if that comes before its next look at its place in line.
-    plan = pol.waiting_plan(an_nm("m1", "n1", created=at(1), status={}), day.verdicts["m1"], NOW)
+    plan = wording.waiting_plan(an_nm("m1", "n1", created=at(1), status={}), day.verdicts["m1"], NOW)
     assert plan.phase == "Pending" and plan.node_patch is None and [e.reason for e in plan.events] == ["WaitingForWindow"]
     assert plan.recheck_in == books.in_line_interval(3)
-    soon = pol.waiting_plan(an_nm("m1", "n1", created=at(1), status={}), day.verdicts["m1"], datetime.datetime(2026, 1, 1, 21, 59, 58, tzinfo=datetime.UTC))
-    assert soon.recheck_in == pytest.approx(2 + pol.WINDOW_MARGIN_SECONDS)
-    night = pol.decide([policy], node_list, nms, now=AT_NIGHT)
-    assert _kinds(night) == {"m0": (pol.ADMITTED, 0), "m1": (pol.ADMITTED, 0), "m2": (pol.WAITING, 1)}
+    soon = wording.waiting_plan(an_nm("m1", "n1", created=at(1), status={}), day.verdicts["m1"],
+                                datetime.datetime(2026, 1, 1, 21, 59, 58, tzinfo=datetime.UTC))
+    assert soon.recheck_in == pytest.approx(2 + wording.WINDOW_MARGIN_SECONDS)
+    night = line.decide([policy], node_list, nms, now=AT_NIGHT)
+    assert _kinds(night) == {"m0": (VerdictKind.ADMITTED, 0), "m1": (VerdictKind.ADMITTED, 0), "m2": (VerdictKind.WAITING, 1)}
 
 
 def test_at_the_window_s_end_those_holding_their_node_go_on_and_a_slot_granted_stands() -> None:
     node_list = [a_node("n0", holder="m0", unschedulable=True), a_node("n1"), a_node("n2")]
     nms = [an_nm("m0", "n0", created=at(0)), an_nm("m1", "n1", created=at(1)), an_nm("m2", "n2", created=at(2))]
-    decision = pol.decide([a_policy(windows=NIGHTLY)], node_list, nms, admitted={"m1"}, now=NOW)
-    assert _kinds(decision) == {"m0": (pol.ADMITTED, 0), "m1": (pol.ADMITTED, 0), "m2": (pol.CLOSED, 1)}
+    decision = line.decide([a_policy(windows=NIGHTLY)], node_list, nms, admitted={"m1"}, now=NOW)
+    assert _kinds(decision) == {"m0": (VerdictKind.ADMITTED, 0), "m1": (VerdictKind.ADMITTED, 0), "m2": (VerdictKind.CLOSED, 1)}
     assert not decision.verdicts["m0"].paused  # windowEnd Continue
 
 
 def test_under_window_end_pause_a_holder_evicts_nothing_until_the_next_window() -> None:
     policy = a_policy(windows=NIGHTLY, windowEnd="Pause")
     held = a_node("n0", holder="m0", unschedulable=True)
-    paused = pol.holding([policy], held, NOW)
-    assert paused is not None and paused.kind == pol.ADMITTED and paused.paused
-    assert pol.decide([policy], [held], [an_nm("m0", "n0", created=at(0))], now=NOW).verdicts["m0"] == paused
-    assert not pol.holding([policy], held, AT_NIGHT).paused  # resumes once one opens
+    paused = line.holding([policy], held, NOW)
+    assert paused is not None and paused.kind == VerdictKind.ADMITTED and paused.paused
+    assert line.decide([policy], [held], [an_nm("m0", "n0", created=at(0))], now=NOW).verdicts["m0"] == paused
+    assert not line.holding([policy], held, AT_NIGHT).paused  # resumes once one opens
     body = an_nm("m0", "n0", created=at(0), status={})
     step = gate.gate(body, held, gate.Seen(paused, listed=True, selected=True), "nmo", NOW)
     assert step.hold == ("paused until the next maintenance window of NodeMaintenancePolicy p (windowEnd: Pause): no window is open and "
                          "the next opens at 2026-01-01T22:00:00Z; no pod is evicted until then, and node n0 stays cordoned")
-    assert step.recheck_in == pytest.approx(10 * 3600 + pol.WINDOW_MARGIN_SECONDS) and not step.hold_failed
+    assert step.recheck_in == pytest.approx(10 * 3600 + wording.WINDOW_MARGIN_SECONDS) and not step.hold_failed
     # While the window is open, the drain looks again when it closes (02:00, three hours after 23:00).
-    open_step = gate.gate(body, held, gate.Seen(pol.holding([policy], held, AT_NIGHT), listed=True, selected=True), "nmo", AT_NIGHT)
-    assert not open_step.hold and open_step.recheck_in == pytest.approx(3 * 3600 + pol.WINDOW_MARGIN_SECONDS)
+    open_step = gate.gate(body, held, gate.Seen(line.holding([policy], held, AT_NIGHT), listed=True, selected=True), "nmo", AT_NIGHT)
+    assert not open_step.hold and open_step.recheck_in == pytest.approx(3 * 3600 + wording.WINDOW_MARGIN_SECONDS)
 
 
 def test_windows_that_cannot_be_read_never_open_and_the_policy_says_which_field_to_fix() -> None:
     policy = a_policy(windows=[*NIGHTLY, {"schedule": "0 1 * * *", "duration": "1h", "timeZone": "Mars/Olympus"}])
-    decision = pol.decide([policy], [a_node("n0")], [an_nm("m0", "n0", created=at(0))], now=AT_NIGHT)
-    assert decision.verdicts["m0"].kind == pol.CLOSED
+    decision = line.decide([policy], [a_node("n0")], [an_nm("m0", "n0", created=at(0))], now=AT_NIGHT)
+    assert decision.verdicts["m0"].kind == VerdictKind.CLOSED
     assert 'its windows cannot be read (spec.windows[1].timeZone: "Mars/Olympus" is not an IANA time zone' in decision.verdicts["m0"].message("n0")
-    status = pol.policy_status({}, decision.summaries["p"], 1, "2026-01-01T23:00:00Z")
-    condition = next(c for c in status["conditions"] if c["type"] == pol.INVALID_WINDOWS)
+    status = policy_status.policy_status({}, decision.summaries["p"], 1, "2026-01-01T23:00:00Z")
+    condition = next(c for c in status["conditions"] if c["type"] == policy_status.INVALID_WINDOWS)
     assert (condition["status"], condition["reason"]) == ("True", "UnreadableWindow")
     assert condition["message"].startswith('spec.windows[1].timeZone: "Mars/Olympus" is not an IANA time zone; use a name such as "Europe/Berlin"')
     assert status["windowOpen"] is False and status["nextWindow"] is None and status["windowCloses"] is None
 
 
 def test_the_policy_status_tells_whether_a_window_is_open_when_it_closes_and_when_the_next_opens() -> None:
-    def status(policy: pol.Policy, now: datetime.datetime) -> dict[str, Any]:
-        return pol.policy_status({}, pol.decide([policy], [a_node("n0")], [], now=now).summaries["p"], 1, "2026-01-01T12:00:00Z")
+    def status(policy: model.Policy, now: datetime.datetime) -> dict[str, Any]:
+        return policy_status.policy_status({}, line.decide([policy], [a_node("n0")], [], now=now).summaries["p"], 1, "2026-01-01T12:00:00Z")
 
     windowed = a_policy(windows=NIGHTLY)
     assert {k: status(windowed, NOW)[k] for k in ("windowOpen", "nextWindow", "windowCloses")} == {
@@ -305,7 +306,7 @@ def test_the_policy_status_tells_whether_a_window_is_open_when_it_closes_and_whe
         "windowOpen": True, "nextWindow": "2026-01-02T22:00:00Z", "windowCloses": "2026-01-02T02:00:00Z"}
     always = status(a_policy(), NOW)
     assert always["windowOpen"] is True and always["nextWindow"] is None and always["windowCloses"] is None
-    assert next(c for c in always["conditions"] if c["type"] == pol.INVALID_WINDOWS)["status"] == "False"
+    assert next(c for c in always["conditions"] if c["type"] == policy_status.INVALID_WINDOWS)["status"] == "False"
 
 
 # ----------------------------------------------------------------- topology limits
@@ -316,9 +317,9 @@ def zoned(name: str, zone: str | None, **extra: Any) -> dict[str, Any]:
 def test_a_full_domain_keeps_only_its_own_later_maintenances_waiting() -> None:
     node_list = [zoned("a1", "a"), zoned("a2", "a"), zoned("b1", "b"), zoned("b2", "b"), zoned("c1", "c")]
     nms = [an_nm(f"m-{n['metadata']['name']}", n["metadata"]["name"], created=at(i)) for i, n in enumerate(node_list)]
-    decision = pol.decide([a_policy(topologyLimits=[{"topologyKey": "zone", "maxParallel": 1}])], node_list, nms, now=NOW)
-    assert _kinds(decision) == {"m-a1": (pol.ADMITTED, 0), "m-a2": (pol.WAITING, 1), "m-b1": (pol.ADMITTED, 0),
-                                "m-b2": (pol.WAITING, 2), "m-c1": (pol.ADMITTED, 0)}
+    decision = line.decide([a_policy(topologyLimits=[{"topologyKey": "zone", "maxParallel": 1}])], node_list, nms, now=NOW)
+    assert _kinds(decision) == {"m-a1": (VerdictKind.ADMITTED, 0), "m-a2": (VerdictKind.WAITING, 1), "m-b1": (VerdictKind.ADMITTED, 0),
+                                "m-b2": (VerdictKind.WAITING, 2), "m-c1": (VerdictKind.ADMITTED, 0)}
     assert decision.verdicts["m-a2"].message("a2") == ("waiting for a slot of NodeMaintenancePolicy p (topology domain zone=a is full: "
                                                       "maxParallel 1 of its 2 nodes in maintenance): position 1 of 2 in its queue; "
                                                       "the node is not touched until then")
@@ -330,8 +331,9 @@ def test_topology_limits_hold_on_top_of_the_pool_s_and_the_pool_s_keep_everyone_
     nms = [an_nm("m-a1", "a1", created=at(0)), an_nm("m-a2", "a2", created=at(1)), an_nm("m-b1", "b1", created=at(2)),
            an_nm("m-b2", "b2", created=at(3)), an_nm("m-c1", "c1", created=at(4))]
     policy = a_policy(maxParallel=2, topologyLimits=[{"topologyKey": "zone", "maxParallel": 1}])
-    assert _kinds(pol.decide([policy], node_list, nms, now=NOW)) == {
-        "m-a1": (pol.ADMITTED, 0), "m-a2": (pol.WAITING, 1), "m-b1": (pol.ADMITTED, 0), "m-b2": (pol.WAITING, 2), "m-c1": (pol.WAITING, 3)}
+    assert _kinds(line.decide([policy], node_list, nms, now=NOW)) == {
+        "m-a1": (VerdictKind.ADMITTED, 0), "m-a2": (VerdictKind.WAITING, 1), "m-b1": (VerdictKind.ADMITTED, 0), "m-b2": (VerdictKind.WAITING, 2),
+        "m-c1": (VerdictKind.WAITING, 3)}
 
 
 @pytest.mark.parametrize(
@@ -339,26 +341,27 @@ def test_topology_limits_hold_on_top_of_the_pool_s_and_the_pool_s_keep_everyone_
     [
         # A percentage is of the domain's selected nodes: 50% of zone a's four is 2, of zone b's one is 1.
         ({"maxParallel": "50%"}, [zoned(f"a{i}", "a") for i in range(4)] + [zoned("b0", "b")],
-         {"m-a0": (pol.ADMITTED, 0), "m-a1": (pol.ADMITTED, 0), "m-a2": (pol.WAITING, 1), "m-a3": (pol.WAITING, 2), "m-b0": (pol.ADMITTED, 0)}),
+         {"m-a0": (VerdictKind.ADMITTED, 0), "m-a1": (VerdictKind.ADMITTED, 0), "m-a2": (VerdictKind.WAITING, 1), "m-a3": (VerdictKind.WAITING, 2),
+          "m-b0": (VerdictKind.ADMITTED, 0)}),
         # maxUnavailable counts the domain's nodes out of service for any reason; a node already down adds nothing.
         ({"maxUnavailable": 1}, [zoned("a0", "a", ready=False), zoned("a1", "a"), zoned("b0", "b")],
-         {"m-a0": (pol.ADMITTED, 0), "m-a1": (pol.WAITING, 1), "m-b0": (pol.ADMITTED, 0)}),
+         {"m-a0": (VerdictKind.ADMITTED, 0), "m-a1": (VerdictKind.WAITING, 1), "m-b0": (VerdictKind.ADMITTED, 0)}),
         # A node in maintenance already fills its domain.
         ({"maxParallel": 1}, [zoned("a0", "a", holder="m-a0", unschedulable=True), zoned("a1", "a"), zoned("b0", "b")],
-         {"m-a0": (pol.ADMITTED, 0), "m-a1": (pol.WAITING, 1), "m-b0": (pol.ADMITTED, 0)}),
+         {"m-a0": (VerdictKind.ADMITTED, 0), "m-a1": (VerdictKind.WAITING, 1), "m-b0": (VerdictKind.ADMITTED, 0)}),
         # A node without the label is in no domain of the key: its limits do not apply to it.
         ({"maxParallel": 1}, [zoned("a0", "a"), zoned("a1", "a"), zoned("x0", None), zoned("x1", None)],
-         {"m-a0": (pol.ADMITTED, 0), "m-a1": (pol.WAITING, 1), "m-x0": (pol.ADMITTED, 0), "m-x1": (pol.ADMITTED, 0)}),
+         {"m-a0": (VerdictKind.ADMITTED, 0), "m-a1": (VerdictKind.WAITING, 1), "m-x0": (VerdictKind.ADMITTED, 0), "m-x1": (VerdictKind.ADMITTED, 0)}),
     ],
 )
 def test_topology_limits_per_domain(limit: dict[str, Any], node_list: list[dict[str, Any]], expected: dict[str, tuple[str, int]]) -> None:
     nms = [an_nm(f"m-{n['metadata']['name']}", n["metadata"]["name"], created=at(i)) for i, n in enumerate(node_list)]
-    decision = pol.decide([a_policy(topologyLimits=[{"topologyKey": "zone", **limit}])], node_list, nms, now=NOW)
+    decision = line.decide([a_policy(topologyLimits=[{"topologyKey": "zone", **limit}])], node_list, nms, now=NOW)
     assert _kinds(decision) == expected
 
 
 def test_a_slot_granted_before_counts_in_its_domain() -> None:
     node_list = [zoned("a0", "a"), zoned("a1", "a")]
     nms = [an_nm("m-a1", "a1", created=at(0)), an_nm("m-a0", "a0", created=at(1))]
-    decision = pol.decide([a_policy(topologyLimits=[{"topologyKey": "zone", "maxParallel": 1}])], node_list, nms, admitted={"m-a0"}, now=NOW)
-    assert _kinds(decision) == {"m-a1": (pol.WAITING, 1), "m-a0": (pol.ADMITTED, 0)}
+    decision = line.decide([a_policy(topologyLimits=[{"topologyKey": "zone", "maxParallel": 1}])], node_list, nms, admitted={"m-a0"}, now=NOW)
+    assert _kinds(decision) == {"m-a1": (VerdictKind.WAITING, 1), "m-a0": (VerdictKind.ADMITTED, 0)}

@@ -1,0 +1,191 @@
+"""The line of each NodeMaintenancePolicy, as pure functions: how many of its nodes may be in maintenance and
+unavailable, and which NodeMaintenances get a slot or wait in line.
+
+A NodeMaintenance holds a slot exactly while its node names it as holder (the Node records it, so an
+operator restart changes nothing). Waiting ones get slots strictly in creation order: the first in
+line that does not fit the pool-wide limits keeps every later one waiting too, so none overtakes another. A
+topology limit holds within each value of its node label (a domain, such as a zone): one whose domain is full keeps
+only the later ones of that domain waiting, and those of other domains go ahead. A node without the label is in no
+domain of that key, and that key's limits do not apply to it.
+
+Under maintenance windows, a waiting maintenance takes a slot only while one is open; windows that cannot be read
+are never open. A maintenance that holds its node goes on at the window's end, unless the policy's windowEnd is
+Pause: it then evicts nothing until the next window opens.
+
+A slot once granted stands until its maintenance takes the node, is deleted, or gives the slot back: a
+check made at takeover (another holder's remediation Lease, the etcd-quorum guard) refused the node,
+and its status says so. Such a maintenance counts for nothing and keeps nobody waiting; it looks again
+and rejoins the line, in its creation-order place, once the check passes, but never takes a slot
+granted meanwhile to another, which may be taking its node at that moment.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any
+
+from node_maintenance.drain import status
+from node_maintenance.drain.node import holder_of
+from node_maintenance.policy import hooks, model, windows
+from node_maintenance.policy.verdicts import Decision, Summary, Verdict, VerdictKind
+
+
+def _order(maintenance: Mapping[str, Any]) -> tuple[str, str]:
+    meta = maintenance["metadata"]
+    return meta.get("creationTimestamp") or "", meta["name"]
+
+
+def decide(policies: Iterable[model.Policy], node_list: Iterable[Mapping[str, Any]], maintenances: Iterable[Mapping[str, Any]],
+           admitted: Collection[str] = (), governed: Mapping[str, tuple[str, ...]] | None = None,
+           recovering: Mapping[str, Collection[str]] | None = None, *, now: datetime.datetime) -> Decision:
+    """Every NodeMaintenance's verdict and every policy's summary at ``now``, from the cluster as it is and the names
+    ``admitted`` by the decision before (slots stand until taken, given back or their maintenance is deleted).
+    ``governed``: ``governing`` of every node, when the caller keeps it (a node's changes rarely change it).
+    ``recovering``: by policy, the nodes given back whose evicted workloads it still waits for (waitForHealthy):
+    each keeps its slot in use."""
+    policies = sorted(policies, key=lambda p: p.name)
+    maintenances = list(maintenances)
+    existing = {m["metadata"]["name"] for m in maintenances}
+
+    def existing_holder(node: Mapping[str, Any]) -> str | None:
+        """The node's holder if that NodeMaintenance exists: a holder whose finalizer was removed by hand left
+        its record behind, and a maintenance taking the node over is governed like any other."""
+        holder = holder_of(dict(node))
+        return holder if holder in existing else None
+
+    by_node = {n["metadata"]["name"]: n for n in node_list}
+    selecting = governed if governed is not None else {name: model.governing(policies, node) for name, node in by_node.items()}
+    verdicts: dict[str, Verdict] = {}
+    summaries: dict[str, Summary] = {}
+    # Deleted, or ended by its timeout (the node given back): it holds no slot and waits for none.
+    live = sorted((m for m in maintenances if not m["metadata"].get("deletionTimestamp") and not status.timed_out(m.get("status") or {})),
+                  key=_order)
+    for policy in policies:
+        window = policy.window(now)
+        selected = [n for name, n in by_node.items() if policy.name in selecting[name]]
+        held = {n["metadata"]["name"] for n in selected if existing_holder(n)}
+        down = held | {n["metadata"]["name"] for n in selected if model.unavailable(n)}
+        parallel = model.resolve(policy.max_parallel, len(selected))
+        limit = model.resolve(policy.max_unavailable, len(selected))
+        domains = _Domains(policy.topology, selected, held, down)
+        conflicts = tuple((n, selecting[n]) for n in sorted(by_node) if policy.name in selecting[n] and len(selecting[n]) > 1)
+        in_conflict = {n for n, _ in conflicts}
+        waiting: list[Mapping[str, Any]] = []
+        for m in live:
+            node_name = str((m.get("spec") or {}).get("nodeName") or "")
+            if node_name not in by_node or policy.name not in selecting[node_name]:
+                continue
+            holder = existing_holder(by_node[node_name])
+            if node_name in in_conflict:
+                verdicts[m["metadata"]["name"]] = Verdict(kind=VerdictKind.CONFLICT, policy=policy, policies=selecting[node_name])
+            elif holder == m["metadata"]["name"]:
+                verdicts[m["metadata"]["name"]] = _holds(policy, window)
+            elif holder:  # another maintenance holds the node: the drain reports it and touches nothing
+                verdicts[m["metadata"]["name"]] = Verdict(kind=VerdictKind.UNGOVERNED, policy=policy)
+            else:
+                waiting.append(m)
+
+        # What taking each node adds to the unavailable count: nothing for a node already out of service.
+        adds = {m["metadata"]["name"]: 0 if m["spec"]["nodeName"] in down else 1 for m in waiting}
+        granted = {m["metadata"]["name"] for m in waiting if m["metadata"]["name"] in admitted and not model.gave_back(m)}
+        still = set((recovering or {}).get(policy.name, ())) - held  # a node taken again counts once, as held
+        used, out = len(held) + len(still) + len(granted), len(down) + sum(adds[name] for name in granted)
+        for recovering_node in still & by_node.keys():  # its slot is in use in its domains too
+            domains.take(by_node[recovering_node], 0)
+        for m in waiting:
+            if m["metadata"]["name"] in granted:
+                domains.take(by_node[m["spec"]["nodeName"]], adds[m["metadata"]["name"]])
+        queue: list[tuple[str, str]] = []  # (name, the full domain keeping it waiting, "" for the pool)
+        pool_full = window is not None and not window.open
+        for m in waiting:
+            name, node_obj = m["metadata"]["name"], by_node[m["spec"]["nodeName"]]
+            if model.gave_back(m):  # counts for nothing and keeps nobody waiting
+                verdicts[name] = Verdict(kind=VerdictKind.GIVEN_BACK, policy=policy)
+            elif name in granted:  # granted before, counted above
+                verdicts[name] = Verdict(kind=VerdictKind.ADMITTED, policy=policy)
+            elif pool_full or not ((parallel is None or used + 1 <= parallel) and (limit is None or not adds[name] or out + adds[name] <= limit)):
+                pool_full = True  # the first that does not fit the pool keeps every later one waiting
+                queue.append((name, ""))
+            elif full := domains.full(node_obj, adds[name]):  # keeps only the later ones of that domain waiting
+                queue.append((name, full))
+            else:
+                used, out = used + 1, out + adds[name]
+                domains.take(node_obj, adds[name])
+                verdicts[name] = Verdict(kind=VerdictKind.ADMITTED, policy=policy)
+        closed = window is not None and not window.open
+        for position, (name, full) in enumerate(queue, start=1):
+            if closed and window is not None:
+                verdicts[name] = Verdict(kind=VerdictKind.CLOSED, policy=policy, position=position, queued=len(queue),
+                                         why="; ".join(policy.invalid_windows), opens=window.next_opens)
+            else:
+                verdicts[name] = Verdict(kind=VerdictKind.WAITING, policy=policy, position=position, queued=len(queue), full=full)
+        summaries[policy.name] = Summary(selected=len(selected), max_parallel=parallel, max_unavailable=limit, in_maintenance=len(held),
+                                         unavailable=len(down), queue=tuple(name for name, _ in queue), conflicts=conflicts,
+                                         borrowed=hooks.borrowed_identities(policy.hook_templates), window=window,
+                                         invalid_windows=policy.invalid_windows)
+    return Decision(verdicts=verdicts, summaries=summaries)
+
+
+class _Domains:
+    """The topology limits of one policy as its line is decided: per key and label value, the selected nodes, how
+    many are in maintenance and unavailable, and which domains are full (the first of a domain that does not fit
+    keeps the later ones of that domain waiting). Nodes without a key's label are in none of its domains."""
+
+    def __init__(self, limits: Iterable[model.TopologyLimit], selected: Iterable[Mapping[str, Any]], held: Collection[str],
+                 down: Collection[str]) -> None:
+        self.limits = tuple(limits)
+        self.size: dict[tuple[str, str], int] = {}
+        self.used: dict[tuple[str, str], int] = {}
+        self.out: dict[tuple[str, str], int] = {}
+        self.blocked: dict[tuple[str, str], str] = {}
+        for node in selected:
+            name = node["metadata"]["name"]
+            for _, domain in self._of(node):
+                self.size[domain] = self.size.get(domain, 0) + 1
+                self.used[domain] = self.used.get(domain, 0) + (name in held)
+                self.out[domain] = self.out.get(domain, 0) + (name in down)
+
+    def _of(self, node: Mapping[str, Any]) -> list[tuple[model.TopologyLimit, tuple[str, str]]]:
+        labels = (node.get("metadata") or {}).get("labels") or {}
+        return [(limit, (limit.key, str(labels[limit.key]))) for limit in self.limits if limit.key in labels]
+
+    def full(self, node: Mapping[str, Any], adds: int) -> str:
+        """Why the node's domain cannot take it now ("" when every one can); a full domain stays full for the rest of the line."""
+        for limit, domain in self._of(node):
+            where = f"topology domain {domain[0]}={domain[1]}"
+            if domain in self.blocked:
+                return self.blocked[domain]
+            parallel = model.resolve(limit.max_parallel, self.size[domain])
+            unavailable_limit = model.resolve(limit.max_unavailable, self.size[domain])
+            if parallel is not None and self.used[domain] + 1 > parallel:
+                self.blocked[domain] = f"{where} is full: maxParallel {parallel} of its {self.size[domain]} nodes in maintenance"
+            elif unavailable_limit is not None and adds and self.out[domain] + adds > unavailable_limit:
+                self.blocked[domain] = f"{where} is full: maxUnavailable {unavailable_limit} of its {self.size[domain]} nodes unavailable"
+            if domain in self.blocked:
+                return self.blocked[domain]
+        return ""
+
+    def take(self, node: Mapping[str, Any], adds: int) -> None:
+        for _, domain in self._of(node):
+            self.used[domain] += 1
+            self.out[domain] += adds
+
+
+def _holds(policy: model.Policy, window: windows.WindowState | None) -> Verdict:
+    """The verdict of a maintenance holding its node: paused while no window is open under windowEnd Pause."""
+    if policy.window_end == model.WindowEnd.PAUSE and window is not None and not window.open:
+        return Verdict(kind=VerdictKind.ADMITTED, policy=policy, paused=True, why="; ".join(policy.invalid_windows), opens=window.next_opens)
+    return Verdict(kind=VerdictKind.ADMITTED, policy=policy)
+
+
+def holding(policies: Iterable[model.Policy], node: Mapping[str, Any], now: datetime.datetime) -> Verdict | None:
+    """The verdict of the NodeMaintenance that holds ``node`` (its record names it), as ``decide`` gives it at ``now``
+    (none when no policy selects the node). No line decides it, so it needs no look at every other maintenance: a
+    draining maintenance steps at every change of its pods, and its step's cost stays apart from the pool's size."""
+    selecting = sorted((p for p in policies if p.selects(node)), key=lambda p: p.name)
+    if not selecting:
+        return None
+    if len(selecting) > 1:  # the last of them in name order, as decide's pass over the policies leaves it
+        return Verdict(kind=VerdictKind.CONFLICT, policy=selecting[-1], policies=tuple(p.name for p in selecting))
+    return _holds(selecting[0], selecting[0].window(now))

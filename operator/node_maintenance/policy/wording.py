@@ -1,0 +1,83 @@
+"""What the policies' verdicts and hooks write on a NodeMaintenance, as pure functions: its Queued condition (whose
+type and reasons :mod:`node_maintenance.policy.model` defines, since the decisions read one back), its PreDrain and
+PostMaintenance conditions, and the plan of a maintenance that waits in line without touching its node.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from typing import Any
+
+from node_maintenance.api import timestamps
+from node_maintenance.api.conditions import Condition
+from node_maintenance.drain import bookkeeping, status
+from node_maintenance.drain.events import Event
+from node_maintenance.drain.planner import Plan
+from node_maintenance.policy import hooks
+from node_maintenance.policy.model import QUEUED, QueuedReason
+from node_maintenance.policy.verdicts import Verdict, VerdictKind
+
+HOOK_CONDITIONS = {hooks.PRE_DRAIN: "PreDrain", hooks.POST_MAINTENANCE: "PostMaintenance"}
+NOT_GOVERNED = Condition(type=QUEUED, status="False", reason=QueuedReason.NO_POLICY, message="no NodeMaintenancePolicy selects the node")
+# A look at a window's boundary is made this long after it, so that clocks read there see it passed.
+WINDOW_MARGIN_SECONDS = 0.1
+
+# The Queued reason of each verdict kind that keeps a maintenance in line or out of it (else SlotGranted).
+_QUEUED_REASONS = {
+    VerdictKind.WAITING: QueuedReason.WAITING_FOR_SLOT,
+    VerdictKind.CLOSED: QueuedReason.WAITING_FOR_WINDOW,
+    VerdictKind.CONFLICT: QueuedReason.POLICY_CONFLICT,
+    VerdictKind.UNKNOWN: QueuedReason.WAITING_FOR_POLICIES,
+    VerdictKind.GIVEN_BACK: QueuedReason.SLOT_GIVEN_BACK,
+}
+
+
+def queued_condition(verdict: Verdict, node_name: str) -> Condition:
+    """The NodeMaintenance's Queued condition."""
+    reason = _QUEUED_REASONS.get(verdict.kind)
+    if reason is None:
+        return Condition(type=QUEUED, status="False", reason=QueuedReason.SLOT_GRANTED, message=verdict.message(node_name))
+    return Condition(type=QUEUED, status="True", reason=reason, message=verdict.message(node_name))
+
+
+def hook_condition(hook: str, outcome: hooks.JobOutcome) -> Condition:
+    """PreDrain or PostMaintenance, from how the hook's Job stands."""
+    reason = {hooks.JobState.SUCCEEDED: "JobSucceeded", hooks.JobState.FAILED: "JobFailed"}.get(outcome.state, "JobRunning")
+    return Condition(type=HOOK_CONDITIONS[hook], status="True" if outcome.state == hooks.JobState.SUCCEEDED else "False", reason=reason,
+                     message=outcome.message)
+
+
+def left_line(stored: Mapping[str, Any]) -> tuple[Condition, ...]:
+    """A maintenance that waited for a policy no longer selecting its node says so, instead of still waiting."""
+    queued: dict[str, Any] = next((c for c in stored.get("conditions") or [] if c.get("type") == QUEUED), {})
+    return (NOT_GOVERNED,) if queued.get("status") == "True" else ()
+
+
+def waiting_plan(body: Mapping[str, Any], verdict: Verdict, now: datetime.datetime) -> Plan:
+    """Phase Pending while the maintenance waits for a slot, for a conflict to end or for the policies to be
+    readable: the node is untouched; looked at again in ``recheck_in`` (its place in line may have moved).
+
+    An event marks the start of the wait and each change of its cause, not every move up the queue."""
+    meta, previous = body["metadata"], body.get("status") or {}
+    node_name = body["spec"]["nodeName"]
+    condition = queued_condition(verdict, node_name)
+    before: dict[str, Any] = next((c for c in previous.get("conditions") or [] if c.get("type") == QUEUED), {})
+    events: tuple[Event, ...] = ()
+    if previous.get("phase") != status.PENDING or before.get("reason") != condition.reason:
+        events = (Event(on_node=False, type="Normal" if verdict.kind in (VerdictKind.WAITING, VerdictKind.CLOSED) else "Warning",
+                        reason=condition.reason, message=condition.message),)
+    pending = status.build(dict(previous), phase=status.PENDING, total=0, eviction_pods=0, pending=[], generation=meta.get("generation", 1),
+                           last_error=condition.message if verdict.kind == VerdictKind.CONFLICT else "", now=timestamps.rfc3339(now),
+                           waiting=condition)
+    # Looked at again (and a moved place in line written) at a pace the whole line can bear, and when a window opens.
+    return Plan(phase=status.PENDING, status=pending, events=events,
+                recheck_in=until(verdict.opens, now, bookkeeping.in_line_interval(verdict.queued)))
+
+
+def until(moment: datetime.datetime | None, now: datetime.datetime, sooner_than: float | None = None) -> float | None:
+    """Seconds from ``now`` until just past ``moment`` (a window's boundary), or ``sooner_than`` if that comes first."""
+    if moment is None:
+        return sooner_than
+    seconds = max(0.0, (moment - now).total_seconds()) + WINDOW_MARGIN_SECONDS
+    return seconds if sooner_than is None else min(seconds, sooner_than)
