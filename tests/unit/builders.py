@@ -26,7 +26,12 @@ from typing import Any, NamedTuple
 from node_maintenance.api import GROUP, KIND
 from node_maintenance.client.errors import Gone, NotFound
 from node_maintenance.drain.node import HOLDER, TAINT, WAS_TAINTED, WAS_UNSCHEDULABLE
+from node_maintenance.client.watch import Mirror
+from node_maintenance.drain.memory import WatchMode
 from node_maintenance.drain.planner import Maintenance
+from node_maintenance.policy.terms import Seen
+from node_maintenance.policy.verdicts import Verdict
+from node_maintenance.runtime.engine import Engine
 
 Obj = dict[str, Any]
 
@@ -451,3 +456,31 @@ def _selects(selector: str, obj: Obj) -> bool:
         elif term not in labels:
             return False
     return True
+
+
+# ------------------------------------------------ the seam and the engine's own watches
+def seen(node: Obj | None, verdict: Verdict | None = None, *, listed: bool = True, selected: bool = True, namespace: str = "nmo",
+         pre_drain_job: Obj | None = None) -> Seen:
+    """What served, readable policies know of a maintenance whose node is ``node``: the decision's ``verdict`` on it."""
+    return Seen(node=node, served=True, synced=True, verdict=verdict, listed=listed, selected=selected, namespace=namespace,
+                pre_drain_job=pre_drain_job)
+
+
+def own_node(engine: Engine) -> Mirror:
+    """The engine's own watch of its node (one stands in for it in a test: see ``stand_in_watches``)."""
+    assert engine.watches.node is not None, "the engine watches its node"
+    return engine.watches.node
+
+
+def own_pods(engine: Engine) -> Mirror:
+    assert engine.watches.pods is not None, "the engine watches its node's pods"
+    return engine.watches.pods
+
+
+def stand_in_watches(engine: Engine, node: Obj, pods: Iterable[Obj]) -> None:
+    """The engine as it is once it watches its node and pods, these standing in for what its watches listed."""
+    watches = engine.watches
+    watches.mode = engine.wanted = WatchMode.NODE_AND_PODS
+    watches.node, watches.pods = watches.node_mirror(), watches.pods_mirror()
+    watches.node.objects = {f"/{node['metadata']['name']}": node}
+    watches.pods.objects = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p for p in pods}

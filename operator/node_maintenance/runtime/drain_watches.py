@@ -63,16 +63,20 @@ class DrainWatches:
         started: list[Mirror] = []
         for kind in (kind for kind in wanted if kind not in self._tasks):
             if kind == "node":
-                self.node = mirror = Mirror(self.kube, node_path(), self._node_change, field_selector=f"metadata.name={self.node_name}",
-                                            slim=nodes.slim)
+                self.node = mirror = self.node_mirror()
             else:
-                self.pods = mirror = self._pods_mirror()
+                self.pods = mirror = self.pods_mirror()
             self._tasks[kind] = asyncio.create_task(mirror.run())
             started.append(mirror)
         self.mode = mode
         await asyncio.gather(*(mirror.synced.wait() for mirror in started))
 
-    def _pods_mirror(self) -> Mirror:
+    def node_mirror(self) -> Mirror:
+        """A new watch of the node (not started)."""
+        return Mirror(self.kube, node_path(), self._node_change, field_selector=f"metadata.name={self.node_name}", slim=nodes.slim)
+
+    def pods_mirror(self) -> Mirror:
+        """A new watch of the node's pods (not started)."""
         return Mirror(self.kube, PODS, self.wake, field_selector=f"spec.nodeName={self.node_name}", slim=pods.slim)
 
     def own_node(self) -> dict[str, Any] | None:
@@ -87,7 +91,7 @@ class DrainWatches:
         if self.node_changed or time.monotonic() - self.pods_listed >= LATE_PODS_SECONDS:
             started, self.node_changed = time.monotonic(), False  # a change from now on asks for the next listing
             if self.pods is None:
-                self.pods = self._pods_mirror()
+                self.pods = self.pods_mirror()
             await self.pods.refresh()  # a failure leaves it due
             self.pods_listed = started
 

@@ -78,7 +78,7 @@ class Reading:
     live: frozenset[str] | None = None  # the uids of the node's pods, for a drain step
     waits: bool = False  # in line: the policies' waiting plan is carried out instead of a drain
     pods: PodIndex | None = None
-    budgets: list[dict[str, Any]] = field(default_factory=list)
+    disruption_budgets: list[dict[str, Any]] = field(default_factory=list)  # of the pods' namespaces
     coverage: budgets.Coverage | None = None
     lease: remediation.LeaseView | None = None
     members: quorum.Members | None = None
@@ -97,7 +97,7 @@ def plan(reading: Reading) -> Plan:
     if reading.waits and m.terms.waiting is not None:
         return m.terms.waiting
     assert reading.pods is not None
-    return planner.plan(m, reading.node, reading.pods, reading.budgets, reading.now, holder_exists=reading.holder_exists,
+    return planner.plan(m, reading.node, reading.pods, reading.disruption_budgets, reading.now, holder_exists=reading.holder_exists,
                         daemonsets=reading.daemonsets, attempts=reading.attempts, in_flight=reading.in_flight, lease=reading.lease,
                         members=reading.members, coverage=reading.coverage)
 
@@ -258,7 +258,7 @@ class Engine:
         in_namespaces = shared.budgets.in_namespaces(caches.namespaces)
         caches.coverage = caches.coverage.over(in_namespaces) if caches.coverage else budgets.Coverage(in_namespaces)
         return Reading(body, foreign, now, m, node, bookkeeping.NM_STATUS_INTERVAL_SECONDS, frozenset(p["metadata"]["uid"] for p in node_pods.pods),
-                       pods=node_pods, budgets=in_namespaces, coverage=caches.coverage, lease=lease, members=members, daemonsets=daemonsets,
+                       pods=node_pods, disruption_budgets=in_namespaces, coverage=caches.coverage, lease=lease, members=members, daemonsets=daemonsets,
                        in_flight=shared.budgets.in_flight(), attempts=self.memory.attempts, holder_exists=holder_exists,
                        taking=taking)
 

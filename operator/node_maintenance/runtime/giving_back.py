@@ -19,7 +19,7 @@ from node_maintenance.client.errors import KubeError
 from node_maintenance.client.protocol import KubeApi
 from node_maintenance.drain import status
 from node_maintenance.drain.handback import hand_back
-from node_maintenance.policy import hooks, verdicts, wording
+from node_maintenance.policy import hooks, model, verdicts, wording
 from node_maintenance.policy.terms import HOOK_RECHECK_SECONDS
 from node_maintenance.runtime import metrics
 from node_maintenance.runtime.executor import EventSink, Executor
@@ -61,7 +61,7 @@ async def before(policies: Policies, body: Mapping[str, Any], executor: Executor
     if len(governing) > 1:
         names = tuple(sorted(p.name for p in governing))
         message = verdicts.Verdict(verdicts.VerdictKind.CONFLICT, policies=names).message(body["spec"]["nodeName"])
-        await _note(body, executor, Condition(wording.HOOK_CONDITIONS[hooks.POST_MAINTENANCE], "False", "PolicyConflict", message))
+        await _note(body, executor, Condition(wording.HOOK_CONDITIONS[hooks.POST_MAINTENANCE], "False", model.QueuedReason.POLICY_CONFLICT, message))
         raise kopf.TemporaryError(message, delay=HOOK_RECHECK_SECONDS[hooks.JobState.FAILED])
     policy = governing[0]
     if policy.post_maintenance is not None:

@@ -13,13 +13,12 @@ import pytest
 from node_maintenance.drain import status as st
 from node_maintenance.drain.handback import hand_back
 from node_maintenance.drain.planner import DELETE_PODS, FORCE_DELETE_PODS, HAND_BACK, Attempt, Escalation, Maintenance, Plan, plan
-from node_maintenance.policy import line, model
-from node_maintenance.policy.gate import Seen, gate
+from node_maintenance.policy import line, model, terms
 from node_maintenance.policy.verdicts import VerdictKind
 from node_maintenance_cli import main as cli_main
 from node_maintenance_cli import plan as planning
 from node_maintenance_cli import views
-from tests.unit.builders import HELD, NOW, RUNNING, ago, budget, maintenance, nm, nm_policy, node, scene_node, scene_pod
+from tests.unit.builders import HELD, NOW, RUNNING, ago, budget, maintenance, nm, nm_policy, node, scene_node, scene_pod, seen
 
 zero_budget = partial(budget, "web", namespace="app", generation=2, resource_version="1", labels={"app": "web"}, observed=2,
                       healthy=1, desired=1, expected=1, allowed=0)
@@ -140,8 +139,8 @@ def test_a_timed_out_maintenance_holds_no_slot_and_waits_in_no_line() -> None:
     assert "ended" not in decision.verdicts and decision.verdicts["next"].kind == VerdictKind.ADMITTED
     assert decision.summaries["p"].queue == ()
     # Its node's policy has no word on it any more: a drain step under the policy holds, and takes nothing.
-    held = gate(ended, pool("n0"), Seen(decision.verdicts.get("ended"), listed=True, selected=True), "nmo", NOW)
-    assert held.unknown and held.waiting is None
+    held = terms.maintenance(ended, seen(pool("n0"), decision.verdicts.get("ended")), {}, NOW)
+    assert held.terms.undecided and held.terms.waiting is None
 
 
 # ------------------------------------------------------------------ kubectl nm plan --escalation

@@ -9,10 +9,9 @@ from typing import Any
 import pytest
 
 from node_maintenance.api import SERVICE_ACCOUNT
-from node_maintenance.policy import hooks, model
-from node_maintenance.policy.gate import Seen, gate
+from node_maintenance.policy import hooks, model, terms
 from node_maintenance.policy.verdicts import Verdict, VerdictKind
-from tests.unit.builders import HELD, NOW, hook_template, nm, nm_policy
+from tests.unit.builders import HELD, NOW, hook_template, nm, nm_policy, seen
 
 NM = nm("worker-3", "worker-3", uid="1234")
 TEMPLATE = {
@@ -90,13 +89,13 @@ def test_a_job_running_as_its_own_service_account_is_built_until_it_exists() -> 
 
 def test_a_pre_drain_job_that_would_run_as_the_operator_holds_the_maintenance_with_the_reason() -> None:
     policy = model.Policy.of(nm_policy("rolling", preDrain={"jobTemplate": hook_template(serviceAccount=SERVICE_ACCOUNT)}))
-    seen = Seen(Verdict(VerdictKind.ADMITTED, policy), listed=True, selected=True)
-    step = gate(nm("nm", "n1", uid="1234", status={}), HELD, seen, "nmo", NOW)
+    known = seen(HELD, Verdict(VerdictKind.ADMITTED, policy))
+    step = terms.maintenance(nm("nm", "n1", uid="1234", status={}), known, {}, NOW).terms
     assert step.jobs == () and step.hold_failed
     pre_drain = next(c for c in step.conditions if c.type == "PreDrain")
     assert (pre_drain.status, pre_drain.reason, pre_drain.message) == ("False", "JobFailed", step.hold)
     assert "spec.preDrain.jobTemplate.spec.template.spec.serviceAccount names the operator's ServiceAccount" in step.hold
     # The same policy with a ServiceAccount of its own creates the Job and waits for it.
     fixed = dataclasses.replace(policy, pre_drain=hook_template(serviceAccount="storage-admin"))
-    step = gate(nm("nm", "n1", uid="1234", status={}), HELD, dataclasses.replace(seen, verdict=Verdict(VerdictKind.ADMITTED, fixed)), "nmo", NOW)
+    step = terms.maintenance(nm("nm", "n1", uid="1234", status={}), dataclasses.replace(known, verdict=Verdict(VerdictKind.ADMITTED, fixed)), {}, NOW).terms
     assert len(step.jobs) == 1 and not step.hold_failed

@@ -1,6 +1,6 @@
 """A maintenance granted a slot that a check at takeover refuses (another holder's remediation Lease, the
 etcd-quorum guard) gives the slot back, and rejoins the line once the check passes, without ever taking a
-slot granted meanwhile to another: decisions, gate and planner together, as the runtime chains them."""
+slot granted meanwhile to another: decisions, the policies' terms and planner together, as the runtime chains them."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from typing import Any
 from node_maintenance.coordination import quorum as qu
 from node_maintenance.coordination import remediation as rem
 from node_maintenance.drain.planner import Plan, plan
-from node_maintenance.policy import line, model
-from node_maintenance.policy.gate import Gate, Seen, gate
+from node_maintenance.drain.plans import Maintenance
+from node_maintenance.policy import line, model, terms
 from node_maintenance.policy.verdicts import Decision, Verdict, VerdictKind
-from tests.unit.builders import CONTROL_PLANE_LABEL, NOW, control_plane_node, lease, nm, nm_policy, node
+from tests.unit.builders import CONTROL_PLANE_LABEL, NOW, control_plane_node, lease, nm, nm_policy, node, seen
 
 POOL = {"pool": "a"}
 POLICY = nm_policy("rolling", node_selector={"matchLabels": POOL}, maxParallel=1)
@@ -38,16 +38,16 @@ def _kinds(decision: Decision) -> dict[str, str]:
     return {name: verdict.kind for name, verdict in decision.verdicts.items()}
 
 
-def _gate(body: dict[str, Any], decision: Decision, node_obj: dict[str, Any]) -> Gate:
-    return gate(body, node_obj, Seen(decision.verdicts.get(body["metadata"]["name"]), listed=True, selected=True), "nmo", NOW)
+def _terms(body: dict[str, Any], decision: Decision, node_obj: dict[str, Any]) -> Maintenance:
+    return terms.maintenance(body, seen(node_obj, decision.verdicts.get(body["metadata"]["name"])), {}, NOW)
 
 
 def _step(body: dict[str, Any], decision: Decision, node_obj: dict[str, Any], **inputs: Any) -> Plan | None:
-    """One drain step: the gate, then the plan (None: the gate says to do nothing yet)."""
-    step = _gate(body, decision, node_obj)
-    if step.unknown:
+    """One drain step: the policies' terms, then the plan (None: the terms say to do nothing yet)."""
+    step = _terms(body, decision, node_obj)
+    if step.terms.undecided:
         return None
-    return step.waiting or plan(step.maintenance(body), node_obj, [], [], NOW, holder_exists=False, **inputs)
+    return step.terms.waiting or plan(step, node_obj, [], [], NOW, holder_exists=False, **inputs)
 
 
 def _queued(status: dict[str, Any]) -> tuple[str, str]:
@@ -119,7 +119,7 @@ def test_the_quorum_guard_refusing_at_takeover_gives_the_slot_back_too() -> None
     members = qu.Members((m1, control_plane_node("m2", holder="other"), control_plane_node("m3")))
     body = _nm("cp", "m1", 1)
     verdict = Verdict(VerdictKind.ADMITTED, model.Policy.of(policy))
-    step = gate(body, m1, Seen(verdict, listed=True, selected=True), "nmo", NOW)
-    held = plan(step.maintenance(body), m1, [], [], NOW, holder_exists=False, members=members)
+    step = terms.maintenance(body, seen(m1, verdict), {}, NOW)
+    held = plan(step, m1, [], [], NOW, holder_exists=False, members=members)
     assert held.phase == "Pending" and held.node_patch is None and _queued(held.status) == ("True", model.QueuedReason.SLOT_GIVEN_BACK)
     assert next(c for c in held.status["conditions"] if c["type"] == qu.CONDITION)["reason"] == "WouldBreakEtcdQuorum"

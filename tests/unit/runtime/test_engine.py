@@ -4,6 +4,7 @@ answer lost on the way, and the DaemonSets its pods name, each read once (in dou
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -11,12 +12,14 @@ from typing import Any
 from node_maintenance.api.paths import daemonset_path, lease_path, nm_path, node_path, pod_path
 from node_maintenance.client.errors import Conflict, Unreachable
 from node_maintenance.drain import node as nodes
-from node_maintenance.runtime.budgets import BudgetWatch
+from node_maintenance.runtime.budget_watch import BudgetWatch
 from node_maintenance.runtime.cordoned import CordonedNodes
 from node_maintenance.runtime.daemonsets import DaemonSetLookup
-from node_maintenance.runtime.engine import DRAINED, ERROR_RETRY_SECONDS, LATE_PODS_SECONDS, NODE_AND_PODS, NOTHING, Engine, Shared
+from node_maintenance.drain.memory import ERROR_RETRY_SECONDS, WatchMode
+from node_maintenance.runtime.drain_watches import LATE_PODS_SECONDS
+from node_maintenance.runtime.engine import Engine, Shared
 from node_maintenance.runtime.metrics import Active
-from tests.unit.builders import FakeApi, daemonset, runtime_nm, runtime_node, runtime_pod
+from tests.unit.builders import FakeApi, daemonset, own_node, own_pods, runtime_nm, runtime_node, runtime_pod, stand_in_watches
 
 
 def an_engine(api: FakeApi, body: dict[str, Any], node: dict[str, Any], pods: list[dict[str, Any]],
@@ -27,9 +30,7 @@ def an_engine(api: FakeApi, body: dict[str, Any], node: dict[str, Any], pods: li
     shared = Shared(api, BudgetWatch(api), CordonedNodes(api), Active(), "v1beta1", post,  # type: ignore[arg-type]
                     lease_namespace=lease_namespace)
     engine = Engine(shared, lambda: body, logging.LoggerAdapter(logging.getLogger("test"), {}), exists=lambda _: False)
-    engine.watching = engine.wanted = NODE_AND_PODS  # the watches below stand in for its own
-    engine.node.objects = {f"/{node['metadata']['name']}": node}
-    engine.pods.objects = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p for p in pods}
+    stand_in_watches(engine, node, pods)
     return engine
 
 
@@ -45,8 +46,8 @@ async def drained(api: FakeApi, engine: Engine, node: dict[str, Any]) -> None:
     api.objects[node_path(node["metadata"]["name"])] = node
     engine.shared.cordoned.subscribe("n0", lambda: None)
     await engine.shared.cordoned.mirror.synced.wait()
-    engine.wanted = DRAINED
-    await engine._watch(DRAINED)
+    engine.wanted = WatchMode.DRAINED
+    await engine.watch(WatchMode.DRAINED)
     api.calls.clear()
 
 
@@ -72,12 +73,12 @@ def test_a_drain_goes_from_start_to_succeeded_through_the_plan_alone() -> None:
         assert api.calls[-1][2]["status"]["phase"] == "Running"
         assert ("NodeMaintenance", "BeginMaintenance") in events
         # The watches show what the first step did: the node taken, the pod gone.
-        engine.node.objects = {"/n1": taken(node)}
-        engine.pods.objects = {}
+        own_node(engine).objects = {"/n1": taken(node)}
+        own_pods(engine).objects = {}
         api.calls.clear()
         # Drained: its own watches end; the watch of cordoned nodes all drained maintenances share shows the node, and
         # the node's pods are listed again now and then, for pods bound to it later.
-        assert await engine.step() == LATE_PODS_SECONDS and engine.wanted == DRAINED
+        assert await engine.step() == LATE_PODS_SECONDS and engine.wanted == WatchMode.DRAINED
         assert api.writes() == [("PATCH", nm_path("nm1", subresource="status"))]
         assert api.calls[-1][2]["status"]["phase"] == "Succeeded"
         assert ("NodeMaintenance", "SucceedMaintenance") in events
@@ -93,7 +94,7 @@ def test_a_drain_goes_from_start_to_succeeded_through_the_plan_alone() -> None:
         api.calls.clear()
         await engine.step()
         assert api.calls[0].method == "GET" and api.calls[0].query["fieldSelector"] == "spec.nodeName=n1"
-        assert ("POST", pod_path("app", "late-0") + "/eviction") in api.writes() and engine.wanted == NODE_AND_PODS
+        assert ("POST", pod_path("app", "late-0") + "/eviction") in api.writes() and engine.wanted == WatchMode.NODE_AND_PODS
 
     run(scenario)
 
@@ -105,7 +106,7 @@ def test_a_drained_node_s_pods_are_listed_again_once_late_pods_seconds_have_pass
         await drained(api, engine, node)
         await engine.step()
         assert not [c for c in api.calls if c.method == "GET"]
-        engine.pods_listed -= LATE_PODS_SECONDS
+        engine.watches.pods_listed -= LATE_PODS_SECONDS
         await engine.step()
         assert [c.query["fieldSelector"] for c in api.calls if c.method == "GET"] == ["spec.nodeName=n1"]
 
@@ -119,10 +120,10 @@ def test_a_drained_node_no_longer_cordoned_is_watched_by_its_drain_again_and_one
         await drained(api, engine, node)
         engine.shared.cordoned.mirror.failure = "connection reset by peer"
         api.calls.clear()
-        assert await engine.step() == ERROR_RETRY_SECONDS and api.calls == [] and engine.wanted == DRAINED
+        assert await engine.step() == ERROR_RETRY_SECONDS and api.calls == [] and engine.wanted == WatchMode.DRAINED
         engine.shared.cordoned.mirror.failure = ""
         engine.shared.cordoned.mirror.objects.clear()  # someone uncordoned it
-        assert await engine.step() == 0.0 and api.calls == [] and engine.wanted == NODE_AND_PODS
+        assert await engine.step() == 0.0 and api.calls == [] and engine.wanted == WatchMode.NODE_AND_PODS
 
     run(scenario)
 
@@ -171,7 +172,7 @@ def test_a_status_someone_else_wrote_is_written_again_after_a_lease_claimed_firs
         truth = api.calls_to("PATCH", nm_path("nm1", subresource="status"))[-1].body["status"]
         assert truth["phase"] == "Running"
         body["status"] = truth  # the watch shows our write
-        engine.node.objects = {"/n1": taken(node)}
+        own_node(engine).objects = {"/n1": taken(node)}
         await engine.step()
         api.calls.clear()
         body["status"] = {**truth, "phase": "Succeeded", "pendingPods": [], "pendingPodsRefs": []}  # someone else's
@@ -196,12 +197,12 @@ def test_daemonset_pods_go_by_what_a_read_of_their_daemonset_says() -> None:
         assert api.writes() == [("PATCH", node_path("n1")), ("POST", pod_path("app", "orphan") + "/eviction"),
                                 ("DELETE", pod_path("app", "spent")), ("PATCH", nm_path("nm1", subresource="status"))]
         assert api.calls_to("PATCH", nm_path("nm1", subresource="status"))[-1].body["status"]["pendingPods"] == ["orphan", "spent"]
-        engine.node.objects = {"/n1": taken(node)}
+        own_node(engine).objects = {"/n1": taken(node)}
         api.calls.clear()
         await engine.step()
         # One found is known for the rest of the maintenance; one not found is read again while a pod names it.
         assert [c.path for c in api.calls_to("GET")] == [daemonset_path("app", "gone")]
-        engine.pods.objects = {"app/agent-n1": node_pods[0]}  # the watch shows the orphan and the finished pod gone
+        own_pods(engine).objects = {"app/agent-n1": node_pods[0]}  # the watch shows the orphan and the finished pod gone
         api.calls.clear()
         await engine.step()
         assert api.calls_to("GET") == []
@@ -220,7 +221,7 @@ def test_a_daemonset_that_could_not_be_read_keeps_its_pods_and_is_read_again() -
         assert api.writes() == [("PATCH", node_path("n1")), ("PATCH", nm_path("nm1", subresource="status"))]  # nothing evicted
         status = api.calls_to("PATCH", nm_path("nm1", subresource="status"))[-1].body["status"]
         assert status["evictionPods"] == 0 and status["pendingPods"] == []  # nor reported as going
-        engine.node.objects = {"/n1": taken(node)}
+        own_node(engine).objects = {"/n1": taken(node)}
         api.calls.clear()
         await engine.step()
         assert ("POST", pod_path("app", "orphan") + "/eviction") in api.writes()  # read now: gone, so evicted
@@ -245,7 +246,7 @@ def test_a_status_the_server_could_not_take_is_written_again_after_a_pause_not_a
     api, events = FakeApi(), []
     node = taken(runtime_node())
     engine = an_engine(api, runtime_nm("nm1"), node, [runtime_pod("web-0")], events)
-    engine.memory.written_at = -1000.0  # the last write long ago: a status is due
+    engine.memory = dataclasses.replace(engine.memory, written_at=-1000.0)  # the last write long ago: a status is due
     api.fail("PATCH", nm_path("nm1", subresource="status"), Unreachable("Cannot connect to host"), times=2)
 
     async def scenario() -> None:
@@ -269,9 +270,9 @@ def test_a_maintenance_handed_back_at_its_timeout_never_takes_the_node_again_eve
         assert api.writes() == [("PATCH", node_path("n1")), ("PATCH", nm_path("nm1", subresource="status"))]
         assert api.calls[0].body["metadata"]["annotations"][nodes.HOLDER] is None and ("Node", "Uncordon") in events
         # The node as given back: the next steps write the ended status until it is shown, and never touch the node.
-        engine.node.objects = {"/n1": runtime_node()}
+        own_node(engine).objects = {"/n1": runtime_node()}
         api.calls.clear()
-        assert await engine.step() is None and engine.wanted == NOTHING
+        assert await engine.step() is None and engine.wanted == WatchMode.NOTHING
         assert api.writes() == [("PATCH", nm_path("nm1", subresource="status"))]
         assert api.calls[-1].body["status"]["conditions"][-1]["type"] == "TimedOut"
         body["status"] = api.calls[-1].body["status"]  # kopf shows it now

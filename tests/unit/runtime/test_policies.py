@@ -19,17 +19,20 @@ from node_maintenance.api.paths import POLICY_CRD, POLICY_VERSION, jobs_path, nm
 from node_maintenance.client import watch
 from node_maintenance.client.errors import Forbidden, NotFound, ServerError, TooManyRequests, Unreachable
 from node_maintenance.drain import node as nodes
+from node_maintenance.drain.memory import WatchMode
+from node_maintenance.drain.plans import Maintenance, PolicyTerms
 from node_maintenance.drain.rules import Behavior
-from node_maintenance.policy import line, model
-from node_maintenance.policy.gate import UNKNOWN_RECHECK_SECONDS, Gate
+from node_maintenance.policy import line, terms
+from node_maintenance.policy.terms import UNKNOWN_RECHECK_SECONDS
 from node_maintenance.policy.verdicts import VerdictKind
-from node_maintenance.runtime import handback
-from node_maintenance.runtime.budgets import BudgetWatch
+from node_maintenance.runtime import giving_back
+from node_maintenance.runtime.budget_watch import BudgetWatch
 from node_maintenance.runtime.cordoned import CordonedNodes
-from node_maintenance.runtime.engine import NODE_AND_PODS, NOTHING, Engine, Shared
+from node_maintenance.runtime.engine import Engine, Shared
 from node_maintenance.runtime.executor import Executor
 from node_maintenance.runtime.metrics import Active
-from node_maintenance.runtime.policies import Policies
+from node_maintenance.runtime.policies.view import Policies
+from node_maintenance.runtime.policies.watches import PolicyWatches, Watched
 from tests.unit.builders import FakeApi, budget, hook_template, nm_policy, runtime_nm, runtime_node, runtime_pod
 
 NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
@@ -52,14 +55,32 @@ def pool_api(**spec: Any) -> FakeApi:
     return FakeApi(objects)
 
 
-def gate_of(policies: Policies, api: FakeApi, name: str) -> Gate:
-    return policies.gate(api.objects[nm_path(f"nm-{name}")], api.objects[node_path(name)], NOW, {})
+def gate_of(policies: Policies, api: FakeApi, name: str) -> Maintenance:
+    """One drain step's view of nm-<name> under the policies, as the engine takes it."""
+    body = api.objects[nm_path(f"nm-{name}")]
+    return terms.maintenance(body, policies.seen(body, api.objects[node_path(name)], NOW), {}, NOW)
 
 
-def queued_reason(gate: Gate) -> str:
-    assert gate.waiting is not None, gate
-    assert gate.waiting.node_patch is None and not gate.waiting.removals, "a waiting maintenance touches nothing"
-    return str(next(c for c in gate.waiting.status["conditions"] if c["type"] == "Queued")["reason"])
+def queued_reason(step: Maintenance) -> str:
+    waiting = step.terms.waiting
+    assert waiting is not None, step
+    assert waiting.node_patch is None and not waiting.removals, "a waiting maintenance touches nothing"
+    return str(next(c for c in waiting.status["conditions"] if c["type"] == "Queued")["reason"])
+
+
+def watches_of(policies: Policies) -> PolicyWatches:
+    assert policies.watches is not None, "the policies are served"
+    return policies.watches
+
+
+async def listed(policies: Policies) -> None:
+    """Every watch of the policies has listed."""
+    await asyncio.gather(*(m.synced.wait() for m in watches_of(policies).mirrors.values()))
+
+
+async def write_statuses(policies: Policies) -> None:
+    assert policies.publisher is not None, "the policies are served"
+    await policies.publisher.write()
 
 
 def handing_back(api: FakeApi) -> Executor:
@@ -73,14 +94,14 @@ def scenario(api: FakeApi, body: Callable[[Policies], Awaitable[None]]) -> None:
         try:
             await asyncio.wait_for(body(policies), 10)
         finally:
-            await policies._stop()
+            await policies.stop()
     asyncio.run(run())
 
 
 async def read(policies: Policies) -> None:
     """One look at the CRD, and its watches listed."""
-    await policies._look()
-    await asyncio.gather(*(m.synced.wait() for m in policies._mirrors.values()))
+    await policies.look()
+    await listed(policies)
 
 
 def test_a_queued_maintenance_is_told_to_wait_and_the_gate_writes_nothing() -> None:
@@ -104,16 +125,16 @@ def test_an_error_reading_the_crd_keeps_the_queue_closed_and_the_running_drain_i
     async def body(policies: Policies) -> None:
         await read(policies)
         api.fail("GET", POLICY_CRD, error)
-        await policies._look()
+        await policies.look()
         why = policies.unknown()
         assert "could not be read" in why and str(error) in why
         for name in POOL[1:]:  # none of the four in line takes its node
             gate = gate_of(policies, api, name)
-            assert queued_reason(gate) == "WaitingForPolicies" and str(error) in gate.waiting.status["conditions"][0]["message"]  # type: ignore[union-attr]
+            assert queued_reason(gate) == "WaitingForPolicies" and str(error) in gate.terms.waiting.status["conditions"][0]["message"]  # type: ignore[union-attr]
         running = gate_of(policies, api, "n1")  # the holder keeps the policy's rules
-        assert running.waiting is None and running.policy is not None and running.policy.name == "pool"
-        assert [r.behavior for r in running.maintenance(api.objects[nm_path("nm-n1")]).rules] == [Behavior.SKIP]
-        await policies._look()  # the next read succeeds: the queue is as it was
+        assert running.terms.waiting is None and running.terms.rules is not None
+        assert [r.behavior for r in running.terms.rules] == [Behavior.SKIP]
+        await policies.look()  # the next read succeeds: the queue is as it was
         assert policies.unknown() == "" and queued_reason(gate_of(policies, api, "n2")) == "WaitingForSlot"
     scenario(api, body)
 
@@ -124,9 +145,9 @@ def test_only_a_404_of_the_crd_means_no_policy_applies() -> None:
     async def body(policies: Policies) -> None:
         await read(policies)
         del api.objects[POLICY_CRD]
-        await policies._look()
+        await policies.look()
         assert policies.absent and not policies.served and policies.unknown() == ""
-        assert gate_of(policies, api, "n2") == Gate()
+        assert gate_of(policies, api, "n2").terms == PolicyTerms()
     scenario(api, body)
 
 
@@ -136,9 +157,9 @@ def test_nothing_is_taken_and_nothing_evicted_before_the_policies_are_read() -> 
     async def body(policies: Policies) -> None:
         assert queued_reason(gate_of(policies, api, "n2")) == "WaitingForPolicies"
         holder = gate_of(policies, api, "n1")  # taken before a restart: it keeps the node and evicts nothing
-        assert holder.waiting is None and "NodeMaintenancePolicies" in holder.maintenance(api.objects[nm_path("nm-n1")]).hold
+        assert holder.terms.waiting is None and "NodeMaintenancePolicies" in holder.terms.hold
         with pytest.raises(kopf.TemporaryError, match="NodeMaintenancePolicies are read"):
-            await policies.before_handback(api.objects[nm_path("nm-n1")], handing_back(api))
+            await giving_back.before(policies, api.objects[nm_path("nm-n1")], handing_back(api))
     scenario(api, body)
 
 
@@ -147,14 +168,14 @@ def test_watches_not_listed_yet_keep_every_maintenance_waiting_until_they_are() 
     api.outage = Unreachable("connection refused")
 
     async def body(policies: Policies) -> None:
-        await policies._look()
+        await policies.look()
         assert not policies.served and policies.unknown() == "the NodeMaintenancePolicy CRD could not be read: connection refused"
         api.outage = None
-        await policies._look()  # the CRD is read, its watches are not listed yet
+        await policies.look()  # the CRD is read, its watches are not listed yet
         assert "have not been listed yet" in policies.unknown()
         assert queued_reason(gate_of(policies, api, "n2")) == "WaitingForPolicies"
-        assert gate_of(policies, api, "n1").hold
-        await asyncio.gather(*(m.synced.wait() for m in policies._mirrors.values()))
+        assert gate_of(policies, api, "n1").terms.hold
+        await listed(policies)
         assert policies.unknown() == "" and queued_reason(gate_of(policies, api, "n2")) == "WaitingForSlot"
     scenario(api, body)
 
@@ -166,13 +187,13 @@ def test_a_failed_watch_keeps_the_queue_closed_until_the_server_accepts_a_watch_
 
     async def body(policies: Policies) -> None:
         await read(policies)
-        nodes_watch = policies._mirrors["nodes"]
+        nodes_watch = watches_of(policies).mirrors[Watched.NODES]
         while not nodes_watch.failure:  # noqa: ASYNC110 - a failed watch signals nobody; it is only read
             await asyncio.sleep(0.01)
         assert policies.unknown() == "the watch of nodes failed: the connection was dropped"
         assert queued_reason(gate_of(policies, api, "n2")) == "WaitingForPolicies"
-        assert gate_of(policies, api, "n1").policy is not None  # the holder keeps its rules
-        nodes_watch._current()  # what the next accepted watch calls
+        assert gate_of(policies, api, "n1").terms.rules is not None  # the holder keeps its rules
+        nodes_watch.accepted()  # what the next accepted watch calls
         assert policies.unknown() == "" and queued_reason(gate_of(policies, api, "n2")) == "WaitingForSlot"
     scenario(api, body)
 
@@ -183,7 +204,7 @@ def test_a_post_maintenance_job_that_would_run_as_the_operator_is_not_created_an
     async def body(policies: Policies) -> None:
         await read(policies)
         with pytest.raises(kopf.TemporaryError) as held:
-            await policies.before_handback(api.objects[nm_path("nm-n1")], handing_back(api))
+            await giving_back.before(policies, api.objects[nm_path("nm-n1")], handing_back(api))
         assert "spec.postMaintenance.jobTemplate.spec.template.spec.serviceAccount names the operator's ServiceAccount" in str(held.value)
         assert api.calls_to("POST", jobs_path("operator-ns")) == []
         [patch] = api.calls_to("PATCH", nm_path("nm-n1", version="v1beta1", subresource="status"))
@@ -199,7 +220,7 @@ def test_a_404_of_a_path_not_served_yet_is_no_proof_that_the_crd_is_absent() -> 
     async def body(policies: Policies) -> None:
         await read(policies)
         api.fail("GET", POLICY_CRD, NotFound(404, "NotFound", "the server could not find the requested resource"))
-        await policies._look()
+        await policies.look()
         assert not policies.absent and policies.served and "could not find the requested resource" in policies.unknown()
         assert queued_reason(gate_of(policies, api, "n2")) == "WaitingForPolicies"
     scenario(api, body)
@@ -224,17 +245,17 @@ def test_a_queued_maintenance_opens_no_watch_and_one_with_its_slot_watches_its_n
         await read(policies)
         queued, holding = engine_of(policies, "n3"), engine_of(policies, "n1")
         await queued.step()
-        assert queued.wanted == NOTHING and own_watches("n3") == [], "a maintenance waiting in line watches nothing of its own"
+        assert queued.wanted == WatchMode.NOTHING and own_watches("n3") == [], "a maintenance waiting in line watches nothing of its own"
         assert [c for c in api.calls if c.query and "spec.nodeName=n3" in c.query.values()] == []  # nor lists its pods
         written = api.calls_to("PATCH", nm_path("nm-n3", subresource="status"))[-1].body["status"]
         assert written["phase"] == "Pending" and any(c["reason"] == "WaitingForSlot" for c in written["conditions"])
         # The one holding its node wants its own watches, and its run opens them before it plans again.
-        assert await holding.step() == 0.0 and holding.wanted == NODE_AND_PODS
+        assert await holding.step() == 0.0 and holding.wanted == WatchMode.NODE_AND_PODS
         try:
-            await holding._watch(holding.wanted)
+            await holding.watch(holding.wanted)
             assert sorted(own_watches("n1")) == ["metadata.name=n1", "spec.nodeName=n1"]
         finally:
-            await holding._watch(NOTHING)
+            await holding.watch(WatchMode.NOTHING)
     scenario(api, body)
 
 
@@ -248,7 +269,7 @@ def test_a_maintenance_whose_policies_are_not_read_yet_holds_without_a_watch_of_
         nm_body = api.objects[nm_path("nm-n3")]
         engine = Engine(shared, lambda: nm_body, logging.LoggerAdapter(logging.getLogger("test"), {}), exists=lambda _: False)
         assert await engine.step() == UNKNOWN_RECHECK_SECONDS
-        assert engine.wanted == NOTHING and api.calls == []
+        assert engine.wanted == WatchMode.NOTHING and api.calls == []
     scenario(api, body)
 
 
@@ -261,19 +282,18 @@ def test_a_burst_of_changes_is_decided_once_and_told_at_once(monkeypatch: pytest
         policies = Policies(api, "operator-ns", told.append)  # type: ignore[arg-type]
         try:
             await read(policies)
-            policies.decision()
+            policies.decisions.decision()
             await asyncio.sleep(0)
             told.clear()
             monkeypatch.setattr(line, "decide", lambda *args, **kw: decided.append(args) or real(*args, **kw))
             for name in POOL:
                 relabelled = dict(api.objects[node_path(name)], metadata={"name": name, "labels": {"pool": "a", "rack": name}})
-                policies._mirrors["nodes"]._put(model.slim_node(relabelled))
-                policies._mirrors["nodes"].on_change(f"/{name}")
+                policies.feed(Watched.NODES, "MODIFIED", relabelled)
             assert decided == [] and told == []  # nothing yet: more may come in the same turn
             await asyncio.sleep(0)
             assert len(decided) == 1 and told == [{f"nm-{name}" for name in POOL}]  # each node's maintenance, told once
         finally:
-            await policies._stop()
+            await policies.stop()
     real = line.decide
     asyncio.run(run())
 
@@ -284,12 +304,11 @@ def test_which_policy_governs_a_node_follows_its_labels_between_decisions() -> N
 
     async def body(policies: Policies) -> None:
         await read(policies)
-        assert policies.decision().verdicts["nm-n3"].kind == VerdictKind.WAITING
+        assert policies.decisions.decision().verdicts["nm-n3"].kind == VerdictKind.WAITING
         for labels, expected in (({"pool": "b"}, None), ({"pool": "a"}, VerdictKind.WAITING)):
             relabelled = dict(api.objects[node_path("n3")], metadata={"name": "n3", "labels": labels})
-            policies._mirrors["nodes"]._put(model.slim_node(relabelled))
-            policies._mirrors["nodes"].on_change("/n3")
-            verdict = policies.decision().verdicts.get("nm-n3")
+            policies.feed(Watched.NODES, "MODIFIED", relabelled)
+            verdict = policies.decisions.decision().verdicts.get("nm-n3")
             assert (verdict.kind if verdict else None) == expected
     scenario(api, body)
 
@@ -302,29 +321,26 @@ def test_a_slot_freed_wakes_the_next_in_line_not_every_maintenance_whose_place_m
         policies = Policies(api, "operator-ns", told.append)  # type: ignore[arg-type]
         try:
             await read(policies)
-            assert policies.decision().verdicts["nm-n3"].position == 2
+            assert policies.decisions.decision().verdicts["nm-n3"].position == 2
             told.clear()
-            policies._mirrors["NodeMaintenances"]._drop(api.objects[nm_path("nm-n1")])  # deleted, its node given back:
+            policies.feed(Watched.MAINTENANCES, "DELETED", api.objects[nm_path("nm-n1")])  # deleted, its node given back:
             freed = dict(api.objects[node_path("n1")], metadata={"name": "n1", "labels": {"pool": "a"}})
-            policies._mirrors["nodes"]._put(model.slim_node(freed))
-            policies._mirrors["nodes"].on_change("/n1")
+            policies.feed(Watched.NODES, "MODIFIED", freed)
             await asyncio.sleep(0)  # told once the loop turns: every change seen meanwhile is decided once
             assert told == [{"nm-n1", "nm-n2"}]  # the one gone, and the next in line, now admitted; not the three that moved up
-            assert policies.decision().verdicts["nm-n3"].position == 1  # moved up: it sees that when it looks again
-            mirror = policies._mirrors["NodeMaintenancePolicies"]
+            assert policies.decisions.decision().verdicts["nm-n3"].position == 1  # moved up: it sees that when it looks again
+            pool = api.objects[policy_path("pool")]
             told.clear()
-            mirror._put({**mirror.objects["/pool"], "status": {"inMaintenance": 0}})  # the policies' own status write
-            mirror.on_change("/pool")
+            policies.feed(Watched.POLICIES, "MODIFIED", {**pool, "status": {"inMaintenance": 0}})  # the policies' own status write
             await asyncio.sleep(0)
             assert told == []  # decides nothing: nobody is woken
-            changed = mirror.objects["/pool"]
-            mirror._put({**changed, "metadata": {**changed["metadata"], "generation": 2}, "spec": {**changed["spec"], "maxParallel": 2}})
-            mirror.on_change("/pool")
+            policies.feed(Watched.POLICIES, "MODIFIED", {**pool, "metadata": {**pool["metadata"], "generation": 2},
+                                                         "spec": {**pool["spec"], "maxParallel": 2}})
             await asyncio.sleep(0)
             # Its spec changed: the one admitted reads it again, and the next in line now fits; those still in line are not woken.
             assert told == [{"nm-n2", "nm-n3"}]
         finally:
-            await policies._stop()
+            await policies.stop()
     asyncio.run(run())
 
 
@@ -347,8 +363,9 @@ def recovering_api(healthy: int) -> FakeApi:
 
 async def health_read(policies: Policies) -> None:
     await read(policies)
-    policies.decision()  # a policy waits for health: its workloads' watches start
-    await asyncio.gather(*(m.synced.wait() for m in policies._health.values()))
+    policies.decisions.decision()  # a policy waits for health: its workloads' watches start
+    assert policies.recovery is not None
+    await asyncio.gather(*(m.synced.wait() for m in policies.recovery.mirrors.values()))
 
 
 def written_status(api: FakeApi) -> dict[str, Any]:
@@ -364,8 +381,8 @@ def test_a_node_given_back_keeps_its_slot_until_its_evicted_workloads_are_health
     async def body(policies: Policies) -> None:
         await health_read(policies)
         gate = gate_of(policies, api, "n2")
-        assert (queued_reason(gate) if gate.waiting else next(c.reason for c in gate.conditions if c.type == "Queued")) == verdict
-        await policies._write_statuses()
+        assert (queued_reason(gate) if gate.terms.waiting else next(c.reason for c in gate.terms.conditions if c.type == "Queued")) == verdict
+        await write_statuses(policies)
         status = written_status(api)
         assert [e.get("waitingFor") for e in status["recovering"]] == ([waiting_for] if waiting_for else [])
         condition = next(c for c in status["conditions"] if c["type"] == "Recovering")
@@ -380,7 +397,7 @@ def test_a_budget_that_cannot_be_read_keeps_the_slot_and_says_why() -> None:
     async def body(policies: Policies) -> None:
         await read(policies)
         assert queued_reason(gate_of(policies, api, "n2")) == "WaitingForSlot"
-        await policies._write_statuses()
+        await write_statuses(policies)
         assert written_status(api)["recovering"][0]["waitingFor"] == [
             "PodDisruptionBudget app/web: unknown, the PodDisruptionBudgets have not been listed yet"]
     scenario(api, body)
@@ -395,9 +412,9 @@ def test_the_node_is_given_back_once_its_policy_records_it_as_recovering() -> No
         await health_read(policies)
         api.outage = Unreachable("connection refused")
         with pytest.raises(kopf.TemporaryError, match="records it as recovering: connection refused"):
-            await policies.before_handback(api.objects[nm_path("nm-n1")], handing_back(api))
+            await giving_back.before(policies, api.objects[nm_path("nm-n1")], handing_back(api))
         api.outage = None
-        await policies.before_handback(api.objects[nm_path("nm-n1")], handing_back(api))
+        await giving_back.before(policies, api.objects[nm_path("nm-n1")], handing_back(api))
         [entry] = written_status(api)["recovering"]
         assert (entry["node"], entry["workloads"], entry["waitingFor"]) == ("n1", [WEB], ["PodDisruptionBudget app/web: 0 of 1 healthy"])
     scenario(api, body)
@@ -415,13 +432,14 @@ def test_when_a_window_opens_the_policies_decide_again_and_tell_every_maintenanc
         policies = Policies(api, "operator-ns", told.append)  # type: ignore[arg-type]
         try:
             await read(policies)
-            verdict = policies.decision().verdicts["nm-n2"]
+            verdict = policies.decisions.decision().verdicts["nm-n2"]
             assert verdict.kind == VerdictKind.CLOSED and verdict.opens == opening
             told.clear()
             await asyncio.sleep(0.5)
             assert None in told  # every maintenance was told
-            assert policies.decision().verdicts["nm-n2"].kind == VerdictKind.WAITING  # in line for the one slot, n1 holding it
-            assert policies._boundary is not None and policies._boundary.when() - asyncio.get_running_loop().time() > 3000  # the window's end
+            assert policies.decisions.decision().verdicts["nm-n2"].kind == VerdictKind.WAITING  # in line for the one slot, n1 holding it
+            boundary = policies.decisions.boundary
+            assert boundary is not None and boundary - asyncio.get_running_loop().time() > 3000  # the window's end
         finally:
-            await policies._stop()
+            await policies.stop()
     asyncio.run(run())
