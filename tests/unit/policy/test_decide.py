@@ -11,6 +11,7 @@ import pytest
 from node_maintenance.api import SERVICE_ACCOUNT
 from node_maintenance.api.conditions import Condition
 from node_maintenance.drain import bookkeeping as books
+from node_maintenance.drain.node import HOLDER
 from node_maintenance.policy import decide as pol
 from node_maintenance.policy import gate
 from tests.unit.builders import hook_template, nm, nm_policy, node
@@ -205,7 +206,7 @@ def test_a_maintenance_whose_policy_is_gone_stops_saying_it_waits() -> None:
 def test_a_heartbeat_leaves_what_the_policies_keep_of_a_node_unchanged() -> None:
     from node_maintenance.policy.decide import slim_node
 
-    def a_node_at(heartbeat: str, unschedulable: bool = False) -> dict:
+    def a_node_at(heartbeat: str, unschedulable: bool = False) -> dict[str, Any]:
         return node("w1", labels={"pool": "a"}, resource_version=heartbeat, annotations={"kwok.x-k8s.io/node": "fake"},
                     unschedulable=unschedulable,
                     conditions=[{"type": "Ready", "status": "True", "lastHeartbeatTime": heartbeat},
@@ -228,7 +229,7 @@ def test_a_maintenance_holding_its_node_is_decided_alone_as_the_whole_decision_d
     nms = [an_nm("m0", "n0", created=at(1)), an_nm("m1", "n1", created=at(2)), an_nm("m2", "n2", created=at(3))]
     decision = pol.decide(policies, node_list, nms, now=NOW)
     for held in node_list[:2]:
-        assert pol.holding(policies, held, NOW) == decision.verdicts.get(held["metadata"]["annotations"][pol.nodes.HOLDER])
+        assert pol.holding(policies, held, NOW) == decision.verdicts.get(held["metadata"]["annotations"][HOLDER])
 
 
 # ----------------------------------------------------------------- maintenance windows
@@ -271,7 +272,8 @@ def test_under_window_end_pause_a_holder_evicts_nothing_until_the_next_window() 
     paused = pol.holding([policy], held, NOW)
     assert paused is not None and paused.kind == pol.ADMITTED and paused.paused
     assert pol.decide([policy], [held], [an_nm("m0", "n0", created=at(0))], now=NOW).verdicts["m0"] == paused
-    assert not pol.holding([policy], held, AT_NIGHT).paused  # resumes once one opens
+    resumed = pol.holding([policy], held, AT_NIGHT)
+    assert resumed is not None and not resumed.paused  # resumes once one opens
     body = an_nm("m0", "n0", created=at(0), status={})
     step = gate.gate(body, held, gate.Seen(paused, listed=True, selected=True), "nmo", NOW)
     assert step.hold == ("paused until the next maintenance window of NodeMaintenancePolicy p (windowEnd: Pause): no window is open and "
