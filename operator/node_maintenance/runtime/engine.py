@@ -32,7 +32,7 @@ from node_maintenance.api import HUB, timestamps
 from node_maintenance.api.conversion import convert
 from node_maintenance.api.paths import PODS, node_path
 from node_maintenance.client.errors import KubeError
-from node_maintenance.client.http import AsyncKube
+from node_maintenance.client.protocol import KubeApi
 from node_maintenance.client.watch import Mirror
 from node_maintenance.coordination import quorum
 from node_maintenance.drain import bookkeeping as books
@@ -65,7 +65,7 @@ RECENT_WRITES = 16
 class Shared:
     """What every drain engine of one reconciler shares."""
 
-    kube: AsyncKube
+    kube: KubeApi
     budgets: BudgetWatch
     cordoned: CordonedNodes
     active: metrics.Active

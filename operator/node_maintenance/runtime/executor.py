@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from node_maintenance.api.conversion import status_fields
 from node_maintenance.api.paths import jobs_path, nm_path, node_path, pod_path
 from node_maintenance.client.errors import ApiError, Conflict, KubeError, NotFound, ServerError, TooManyRequests, Unreachable
-from node_maintenance.client.http import AsyncKube
+from node_maintenance.client.protocol import KubeApi
 from node_maintenance.coordination.remediation import LeaseState
 from node_maintenance.drain import status as st
 from node_maintenance.drain.events import Event
@@ -64,7 +64,7 @@ class Outcome:
 class Executor:
     """The one place a drain writes to the cluster: it does what a plan says, in the plan's order."""
 
-    def __init__(self, kube: AsyncKube, name: str, version: str, event: EventSink, log: logging.LoggerAdapter[logging.Logger],
+    def __init__(self, kube: KubeApi, name: str, version: str, event: EventSink, log: logging.LoggerAdapter[logging.Logger],
                  lease: LeaseKeeper | None = None) -> None:
         self.kube = kube
         self.lease = lease

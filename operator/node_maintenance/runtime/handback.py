@@ -7,14 +7,14 @@ import logging
 from typing import Any
 
 from node_maintenance.api.paths import node_path
-from node_maintenance.client.http import AsyncKube
+from node_maintenance.client.protocol import KubeApi
 from node_maintenance.drain.handback import hand_back
 from node_maintenance.runtime import metrics
 from node_maintenance.runtime.executor import EventSink, Executor
 from node_maintenance.runtime.leases import LeaseKeeper
 
 
-def executor(kube: AsyncKube, body: dict[str, Any], version: str, event: EventSink, log: logging.LoggerAdapter[logging.Logger],
+def executor(kube: KubeApi, body: dict[str, Any], version: str, event: EventSink, log: logging.LoggerAdapter[logging.Logger],
              lease_namespace: str = "") -> Executor:
     """What carries out the hand-back of ``body`` (and a policy's hook before it); the node's remediation Lease is held
     in ``lease_namespace`` (empty: none)."""
@@ -22,7 +22,7 @@ def executor(kube: AsyncKube, body: dict[str, Any], version: str, event: EventSi
     return Executor(kube, body["metadata"]["name"], version, event, log, lease)
 
 
-async def end(kube: AsyncKube, body: dict[str, Any], executor: Executor, active: metrics.Active) -> None:
+async def end(kube: KubeApi, body: dict[str, Any], executor: Executor, active: metrics.Active) -> None:
     """Give back the node ``body`` holds, through ``executor``."""
     name, node_name = body["metadata"]["name"], body["spec"]["nodeName"]
     active.holding(name, False)

@@ -31,7 +31,7 @@ from node_maintenance.api import conditions as cond
 from node_maintenance.api.conditions import Condition
 from node_maintenance.api.paths import CRDS_KIND, POLICY_CRD, POLICY_VERSION, jobs_path, nm_path, node_path, policy_path
 from node_maintenance.client.errors import KubeError, NotFound
-from node_maintenance.client.http import AsyncKube
+from node_maintenance.client.protocol import KubeApi
 from node_maintenance.client.watch import Mirror
 from node_maintenance.drain import evicted
 from node_maintenance.drain import node as nodes
@@ -50,7 +50,7 @@ log = logging.getLogger(__name__)
 
 
 class Policies:
-    def __init__(self, kube: AsyncKube, namespace: str, on_change: Callable[[Collection[str] | None], None]) -> None:
+    def __init__(self, kube: KubeApi, namespace: str, on_change: Callable[[Collection[str] | None], None]) -> None:
         """``on_change`` is told the maintenances whose say from the policies may have changed (None: any)."""
         self.kube = kube
         self.namespace = namespace  # where hook Jobs run: the operator's own

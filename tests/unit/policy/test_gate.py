@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from node_maintenance.policy import model
 from node_maintenance.policy.gate import Gate, Seen, gate
 from node_maintenance.policy.verdicts import Verdict, VerdictKind
 from tests.unit.builders import HELD, NOW, nm, nm_policy
 
-RULES = {"drainRules": [{"podSelector": {"matchLabels": {"tier": "cache"}}, "behavior": "Skip"}]}
+RULES: dict[str, Any] = {"drainRules": [{"podSelector": {"matchLabels": {"tier": "cache"}}, "behavior": "Skip"}]}
 
 
 def test_a_selected_maintenance_without_a_verdict_does_nothing_rather_than_drain_as_ungoverned() -> None:
@@ -29,7 +31,8 @@ def test_an_admitted_maintenance_drains_by_its_policy_s_rules() -> None:
 
 def test_only_a_drain_under_wait_for_healthy_records_what_it_evicts() -> None:
     body = nm("nm", "n1", uid="1234", status={})
-    for spec, records in (({"waitForHealthy": True}, True), ({}, False)):
+    specs: tuple[tuple[dict[str, Any], bool], ...] = (({"waitForHealthy": True}, True), ({}, False))
+    for spec, records in specs:
         verdict = Verdict(VerdictKind.ADMITTED, model.Policy.of(nm_policy("rolling", **spec)))
         assert gate(body, HELD, Seen(verdict, listed=True, selected=True), "nmo", NOW).maintenance(body).records_evicted is records
     assert not Gate().maintenance(body).records_evicted  # no policy governs the node

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any
 
 import kopf
@@ -69,7 +69,7 @@ def handing_back(api: FakeApi) -> Executor:
 
 def scenario(api: FakeApi, body: Callable[[Policies], Awaitable[None]]) -> None:
     async def run() -> None:
-        policies = Policies(api, "operator-ns", lambda _names: None)  # type: ignore[arg-type]
+        policies = Policies(api, "operator-ns", lambda _names: None)
         try:
             await asyncio.wait_for(body(policies), 10)
         finally:
@@ -112,7 +112,7 @@ def test_an_error_reading_the_crd_keeps_the_queue_closed_and_the_running_drain_i
             assert queued_reason(gate) == "WaitingForPolicies" and str(error) in gate.waiting.status["conditions"][0]["message"]  # type: ignore[union-attr]
         running = gate_of(policies, api, "n1")  # the holder keeps the policy's rules
         assert running.waiting is None and running.policy is not None and running.policy.name == "pool"
-        assert [r.behavior for r in running.maintenance(api.objects[nm_path("nm-n1")]).rules] == [Behavior.SKIP]
+        assert [r.behavior for r in running.maintenance(api.objects[nm_path("nm-n1")]).rules or ()] == [Behavior.SKIP]
         await policies._look()  # the next read succeeds: the queue is as it was
         assert policies.unknown() == "" and queued_reason(gate_of(policies, api, "n2")) == "WaitingForSlot"
     scenario(api, body)
@@ -172,7 +172,7 @@ def test_a_failed_watch_keeps_the_queue_closed_until_the_server_accepts_a_watch_
         assert policies.unknown() == "the watch of nodes failed: the connection was dropped"
         assert queued_reason(gate_of(policies, api, "n2")) == "WaitingForPolicies"
         assert gate_of(policies, api, "n1").policy is not None  # the holder keeps its rules
-        nodes_watch._current()  # what the next accepted watch calls
+        nodes_watch.opened()  # what the next accepted watch calls
         assert policies.unknown() == "" and queued_reason(gate_of(policies, api, "n2")) == "WaitingForSlot"
     scenario(api, body)
 
@@ -211,7 +211,7 @@ def test_a_queued_maintenance_opens_no_watch_and_one_with_its_slot_watches_its_n
     posted: list[str] = []
 
     def engine_of(policies: Policies, name: str) -> Engine:
-        shared = Shared(api, BudgetWatch(api), CordonedNodes(api), Active(), "v1beta1", lambda _o, _t, reason, _m: posted.append(reason),  # type: ignore[arg-type]
+        shared = Shared(api, BudgetWatch(api), CordonedNodes(api), Active(), "v1beta1", lambda _o, _t, reason, _m: posted.append(reason),
                         policies=policies)
         body = api.objects[nm_path(f"nm-{name}")]
         return Engine(shared, lambda: body, logging.LoggerAdapter(logging.getLogger("test"), {}), exists=lambda holder: holder == "nm-n1")
@@ -244,7 +244,7 @@ def test_a_maintenance_whose_policies_are_not_read_yet_holds_without_a_watch_of_
     api = pool_api()
 
     async def body(policies: Policies) -> None:
-        shared = Shared(api, BudgetWatch(api), CordonedNodes(api), Active(), "v1beta1", lambda *_: None, policies=policies)  # type: ignore[arg-type]
+        shared = Shared(api, BudgetWatch(api), CordonedNodes(api), Active(), "v1beta1", lambda *_: None, policies=policies)
         nm_body = api.objects[nm_path("nm-n3")]
         engine = Engine(shared, lambda: nm_body, logging.LoggerAdapter(logging.getLogger("test"), {}), exists=lambda _: False)
         assert await engine.step() == UNKNOWN_RECHECK_SECONDS
@@ -255,16 +255,20 @@ def test_a_maintenance_whose_policies_are_not_read_yet_holds_without_a_watch_of_
 def test_a_burst_of_changes_is_decided_once_and_told_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """A thousand NodeMaintenances created at once, or many nodes changing together, cost one decision per turn
     of the loop, not one per change: the watches' events of one read are decided together."""
-    api, told, decided = pool_api(), [], []
+    api, told, decided = pool_api(), list[Collection[str] | None](), list[tuple[Any, ...]]()
 
     async def run() -> None:
-        policies = Policies(api, "operator-ns", told.append)  # type: ignore[arg-type]
+        policies = Policies(api, "operator-ns", told.append)
         try:
             await read(policies)
             policies.decision()
             await asyncio.sleep(0)
             told.clear()
-            monkeypatch.setattr(line, "decide", lambda *args, **kw: decided.append(args) or real(*args, **kw))
+            def counted(*args: Any, **kw: Any) -> Any:
+                decided.append(args)
+                return real(*args, **kw)
+
+            monkeypatch.setattr(line, "decide", counted)
             for name in POOL:
                 relabelled = dict(api.objects[node_path(name)], metadata={"name": name, "labels": {"pool": "a", "rack": name}})
                 policies._mirrors["nodes"]._put(model.slim_node(relabelled))
@@ -296,15 +300,15 @@ def test_which_policy_governs_a_node_follows_its_labels_between_decisions() -> N
 
 def test_a_slot_freed_wakes_the_next_in_line_not_every_maintenance_whose_place_moved() -> None:
     """A thousand in line are not all woken each time one is admitted: only those whose standing changed."""
-    api, told = pool_api(), []
+    api, told = pool_api(), list[Collection[str] | None]()
 
     async def run() -> None:
-        policies = Policies(api, "operator-ns", told.append)  # type: ignore[arg-type]
+        policies = Policies(api, "operator-ns", told.append)
         try:
             await read(policies)
             assert policies.decision().verdicts["nm-n3"].position == 2
             told.clear()
-            policies._mirrors["NodeMaintenances"]._drop(api.objects[nm_path("nm-n1")])  # deleted, its node given back:
+            policies._mirrors["NodeMaintenances"].take({"type": "DELETED", "object": api.objects[nm_path("nm-n1")]})  # deleted, its node given back:
             freed = dict(api.objects[node_path("n1")], metadata={"name": "n1", "labels": {"pool": "a"}})
             policies._mirrors["nodes"]._put(model.slim_node(freed))
             policies._mirrors["nodes"].on_change("/n1")
@@ -313,13 +317,11 @@ def test_a_slot_freed_wakes_the_next_in_line_not_every_maintenance_whose_place_m
             assert policies.decision().verdicts["nm-n3"].position == 1  # moved up: it sees that when it looks again
             mirror = policies._mirrors["NodeMaintenancePolicies"]
             told.clear()
-            mirror._put({**mirror.objects["/pool"], "status": {"inMaintenance": 0}})  # the policies' own status write
-            mirror.on_change("/pool")
+            mirror.take({"type": "MODIFIED", "object": {**mirror.objects["/pool"], "status": {"inMaintenance": 0}}})  # the policies' own status write
             await asyncio.sleep(0)
             assert told == []  # decides nothing: nobody is woken
             changed = mirror.objects["/pool"]
-            mirror._put({**changed, "metadata": {**changed["metadata"], "generation": 2}, "spec": {**changed["spec"], "maxParallel": 2}})
-            mirror.on_change("/pool")
+            mirror.take({"type": "MODIFIED", "object": {**changed, "metadata": {**changed["metadata"], "generation": 2}, "spec": {**changed["spec"], "maxParallel": 2}}})
             await asyncio.sleep(0)
             # Its spec changed: the one admitted reads it again, and the next in line now fits; those still in line are not woken.
             assert told == [{"nm-n2", "nm-n3"}]
@@ -405,14 +407,14 @@ def test_the_node_is_given_back_once_its_policy_records_it_as_recovering() -> No
 
 def test_when_a_window_opens_the_policies_decide_again_and_tell_every_maintenance(monkeypatch: pytest.MonkeyPatch) -> None:
     """Nothing in the cluster changes when a window opens: a timer set at the next boundary decides again."""
-    api, told = pool_api(windows=[{"schedule": "0 22 * * *", "duration": "1h"}]), []
+    api, told = pool_api(windows=[{"schedule": "0 22 * * *", "duration": "1h"}]), list[Collection[str] | None]()
     started = timestamps.now()
     opening = datetime.datetime(2026, 1, 1, 22, tzinfo=datetime.UTC)
     # The clock reads 0.2 s before the window opens when the test starts, and runs on.
     monkeypatch.setattr(timestamps, "now", lambda: opening - datetime.timedelta(seconds=0.2) + (datetime.datetime.now(datetime.UTC) - started))
 
     async def run() -> None:
-        policies = Policies(api, "operator-ns", told.append)  # type: ignore[arg-type]
+        policies = Policies(api, "operator-ns", told.append)
         try:
             await read(policies)
             verdict = policies.decision().verdicts["nm-n2"]
