@@ -54,10 +54,11 @@ check: venv
 unit: venv
 	$(PYTEST) -q tests/unit
 
-# The layers (import-linter's contracts), the types (mypy) and the style (ruff), from pyproject.toml's configuration.
+# The layers (import-linter's contracts), the types (mypy, of the tests and the tools too) and the style (ruff),
+# from pyproject.toml's configuration.
 lint: venv
 	$(VENV)/bin/lint-imports
-	$(VENV)/bin/mypy operator/node_maintenance operator/node_maintenance_cli operator/node_maintenance_packaging
+	$(VENV)/bin/mypy operator/node_maintenance operator/node_maintenance_cli operator/node_maintenance_packaging tests hack bench soak
 	$(VENV)/bin/ruff check operator hack tests bench soak setup.py
 
 # The end-to-end tests mostly wait on controllers: they run in this many processes, each with a control

@@ -17,10 +17,12 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from devcluster.operator import CRD_NAME, NAMESPACE, OperatorProcess, grant_csv_permissions, point_conversion_at
+from devcluster.operator import OperatorProcess, grant_csv_permissions, point_conversion_at
+from node_maintenance.api import CRD_NAME
 from node_maintenance.api.paths import nm_path
 from node_maintenance.client.http import AsyncKube
 from node_maintenance.runtime.leader import LEASE_NAME
+from node_maintenance_packaging.clusterserviceversion import NAMESPACE
 
 from . import drains, fleet, report, scale, timeline
 from .cluster import CONTROL_PLANE_FLAGS, KUBECTL_USER, OPERATOR_USER, AuditCounter, BenchCluster
@@ -80,7 +82,7 @@ class Bench:
                                               node_pair(self.cluster, self.api, self.tag("o"), shape))
         return a, b
 
-    async def measured(self, user: str, drain: Any) -> tuple[float, Counter[str]]:
+    async def measured(self, user: str, drain: Awaitable[float]) -> tuple[float, Counter[str]]:
         await asyncio.sleep(1)  # let the previous case's stragglers reach the audit log
         self.audit.mark()
         seconds = await drain
@@ -89,8 +91,9 @@ class Bench:
 
     async def round(self, shape: Shape, operator_first: bool) -> dict[str, Any]:
         k_node, o_node = await self.pair(shape)
-        cases = [("operator", OPERATOR_USER, lambda: self.timed_cpu(drains.with_operator(self.api, [o_node]))),
-                 ("kubectl", KUBECTL_USER, lambda: drains.with_kubectl(self.cluster, self.kubectl_config, k_node))]
+        cases: list[tuple[str, str, Callable[[], Awaitable[float]]]] = [
+            ("operator", OPERATOR_USER, lambda: self.timed_cpu(drains.with_operator(self.api, [o_node]))),
+            ("kubectl", KUBECTL_USER, lambda: drains.with_kubectl(self.cluster, self.kubectl_config, k_node))]
         if not operator_first:
             cases.reverse()
         result: dict[str, Any] = {"first": cases[0][0]}
@@ -99,7 +102,7 @@ class Bench:
         await self.release(o_node)
         return result
 
-    async def timed_cpu(self, drain: Any) -> float:
+    async def timed_cpu(self, drain: Awaitable[float]) -> float:
         """``drain``'s seconds; the operator's CPU seconds meanwhile are added to ``self.cpu``."""
         cpu = self.operator_cpu()
         seconds = await drain
@@ -124,7 +127,7 @@ class Bench:
             gk, go = statistics.median(r["kubectl"] for r in grace), statistics.median(r["operator"] for r in grace)
             result["grace_30s_ratio"] = round(go / gk, 2)
         result["operator_cpu_ms_per_pod"] = round(1000 * statistics.median(self.cpu[:len(done)]) / shape.drained, 2)
-        self.requests = {who: sum((r[f"{who}_requests"] for r in done), Counter()) for who in ("operator", "kubectl")}
+        self.requests: dict[str, Counter[str]] = {who: sum((r[f"{who}_requests"] for r in done), Counter()) for who in ("operator", "kubectl")}
         self.drained = shape.drained * len(done)
         return result
 
@@ -260,6 +263,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         if "conversion" in parts:  # first, by a replica that serves webhooks only (another holds the Lease)
             webhook = OperatorProcess(cluster, Path(scratch) / "webhook", operator_config, identity="webhook-only", in_pod=True)
             cluster.kubectl("apply", "-f", "-", input=_held_lease())
+            assert webhook.ca_pem is not None
             point_conversion_at(cluster, webhook.webhook_url + "/convert", webhook.ca_pem)
             webhook.start()
             result["conversion"] = await scale.conversion(cluster, api, webhook, 1000)
@@ -269,6 +273,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             result.setdefault("load_average_after", {})["conversion"] = round(os.getloadavg()[0], 1)
         # As in a pod (no kubeconfig): what the operator costs is then what the image costs.
         operator = OperatorProcess(cluster, Path(scratch) / "operator", operator_config, in_pod=True)
+        assert operator.ca_pem is not None
         point_conversion_at(cluster, operator.webhook_url + "/convert", operator.ca_pem)
         # The timeline reads the budget watch's DEBUG lines; everything else measures the operator at its usual level.
         operator.start(*(["--log-level=debug"] if "timeline" in parts else []))

@@ -61,7 +61,7 @@ async def budget_wave(api: AsyncKube, namespace: str, node: str, budgets: int, s
     waves = []
     for _ in range(samples):
         pods = (await api.request("GET", f"/api/v1/namespaces/{namespace}/pods", query={"fieldSelector": f"spec.nodeName={node}"}))["items"]
-        victims = {}
+        victims: dict[str, str] = {}
         for pod in pods:
             app = (pod["metadata"].get("labels") or {}).get("app", "")
             if app.startswith("web-") and not pod["metadata"].get("deletionTimestamp"):

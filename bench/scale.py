@@ -86,6 +86,7 @@ class Peaks:
 
 async def usage(operator: OperatorProcess, seconds: float) -> dict[str, float]:
     """Resident memory (peak of the samples) and CPU share of one core over ``seconds``."""
+    assert operator.process is not None
     pid = operator.process.pid
     before, started = cpu_seconds(pid), time.monotonic()
     async with Peaks(operator) as peaks:
@@ -187,6 +188,7 @@ def _review(count: int) -> dict[str, Any]:
 
 async def conversion(cluster: Cluster, api: AsyncKube, webhook: OperatorProcess, stored: int) -> dict[str, Any]:
     """ConversionReviews sent straight to the webhook, then `kubectl get` of many objects through v1alpha1."""
+    assert webhook.ca_pem is not None and webhook.process is not None
     context = ssl.create_default_context(cadata=webhook.ca_pem.decode())
     result: dict[str, Any] = {}
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context)) as session:

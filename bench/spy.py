@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 
-def profile(pid: int, seconds: int, out: Path) -> subprocess.Popen:
+def profile(pid: int, seconds: int, out: Path) -> subprocess.Popen[bytes]:
     """py-spy samples the operator (flame graph as SVG, plus raw stacks for the summary)."""
     return subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(pid), "--duration", str(seconds),
                              "--format", "raw", "--output", str(out), "--nonblocking"],

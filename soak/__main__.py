@@ -18,14 +18,17 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from rich.console import Console
 from rich.table import Table
 
 from devcluster.cluster import Cluster
-from devcluster.operator import CRD_NAME, NAMESPACE, OperatorProcess, grant_csv_permissions
+from devcluster.operator import OperatorProcess, grant_csv_permissions
 from devcluster.toxiproxy import Toxiproxy
+from node_maintenance.api import CRD_NAME
+from node_maintenance_packaging.clusterserviceversion import NAMESPACE
 
 from .chaos import Api, BudgetMonitor, Loop, Supervisor, Tally, build_workload
 from .memory import MemorySampler, comparison_seconds, warm_up_seconds
@@ -37,7 +40,7 @@ MEMORY_BAR = 1.10
 SETTLE_SECONDS = 180
 
 
-def soak(minutes: float, seed: int, workdir: Path, logs: Path) -> dict:
+def soak(minutes: float, seed: int, workdir: Path, logs: Path) -> dict[str, Any]:
     """Run the soak on a fresh local control plane, the operator's logs in ``logs``; return the report."""
     tally = Tally()
     seconds = minutes * 60
@@ -87,7 +90,7 @@ def soak(minutes: float, seed: int, workdir: Path, logs: Path) -> dict:
     }
 
 
-def failures(report: dict) -> list[str]:
+def failures(report: dict[str, Any]) -> list[str]:
     found = [f"{len(report['violations'])} invariant violation(s)"] if report["violations"] else []
     memory = report["memory"]
     if not memory["one_process"]:
@@ -99,7 +102,7 @@ def failures(report: dict) -> list[str]:
     return found
 
 
-def render(report: dict) -> Table:
+def render(report: dict[str, Any]) -> Table:
     table = Table(title=f"soak: {report['minutes']:g} min, seed {report['seed']}")
     table.add_column("what")
     table.add_column("count", justify="right")

@@ -17,7 +17,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import urllib3
 from kubernetes import client
@@ -41,8 +41,9 @@ IMAGE = "registry.invalid/app:1"
 API_AWAY = (client.ApiException, urllib3.exceptions.HTTPError, OSError, ValueError)
 
 
-def _json(response: Any) -> dict[str, Any]:
-    return json.loads(response.data)
+def _items(response: Any) -> list[dict[str, Any]]:
+    """The items of a listing the official client left undecoded (``_preload_content=False``)."""
+    return cast(list[dict[str, Any]], json.loads(response.data)["items"])
 
 
 @dataclass
@@ -75,16 +76,16 @@ class Api:
         self.apps = client.AppsV1Api(self.client)
 
     def nodes(self, selector: str) -> list[dict[str, Any]]:
-        return _json(self.core.list_node(label_selector=selector, _preload_content=False))["items"]
+        return _items(self.core.list_node(label_selector=selector, _preload_content=False))
 
     def pods(self, namespace: str) -> list[dict[str, Any]]:
-        return _json(self.core.list_namespaced_pod(namespace, _preload_content=False, _request_timeout=10))["items"]
+        return _items(self.core.list_namespaced_pod(namespace, _preload_content=False, _request_timeout=10))
 
     def budgets(self, namespace: str) -> list[dict[str, Any]]:
-        return _json(self.policy.list_namespaced_pod_disruption_budget(namespace, _preload_content=False, _request_timeout=10))["items"]
+        return _items(self.policy.list_namespaced_pod_disruption_budget(namespace, _preload_content=False, _request_timeout=10))
 
     def maintenances(self) -> list[dict[str, Any]]:
-        return _json(self.custom.list_cluster_custom_object(api.GROUP, HUB, api.PLURAL, _preload_content=False))["items"]
+        return _items(self.custom.list_cluster_custom_object(api.GROUP, HUB, api.PLURAL, _preload_content=False))
 
     def create_maintenance(self, name: str, node: str) -> None:
         body = {"apiVersion": f"{api.GROUP}/{HUB}", "kind": "NodeMaintenance", "metadata": {"name": name},

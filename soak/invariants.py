@@ -95,7 +95,7 @@ def _scaled(value: int | str, total: int) -> int:
 
 def desired_healthy(budget: dict[str, Any]) -> int | None:
     """The fewest healthy pods ``budget`` allows, from its spec and the pods it expects; None before it counted any."""
-    expected = (budget.get("status") or {}).get("expectedPods")
+    expected: int | None = (budget.get("status") or {}).get("expectedPods")
     if not expected:
         return None
     spec = budget.get("spec") or {}

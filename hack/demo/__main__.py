@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import yaml
 from rich.console import Console
@@ -106,8 +107,9 @@ class Demo:
         self.show("get", "pdb", "--all-namespaces", "-o", "custom-columns=NAMESPACE:.metadata.namespace,NAME:.metadata.name,"
                   "MIN AVAILABLE:.spec.minAvailable,MAX UNAVAILABLE:.spec.maxUnavailable,ALLOWED DISRUPTIONS:.status.disruptionsAllowed")
 
-    def _pods(self, namespace: str) -> list[dict]:
-        return json.loads(self.cluster.kubectl("get", "pods", "-n", namespace, "-o", "json").stdout)["items"]
+    def _pods(self, namespace: str) -> list[dict[str, Any]]:
+        pods: list[dict[str, Any]] = json.loads(self.cluster.kubectl("get", "pods", "-n", namespace, "-o", "json").stdout)["items"]
+        return pods
 
     def start_olm(self) -> None:
         self.narrator.step("Our images in the cluster's registry, and OLM")
@@ -144,14 +146,14 @@ class Demo:
         self.show("get", "pods", "-n", namespace, "-o", "custom-columns=POD:.metadata.name,READY:.status.containerStatuses[*].ready,"
                   "NODE:.spec.nodeName,IMAGE:.spec.containers[*].image")
 
-    def show_apply(self, objects: list[dict], shown_as: str) -> None:
+    def show_apply(self, objects: list[dict[str, Any]], shown_as: str) -> None:
         out = self.cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})).stdout
         self.narrator.block(out, command=f"kubectl apply -f {shown_as}")
 
     def maintain(self) -> str:
         self.narrator.step(f"Put {TARGET} into maintenance")
         body = maintenance_object(f"{TARGET}-maintenance", TARGET, REASON, None, None, None)
-        name = body["metadata"]["name"]
+        name: str = body["metadata"]["name"]
         self.narrator.block(yaml.safe_dump(body, sort_keys=False), command=f"cat {name}.yaml")
         migration = kubevirt.Migration(self.cluster, TARGET)
         migration.start()

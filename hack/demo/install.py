@@ -59,7 +59,7 @@ def wait_installed(cluster: Cluster, subscription: dict[str, Any], tell: Callabl
             told = seen
         if csv_status.get("phase") == "Failed":
             raise ClusterError(f"OLM could not install {csv_name}: {csv_status.get('message')}")
-        if csv_status.get("phase") == "Succeeded":
+        if csv is not None and csv_status.get("phase") == "Succeeded":
             left = max(1, int(timeout - (time.monotonic() - started)))
             for deployment in csv["spec"]["install"]["spec"]["deployments"]:
                 cluster.kubectl("rollout", "status", f"deployment/{deployment['name']}", "-n", namespace, f"--timeout={left}s")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import queue
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from devcluster.cluster import Cluster
@@ -72,9 +73,10 @@ class Migration(threading.Thread):
         self.join(timeout=10)
 
     def _get(self, *args: str) -> dict[str, Any]:
-        return json.loads(self.cluster.kubectl("get", *args, "-o", "json").stdout)
+        got: dict[str, Any] = json.loads(self.cluster.kubectl("get", *args, "-o", "json").stdout)
+        return got
 
-    def _until(self, check) -> bool:
+    def _until(self, check: Callable[[], bool]) -> bool:
         while not self._done.is_set():
             if check():
                 return True

@@ -7,6 +7,7 @@ they tolerate the taint that marks a simulated node and need the worker role, so
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from devcluster.cluster import KWOK_TAINT
@@ -80,7 +81,7 @@ def objects(node: str) -> list[dict[str, Any]]:
 
 def expected_pods(objects: list[dict[str, Any]], workers: int) -> int:
     """How many pods ``objects`` make once every controller has done its part (a DaemonSet's on each worker)."""
-    per_kind = {"Pod": lambda o: 1, "DaemonSet": lambda o: workers,
+    per_kind: dict[str, Callable[[dict[str, Any]], int]] = {"Pod": lambda o: 1, "DaemonSet": lambda o: workers,
                 "Deployment": lambda o: o["spec"]["replicas"], "StatefulSet": lambda o: o["spec"]["replicas"]}
     return sum(per_kind[o["kind"]](o) for o in objects if o["kind"] in per_kind)
 

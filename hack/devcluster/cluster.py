@@ -17,7 +17,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import yaml
 
@@ -28,6 +28,9 @@ from .realnode import NAME as REAL_NODE_NAME
 from .realnode import RealNode
 from .registry import Registry
 from .waiting import ClusterError, wait_for
+
+if TYPE_CHECKING:  # the official client costs 40 MiB of imports: only the tests that use it load it
+    from kubernetes.client import ApiClient
 
 # The one cluster, context and user entry of the kubeconfigs this harness writes.
 KUBECONFIG_CLUSTER = "local"
@@ -78,7 +81,7 @@ class Cluster:
         self.server = ""
 
     # ----------------------------------------------------------------- lifecycle
-    def __enter__(self) -> Cluster:
+    def __enter__(self) -> Self:
         self._restore_sigterm = _stop_on_sigterm()
         try:
             self.start()
@@ -313,7 +316,7 @@ class Cluster:
         path.write_text(yaml.safe_dump(policy))
         return path
 
-    def audit_events(self, user: str | None = None, *, every_request: bool = False) -> list[dict]:
+    def audit_events(self, user: str | None = None, *, every_request: bool = False) -> list[dict[str, Any]]:
         """Audit events about pods recorded so far (answered requests), optionally only those of one user;
         with ``every_request``, all events recorded of ``audit_users``."""
         if not self.audit_log.exists():
@@ -415,7 +418,7 @@ class Cluster:
         request = urllib.request.Request(self.server + path, headers={"Authorization": f"Bearer {self.admin_token}"})
         try:
             with urllib.request.urlopen(request, context=self._ssl(), timeout=2) as response:
-                return response.status == 200
+                return bool(response.status == 200)
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             return False
 
@@ -423,7 +426,7 @@ class Cluster:
     def _http_ok(url: str) -> bool:
         try:
             with urllib.request.urlopen(url, timeout=2) as response:
-                return response.status == 200
+                return bool(response.status == 200)
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             return False
 
@@ -446,10 +449,11 @@ class Cluster:
             raise ClusterError(f"kubectl {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")
         return result
 
-    def api_client(self, kubeconfig: Path | None = None):  # -> kubernetes.client.ApiClient
-        from kubernetes import config
+    def api_client(self, kubeconfig: Path | None = None) -> ApiClient:
+        from kubernetes.config import new_client_from_config
 
-        return config.new_client_from_config(config_file=str(kubeconfig or self.kubeconfig))
+        client: ApiClient = new_client_from_config(config_file=str(kubeconfig or self.kubeconfig))
+        return client
 
     def etcd_get(self, key: str) -> bytes | None:
         """The raw value etcd holds for ``key``, through etcd's JSON gateway (no etcdctl needed)."""
@@ -463,10 +467,11 @@ class Cluster:
         self._etcd_call("/v3/kv/compaction", {"revision": str(revision), "physical": True})
         return revision
 
-    def _etcd_call(self, path: str, body: dict) -> dict:
+    def _etcd_call(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         request = urllib.request.Request(self.etcd_url + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(request, timeout=10) as response:
-            return json.load(response)
+            answer: dict[str, Any] = json.load(response)
+            return answer
 
     def service_account_kubeconfig(self, namespace: str, name: str) -> Path:
         """A kubeconfig authenticating as ServiceAccount ``namespace/name`` (created if missing)."""
@@ -477,7 +482,7 @@ class Cluster:
         self.write_kubeconfig(path, f"system:serviceaccount:{namespace}:{name}", token)
         return path
 
-    def create_unless_present(self, manifest: dict) -> bool:
+    def create_unless_present(self, manifest: dict[str, Any]) -> bool:
         """Create ``manifest``'s object; True if created, False if one of its name was already there.
         Through ``create -f`` (not ``create <kind>``, whose error text has no reason) so that the
         server's AlreadyExists is told apart from every other failure, which raises."""
@@ -513,7 +518,7 @@ class Cluster:
         name: str,
         *,
         labels: dict[str, str] | None = None,
-        taints: list[dict] | None = None,
+        taints: list[dict[str, Any]] | None = None,
         unschedulable: bool = False,
     ) -> None:
         key, value = KWOK_SELECTOR
@@ -553,5 +558,8 @@ def _stop_on_sigterm() -> Callable[[], None]:
     def terminate(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
+    def restore() -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
     signal.signal(signal.SIGTERM, terminate)
-    return lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    return restore

@@ -12,6 +12,7 @@ import json
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -44,14 +45,15 @@ PACKAGE_SERVER_TEMPLATES = (
 )
 
 
-def catalog_source(registry: str) -> dict:
+def catalog_source(registry: str) -> dict[str, Any]:
     """The CatalogSource exactly as rendered for the committed manifests, with one parameter: the registry."""
     inputs = load_inputs(ROOT / RELEASES_FILE, registry=registry)
     rendered = {f.path.name: f.content for f in deploy_output(inputs).files if f.path.parent.name == "kubernetes"}
-    return yaml.safe_load(rendered[CATALOG_SOURCE])
+    source: dict[str, Any] = yaml.safe_load(rendered[CATALOG_SOURCE])
+    return source
 
 
-def package_server_manifests(image: str, workdir: Path) -> list[dict]:
+def package_server_manifests(image: str, workdir: Path) -> list[dict[str, Any]]:
     """The package server's objects of OLM's release manifests, rendered as OLM's release script renders them
     (its chart at the pinned version, with upstream's values), with one value of ours: the image, built here
     from the same module. The chart's objects in its other namespace (`operators`, which OLM's own

@@ -11,6 +11,7 @@ import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -18,9 +19,9 @@ from node_maintenance.api import CRD_NAME, SERVICE_ACCOUNT
 from node_maintenance.client.config import SERVICE_ACCOUNT_DIR
 from node_maintenance_packaging.clusterserviceversion import NAMESPACE
 
-from .cluster import Cluster, ClusterError
+from .cluster import Cluster
 from .processes import Process, free_port
-from .waiting import wait_for
+from .waiting import ClusterError, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 CSV_FILE = ROOT / "bundle" / "manifests" / "node-maintenance-operator.clusterserviceversion.yaml"
@@ -28,15 +29,16 @@ CSV_FILE = ROOT / "bundle" / "manifests" / "node-maintenance-operator.clusterser
 USER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
 
 
-def csv_install_spec(csv_file: Path = CSV_FILE) -> dict:
-    return yaml.safe_load(csv_file.read_text())["spec"]["install"]["spec"]
+def csv_install_spec(csv_file: Path = CSV_FILE) -> dict[str, Any]:
+    spec: dict[str, Any] = yaml.safe_load(csv_file.read_text())["spec"]["install"]["spec"]
+    return spec
 
 
 def grant_csv_permissions(cluster: Cluster, namespace: str, csv_file: Path = CSV_FILE) -> Path:
     """Create the CSV's ServiceAccount(s) with exactly its clusterPermissions and permissions, as OLM does;
     return a kubeconfig for the operator's ServiceAccount."""
     spec = csv_install_spec(csv_file)
-    objects: list[dict] = []
+    objects: list[dict[str, Any]] = []
     for scope, kind, binding in (
         ("clusterPermissions", "ClusterRole", "ClusterRoleBinding"),
         ("permissions", "Role", "RoleBinding"),

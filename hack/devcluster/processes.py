@@ -42,7 +42,7 @@ def survivors(identities: dict[int, int]) -> list[int]:
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        return int(sock.getsockname()[1])
 
 
 class Process:

@@ -84,7 +84,8 @@ class Proxy:
         return int(self.listen.rsplit(":", 1)[1])
 
     def state(self) -> dict[str, Any]:
-        return self.server.call("GET", f"/proxies/{self.name}")
+        state: dict[str, Any] = self.server.call("GET", f"/proxies/{self.name}")
+        return state
 
     def toxics(self) -> list[dict[str, Any]]:
         return self.server.call("GET", f"/proxies/{self.name}/toxics") or []

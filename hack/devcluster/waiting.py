@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from .processes import Process
 
@@ -41,7 +41,7 @@ class ClusterError(RuntimeError):
     pass
 
 
-def wait_for(what: str, check: Callable[[], T], timeout: float, process: Process | None = None,
+def wait_for(what: str, check: Callable[[], T | Literal[False] | None], timeout: float, process: Process | None = None,
              details: Callable[[], str] | None = None, *, retrying: tuple[type[Exception], ...] = (),
              pace: Iterable[float] | None = None) -> T:
     """Poll ``check`` until it returns something truthy and return that; fail naming ``what``, with the

@@ -13,7 +13,8 @@ from urllib.parse import quote
 
 from node_maintenance import api
 from node_maintenance.api.paths import daemonset_path, nm_path, node_path
-from node_maintenance.client.config import Impersonation, load_credentials
+from node_maintenance.client.config import load_credentials
+from node_maintenance.client.credentials import Impersonation
 from node_maintenance.client.errors import ApiError, ConfigError, Conflict, Invalid, NotFound, Unauthorized, Unreachable
 from node_maintenance.client.http import Kube
 

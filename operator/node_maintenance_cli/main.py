@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from node_maintenance.client.config import Impersonation
+from node_maintenance.client.credentials import Impersonation
 
 from . import commands, inputs
 from .cluster import Cluster

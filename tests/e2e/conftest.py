@@ -11,17 +11,16 @@ from typing import Any
 import pytest
 
 from devcluster.cluster import Cluster
-from devcluster.operator import CRD_NAME, NAMESPACE, OperatorProcess, grant_csv_permissions, point_conversion_at
 from devcluster.operator import USER as OPERATOR_USER
+from devcluster.operator import OperatorProcess, grant_csv_permissions, point_conversion_at
 from devcluster.processes import identify, survivors
 from devcluster.toxiproxy import Toxiproxy
+from node_maintenance.api import CRD_NAME
 from node_maintenance.coordination import remediation as rem
+from node_maintenance_packaging.clusterserviceversion import NAMESPACE
 from soak.chaos import Api, Tally
 
-from .helpers import NMP, PLUGIN_USER, ROOT, apply, eventually, install_policy_crd, policy_status
-
-CRD_FILE = ROOT / "bundle" / "manifests" / "nodemaintenance.kubevirt.io_nodemaintenances.yaml"
-NAMESPACE_MANIFEST = ROOT / "olm-deploy-manifests" / "kubernetes" / "nm-ns.yaml"
+from .helpers import CRD_FILE, NAMESPACE_MANIFEST, NMP, PLUGIN_USER, apply, eventually, install_policy_crd, policy_status
 
 
 def _suffix() -> str:
@@ -96,7 +95,7 @@ def nodes(cluster: Cluster) -> Iterator[Callable[..., list[str]]]:
         count: int = 1,
         *,
         labels: dict[str, str] | None = None,
-        taints: list[dict] | None = None,
+        taints: list[dict[str, Any]] | None = None,
         unschedulable: bool = False,
     ) -> list[str]:
         names = [f"kwok-{_suffix()}" for _ in range(count)]
@@ -131,6 +130,7 @@ def operator_kubeconfig(cluster: Cluster, crd: str) -> Path:
 def operator(cluster: Cluster, operator_kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
     """The operator as a local process, the CRD's conversion pointed at its webhook (as OLM would inject it)."""
     process = OperatorProcess(cluster, tmp_path_factory.mktemp("operator"), operator_kubeconfig)
+    assert process.ca_pem is not None, "the operator serves a certificate of its own making"
     point_conversion_at(cluster, process.webhook_url + "/convert", process.ca_pem)
     process.start()
     yield process
@@ -161,6 +161,7 @@ def admission_webhook(cluster: Cluster, operator: OperatorProcess) -> Iterator[s
     import base64
     import json
 
+    assert operator.ca_pem is not None, "the operator serves a certificate of its own making"
     name = "node-maintenance-validation"
     config = {
         "apiVersion": "admissionregistration.k8s.io/v1",
@@ -195,7 +196,7 @@ def admission_webhook(cluster: Cluster, operator: OperatorProcess) -> Iterator[s
 
 
 @pytest.fixture(scope="module")
-def policy_crd(cluster: Cluster, operator) -> Iterator[str]:
+def policy_crd(cluster: Cluster, operator: OperatorProcess) -> Iterator[str]:
     """The policy CRD, installed while the operator runs (as an upgrade installs it): the operator finds it by itself."""
     install_policy_crd(cluster)
     yield "nodemaintenancepolicies.nodemaintenance.kubevirt.io"

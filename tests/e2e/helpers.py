@@ -15,12 +15,13 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Self, TypeVar
+from typing import Any, Literal, Self, TypeVar, cast
 
 from devcluster.cluster import KWOK_TAINT, Cluster
+from devcluster.operator import USER as OPERATOR_USER
 from devcluster.operator import OperatorProcess
 from devcluster.waiting import polls
-from node_maintenance.api import GROUP, POLICY
+from node_maintenance.api import CRD_NAME, GROUP, POLICY
 from node_maintenance.api.paths import POLICY_VERSION
 from node_maintenance.coordination import remediation as rem
 
@@ -28,7 +29,9 @@ T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[2]
 NM = "nodemaintenances.v1beta1.nodemaintenance.kubevirt.io"
 NMP = f"{POLICY.plural}.{POLICY_VERSION}.{GROUP}"
+CRD_FILE = ROOT / "bundle" / "manifests" / "nodemaintenance.kubevirt.io_nodemaintenances.yaml"
 POLICY_CRD_FILE = ROOT / "bundle" / "manifests" / f"{GROUP}_{POLICY.plural}.yaml"
+NAMESPACE_MANIFEST = ROOT / "olm-deploy-manifests" / "kubernetes" / "nm-ns.yaml"
 # Test workloads run on KWOK nodes, which carry this taint in a cluster with a real node.
 KWOK_TOLERATION = {"key": KWOK_TAINT["key"], "operator": "Exists", "effect": KWOK_TAINT["effect"]}
 # What a pod needs to pass the `restricted` Pod Security Standard (the operator's namespace enforces it).
@@ -36,10 +39,10 @@ RESTRICTED_POD = {"runAsNonRoot": True, "runAsUser": 65532, "seccompProfile": {"
 RESTRICTED_CONTAINER = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
-def eventually(check: Callable[[], T], what: str, timeout: float = 60, interval: float | None = None) -> T:
+def eventually(check: Callable[[], T | Literal[False] | None], what: str, timeout: float = 60, interval: float | None = None) -> T:
     """Poll until ``check`` returns something truthy; fail naming ``what`` at the deadline. Polls slow down
     as ``devcluster.waiting.pauses`` does, unless ``interval`` fixes the pace (to catch a passing state)."""
-    last: Any = None
+    last: T | Literal[False] | None = None
     for _ in polls(timeout, None if interval is None else itertools.repeat(interval)):
         last = check()
         if last:
@@ -47,31 +50,67 @@ def eventually(check: Callable[[], T], what: str, timeout: float = 60, interval:
     raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
 
 
-def apply(cluster: Cluster, *objects: dict) -> None:
+def apply(cluster: Cluster, *objects: dict[str, Any]) -> None:
     cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)}))
 
 
-def get(cluster: Cluster, *args: str) -> dict | None:
+def get(cluster: Cluster, *args: str) -> dict[str, Any] | None:
     """The object or list ``args`` name, None when it does not exist. Any other failure is the test's, with
     kubectl's words: an absent object and an API server that did not answer are different findings."""
     result = cluster.kubectl("get", *args, "-o", "json", check=False)
     if result.returncode == 0:
-        return json.loads(result.stdout)
+        return cast(dict[str, Any], json.loads(result.stdout))
     if "(NotFound)" in result.stderr or "doesn't have a resource type" in result.stderr:
         return None
     raise AssertionError(f"kubectl get {' '.join(args)} failed: {result.stderr.strip()}")
 
 
-def pods_on(cluster: Cluster, node: str) -> list[dict]:
+def pods_on(cluster: Cluster, node: str) -> list[dict[str, Any]]:
     listing = get(cluster, "pods", "-A", "--field-selector", f"spec.nodeName={node}")
     return listing["items"] if listing else []
 
 
-def nm(cluster: Cluster, name: str) -> dict | None:
+def pods_running(cluster: Cluster, namespace: str, count: int) -> None:
+    """Wait until ``count`` pods of ``namespace`` run (or have run to completion)."""
+    def ready() -> bool:
+        listing = get(cluster, "pods", "-n", namespace)
+        return listing is not None and sum(p["status"].get("phase") in ("Running", "Succeeded") for p in listing["items"]) >= count
+
+    eventually(ready, f"{count} pods running in {namespace}")
+
+
+def evictions(cluster: Cluster, namespace: str, code: int | None = None) -> list[dict[str, Any]]:
+    """The evictions the operator asked for in ``namespace`` (those answered ``code`` only, if given), from the audit log."""
+    return [
+        e
+        for e in cluster.audit_events(OPERATOR_USER)
+        if e.get("objectRef", {}).get("subresource") == "eviction"
+        and e["objectRef"].get("namespace") == namespace
+        and (code is None or e.get("responseStatus", {}).get("code") == code)
+    ]
+
+
+def crd_of_release(version: str, out: Path) -> Path:
+    """The NodeMaintenance CRD as release ``version`` shipped it, rendered into ``out``."""
+    subprocess.run(
+        [sys.executable, "-m", "node_maintenance_packaging.cli", "bundle", "--root", str(ROOT), "--release", version, "--out", str(out)],
+        check=True, capture_output=True,
+    )
+    return out / "bundle" / "manifests" / CRD_FILE.name
+
+
+def replace_crd(cluster: Cluster, crd_file: Path) -> None:
+    """Delete the NodeMaintenance CRD (and with it every NodeMaintenance) and install ``crd_file`` in its place."""
+    cluster.kubectl("delete", "crd", CRD_NAME, "--ignore-not-found", "--timeout=120s")
+    cluster.kubectl("apply", "--server-side", "-f", str(crd_file))
+    cluster.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
+
+
+def nm(cluster: Cluster, name: str) -> dict[str, Any] | None:
     return get(cluster, NM, name)
 
 
-def nm_status(cluster: Cluster, name: str) -> dict:
+def nm_status(cluster: Cluster, name: str) -> dict[str, Any]:
     obj = nm(cluster, name)
     return (obj or {}).get("status") or {}
 
@@ -104,14 +143,14 @@ def delete_nm(cluster: Cluster, name: str) -> None:
     cluster.kubectl("delete", NM, name, "--ignore-not-found", "--timeout=60s")
 
 
-def pod(name: str, namespace: str, node: str, **extra: Any) -> dict:
+def pod(name: str, namespace: str, node: str, **extra: Any) -> dict[str, Any]:
     spec = {"nodeName": node, "terminationGracePeriodSeconds": 1, "tolerations": [KWOK_TOLERATION],
             "containers": [{"name": "c", "image": "registry.invalid/app:1"}]}
     spec.update(extra.pop("spec", {}))
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace, **extra}, "spec": spec}
 
 
-def pinned(pool: list[str]) -> dict:
+def pinned(pool: list[str]) -> dict[str, Any]:
     """Pod affinity to a set of nodes (the node under test and its spare)."""
     return {
         "nodeAffinity": {
@@ -122,7 +161,7 @@ def pinned(pool: list[str]) -> dict:
     }
 
 
-def deployment(name: str, namespace: str, pool: list[str], replicas: int, labels: dict[str, str] | None = None) -> dict:
+def deployment(name: str, namespace: str, pool: list[str], replicas: int, labels: dict[str, str] | None = None) -> dict[str, Any]:
     labels = labels or {"app": name}
     return {
         "apiVersion": "apps/v1",
@@ -158,11 +197,11 @@ def daemonset(name: str, namespace: str, pool: list[str], labels: dict[str, str]
     }
 
 
-def pdb(name: str, namespace: str, labels: dict[str, str], **spec: Any) -> dict:
+def pdb(name: str, namespace: str, labels: dict[str, str], **spec: Any) -> dict[str, Any]:
     return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": name, "namespace": namespace}, "spec": {"selector": {"matchLabels": labels}, **spec}}
 
 
-def foreign_lease(node_name: str, seconds: int, holder: str = "NodeHealthCheck") -> dict:
+def foreign_lease(node_name: str, seconds: int, holder: str = "NodeHealthCheck") -> dict[str, Any]:
     """The node's remediation Lease as a remediation operator holds it: renewed now, for ``seconds``."""
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
@@ -170,13 +209,18 @@ def foreign_lease(node_name: str, seconds: int, holder: str = "NodeHealthCheck")
             "spec": {"holderIdentity": holder, "leaseDurationSeconds": seconds, "renewTime": now, "acquireTime": now}}
 
 
-def node(cluster: Cluster, name: str) -> dict:
-    obj = get(cluster, "node", name)
-    assert obj is not None, f"node {name} missing"
+def existing(cluster: Cluster, *args: str) -> dict[str, Any]:
+    """The object or list ``args`` name, which the test expects to be there."""
+    obj = get(cluster, *args)
+    assert obj is not None, f"{' '.join(args)} missing"
     return obj
 
 
-def our_taint(node_obj: dict) -> bool:
+def node(cluster: Cluster, name: str) -> dict[str, Any]:
+    return existing(cluster, "node", name)
+
+
+def our_taint(node_obj: dict[str, Any]) -> bool:
     return any(t["key"] == "kubevirt.io/drain" and t["effect"] == "NoSchedule" for t in node_obj["spec"].get("taints") or [])
 
 
@@ -189,7 +233,7 @@ def watch_events(stop: threading.Event, list_call: Callable[..., Any], on_event:
     """Every event of a list+watch until ``stop``, resuming each short watch where the last one ended, so no
     change is lost between them (a fresh listing only after the server has forgotten that version)."""
     from kubernetes import watch
-    from kubernetes.client.rest import ApiException
+    from kubernetes.client.exceptions import ApiException
 
     version = None
     while not stop.is_set():
@@ -291,8 +335,8 @@ class Run:
     out: str
     err: str
 
-    def json(self) -> dict:
-        return json.loads(self.out)
+    def json(self) -> dict[str, Any]:
+        return cast(dict[str, Any], json.loads(self.out))
 
 
 def plugin_env(cluster: Cluster, kubeconfig: Path | None = None) -> dict[str, str]:

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from devcluster.cluster import Cluster
+from devcluster.operator import OperatorProcess
 
 from .helpers import apply, eventually, get
 
@@ -24,14 +27,14 @@ def _resource(version: str) -> str:
     return f"nodemaintenances.{version}.{GROUP}"
 
 
-def _read(cluster: Cluster, version: str, name: str) -> dict:
+def _read(cluster: Cluster, version: str, name: str) -> dict[str, Any]:
     obj = get(cluster, _resource(version), name)
     assert obj is not None, f"{name} not readable as {version}"
     return obj
 
 
-def _manifest(version: str, name: str, node: str) -> dict:
-    spec: dict = {"reason": f"created as {version}"}
+def _manifest(version: str, name: str, node: str) -> dict[str, Any]:
+    spec: dict[str, Any] = {"reason": f"created as {version}"}
     if version != "v1alpha3":  # v1alpha3 names the node by the object's own name
         spec["nodeName"] = node
     if version == "v1beta1":
@@ -39,8 +42,8 @@ def _manifest(version: str, name: str, node: str) -> dict:
     return {"apiVersion": f"{GROUP}/{version}", "kind": "NodeMaintenance", "metadata": {"name": name}, "spec": spec}
 
 
-def _expected_spec(created: str, read: str, node: str) -> dict:
-    spec: dict = {"reason": f"created as {created}"}
+def _expected_spec(created: str, read: str, node: str) -> dict[str, Any]:
+    spec: dict[str, Any] = {"reason": f"created as {created}"}
     if not (created == "v1alpha3" and read == "v1alpha3"):
         spec["nodeName"] = node
     if created == "v1beta1" and read == "v1beta1":
@@ -49,7 +52,7 @@ def _expected_spec(created: str, read: str, node: str) -> dict:
 
 
 @pytest.mark.parametrize("created", VERSIONS)
-def test_each_version_reads_objects_created_in_every_version(cluster: Cluster, operator, created: str) -> None:
+def test_each_version_reads_objects_created_in_every_version(cluster: Cluster, operator: OperatorProcess, created: str) -> None:
     """3x3: created in one version, read in each, field by field as the conversion promises."""
     name = f"ghost-{created}-{uuid.uuid4().hex[:6]}"  # no such node: the operator leaves the spec alone
     apply(cluster, _manifest(created, name, name))
@@ -87,7 +90,7 @@ def _replace(cluster: Cluster, version: str, name: str, reason: str) -> None:
     raise AssertionError(f"replacing {name} in {version} conflicted five times in a row")
 
 
-def test_old_clients_editing_reason_keep_the_drain_settings(cluster: Cluster, operator) -> None:
+def test_old_clients_editing_reason_keep_the_drain_settings(cluster: Cluster, operator: OperatorProcess) -> None:
     name = f"ghost-roundtrip-{uuid.uuid4().hex[:6]}"
     apply(cluster, _manifest("v1beta1", name, name))
     try:
@@ -101,7 +104,7 @@ def test_old_clients_editing_reason_keep_the_drain_settings(cluster: Cluster, op
         cluster.kubectl("delete", _resource("v1beta1"), name, "--timeout=60s")
 
 
-def test_node_name_is_immutable_by_the_apiservers_own_rule(cluster: Cluster, operator) -> None:
+def test_node_name_is_immutable_by_the_apiservers_own_rule(cluster: Cluster, operator: OperatorProcess) -> None:
     name = f"ghost-cel-{uuid.uuid4().hex[:6]}"
     apply(cluster, _manifest("v1beta1", name, name))
     try:
@@ -115,7 +118,7 @@ def test_node_name_is_immutable_by_the_apiservers_own_rule(cluster: Cluster, ope
         cluster.kubectl("delete", _resource("v1beta1"), name, "--timeout=60s")
 
 
-def test_schema_rejects_bad_input_with_the_field_named(cluster: Cluster, operator) -> None:
+def test_schema_rejects_bad_input_with_the_field_named(cluster: Cluster, operator: OperatorProcess) -> None:
     bad = _manifest("v1beta1", f"bad-{uuid.uuid4().hex[:6]}", "Not_A_Node")
     bad["spec"]["drain"] = {"timeoutSeconds": -1}
     result = cluster.kubectl("create", "-f", "-", input=json.dumps(bad), check=False)
@@ -123,7 +126,7 @@ def test_schema_rejects_bad_input_with_the_field_named(cluster: Cluster, operato
     assert "spec.nodeName" in result.stderr and "spec.drain.timeoutSeconds" in result.stderr
 
 
-def test_field_selector_and_printer_columns(cluster: Cluster, operator) -> None:
+def test_field_selector_and_printer_columns(cluster: Cluster, operator: OperatorProcess) -> None:
     name = f"ghost-cols-{uuid.uuid4().hex[:6]}"
     apply(cluster, _manifest("v1beta1", name, name))
     try:
@@ -134,7 +137,7 @@ def test_field_selector_and_printer_columns(cluster: Cluster, operator) -> None:
         cluster.kubectl("delete", _resource("v1beta1"), name, "--timeout=60s")
 
 
-def test_admission_refuses_missing_nodes_and_duplicates(cluster: Cluster, operator, admission_webhook, nodes) -> None:
+def test_admission_refuses_missing_nodes_and_duplicates(cluster: Cluster, operator: OperatorProcess, admission_webhook: str, nodes: Callable[..., list[str]]) -> None:
     missing = cluster.kubectl("create", "-f", "-", input=json.dumps(_manifest("v1alpha1", "nm-missing", "no-such-node")), check=False)
     assert missing.returncode != 0 and "node 'no-such-node' does not exist" in missing.stderr
     (target,) = nodes(1)
@@ -148,7 +151,7 @@ def test_admission_refuses_missing_nodes_and_duplicates(cluster: Cluster, operat
         cluster.kubectl("delete", _resource("v1beta1"), f"first-{target}", "--timeout=60s")
 
 
-def test_admission_guards_etcd_quorum_on_control_plane_nodes(cluster: Cluster, operator, admission_webhook, nodes,
+def test_admission_guards_etcd_quorum_on_control_plane_nodes(cluster: Cluster, operator: OperatorProcess, admission_webhook: str, nodes: Callable[..., list[str]],
                                                              etcd_guard_namespace: str) -> None:
     (master,) = nodes(1, labels={"node-role.kubernetes.io/control-plane": ""})
     guard = {
@@ -171,7 +174,7 @@ def test_admission_guards_etcd_quorum_on_control_plane_nodes(cluster: Cluster, o
 
 
 @pytest.mark.parametrize("version", ["v1alpha1", "v1alpha3"])
-def test_old_versions_warn_and_name_v1beta1(cluster: Cluster, operator, version: str) -> None:
+def test_old_versions_warn_and_name_v1beta1(cluster: Cluster, operator: OperatorProcess, version: str) -> None:
     result = cluster.kubectl("get", _resource(version))
     assert f"Warning: {GROUP}/{version} NodeMaintenance is deprecated" in result.stderr
     assert f"{GROUP}/v1beta1" in result.stderr

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from devcluster.cluster import Cluster
-from devcluster.operator import point_conversion_at
+from devcluster.operator import OperatorProcess, point_conversion_at
 from devcluster.pki import generate_self_signed
 from node_maintenance.webhooks.certs import CERT_FILE, KEY_FILE
 
@@ -32,7 +32,7 @@ def _serves_cert_of(ca_pem: bytes, port: int) -> bool:
         return False
 
 
-def test_rotated_certificate_is_served_within_60s_with_no_failed_conversion(cluster: Cluster, operator, tmp_path: Path) -> None:
+def test_rotated_certificate_is_served_within_60s_with_no_failed_conversion(cluster: Cluster, operator: OperatorProcess, tmp_path: Path) -> None:
     name = f"ghost-rotation-{uuid.uuid4().hex[:6]}"
     apply(cluster, {"apiVersion": f"{GROUP}/v1beta1", "kind": "NodeMaintenance", "metadata": {"name": name}, "spec": {"nodeName": name}})
     failures: list[str] = []
@@ -51,6 +51,7 @@ def test_rotated_certificate_is_served_within_60s_with_no_failed_conversion(clus
     client.start()
     try:
         old_ca = operator.ca_pem
+        assert old_ca is not None, "the operator serves a certificate of its own making"
         staging = tmp_path / "new"
         new_ca = generate_self_signed(staging, ["127.0.0.1", "localhost"])
         point_conversion_at(cluster, operator.webhook_url + "/convert", old_ca + new_ca)  # trust both during the switch

@@ -19,6 +19,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from devcluster.cluster import Cluster
+from devcluster.operator import OperatorProcess
 from node_maintenance.runtime import metrics  # noqa: F401  registers the operator's metrics
 from node_maintenance_cli.errors import Exit
 
@@ -112,7 +113,7 @@ def _script(page: Path) -> str:
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("page", RUNNABLE, ids=[_name(p) for p in RUNNABLE])
-def test_runnable_blocks_run(cluster: Cluster, operator, doc_nodes: tuple[str, ...], page: Path) -> None:
+def test_runnable_blocks_run(cluster: Cluster, operator: OperatorProcess, doc_nodes: tuple[str, ...], page: Path) -> None:
     before = _namespaces(cluster)
     env = {
         **os.environ,

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from devcluster.cluster import Cluster
-from devcluster.operator import USER as OPERATOR_USER
 from devcluster.operator import OperatorProcess
 from node_maintenance.runtime.engine import LATE_PODS_SECONDS
 
@@ -24,6 +23,7 @@ from .helpers import (
     delete_nm,
     deployment,
     eventually,
+    evictions,
     get,
     nm_status,
     node,
@@ -32,30 +32,13 @@ from .helpers import (
     pinned,
     pod,
     pods_on,
+    pods_running,
 )
 
 pytestmark = pytest.mark.e2e
 
 
-def _running(cluster: Cluster, namespace: str, count: int) -> None:
-    def ready() -> bool:
-        listing = get(cluster, "pods", "-n", namespace)
-        return listing is not None and sum(p["status"].get("phase") in ("Running", "Succeeded") for p in listing["items"]) >= count
-
-    eventually(ready, f"{count} pods running in {namespace}")
-
-
-def _evictions(cluster: Cluster, namespace: str, code: int | None = None) -> list[dict]:
-    return [
-        e
-        for e in cluster.audit_events(OPERATOR_USER)
-        if e.get("objectRef", {}).get("subresource") == "eviction"
-        and e["objectRef"].get("namespace") == namespace
-        and (code is None or e.get("responseStatus", {}).get("code") == code)
-    ]
-
-
-def test_mixed_node_drains_to_daemonset_and_mirror_pods(cluster: Cluster, operator, namespace: str, nodes) -> None:
+def test_mixed_node_drains_to_daemonset_and_mirror_pods(cluster: Cluster, operator: OperatorProcess, namespace: str, nodes: Callable[..., list[str]]) -> None:
     target, spare = nodes(2)
     cluster.kubectl("cordon", spare)  # everything lands on the target first
     labels = {"app": "web"}
@@ -94,7 +77,7 @@ def test_mixed_node_drains_to_daemonset_and_mirror_pods(cluster: Cluster, operat
         pod("mirror", namespace, target, annotations={"kubernetes.io/config.mirror": "static"}),
     )
     # 3 web + db + job + agent + bare + scratch + mirror; the Job's pod is Succeeded by then (KWOK completes Job pods).
-    _running(cluster, namespace, 9)
+    pods_running(cluster, namespace, 9)
     eventually(lambda: (get(cluster, "pdb", "web", "-n", namespace) or {}).get("status", {}).get("disruptionsAllowed") == 1, "PDB allows 1")
     assert any(p["status"]["phase"] == "Succeeded" for p in pods_on(cluster, target)), "the Job pod is a finished pod"
     cluster.kubectl("uncordon", spare)
@@ -211,14 +194,14 @@ def test_daemonset_pods_go_as_with_kubectl_drain_side_by_side(cluster: Cluster, 
         delete_nm(cluster, name)
 
 
-def test_blocking_pdb_keeps_running_and_sends_nothing_the_budget_refuses(cluster: Cluster, operator, namespace: str, nodes) -> None:
+def test_blocking_pdb_keeps_running_and_sends_nothing_the_budget_refuses(cluster: Cluster, operator: OperatorProcess, namespace: str, nodes: Callable[..., list[str]]) -> None:
     """While the budget allows no disruption the operator waits on it (no eviction, no retry loop), says
     why, and evicts once the budget relaxes."""
     target, spare = nodes(2)
     labels = {"app": "guarded"}
     cluster.kubectl("cordon", spare)
     apply(cluster, deployment("guarded", namespace, [target, spare], 2, labels), pdb("guarded", namespace, labels, minAvailable=2))
-    _running(cluster, namespace, 2)
+    pods_running(cluster, namespace, 2)
     eventually(lambda: (get(cluster, "pdb", "guarded", "-n", namespace) or {}).get("status", {}).get("currentHealthy") == 2, "PDB sees 2 healthy")
     name = f"nm-{target}"
     create_nm(cluster, name, target)
@@ -231,7 +214,7 @@ def test_blocking_pdb_keeps_running_and_sends_nothing_the_budget_refuses(cluster
     assert nm_status(cluster, name)["phase"] == "Running"
     assert error.count("waits on PodDisruptionBudget") == 2 and "guarded-" in error
     time.sleep(12)  # observe a fixed window while the budget allows nothing
-    attempts = _evictions(cluster, namespace)
+    attempts = evictions(cluster, namespace)
     assert len(attempts) <= 2, f"evictions sent to a budget that allows none: {len(attempts)}"
     assert nm_status(cluster, name)["phase"] == "Running"
     cluster.kubectl("uncordon", spare)
@@ -241,7 +224,7 @@ def test_blocking_pdb_keeps_running_and_sends_nothing_the_budget_refuses(cluster
     delete_nm(cluster, name)
 
 
-def test_pod_selector_limits_the_drain(cluster: Cluster, operator, namespace: str, nodes) -> None:
+def test_pod_selector_limits_the_drain(cluster: Cluster, operator: OperatorProcess, namespace: str, nodes: Callable[..., list[str]]) -> None:
     (target,) = nodes(1)
     apply(
         cluster,
@@ -249,7 +232,7 @@ def test_pod_selector_limits_the_drain(cluster: Cluster, operator, namespace: st
         pod("chosen-2", namespace, target, labels={"drain": "yes"}),
         pod("other", namespace, target, labels={"drain": "no"}),
     )
-    _running(cluster, namespace, 3)
+    pods_running(cluster, namespace, 3)
     name = f"nm-{target}"
     create_nm(cluster, name, target, podSelector={"matchLabels": {"drain": "yes"}})
     eventually(lambda: nm_status(cluster, name).get("phase") == "Succeeded", "maintenance Succeeded")
@@ -259,11 +242,11 @@ def test_pod_selector_limits_the_drain(cluster: Cluster, operator, namespace: st
     delete_nm(cluster, name)
 
 
-def test_grace_period_override_reaches_the_eviction(cluster: Cluster, operator, namespace: str, nodes) -> None:
+def test_grace_period_override_reaches_the_eviction(cluster: Cluster, operator: OperatorProcess, namespace: str, nodes: Callable[..., list[str]]) -> None:
     (target,) = nodes(1)
     # A finalizer holds the pod after eviction so its deletion grace period can be read.
     apply(cluster, pod("slow", namespace, target, finalizers=["e2e.test/hold"], spec={"terminationGracePeriodSeconds": 120}))
-    _running(cluster, namespace, 1)
+    pods_running(cluster, namespace, 1)
     name = f"nm-{target}"
     create_nm(cluster, name, target, gracePeriodSeconds=3)
     terminating = eventually(
@@ -276,11 +259,11 @@ def test_grace_period_override_reaches_the_eviction(cluster: Cluster, operator, 
     delete_nm(cluster, name)
 
 
-def test_timeout_fails_and_stops_evicting(cluster: Cluster, operator, namespace: str, nodes) -> None:
+def test_timeout_fails_and_stops_evicting(cluster: Cluster, operator: OperatorProcess, namespace: str, nodes: Callable[..., list[str]]) -> None:
     (target,) = nodes(1)
     labels = {"app": "stuck"}
     apply(cluster, pod("stuck", namespace, target, labels=labels), pdb("stuck", namespace, labels, minAvailable=1))
-    _running(cluster, namespace, 1)
+    pods_running(cluster, namespace, 1)
     eventually(lambda: (get(cluster, "pdb", "stuck", "-n", namespace) or {}).get("status", {}).get("currentHealthy") == 1, "PDB sees the pod")
     name = f"nm-{target}"
     create_nm(cluster, name, target, timeoutSeconds=4)
@@ -288,16 +271,16 @@ def test_timeout_fails_and_stops_evicting(cluster: Cluster, operator, namespace:
     status = nm_status(cluster, name)
     assert f"{namespace}/stuck" in status["lastError"] and "timed out" in status["lastError"]
     assert status["pendingPods"] == ["stuck"]
-    attempts = len(_evictions(cluster, namespace))
+    attempts = len(evictions(cluster, namespace))
     time.sleep(7)
-    assert len(_evictions(cluster, namespace)) == attempts, "evictions went on after the timeout"
+    assert len(evictions(cluster, namespace)) == attempts, "evictions went on after the timeout"
     still = node(cluster, target)
     assert still["spec"]["unschedulable"] is True and our_taint(still)
     delete_nm(cluster, name)
 
 
 @pytest.mark.parametrize(("cordoned_before", "tainted_before"), [(False, False), (True, False), (False, True)])
-def test_delete_restores_the_node_exactly(cluster: Cluster, operator, nodes, cordoned_before: bool, tainted_before: bool) -> None:
+def test_delete_restores_the_node_exactly(cluster: Cluster, operator: OperatorProcess, nodes: Callable[..., list[str]], cordoned_before: bool, tainted_before: bool) -> None:
     other_taint = {"key": "example.com/dedicated", "value": "infra", "effect": "NoSchedule"}
     drain_taint = [{"key": "kubevirt.io/drain", "effect": "NoSchedule"}] if tainted_before else []
     (target,) = nodes(1, labels={"example.com/pool": "infra"}, taints=[other_taint, *drain_taint], unschedulable=cordoned_before)
@@ -317,7 +300,7 @@ def test_delete_restores_the_node_exactly(cluster: Cluster, operator, nodes, cor
     assert not any(k.startswith("nodemaintenance.kubevirt.io/") for k in after["metadata"].get("annotations") or {})
 
 
-def test_pods_arriving_later_are_drained_too(cluster: Cluster, operator, namespace: str, nodes) -> None:
+def test_pods_arriving_later_are_drained_too(cluster: Cluster, operator: OperatorProcess, namespace: str, nodes: Callable[..., list[str]]) -> None:
     (target,) = nodes(1)
     name = f"nm-{target}"
     create_nm(cluster, name, target)

@@ -5,10 +5,13 @@ a structural block fires one event."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from devcluster.cluster import Cluster
+from devcluster.operator import OperatorProcess
 from node_maintenance.drain import blocking as drainblock
 
 from .helpers import apply, create_nm, delete_nm, deployment, eventually, get, nm_status, pdb, replan
@@ -16,13 +19,13 @@ from .helpers import apply, create_nm, delete_nm, deployment, eventually, get, n
 pytestmark = pytest.mark.e2e
 
 
-def _blocked(cluster: Cluster, name: str, reason: str) -> dict | None:
+def _blocked(cluster: Cluster, name: str, reason: str) -> dict[str, Any] | None:
     status = nm_status(cluster, name)
-    condition = next((c for c in status.get("conditions") or [] if c["type"] == drainblock.CONDITION), {})
+    condition: dict[str, Any] = next((c for c in status.get("conditions") or [] if c["type"] == drainblock.CONDITION), {})
     return status if condition.get("status") == "True" and condition.get("reason") == reason and status.get("blockingBudgets") else None
 
 
-def _deadlock_events(cluster: Cluster, name: str) -> list[dict]:
+def _deadlock_events(cluster: Cluster, name: str) -> list[dict[str, Any]]:
     events = get(cluster, "events", "-A", "--field-selector", f"involvedObject.kind=NodeMaintenance,involvedObject.name={name}")
     return [e for e in (events or {}).get("items", []) if e["reason"] == drainblock.DEADLOCK]
 
@@ -32,7 +35,7 @@ def _ready(cluster: Cluster, namespace: str, app: str, count: int) -> None:
                f"{count} {app} pods ready")
 
 
-def test_a_structural_block_is_named_fires_once_and_clears_when_the_admin_acts(cluster: Cluster, operator, namespace: str, nodes) -> None:
+def test_a_structural_block_is_named_fires_once_and_clears_when_the_admin_acts(cluster: Cluster, operator: OperatorProcess, namespace: str, nodes: Callable[..., list[str]]) -> None:
     target, spare = nodes(2)
     labels = {"app": "strict"}
     cluster.kubectl("cordon", spare)
@@ -59,7 +62,7 @@ def test_a_structural_block_is_named_fires_once_and_clears_when_the_admin_acts(c
     delete_nm(cluster, name)
 
 
-def test_a_temporary_block_waits_without_an_event_and_goes_on_by_itself(cluster: Cluster, operator, namespace: str, nodes) -> None:
+def test_a_temporary_block_waits_without_an_event_and_goes_on_by_itself(cluster: Cluster, operator: OperatorProcess, namespace: str, nodes: Callable[..., list[str]]) -> None:
     target, spare = nodes(2)
     labels = {"app": "web"}
     cluster.kubectl("cordon", spare)

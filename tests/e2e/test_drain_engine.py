@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import datetime
 import time
+from collections.abc import Callable
 
 import pytest
 
 from devcluster.cluster import Cluster
 from devcluster.operator import USER as OPERATOR_USER
+from devcluster.operator import OperatorProcess
 
-from .helpers import apply, create_nm, delete_nm, deployment, eventually, get, nm, nm_status, pdb, pod, pods_on
-from .test_drain import _evictions, _running
+from .helpers import NM, apply, create_nm, delete_nm, deployment, eventually, evictions, existing, get, nm_status, pdb, pod, pods_on, pods_running
 
 pytestmark = pytest.mark.e2e
 
@@ -21,27 +22,27 @@ def _time(text: str) -> datetime.datetime:
     return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ")
 
 
-def test_budgeted_drain_sends_no_more_evictions_than_the_budget_allows(cluster: Cluster, operator, namespace: str, nodes) -> None:
+def test_budgeted_drain_sends_no_more_evictions_than_the_budget_allows(cluster: Cluster, operator: OperatorProcess, namespace: str, nodes: Callable[..., list[str]]) -> None:
     target, spare = nodes(2)
     labels = {"app": "paced"}
     cluster.kubectl("cordon", spare)
     apply(cluster, deployment("paced", namespace, [target, spare], 6, labels), pdb("paced", namespace, labels, maxUnavailable=1))
-    _running(cluster, namespace, 6)
+    pods_running(cluster, namespace, 6)
     eventually(lambda: (get(cluster, "pdb", "paced", "-n", namespace) or {}).get("status", {}).get("disruptionsAllowed") == 1, "PDB allows 1")
     cluster.kubectl("uncordon", spare)
     name = f"nm-{target}"
     create_nm(cluster, name, target)
     eventually(lambda: nm_status(cluster, name).get("phase") == "Succeeded", "maintenance Succeeded", timeout=120)
     assert not pods_on(cluster, target)
-    sent = _evictions(cluster, namespace)
-    refused = _evictions(cluster, namespace, code=429)
+    sent = evictions(cluster, namespace)
+    refused = evictions(cluster, namespace, code=429)
     # Six pods, one disruption at a time: each eviction waits for the budget instead of being refused.
     assert len(sent) - len(refused) == 6
     assert len(refused) <= 1, f"{len(refused)} evictions refused by the budget"
     delete_nm(cluster, name)
 
 
-def test_timeout_counts_from_the_drain_start_after_waiting_for_the_node(cluster: Cluster, operator, namespace: str) -> None:
+def test_timeout_counts_from_the_drain_start_after_waiting_for_the_node(cluster: Cluster, operator: OperatorProcess, namespace: str) -> None:
     node_name = f"late-{int(time.time() * 1000) % 10**8}"
     name = f"nm-{node_name}"
     create_nm(cluster, name, node_name, timeoutSeconds=15)
@@ -55,7 +56,7 @@ def test_timeout_counts_from_the_drain_start_after_waiting_for_the_node(cluster:
         cluster.wait_node_ready(node_name)
         running = eventually(lambda: (s := nm_status(cluster, name)).get("phase") == "Running" and "held" in s.get("pendingPods", []) and s,
                              "draining the node once it exists")
-        created = _time(nm(cluster, name)["metadata"]["creationTimestamp"])
+        created = _time(existing(cluster, NM, name)["metadata"]["creationTimestamp"])
         started = _time(running["drainStartTime"])
         assert (started - created).total_seconds() >= 30, "drainStartTime is not when the drain began"
         failed = eventually(lambda: (s := nm_status(cluster, name)).get("phase") == "Failed" and "timed out" in s.get("lastError", "") and s,
@@ -68,7 +69,7 @@ def test_timeout_counts_from_the_drain_start_after_waiting_for_the_node(cluster:
         cluster.kubectl("delete", "node", node_name, "--wait=false", "--ignore-not-found")
 
 
-def test_drained_node_costs_no_requests_until_a_pod_lands(cluster: Cluster, operator, namespace: str, nodes) -> None:
+def test_drained_node_costs_no_requests_until_a_pod_lands(cluster: Cluster, operator: OperatorProcess, namespace: str, nodes: Callable[..., list[str]]) -> None:
     (target,) = nodes(1)
     name = f"nm-{target}"
     create_nm(cluster, name, target)

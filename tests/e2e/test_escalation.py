@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import datetime
 import time
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from devcluster.cluster import Cluster
+from devcluster.operator import OperatorProcess
 from node_maintenance.api import GROUP, timestamps
 from node_maintenance.drain import status as st
 from node_maintenance.drain.planner import DELETE_PODS, HAND_BACK
@@ -22,7 +25,7 @@ pytestmark = pytest.mark.e2e
 AFTER_SECONDS = 8
 
 
-def _deadlocked(cluster: Cluster, namespace: str, target: str) -> dict:
+def _deadlocked(cluster: Cluster, namespace: str, target: str) -> dict[str, Any]:
     """A bare pod on ``target`` whose budget lets none of its pods go: eviction alone never drains the node."""
     blocked = pod("blocked", namespace, target, labels={"app": "blocked"})
     apply(cluster, blocked, pdb("blocked", namespace, {"app": "blocked"}, minAvailable=1))
@@ -31,15 +34,15 @@ def _deadlocked(cluster: Cluster, namespace: str, target: str) -> dict:
     return blocked
 
 
-def _pod(cluster: Cluster, namespace: str) -> dict | None:
+def _pod(cluster: Cluster, namespace: str) -> dict[str, Any] | None:
     return get(cluster, "pod", "blocked", "-n", namespace)
 
 
-def _as_before(before: dict, after: dict) -> bool:
+def _as_before(before: dict[str, Any], after: dict[str, Any]) -> bool:
     """The node as it was before the maintenance, in all a maintenance changes: schedulability, taints (but the
     node controller's own, which follows schedulability a moment later), labels and annotations (controllers may
     add their own meanwhile), and no record of ours."""
-    def taints(node_obj: dict) -> list[dict]:
+    def taints(node_obj: dict[str, Any]) -> list[dict[str, Any]]:
         return [t for t in node_obj["spec"].get("taints") or [] if not t["key"].startswith("node.kubernetes.io/")]
     annotations = after["metadata"].get("annotations") or {}
     return (bool(after["spec"].get("unschedulable")) == bool(before["spec"].get("unschedulable")) and taints(after) == taints(before)
@@ -48,7 +51,7 @@ def _as_before(before: dict, after: dict) -> bool:
             and not any(key.startswith(f"{GROUP}/") for key in annotations))
 
 
-def test_delete_pods_removes_the_blocked_pod_after_its_time_never_before(cluster: Cluster, operator, namespace: str, nodes) -> None:
+def test_delete_pods_removes_the_blocked_pod_after_its_time_never_before(cluster: Cluster, operator: OperatorProcess, namespace: str, nodes: Callable[..., list[str]]) -> None:
     (target,) = nodes(1)
     _deadlocked(cluster, namespace, target)
     (step,) = kubectl_nm(cluster, "plan", target, "--escalation", f"{AFTER_SECONDS}s:{DELETE_PODS}", "-o", "json").json()["escalation"]
@@ -86,7 +89,7 @@ def test_delete_pods_removes_the_blocked_pod_after_its_time_never_before(cluster
     delete_nm(cluster, name)
 
 
-def test_hand_back_at_the_timeout_restores_the_node_and_takes_it_never_again(cluster: Cluster, operator, namespace: str, nodes) -> None:
+def test_hand_back_at_the_timeout_restores_the_node_and_takes_it_never_again(cluster: Cluster, operator: OperatorProcess, namespace: str, nodes: Callable[..., list[str]]) -> None:
     other = {"key": "example.com/dedicated", "value": "infra", "effect": "NoSchedule"}
     (target,) = nodes(1, labels={"e2e/pool": "escalation"}, taints=[other])
     _deadlocked(cluster, namespace, target)

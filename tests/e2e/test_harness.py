@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import pytest
 from kubernetes import client
@@ -27,7 +28,7 @@ def _disruptions_allowed(cluster: Cluster, namespace: str) -> int | None:
 
 
 @pytest.fixture
-def web(cluster: Cluster, namespace: str, nodes) -> tuple[str, list[str]]:
+def web(cluster: Cluster, namespace: str, nodes: Callable[..., list[str]]) -> tuple[str, list[str]]:
     """Three replicas pinned to two KWOK nodes, available, under a PDB with minAvailable 2."""
     names = nodes(2)
     apply(cluster, deployment("web", namespace, names, 3))
@@ -36,7 +37,7 @@ def web(cluster: Cluster, namespace: str, nodes) -> tuple[str, list[str]]:
     return namespace, names
 
 
-def test_deployment_becomes_available_on_kwok_nodes(cluster: Cluster, web) -> None:
+def test_deployment_becomes_available_on_kwok_nodes(cluster: Cluster, web: tuple[str, list[str]]) -> None:
     namespace, names = web
     pods = json.loads(cluster.kubectl("get", "pods", "-n", namespace, "-o", "json").stdout)["items"]
     assert len(pods) == 3
@@ -44,12 +45,12 @@ def test_deployment_becomes_available_on_kwok_nodes(cluster: Cluster, web) -> No
     assert all(pod["status"]["phase"] == "Running" for pod in pods)
 
 
-def test_disruption_controller_computes_allowed_disruptions(cluster: Cluster, web) -> None:
+def test_disruption_controller_computes_allowed_disruptions(cluster: Cluster, web: tuple[str, list[str]]) -> None:
     namespace, _ = web
     eventually(lambda: _disruptions_allowed(cluster, namespace) == 1, "PDB web reports disruptionsAllowed == 1")
 
 
-def test_eviction_honours_the_pdb(cluster: Cluster, web) -> None:
+def test_eviction_honours_the_pdb(cluster: Cluster, web: tuple[str, list[str]]) -> None:
     namespace, names = web
     eventually(lambda: _disruptions_allowed(cluster, namespace) == 1, "PDB web allows one disruption")
     for name in names:  # replacements must stay Pending, so the budget cannot recover
@@ -57,18 +58,19 @@ def test_eviction_honours_the_pdb(cluster: Cluster, web) -> None:
     core = client.CoreV1Api(cluster.api_client())
     pods = core.list_namespaced_pod(namespace, label_selector="app=web").items
 
-    def evict(pod_name: str) -> None:
-        body = client.V1Eviction(metadata=client.V1ObjectMeta(name=pod_name, namespace=namespace))
-        core.create_namespaced_pod_eviction(pod_name, namespace, body)
+    def evict(pod: client.V1Pod) -> None:
+        assert pod.metadata is not None and pod.metadata.name is not None
+        body = client.V1Eviction(metadata=client.V1ObjectMeta(name=pod.metadata.name, namespace=namespace))
+        core.create_namespaced_pod_eviction(pod.metadata.name, namespace, body)
 
-    evict(pods[0].metadata.name)
+    evict(pods[0])
     with pytest.raises(ApiException) as refused:
-        evict(pods[1].metadata.name)
+        evict(pods[1])
     assert refused.value.status == 429
-    assert "disruption budget" in refused.value.body
+    assert "disruption budget" in (refused.value.body or "")
 
 
-def test_daemonset_runs_one_pod_per_kwok_node(cluster: Cluster, namespace: str, nodes) -> None:
+def test_daemonset_runs_one_pod_per_kwok_node(cluster: Cluster, namespace: str, nodes: Callable[..., list[str]]) -> None:
     names = nodes(2, labels={"harness-ds": namespace})
     daemonset = {
         "apiVersion": "apps/v1",
@@ -95,7 +97,7 @@ def test_daemonset_runs_one_pod_per_kwok_node(cluster: Cluster, namespace: str, 
     eventually(placed, "one running agent pod on each labelled node")
 
 
-def test_cordon_makes_node_lifecycle_controller_taint_the_node(cluster: Cluster, nodes) -> None:
+def test_cordon_makes_node_lifecycle_controller_taint_the_node(cluster: Cluster, nodes: Callable[..., list[str]]) -> None:
     (name,) = nodes(1)
     cluster.kubectl("cordon", name)
 

@@ -8,21 +8,24 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from devcluster.cluster import Cluster
-from devcluster.operator import NAMESPACE, OperatorProcess, csv_install_spec
 from devcluster.operator import USER as OPERATOR_USER
+from devcluster.operator import OperatorProcess, csv_install_spec
 from node_maintenance.api import CRD_NAME, GROUP, KIND, POLICY
 from node_maintenance.coordination.remediation import DEFAULT_LEASE_NAMESPACE
 from node_maintenance.runtime.leader import LEASE_NAME
+from node_maintenance_packaging.clusterserviceversion import NAMESPACE
 
-from .conftest import NAMESPACE_MANIFEST
 from .helpers import (
+    NAMESPACE_MANIFEST,
     RESTRICTED_CONTAINER,
     RESTRICTED_POD,
     apply,
@@ -31,6 +34,7 @@ from .helpers import (
     delete_nm,
     deployment,
     eventually,
+    existing,
     get,
     install_policy_crd,
     nm_status,
@@ -42,7 +46,7 @@ from .helpers import (
 pytestmark = pytest.mark.e2e
 
 
-def _policy(name: str, labels: dict[str, str]) -> dict:
+def _policy(name: str, labels: dict[str, str]) -> dict[str, Any]:
     """A NodeMaintenancePolicy for the nodes with ``labels``, with a Job before the drain and one before the give-back, that
     waits for the evicted workloads' health (their watches)."""
     job = {"spec": {"backoffLimit": 0, "template": {"spec": {
@@ -63,7 +67,7 @@ class Grant:
     names: tuple[str, ...] = ()
     namespace: str | None = None
 
-    def allows(self, event: dict) -> bool:
+    def allows(self, event: dict[str, Any]) -> bool:
         ref = event.get("objectRef") or {}
         resource = ref.get("resource", "") + (f"/{ref['subresource']}" if ref.get("subresource") else "")
         return (
@@ -92,7 +96,7 @@ def csv_grants() -> list[Grant]:
     return grants
 
 
-def _code(event: dict) -> int:
+def _code(event: dict[str, Any]) -> int:
     return int((event.get("responseStatus") or {}).get("code") or 0)
 
 
@@ -131,15 +135,15 @@ def _drive_every_permission(cluster: Cluster, operator: OperatorProcess, namespa
     cluster.kubectl("patch", "crd", CRD_NAME, "--subresource=status", "--type=merge", "-p",
                     json.dumps({"status": {"storedVersions": ["v1alpha1", "v1beta1"]}}))
     operator.start()
-    eventually(lambda: get(cluster, "crd", CRD_NAME)["status"]["storedVersions"] == ["v1beta1"], "storage migrated")
+    eventually(lambda: existing(cluster, "crd", CRD_NAME)["status"]["storedVersions"] == ["v1beta1"], "storage migrated")
     eventually(lambda: get(cluster, "lease", LEASE_NAME, "-n", NAMESPACE), "the Lease created again")
     delete_nm(cluster, name)
-    eventually(lambda: not get(cluster, "node", target)["spec"].get("unschedulable"), "the node given back")
+    eventually(lambda: not existing(cluster, "node", target)["spec"].get("unschedulable"), "the node given back")
     cluster.kubectl("delete", f"{POLICY.plural}.{GROUP}", f"lp-{namespace}")
 
 
 def test_every_csv_rule_is_needed_and_no_request_is_denied(cluster: Cluster, operator: OperatorProcess, admission_webhook: str,
-                                                           namespace: str, nodes) -> None:
+                                                           namespace: str, nodes: Callable[..., list[str]]) -> None:
     target, spare = nodes(2)
     # Only this test's requests: other tests restart the API server, which denies requests until its RBAC
     # caches are filled again, and run other releases' operators.

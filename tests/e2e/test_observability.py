@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 
 import pytest
 
 from devcluster.cluster import Cluster
+from devcluster.operator import OperatorProcess
 
 from .helpers import apply, create_nm, delete_nm, eventually, get, nm_status, pod
 
@@ -20,7 +22,7 @@ def _reasons(cluster: Cluster, kind: str, name: str) -> set[str]:
     return {e["reason"] for e in (events or {}).get("items", [])}
 
 
-def test_events_logs_probes_and_metrics(cluster: Cluster, operator, namespace: str, nodes) -> None:
+def test_events_logs_probes_and_metrics(cluster: Cluster, operator: OperatorProcess, namespace: str, nodes: Callable[..., list[str]]) -> None:
     (target,) = nodes(1)
     apply(cluster, pod("one", namespace, target))
     name = f"nm-{target}"

@@ -10,22 +10,43 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 
 from devcluster.cluster import Cluster
-from devcluster.operator import CRD_NAME, NAMESPACE, OperatorProcess, point_conversion_at
 from devcluster.operator import USER as OPERATOR_USER
+from devcluster.operator import OperatorProcess, point_conversion_at
 from devcluster.toxiproxy import Proxy, Toxiproxy
+from node_maintenance.api import CRD_NAME, GROUP
 from node_maintenance.client.config import user_agent
 from node_maintenance.runtime.leader import LEASE_NAME
+from node_maintenance_packaging.clusterserviceversion import NAMESPACE
 from soak.chaos import Api, Tally
 
-from .conftest import CRD_FILE
 from .faults.helpers import drain_with_fault, give_back
-from .helpers import NM, apply, create_nm, delete_nm, deployment, eventually, get, nm, nm_status, node, our_taint, pdb, pod, pods_on
-from .test_storage_migration import GROUP, _crd_of_release, _replace_crd
+from .helpers import (
+    CRD_FILE,
+    NM,
+    apply,
+    crd_of_release,
+    create_nm,
+    delete_nm,
+    deployment,
+    eventually,
+    existing,
+    get,
+    nm,
+    nm_status,
+    node,
+    our_taint,
+    pdb,
+    pod,
+    pods_on,
+    replace_crd,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -34,19 +55,19 @@ WRITES = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 FROZEN_AFTER_HANDOVER_SECONDS = 25
 
 
-def _healthy(operator) -> bool:
+def _healthy(operator: OperatorProcess) -> bool:
     with urllib.request.urlopen(operator.health_url + "/healthz", timeout=2) as response:
-        return response.status == 200
+        return bool(response.status == 200)
 
 
-def _clean(node_obj: dict) -> bool:
+def _clean(node_obj: dict[str, Any]) -> bool:
     annotations = node_obj["metadata"].get("annotations") or {}
     return not node_obj["spec"].get("unschedulable") and not our_taint(node_obj) and not any(
         k.startswith("nodemaintenance.kubevirt.io/") for k in annotations
     )
 
 
-def test_missing_node_fails_then_starts_when_the_node_appears(cluster: Cluster, operator) -> None:
+def test_missing_node_fails_then_starts_when_the_node_appears(cluster: Cluster, operator: OperatorProcess) -> None:
     name = f"ghost-{int(time.time() * 1000) % 10**8}"
     create_nm(cluster, f"nm-{name}", name)
     status = eventually(lambda: (s := nm_status(cluster, f"nm-{name}")).get("phase") == "Failed" and s, "Failed for a missing node")
@@ -63,7 +84,7 @@ def test_missing_node_fails_then_starts_when_the_node_appears(cluster: Cluster, 
         cluster.kubectl("delete", "node", name, "--wait=false", "--ignore-not-found")
 
 
-def test_second_maintenance_of_a_node_fails_and_never_uncordons_it(cluster: Cluster, operator, nodes) -> None:
+def test_second_maintenance_of_a_node_fails_and_never_uncordons_it(cluster: Cluster, operator: OperatorProcess, nodes: Callable[..., list[str]]) -> None:
     (target,) = nodes(1)
     create_nm(cluster, "first-" + target, target)
     eventually(lambda: nm_status(cluster, "first-" + target).get("phase") == "Succeeded", "first maintenance Succeeded")
@@ -79,7 +100,7 @@ def test_second_maintenance_of_a_node_fails_and_never_uncordons_it(cluster: Clus
     assert _healthy(operator)
 
 
-def test_node_deleted_mid_maintenance(cluster: Cluster, operator, namespace: str, nodes) -> None:
+def test_node_deleted_mid_maintenance(cluster: Cluster, operator: OperatorProcess, namespace: str, nodes: Callable[..., list[str]]) -> None:
     (target,) = nodes(1)
     labels = {"app": "pinned"}
     apply(cluster, pod("pinned", namespace, target, labels=labels), pdb("pinned", namespace, labels, minAvailable=1))
@@ -94,7 +115,7 @@ def test_node_deleted_mid_maintenance(cluster: Cluster, operator, namespace: str
     assert _healthy(operator)
 
 
-def test_killed_at_any_point_the_drain_still_completes(cluster: Cluster, operator, namespace: str, nodes) -> None:
+def test_killed_at_any_point_the_drain_still_completes(cluster: Cluster, operator: OperatorProcess, namespace: str, nodes: Callable[..., list[str]]) -> None:
     """SIGKILL at five points of a drain; each run ends Succeeded and the delete leaves the node clean."""
 
     def cordoned(target: str) -> bool:
@@ -133,13 +154,13 @@ def test_killed_at_any_point_the_drain_still_completes(cluster: Cluster, operato
                 # deleting it; the disruption controller forgets such entries after two minutes.
                 eventually(lambda: done(target), f"Succeeded after a kill {point}", timeout=200)
             except AssertionError as error:
-                raise AssertionError(f"{error}\nstatus: {nm_status(cluster, 'nm-' + target)}\npods: {[(p['metadata']['name'], p['status'].get('phase'), p['metadata'].get('deletionTimestamp')) for p in pods_on(cluster, target)]}\nall: {[(p['metadata']['name'], p['spec'].get('nodeName'), p['status'].get('phase')) for p in get(cluster, 'pods', '-n', namespace)['items']]}\npdb: {get(cluster, 'pdb', app, '-n', namespace)['status']}\nnodes: {cluster.kubectl('get', 'nodes').stdout}") from None
+                raise AssertionError(f"{error}\nstatus: {nm_status(cluster, 'nm-' + target)}\npods: {[(p['metadata']['name'], p['status'].get('phase'), p['metadata'].get('deletionTimestamp')) for p in pods_on(cluster, target)]}\nall: {[(p['metadata']['name'], p['spec'].get('nodeName'), p['status'].get('phase')) for p in existing(cluster, 'pods', '-n', namespace)['items']]}\npdb: {existing(cluster, 'pdb', app, '-n', namespace)['status']}\nnodes: {cluster.kubectl('get', 'nodes').stdout}") from None
             assert not pods_on(cluster, target), f"node not drained after a kill {point}"
             delete_nm(cluster, "nm-" + target)
         assert _clean(node(cluster, target)), f"node not clean after a kill {point}"
 
 
-def test_two_replicas_only_the_lease_holder_acts(cluster: Cluster, operator, operator_factory, nodes) -> None:
+def test_two_replicas_only_the_lease_holder_acts(cluster: Cluster, operator: OperatorProcess, operator_factory: Callable[..., OperatorProcess], nodes: Callable[..., list[str]]) -> None:
     second = operator_factory("replica-1")
     second.start()  # ready: it serves webhooks, but waits for the Lease
     (first_node,) = nodes(1)
@@ -193,26 +214,27 @@ def linked_replicas(cluster: Cluster, operator: OperatorProcess, operator_factor
         operator.start()
 
 
-def _requests(cluster: Cluster, since: datetime) -> list[dict]:
+def _requests(cluster: Cluster, since: datetime) -> list[dict[str, Any]]:
     """The operator's requests the API server received since ``since``, one audit event each (its last stage)."""
     last = {e["auditID"]: e for e in cluster.audit_events(OPERATOR_USER, every_request=True)}
     return [e for e in last.values() if _received(e) >= since]
 
 
-def _received(event: dict) -> datetime:
+def _received(event: dict[str, Any]) -> datetime:
     return datetime.fromisoformat(event["requestReceivedTimestamp"])
 
 
-def _succeeded(event: dict) -> bool:
-    return 200 <= event.get("responseStatus", {}).get("code", 0) < 300
+def _succeeded(event: dict[str, Any]) -> bool:
+    code: int = event.get("responseStatus", {}).get("code", 0)
+    return 200 <= code < 300
 
 
-def _on_leader_lease(event: dict) -> bool:
+def _on_leader_lease(event: dict[str, Any]) -> bool:
     ref = event.get("objectRef", {})
     return (ref.get("resource"), ref.get("namespace"), ref.get("name")) == ("leases", NAMESPACE, LEASE_NAME)
 
 
-def _what(event: dict) -> str:
+def _what(event: dict[str, Any]) -> str:
     ref = event.get("objectRef", {})
     return f"{event['verb']} {ref.get('resource')}{'/' + ref['subresource'] if ref.get('subresource') else ''}"
 
@@ -272,7 +294,7 @@ def test_a_frozen_leader_writes_nothing_once_the_other_replica_leads(cluster: Cl
                for e in requests)
 
 
-def test_many_pods_elsewhere_do_not_grow_the_operator(cluster: Cluster, operator, namespace: str, nodes) -> None:
+def test_many_pods_elsewhere_do_not_grow_the_operator(cluster: Cluster, operator: OperatorProcess, namespace: str, nodes: Callable[..., list[str]]) -> None:
     others = nodes(4)
     (target,) = nodes(1)
     before = operator.rss_bytes()
@@ -296,10 +318,11 @@ def test_many_pods_elsewhere_do_not_grow_the_operator(cluster: Cluster, operator
     delete_nm(cluster, "nm-" + target)
 
 
-def test_works_under_the_first_release_crd_and_switches_when_it_is_upgraded(cluster: Cluster, operator, namespace: str, nodes, tmp_path) -> None:
+def test_works_under_the_first_release_crd_and_switches_when_it_is_upgraded(cluster: Cluster, operator: OperatorProcess, namespace: str, nodes: Callable[..., list[str]], tmp_path: Path) -> None:
     """Under 0.1.0's CRD (v1alpha1 only) the operator drains in v1alpha1; once the CRD serves v1beta1 it
     restarts its reconciler in v1beta1 and migrates storage, without the process exiting."""
-    leftovers = get(cluster, NM)["items"]
+    assert operator.ca_pem is not None, "the operator serves a certificate of its own making"
+    leftovers = existing(cluster, NM)["items"]
     assert not leftovers, f"other tests left NodeMaintenances behind: {[o['metadata']['name'] for o in leftovers]}"
     target, spare = nodes(2)
     cluster.kubectl("cordon", spare)
@@ -311,12 +334,12 @@ def test_works_under_the_first_release_crd_and_switches_when_it_is_upgraded(clus
     operator.stop()
     name, v1alpha1 = "nm-" + target, f"nodemaintenances.v1alpha1.{GROUP}"
     try:
-        _replace_crd(cluster, _crd_of_release("0.1.0", tmp_path))
+        replace_crd(cluster, crd_of_release("0.1.0", tmp_path))
         operator.start()
         apply(cluster, {"apiVersion": f"{GROUP}/v1alpha1", "kind": "NodeMaintenance", "metadata": {"name": name},
                         "spec": {"nodeName": target, "reason": "under 0.1.0"}})
         status = eventually(lambda: ((get(cluster, v1alpha1, name) or {}).get("status") or {}).get("phase") == "Succeeded"
-                            and get(cluster, v1alpha1, name)["status"], "Succeeded through v1alpha1", timeout=90)
+                            and existing(cluster, v1alpha1, name)["status"], "Succeeded through v1alpha1", timeout=90)
         assert status["evictionPods"] == 4 and status["totalpods"] == 4 and status.get("pendingPods", []) == []
         assert status["lastError"] == ""
         held = node(cluster, target)
@@ -328,8 +351,8 @@ def test_works_under_the_first_release_crd_and_switches_when_it_is_upgraded(clus
         starts = operator.starts
         cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_FILE))
         point_conversion_at(cluster, operator.webhook_url + "/convert", operator.ca_pem)
-        eventually(lambda: get(cluster, "crd", CRD_NAME)["status"]["storedVersions"] == ["v1beta1"], "storedVersions == [v1beta1]", timeout=60)
-        assert operator.process.alive() and operator.starts == starts, "the operator restarted as a process"
+        eventually(lambda: existing(cluster, "crd", CRD_NAME)["status"]["storedVersions"] == ["v1beta1"], "storedVersions == [v1beta1]", timeout=60)
+        assert operator.process is not None and operator.process.alive() and operator.starts == starts, "the operator restarted as a process"
         assert "restarting the reconciler" in operator.logs()
         assert nm_status(cluster, name)["phase"] == "Succeeded"
         delete_nm(cluster, name)  # handled in v1beta1 now: the node is given back
@@ -337,6 +360,6 @@ def test_works_under_the_first_release_crd_and_switches_when_it_is_upgraded(clus
     finally:
         cluster.kubectl("delete", NM, name, "--ignore-not-found", "--timeout=60s")
         operator.stop()
-        _replace_crd(cluster, CRD_FILE)
+        replace_crd(cluster, CRD_FILE)
         point_conversion_at(cluster, operator.webhook_url + "/convert", operator.ca_pem)
         operator.start()

@@ -9,11 +9,14 @@ from __future__ import annotations
 import os
 import pty
 import subprocess
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from devcluster.cluster import Cluster
 from devcluster.operator import USER as OPERATOR_USER
+from devcluster.operator import OperatorProcess
 
 from .helpers import PLUGIN_DIR, Run, apply, daemonset, deployment, eventually, get, kubectl_nm, nm, node, our_taint, pdb, plugin_env, pod, pods_on
 
@@ -70,7 +73,7 @@ def test_kubectl_finds_the_plugin(cluster: Cluster) -> None:
     assert usage.code == 0 and "exit codes" in usage.out and "plan" in usage.out
 
 
-def test_plan_predicts_what_the_operator_evicts_and_what_blocks_it(cluster: Cluster, operator, namespace: str, nodes) -> None:
+def test_plan_predicts_what_the_operator_evicts_and_what_blocks_it(cluster: Cluster, operator: OperatorProcess, namespace: str, nodes: Callable[..., list[str]]) -> None:
     target, spare = nodes(2)
     cluster.kubectl("cordon", spare)  # everything lands on the target, and evicted web pods find no room at first
     web, solo = {"app": "web"}, {"app": "solo"}
@@ -133,7 +136,7 @@ def test_plan_predicts_what_the_operator_evicts_and_what_blocks_it(cluster: Clus
 
     cluster.kubectl("uncordon", spare)
 
-    def settled() -> dict:
+    def settled() -> dict[str, Any]:
         status = (nm(cluster, target) or {}).get("status") or {}
         refs = [f"{r['namespace']}/{r['name']}" for r in status.get("pendingPodsRefs") or []]
         return status if refs == [f"{namespace}/solo"] and f"{namespace}/web" not in status.get("lastError", "") else {}
@@ -156,7 +159,7 @@ def test_plan_predicts_what_the_operator_evicts_and_what_blocks_it(cluster: Clus
     assert not given_back["spec"].get("unschedulable") and not our_taint(given_back)
 
 
-def test_start_wait_fails_with_exit_code_4_and_errors_name_the_fix(cluster: Cluster, operator, namespace: str, nodes) -> None:
+def test_start_wait_fails_with_exit_code_4_and_errors_name_the_fix(cluster: Cluster, operator: OperatorProcess, namespace: str, nodes: Callable[..., list[str]]) -> None:
     (target,) = nodes(1)
     apply(cluster, pod("stuck", namespace, target, labels={"app": "stuck"}), pdb("stuck", namespace, {"app": "stuck"}, minAvailable=1))
     _running(cluster, namespace, 1)
@@ -189,7 +192,7 @@ def test_start_wait_fails_with_exit_code_4_and_errors_name_the_fix(cluster: Clus
     assert flag.code == 4 and flag.json()["blockers"][0]["kind"] == "structural"
 
 
-def test_start_wait_and_status_watch_draw_progress_on_a_terminal(cluster: Cluster, operator, namespace: str, nodes) -> None:
+def test_start_wait_and_status_watch_draw_progress_on_a_terminal(cluster: Cluster, operator: OperatorProcess, namespace: str, nodes: Callable[..., list[str]]) -> None:
     target, spare = nodes(2)
     cluster.kubectl("cordon", spare)
     apply(cluster, deployment("app", namespace, [target, spare], 2), pod("loose", namespace, target))

@@ -6,14 +6,16 @@ from __future__ import annotations
 import datetime
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from devcluster.cluster import Cluster
 from devcluster.httpproxies import ConnectProxy, PrefixProxy
+from devcluster.operator import OperatorProcess
 
 from .helpers import PLUGIN_ACCOUNT, PLUGIN_USER, apply, eventually, get, kubectl_nm, nm, pod
 
@@ -33,7 +35,7 @@ def admin_token(cluster: Cluster) -> str:
     return cluster.kubectl("create", "token", name, "-n", namespace, "--duration=1h").stdout.strip()
 
 
-def write_kubeconfig(path: Path, server: str, user: dict, **cluster: object) -> Path:
+def write_kubeconfig(path: Path, server: str, user: dict[str, Any], **cluster: object) -> Path:
     """A kubeconfig of one cluster entry (``server`` and ``cluster``'s fields) and one user."""
     path.write_text(yaml.safe_dump({
         "apiVersion": "v1", "kind": "Config", "current-context": "managed",
@@ -44,7 +46,7 @@ def write_kubeconfig(path: Path, server: str, user: dict, **cluster: object) -> 
 
 
 @pytest.fixture
-def drainable(cluster: Cluster, operator, namespace: str, nodes) -> str:
+def drainable(cluster: Cluster, operator: OperatorProcess, namespace: str, nodes: Callable[..., list[str]]) -> str:
     """A node with a pod on it, for start --wait to drain."""
     (target,) = nodes(1)
     apply(cluster, pod("app", namespace, target))

@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 
 from devcluster.cluster import Cluster
-from devcluster.operator import NAMESPACE as OPERATOR_NAMESPACE
+from devcluster.operator import OperatorProcess
 from node_maintenance.coordination import remediation as rem
+from node_maintenance_packaging.clusterserviceversion import NAMESPACE as OPERATOR_NAMESPACE
 
 from .helpers import (
     NM,
@@ -34,6 +35,7 @@ from .helpers import (
     condition,
     create_nm,
     eventually,
+    existing,
     foreign_lease,
     get,
     nm,
@@ -55,7 +57,7 @@ def hook_runner(cluster: Cluster) -> Iterator[str]:
     cluster.kubectl("delete", "node", name, "--wait=false", "--ignore-not-found", check=False)
 
 
-def test_ten_maintenances_under_max_parallel_two_take_turns_in_creation_order(cluster: Cluster, operator, nodes, policies) -> None:
+def test_ten_maintenances_under_max_parallel_two_take_turns_in_creation_order(cluster: Cluster, operator: OperatorProcess, nodes: Callable[..., list[str]], policies: Callable[..., str]) -> None:
     pool = a_pool()
     workers = nodes(10, labels=pool)
     policy = policies(pool, maxParallel=2)
@@ -81,7 +83,7 @@ def test_ten_maintenances_under_max_parallel_two_take_turns_in_creation_order(cl
         assert watch.cordoned == set(workers[:2])
         status = eventually(lambda: (s := policy_status(cluster, policy)).get("queued") == 7 and s, "the queue without the deleted one")
         assert status["inMaintenance"] == 2
-        untouched = get(cluster, "node", workers[6])
+        untouched = existing(cluster, "node", workers[6])
         assert not untouched["spec"].get("unschedulable") and not (untouched["metadata"].get("annotations") or {}).get("nodemaintenance.kubevirt.io/holder")
         remaining = [n for i, n in enumerate(names) if i != 6]
 
@@ -102,7 +104,7 @@ def test_ten_maintenances_under_max_parallel_two_take_turns_in_creation_order(cl
     assert watch.most == 2, f"{watch.most} nodes were cordoned at once under maxParallel: 2"
 
 
-def test_a_maintenance_refused_at_takeover_gives_its_slot_to_the_next_in_line(cluster: Cluster, operator, nodes, policies,
+def test_a_maintenance_refused_at_takeover_gives_its_slot_to_the_next_in_line(cluster: Cluster, operator: OperatorProcess, nodes: Callable[..., list[str]], policies: Callable[..., str],
                                                                            lease_namespace: str) -> None:
     pool = a_pool()
     held, free = nodes(2, labels=pool)
@@ -167,8 +169,8 @@ def _one_hook_pod(cluster: Cluster, hook: str, node_name: str, *, count: int = 1
     return hook_pod
 
 
-def test_pre_drain_and_post_maintenance_jobs_gate_the_drain_and_the_handback(cluster: Cluster, operator, namespace: str, nodes,
-                                                                           policies, hook_runner: str) -> None:
+def test_pre_drain_and_post_maintenance_jobs_gate_the_drain_and_the_handback(cluster: Cluster, operator: OperatorProcess, namespace: str, nodes: Callable[..., list[str]],
+                                                                           policies: Callable[..., str], hook_runner: str) -> None:
     pool = a_pool()
     (worker,) = nodes(1, labels=pool)
     policies(pool, preDrain=_job_template(hook_runner, 0), postMaintenance=_job_template(hook_runner, 0))
@@ -181,7 +183,7 @@ def test_pre_drain_and_post_maintenance_jobs_gate_the_drain_and_the_handback(clu
     pre = _one_hook_pod(cluster, "pre-drain", worker)
     status = eventually(lambda: (s := nm_status(cluster, name)).get("phase") == "Running" and condition(s, "PreDrain") and s, "PreDrain reported")
     assert condition(status, "PreDrain")["reason"] == "JobRunning" and "preDrain Job" in status["lastError"]
-    assert get(cluster, "node", worker)["spec"].get("unschedulable")
+    assert existing(cluster, "node", worker)["spec"].get("unschedulable")
     time.sleep(2)
     assert [p["metadata"]["name"] for p in pods_on(cluster, worker)] == ["app"]
     assert not pods_on(cluster, worker)[0]["metadata"].get("deletionTimestamp"), "a pod was evicted before preDrain succeeded"
@@ -194,15 +196,15 @@ def test_pre_drain_and_post_maintenance_jobs_gate_the_drain_and_the_handback(clu
     cluster.kubectl("delete", NM, name, "--wait=false")
     post = _one_hook_pod(cluster, "post-maintenance", worker)
     time.sleep(2)
-    assert get(cluster, "node", worker)["spec"].get("unschedulable"), "handed back before postMaintenance succeeded"
+    assert existing(cluster, "node", worker)["spec"].get("unschedulable"), "handed back before postMaintenance succeeded"
     assert condition(nm_status(cluster, name), "PostMaintenance")["reason"] == "JobRunning"
     _finish(cluster, post, 0)
     eventually(lambda: nm(cluster, name) is None, "the maintenance gone once postMaintenance succeeded", timeout=60)
-    assert not get(cluster, "node", worker)["spec"].get("unschedulable")
+    assert not existing(cluster, "node", worker)["spec"].get("unschedulable")
 
 
-def test_failed_hook_jobs_are_retried_by_their_backoff_limit_then_reported(cluster: Cluster, operator, namespace: str, nodes,
-                                                                           policies, hook_runner: str) -> None:
+def test_failed_hook_jobs_are_retried_by_their_backoff_limit_then_reported(cluster: Cluster, operator: OperatorProcess, namespace: str, nodes: Callable[..., list[str]],
+                                                                           policies: Callable[..., str], hook_runner: str) -> None:
     pool = a_pool()
     (worker,) = nodes(1, labels=pool)
     policies(pool, preDrain=_job_template(hook_runner, 1), postMaintenance=_job_template(hook_runner, 0))
@@ -220,7 +222,7 @@ def test_failed_hook_jobs_are_retried_by_their_backoff_limit_then_reported(clust
     assert condition(status, "PreDrain")["reason"] == "JobFailed"
     assert "BackoffLimitExceeded" in status["lastError"] and "delete the Job to run it again" in status["lastError"], status["lastError"]
     assert not pods_on(cluster, worker)[0]["metadata"].get("deletionTimestamp"), "a pod was evicted although preDrain failed"
-    assert get(cluster, "node", worker)["spec"].get("unschedulable")
+    assert existing(cluster, "node", worker)["spec"].get("unschedulable")
 
     # A failed postMaintenance keeps the node cordoned and the maintenance in place, saying why.
     cluster.kubectl("delete", NM, name, "--wait=false")
@@ -229,14 +231,14 @@ def test_failed_hook_jobs_are_retried_by_their_backoff_limit_then_reported(clust
                         "postMaintenance failure reported", timeout=60)
     assert "postMaintenance Job" in status["lastError"] and "BackoffLimitExceeded" in status["lastError"]
     time.sleep(2)
-    assert nm(cluster, name) is not None and get(cluster, "node", worker)["spec"].get("unschedulable")
+    assert nm(cluster, name) is not None and existing(cluster, "node", worker)["spec"].get("unschedulable")
 
     # Deleting the failed Job runs it again; this time it succeeds and the node is handed back.
     failed_job = _hook_pods(cluster, "post-maintenance")[0]["metadata"]["labels"]["job-name"]
     cluster.kubectl("delete", "job", failed_job, "-n", OPERATOR_NAMESPACE, "--cascade=foreground", "--timeout=60s")
     _finish(cluster, _one_hook_pod(cluster, "post-maintenance", worker), 0)
     eventually(lambda: nm(cluster, name) is None, "the maintenance gone after the rerun succeeded", timeout=60)
-    assert not get(cluster, "node", worker)["spec"].get("unschedulable")
+    assert not existing(cluster, "node", worker)["spec"].get("unschedulable")
 
 
 class PodWatch(BackgroundWatch):
@@ -265,7 +267,7 @@ class PodWatch(BackgroundWatch):
         return self.log.index((what, name))
 
 
-def test_drain_rules_order_skip_and_wait_completed(cluster: Cluster, operator, namespace: str, nodes, policies) -> None:
+def test_drain_rules_order_skip_and_wait_completed(cluster: Cluster, operator: OperatorProcess, namespace: str, nodes: Callable[..., list[str]], policies: Callable[..., str]) -> None:
     pool = a_pool()
     (worker,) = nodes(1, labels=pool)
     policies(pool, drainRules=[
@@ -303,7 +305,7 @@ def test_drain_rules_order_skip_and_wait_completed(cluster: Cluster, operator, n
     cluster.kubectl("delete", NM, name, "--timeout=60s")
 
 
-def test_a_node_selected_by_two_policies_is_reported_everywhere_and_not_touched(cluster: Cluster, operator, nodes, policies) -> None:
+def test_a_node_selected_by_two_policies_is_reported_everywhere_and_not_touched(cluster: Cluster, operator: OperatorProcess, nodes: Callable[..., list[str]], policies: Callable[..., str]) -> None:
     pool = a_pool()
     (worker,) = nodes(1, labels={**pool, "zone": pool["e2e-pool"]})
     first = policies(pool)
@@ -317,7 +319,7 @@ def test_a_node_selected_by_two_policies_is_reported_everywhere_and_not_touched(
         conflict = eventually(lambda: condition(policy_status(cluster, policy), "Conflict").get("status") == "True" and policy_status(cluster, policy),
                               f"{policy} reports the conflict")
         assert conflict["conflicts"] == [{"node": worker, "policies": sorted([first, second])}]
-    assert not get(cluster, "node", worker)["spec"].get("unschedulable")
+    assert not existing(cluster, "node", worker)["spec"].get("unschedulable")
     # Once only one policy selects the node, the maintenance goes ahead.
     cluster.kubectl("delete", NMP, second)
     status = eventually(lambda: (s := nm_status(cluster, name)).get("phase") == "Succeeded" and s, "drained after the conflict ended")

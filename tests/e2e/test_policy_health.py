@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from devcluster.cluster import Cluster
+from devcluster.operator import OperatorProcess
 
 from .helpers import NM, apply, create_nm, deployment, eventually, get, nm_status, node, pdb, policy_status
 
@@ -32,7 +33,7 @@ def _ready(cluster: Cluster, namespace: str, app: str) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for p in listing["items"] for c in p["status"].get("conditions") or [])
 
 
-def test_a_freed_slot_waits_until_the_evicted_workload_is_healthy_again(cluster: Cluster, operator, nodes, policies: Callable[..., str],
+def test_a_freed_slot_waits_until_the_evicted_workload_is_healthy_again(cluster: Cluster, operator: OperatorProcess, nodes: Callable[..., list[str]], policies: Callable[..., str],
                                                                         namespace: str) -> None:
     pool = {"e2e-pool": uuid.uuid4().hex[:8]}
     first, second = nodes(2, labels=pool)

@@ -7,13 +7,15 @@ from __future__ import annotations
 import datetime
 import json
 import time
+from collections.abc import Callable
 
 import pytest
 
 from devcluster.cluster import Cluster
+from devcluster.operator import OperatorProcess
 from node_maintenance.api import timestamps
 
-from .helpers import NM, CordonWatch, a_pool, apply, condition, create_nm, eventually, get, nm_status, pdb, pod, pods_on, policy_status
+from .helpers import NM, CordonWatch, a_pool, apply, condition, create_nm, eventually, existing, get, nm_status, pdb, pod, pods_on, policy_status
 
 pytestmark = pytest.mark.e2e
 
@@ -25,8 +27,8 @@ def _next_minute(lead: float = 15) -> datetime.datetime:
     return (datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=lead + 60)).replace(second=0, microsecond=0)
 
 
-def test_queued_maintenances_wait_for_the_window_and_a_drain_pauses_at_its_end(cluster: Cluster, operator, namespace: str, nodes,
-                                                                             policies) -> None:
+def test_queued_maintenances_wait_for_the_window_and_a_drain_pauses_at_its_end(cluster: Cluster, operator: OperatorProcess, namespace: str, nodes: Callable[..., list[str]],
+                                                                             policies: Callable[..., str]) -> None:
     pool = a_pool()
     blocked_node, free_node = nodes(2, labels=pool)
     # The held pod's budget allows no eviction until the test relaxes it, after the window has closed.
@@ -49,7 +51,7 @@ def test_queued_maintenances_wait_for_the_window_and_a_drain_pauses_at_its_end(c
     status = policy_status(cluster, policy)
     assert status["windowOpen"] is False and status["nextWindow"] == timestamps.rfc3339(opens) and "windowCloses" not in status, status
     assert datetime.datetime.now(datetime.UTC) < opens, "the test's setup outlasted its lead on the window"
-    assert not any(get(cluster, "node", n)["spec"].get("unschedulable") for n in (blocked_node, free_node))
+    assert not any(existing(cluster, "node", n)["spec"].get("unschedulable") for n in (blocked_node, free_node))
 
     # The window opens: both take their node, no earlier; the free node drains, the held pod's budget holds the other.
     status = eventually(lambda: (s := nm_status(cluster, free)).get("phase") == "Succeeded" and s, "the free node drained", timeout=120)
@@ -70,12 +72,12 @@ def test_queued_maintenances_wait_for_the_window_and_a_drain_pauses_at_its_end(c
     time.sleep(3)  # a drain going on evicts within a second of its budget allowing it
     (left,) = pods_on(cluster, blocked_node)
     assert left["metadata"]["name"] == "held" and not left["metadata"].get("deletionTimestamp"), "a pod was evicted after the window closed"
-    assert get(cluster, "node", blocked_node)["spec"].get("unschedulable")
+    assert existing(cluster, "node", blocked_node)["spec"].get("unschedulable")
     assert "paused until the next maintenance window" in nm_status(cluster, blocked)["lastError"]
     cluster.kubectl("delete", NM, blocked, free, "--timeout=60s")
 
 
-def test_topology_limits_take_one_node_per_zone_at_a_time_and_the_zones_side_by_side(cluster: Cluster, operator, nodes, policies) -> None:
+def test_topology_limits_take_one_node_per_zone_at_a_time_and_the_zones_side_by_side(cluster: Cluster, operator: OperatorProcess, nodes: Callable[..., list[str]], policies: Callable[..., str]) -> None:
     pool = a_pool()
     zone_key = "topology.kubernetes.io/zone"
     zones = {zone: nodes(3, labels={**pool, zone_key: zone}) for zone in (f"{pool['e2e-pool']}-{z}" for z in "abc")}

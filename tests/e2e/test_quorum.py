@@ -5,11 +5,14 @@ the count of Ready control-plane nodes; the refusal says which rule decided."""
 from __future__ import annotations
 
 import json
+import subprocess
 import uuid
+from collections.abc import Callable
 
 import pytest
 
 from devcluster.cluster import Cluster
+from devcluster.operator import OperatorProcess
 from node_maintenance.coordination.quorum import CONTROL_PLANE_LABELS, ETCD_GUARD_NAMESPACE, ETCD_GUARD_PDBS
 
 from .helpers import NM, apply, eventually, get, pdb, pod
@@ -21,7 +24,7 @@ COUNT_RULE = "judged by the count of Ready control-plane nodes"
 GUARD_RULE = f"judged by the etcd quorum guard PodDisruptionBudget {ETCD_GUARD_NAMESPACE}/{GUARD}"
 
 
-def _create(cluster: Cluster, node_name: str):
+def _create(cluster: Cluster, node_name: str) -> subprocess.CompletedProcess[str]:
     nm = {"apiVersion": "nodemaintenance.kubevirt.io/v1beta1", "kind": "NodeMaintenance", "metadata": {"name": f"nm-{node_name}"},
           "spec": {"nodeName": node_name, "reason": "quorum e2e"}}
     return cluster.kubectl("create", "-f", "-", input=json.dumps(nm), check=False)
@@ -49,7 +52,7 @@ def _allows(cluster: Cluster, count: int) -> bool:
 
 
 @pytest.mark.usefixtures("etcd_guard_namespace")  # ETCD_GUARD_NAMESPACE, Active
-def test_quorum_is_judged_by_ready_control_plane_nodes_then_by_the_etcd_guard(cluster: Cluster, operator, admission_webhook, nodes) -> None:
+def test_quorum_is_judged_by_ready_control_plane_nodes_then_by_the_etcd_guard(cluster: Cluster, operator: OperatorProcess, admission_webhook: str, nodes: Callable[..., list[str]]) -> None:
     first, second, third = nodes(3, labels=CP)
     # Three Ready: one may go; a second would leave one of three.
     _allowed(cluster, first)

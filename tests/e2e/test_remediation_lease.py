@@ -4,9 +4,13 @@ is released or expires, and the node is given back exactly as it was."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 
 from devcluster.cluster import Cluster
+from devcluster.operator import OperatorProcess
 from node_maintenance.coordination import remediation as rem
 
 from .helpers import apply, create_nm, delete_nm, eventually, foreign_lease, get, nm_status, node
@@ -15,11 +19,11 @@ pytestmark = pytest.mark.e2e
 NAMESPACE = rem.DEFAULT_LEASE_NAMESPACE
 
 
-def _lease(cluster: Cluster, node_name: str) -> dict | None:
+def _lease(cluster: Cluster, node_name: str) -> dict[str, Any] | None:
     return get(cluster, "lease", rem.lease_name(node_name), "-n", NAMESPACE)
 
 
-def _condition(status: dict, type_: str) -> dict:
+def _condition(status: dict[str, Any], type_: str) -> dict[str, Any]:
     return next((c for c in status.get("conditions") or [] if c["type"] == type_), {})
 
 
@@ -28,11 +32,11 @@ def _reasons(cluster: Cluster, name: str) -> list[tuple[str, str]]:
     return [(e["reason"], e["message"]) for e in (events or {}).get("items", [])]
 
 
-def _label(node_obj: dict) -> str | None:
+def _label(node_obj: dict[str, Any]) -> str | None:
     return (node_obj["metadata"].get("labels") or {}).get(rem.EXCLUDE_LABEL)
 
 
-def test_a_lease_held_by_remediation_keeps_the_node_until_released(cluster: Cluster, operator, nodes, lease_namespace: str) -> None:
+def test_a_lease_held_by_remediation_keeps_the_node_until_released(cluster: Cluster, operator: OperatorProcess, nodes: Callable[..., list[str]], lease_namespace: str) -> None:
     (target,) = nodes(1)
     apply(cluster, foreign_lease(target, 3600))
     name = f"nm-{target}"
@@ -44,12 +48,13 @@ def test_a_lease_held_by_remediation_keeps_the_node_until_released(cluster: Clus
     eventually(lambda: any(r == "FailedMaintenance" and "NodeHealthCheck" in m for r, m in _reasons(cluster, name)), "an event naming the holder")
     untouched = node(cluster, target)
     assert not untouched["spec"].get("unschedulable") and _label(untouched) is None
-    assert _lease(cluster, target)["spec"]["holderIdentity"] == "NodeHealthCheck"
+    foreign = _lease(cluster, target)
+    assert foreign is not None and foreign["spec"]["holderIdentity"] == "NodeHealthCheck"
 
     cluster.kubectl("delete", "lease", rem.lease_name(target), "-n", NAMESPACE)  # remediation gives it up
     eventually(lambda: nm_status(cluster, name).get("phase") == "Succeeded", "maintenance once the Lease is free", timeout=30)
     lease = _lease(cluster, target)
-    assert lease["spec"]["holderIdentity"] == rem.HOLDER_IDENTITY and lease["spec"]["leaseDurationSeconds"] == rem.REMEDIATION_LEASE_SECONDS
+    assert lease is not None and lease["spec"]["holderIdentity"] == rem.HOLDER_IDENTITY and lease["spec"]["leaseDurationSeconds"] == rem.REMEDIATION_LEASE_SECONDS
     assert lease["metadata"]["ownerReferences"][0]["kind"] == "Node" and lease["metadata"]["ownerReferences"][0]["name"] == target
     held = node(cluster, target)
     assert held["spec"].get("unschedulable") and _label(held) == "true"
@@ -62,15 +67,15 @@ def test_a_lease_held_by_remediation_keeps_the_node_until_released(cluster: Clus
     eventually(lambda: _lease(cluster, target) is None, "the Lease released")
 
 
-def test_an_expired_lease_is_taken_over_and_a_label_set_before_stays(cluster: Cluster, operator, nodes, lease_namespace: str) -> None:
+def test_an_expired_lease_is_taken_over_and_a_label_set_before_stays(cluster: Cluster, operator: OperatorProcess, nodes: Callable[..., list[str]], lease_namespace: str) -> None:
     (target,) = nodes(1, labels={rem.EXCLUDE_LABEL: "true"})
     apply(cluster, foreign_lease(target, 4))
     name = f"nm-{target}"
     create_nm(cluster, name, target)
     eventually(lambda: "NodeHealthCheck" in nm_status(cluster, name).get("lastError", ""), "refused while the Lease is valid")
     eventually(lambda: nm_status(cluster, name).get("phase") == "Succeeded", "maintenance once the Lease expired", timeout=30)
-    lease = _lease(cluster, target)["spec"]
-    assert lease["holderIdentity"] == rem.HOLDER_IDENTITY and lease["leaseTransitions"] == 1
+    taken = _lease(cluster, target)
+    assert taken is not None and taken["spec"]["holderIdentity"] == rem.HOLDER_IDENTITY and taken["spec"]["leaseTransitions"] == 1
     delete_nm(cluster, name)
     assert _label(node(cluster, target)) == "true"  # it was there before the maintenance: it stays
     eventually(lambda: _lease(cluster, target) is None, "the Lease released")

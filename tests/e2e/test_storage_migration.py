@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
+from typing import cast
 
 import pytest
 
 from devcluster.cluster import Cluster
-from devcluster.operator import CRD_NAME, point_conversion_at
+from devcluster.operator import OperatorProcess, point_conversion_at
+from node_maintenance.api import CRD_NAME
 
-from .conftest import CRD_FILE, ROOT
-from .helpers import apply, eventually, get
+from .helpers import CRD_FILE, apply, crd_of_release, eventually, existing, get, replace_crd
 
 pytestmark = pytest.mark.e2e
 GROUP = "nodemaintenance.kubevirt.io"
@@ -23,27 +22,14 @@ NAMES = ("legacy-a", "legacy-b", "legacy-c")
 def _stored_api_version(cluster: Cluster, name: str) -> str:
     raw = cluster.etcd_get(f"/registry/{GROUP}/nodemaintenances/{name}")
     assert raw is not None, f"{name} is not in etcd"
-    return json.loads(raw)["apiVersion"]
+    return cast(str, json.loads(raw)["apiVersion"])
 
 
-def _crd_of_release(version: str, out: Path) -> Path:
-    subprocess.run(
-        [sys.executable, "-m", "node_maintenance_packaging.cli", "bundle", "--root", str(ROOT), "--release", version, "--out", str(out)],
-        check=True, capture_output=True,
-    )
-    return out / "bundle" / "manifests" / CRD_FILE.name
-
-
-def _replace_crd(cluster: Cluster, crd_file: Path) -> None:
-    cluster.kubectl("delete", "crd", CRD_NAME, "--ignore-not-found", "--timeout=120s")
-    cluster.kubectl("apply", "--server-side", "-f", str(crd_file))
-    cluster.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
-
-
-def test_objects_stored_as_v1alpha1_migrate_to_v1beta1(cluster: Cluster, operator, tmp_path: Path) -> None:
-    leftovers = get(cluster, f"nodemaintenances.v1beta1.{GROUP}")["items"]
+def test_objects_stored_as_v1alpha1_migrate_to_v1beta1(cluster: Cluster, operator: OperatorProcess, tmp_path: Path) -> None:
+    assert operator.ca_pem is not None, "the operator serves a certificate of its own making"
+    leftovers = existing(cluster, f"nodemaintenances.v1beta1.{GROUP}")["items"]
     assert not leftovers, f"other tests left NodeMaintenances behind: {[o['metadata']['name'] for o in leftovers]}"
-    _replace_crd(cluster, _crd_of_release("0.1.0", tmp_path))
+    replace_crd(cluster, crd_of_release("0.1.0", tmp_path))
     try:
         apply(cluster, *[
             {"apiVersion": f"{GROUP}/v1alpha1", "kind": "NodeMaintenance", "metadata": {"name": name}, "spec": {"nodeName": name, "reason": "before the upgrade"}}
@@ -54,7 +40,7 @@ def test_objects_stored_as_v1alpha1_migrate_to_v1beta1(cluster: Cluster, operato
         # The upgrade: the current CRD, its conversion pointed at the operator as OLM would do.
         cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_FILE))
         point_conversion_at(cluster, operator.webhook_url + "/convert", operator.ca_pem)
-        crd = get(cluster, "crd", CRD_NAME)
+        crd = existing(cluster, "crd", CRD_NAME)
         assert crd["status"]["storedVersions"] == ["v1alpha1", "v1beta1"]
         for version in ("v1alpha1", "v1alpha3", "v1beta1"):
             for name in NAMES:
@@ -64,11 +50,11 @@ def test_objects_stored_as_v1alpha1_migrate_to_v1beta1(cluster: Cluster, operato
 
         operator.stop()
         operator.start()  # the elected instance migrates storage on start
-        eventually(lambda: get(cluster, "crd", CRD_NAME)["status"]["storedVersions"] == ["v1beta1"], "storedVersions == [v1beta1]")
+        eventually(lambda: existing(cluster, "crd", CRD_NAME)["status"]["storedVersions"] == ["v1beta1"], "storedVersions == [v1beta1]")
         assert {_stored_api_version(cluster, n) for n in NAMES} == {f"{GROUP}/v1beta1"}
         assert "storage version migration done" in operator.logs()
     finally:
         for name in NAMES:
             cluster.kubectl("delete", f"nodemaintenances.v1beta1.{GROUP}", name, "--ignore-not-found", "--timeout=60s")
-        _replace_crd(cluster, CRD_FILE)
+        replace_crd(cluster, CRD_FILE)
         point_conversion_at(cluster, operator.webhook_url + "/convert", operator.ca_pem)

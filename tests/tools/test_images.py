@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, cast
 
 import grpc
 import pytest
@@ -58,12 +59,12 @@ def built(registry: Registry, opm_image: str) -> dict[str, tuple[str, str]]:
     return _build(f"{registry.host}/nmo", opm_image)
 
 
-def _skopeo_inspect(reference: str) -> dict:
+def _skopeo_inspect(reference: str) -> dict[str, Any]:
     out = subprocess.run(["skopeo", "inspect", "--tls-verify=false", f"docker://{reference}"], capture_output=True, text=True, check=True)
-    return json.loads(out.stdout)
+    return cast(dict[str, Any], json.loads(out.stdout))
 
 
-def test_bundle_image_labels_equal_the_bundle_annotations(built) -> None:
+def test_bundle_image_labels_equal_the_bundle_annotations(built: dict[str, tuple[str, str]]) -> None:
     reference, digest = built["bundle"]
     inspected = _skopeo_inspect(reference)
     annotations = yaml.safe_load((ROOT / "bundle" / "metadata" / "annotations.yaml").read_text())["annotations"]
@@ -72,8 +73,8 @@ def test_bundle_image_labels_equal_the_bundle_annotations(built) -> None:
     assert inspected["Digest"] == digest
 
 
-def _normalised(bundle: dict) -> dict:
-    def decoded(prop: dict) -> tuple[str, str]:
+def _normalised(bundle: dict[str, Any]) -> dict[str, Any]:
+    def decoded(prop: dict[str, Any]) -> tuple[str, str]:
         value = prop["value"]
         if prop["type"] == "olm.bundle.object":
             value = json.loads(base64.b64decode(value["data"]))
@@ -85,7 +86,7 @@ def _normalised(bundle: dict) -> dict:
     return {"name": bundle["name"], "package": bundle["package"], "properties": properties}
 
 
-def test_opm_renders_the_pushed_bundle_like_the_catalog_entry(built, registry: Registry, tmp_path: Path) -> None:
+def test_opm_renders_the_pushed_bundle_like_the_catalog_entry(built: dict[str, tuple[str, str]], registry: Registry, tmp_path: Path) -> None:
     reference, _ = built["bundle"]
     opm = str(toolchain.binary("opm"))
     rendered = subprocess.run([opm, "render", reference, "--use-http", "-o", "json"], capture_output=True, text=True)
@@ -132,7 +133,7 @@ def _list_packages(port: int) -> list[str]:
         return names
 
 
-def test_catalog_image_validates_and_serves_the_package(built, tmp_path: Path) -> None:
+def test_catalog_image_validates_and_serves_the_package(built: dict[str, tuple[str, str]], tmp_path: Path) -> None:
     reference, _ = built["catalog"]
     inspected = _skopeo_inspect(reference)
     assert inspected["Labels"]["operators.operatorframework.io.index.configs.v1"] == "/configs"
@@ -162,7 +163,7 @@ def test_catalog_image_validates_and_serves_the_package(built, tmp_path: Path) -
         server.wait(10)
 
 
-def test_rebuilding_the_same_inputs_gives_the_same_bundle_digest(built, registry: Registry, opm_image: str) -> None:
+def test_rebuilding_the_same_inputs_gives_the_same_bundle_digest(built: dict[str, tuple[str, str]], registry: Registry, opm_image: str) -> None:
     again = _build(f"{registry.host}/nmo", opm_image)
     assert again["bundle"][1] == built["bundle"][1]
     assert again["catalog"][1] == built["catalog"][1]

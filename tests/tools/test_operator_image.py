@@ -9,6 +9,7 @@ import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,7 +35,7 @@ def _push(source: str, reference: str) -> None:
     subprocess.run(["skopeo", "copy", "--dest-tls-verify=false", source, f"docker://{reference}"], check=True, capture_output=True)
 
 
-def _unpack(reference: str, into: Path) -> tuple[Path, dict]:
+def _unpack(reference: str, into: Path) -> tuple[Path, dict[str, Any]]:
     layout = into / "layout"
     subprocess.run(["skopeo", "copy", "--src-tls-verify=false", f"docker://{reference}", f"oci:{layout}:pulled"], check=True, capture_output=True)
     rootfs = into / "rootfs"
@@ -59,7 +60,7 @@ def _tree(root: Path) -> dict[str, tuple[str, int, str]]:
 
 
 @pytest.fixture(scope="module")
-def both(registry: Registry, tmp_path_factory: pytest.TempPathFactory) -> tuple[tuple[Path, dict], tuple[Path, dict]]:
+def both(registry: Registry, tmp_path_factory: pytest.TempPathFactory) -> tuple[tuple[Path, dict[str, Any]], tuple[Path, dict[str, Any]]]:
     base, build_base = f"{registry.host}/python-base:test", f"{registry.host}/python-build:test"
     _push(base_layout(), base)
     _push(base_layout(packages=(*BASE_PACKAGES, "python3-pip")), build_base)  # a build stage needs pip
@@ -85,7 +86,7 @@ def _own_record(path: str) -> bool:
     return path.endswith(".pyc") or path.endswith(".dist-info/RECORD")
 
 
-def test_both_ways_install_the_same_files(both) -> None:
+def test_both_ways_install_the_same_files(both: tuple[tuple[Path, dict[str, Any]], tuple[Path, dict[str, Any]]]) -> None:
     (engine_root, _), (daemonless_root, _) = both
     engine, daemonless = _tree(engine_root / APP), _tree(daemonless_root / APP)
     assert engine.keys() == daemonless.keys()
@@ -97,7 +98,7 @@ def test_both_ways_install_the_same_files(both) -> None:
     assert outside == {p: v for p, v in _tree(daemonless_root).items() if not p.startswith(APP)}
 
 
-def test_both_ways_configure_the_image_alike(both) -> None:
+def test_both_ways_configure_the_image_alike(both: tuple[tuple[Path, dict[str, Any]], tuple[Path, dict[str, Any]]]) -> None:
     (_, engine), (_, daemonless) = both
     for key in ("User", "Env", "Entrypoint", "ExposedPorts", "WorkingDir"):
         assert engine.get(key) == daemonless.get(key), key
@@ -105,7 +106,7 @@ def test_both_ways_configure_the_image_alike(both) -> None:
     assert labels == daemonless["Labels"] and labels["org.opencontainers.image.version"] == VERSION
 
 
-def test_the_image_holds_no_compiler_pip_or_source_tree(both) -> None:
+def test_the_image_holds_no_compiler_pip_or_source_tree(both: tuple[tuple[Path, dict[str, Any]], tuple[Path, dict[str, Any]]]) -> None:
     _, (root, config) = both
     assert config["User"] == "65532:65532"
     for absent in ("usr/bin/gcc", "usr/bin/cc", "usr/lib/python3/dist-packages/pip", "src", f"{APP}/bin"):

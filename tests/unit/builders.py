@@ -24,6 +24,7 @@ from functools import partial
 from typing import Any, NamedTuple
 
 from node_maintenance.api import GROUP, KIND
+from node_maintenance.client.credentials import Credentials
 from node_maintenance.client.errors import Gone, NotFound
 from node_maintenance.drain.node import HOLDER, TAINT, WAS_TAINTED, WAS_UNSCHEDULABLE
 from node_maintenance.client.watch import Mirror
@@ -272,7 +273,7 @@ class Call(NamedTuple):
 
 
 class FakeApi:
-    """The operator's API access (``AsyncKube``) answered from memory, recording every call in ``calls``.
+    """The operator's API access (a ``KubeApi``, as ``AsyncKube`` is) answered from memory, recording every call in ``calls``.
 
     - ``request(method, path, *, query, body, content_type, timeout)`` takes the next answer scripted for
       method and path (``script``, ``fail``): an exception is raised, anything else returned. Unscripted,
@@ -287,8 +288,10 @@ class FakeApi:
     - ``outage``, while set, is raised by every call: an API server away or failing.
     - ``calls`` holds a ``Call`` (method, path, body, query, content_type) per call; ``calls_to``,
       ``writes`` and ``remaining`` read them and what is left of the script.
-    - ``blocking()`` is the same fake with blocking methods, for code given a ``Kube`` (admission, leader
-      election): calls, scripts and objects are shared.
+    - ``blocking()`` is the same fake with blocking methods (a ``BlockingKubeApi``, as ``Kube`` is), for
+      admission and leader election: calls, scripts and objects are shared.
+    - ``credentials`` name a server no test reaches, and ``may_write`` always says yes: kopf's session is made
+      from them, and no unit test sends through it.
 
     Answers are deep copies: what the code under test changes never changes the script or the store.
     """
@@ -296,6 +299,8 @@ class FakeApi:
     def __init__(self, objects: dict[str, Obj] | None = None) -> None:
         self.objects: dict[str, Obj] = dict(objects or {})
         self.calls: list[Call] = []
+        self.credentials = Credentials(server="https://api.invalid")
+        self.may_write: Callable[[], bool] = lambda: True
         self.outage: BaseException | None = None
         self.idle = asyncio.Event()
         self._answers: dict[tuple[str, str], deque[Any]] = {}
@@ -383,7 +388,8 @@ class FakeApi:
 
 
 class BlockingFakeApi:
-    """A ``FakeApi`` seen through blocking calls, as code given a ``Kube`` makes them (from a thread)."""
+    """A ``FakeApi`` seen through blocking calls (a ``BlockingKubeApi``), as admission and leader election make them
+    (from a thread)."""
 
     def __init__(self, api: FakeApi) -> None:
         self.api = api

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -14,8 +15,9 @@ from node_maintenance_packaging import cli
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def load_yaml(path: Path) -> dict:
-    return yaml.safe_load(path.read_text())
+def load_yaml(path: Path) -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load(path.read_text())
+    return loaded
 
 
 def render_bundle(tmp_path: Path, version: str) -> Path:

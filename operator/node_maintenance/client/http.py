@@ -27,7 +27,7 @@ from urllib.parse import unquote, urlencode, urlsplit
 import aiohttp
 import orjson
 
-from node_maintenance.client.config import Credentials
+from node_maintenance.client.credentials import Credentials
 from node_maintenance.client.errors import NotFound, NotLeading, Unreachable, api_error
 
 MERGE_PATCH = "application/merge-patch+json"

@@ -18,7 +18,7 @@ from kubernetes.client import Configuration
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.config.kube_config import FileOrData, KubeConfigLoader, KubeConfigMerger
 
-from node_maintenance.client.config import Credentials, Impersonation, proxy_for
+from node_maintenance.client.credentials import Credentials, Impersonation, proxy_for
 from node_maintenance.client.errors import ConfigError
 from node_maintenance.client.exec_plugin import ExecPlugin
 

@@ -16,7 +16,7 @@ from typing import Any, cast
 
 from node_maintenance.api.objects import key_of
 from node_maintenance.client.errors import Gone
-from node_maintenance.client.http import AsyncKube
+from node_maintenance.client.protocol import KubeApi
 
 # Server-side duration of one watch request; the next one resumes where it ended.
 WATCH_SECONDS = 290
@@ -38,7 +38,7 @@ def without_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
 class Mirror:
     """The objects at ``path`` matching ``field_selector``; ``synced`` once the first listing is in."""
 
-    def __init__(self, kube: AsyncKube, path: str, on_change: OnChange, *, field_selector: str | None = None,
+    def __init__(self, kube: KubeApi, path: str, on_change: OnChange, *, field_selector: str | None = None,
                  slim: Callable[[dict[str, Any]], dict[str, Any]] = without_managed_fields, from_cache: bool = True) -> None:
         self.kube = kube
         self.slim = slim  # what of each object is kept
@@ -60,12 +60,10 @@ class Mirror:
                 if version is None:
                     version = await self._list(consistent=expired or not self.from_cache)
                 query = {**self.query, "resourceVersion": version, "allowWatchBookmarks": "true", "timeoutSeconds": str(WATCH_SECONDS)}
-                async for event in self.kube.watch(self.path, query, on_open=self._current):
+                async for event in self.kube.watch(self.path, query, on_open=self.opened):
                     delay = RETRY_FIRST_SECONDS  # the watch is back: a later failure starts the backoff afresh
-                    obj = event["object"]
-                    version = obj["metadata"]["resourceVersion"]
-                    if event["type"] != "BOOKMARK":
-                        self.apply(event["type"], obj)
+                    version = event["object"]["metadata"]["resourceVersion"]
+                    self.take(event)
                 delay = RETRY_FIRST_SECONDS
             except Gone:
                 log.info("watch of %s expired (410 Gone): listing again", self.path)
@@ -78,16 +76,21 @@ class Mirror:
                 await asyncio.sleep(delay)
                 delay = min(RETRY_MAX_SECONDS, delay * 2)
 
-    def _current(self) -> None:
-        """The server accepted a watch from where the objects stand: they are current again."""
+    def opened(self) -> None:
+        """The server accepted a watch from where the objects stand: they are current again. What the watch
+        calls when it opens; a caller that keeps the objects current by other means (a test) calls it too."""
         if self.failure:
             self.failure = ""
             self.on_change(None)
 
-    def apply(self, event: str, obj: dict[str, Any]) -> None:
-        """Take one watch event (ADDED, MODIFIED or DELETED) and tell of it, unless nothing of what is kept changed
-        (a heartbeat, say)."""
-        if event == "DELETED":
+    def take(self, event: dict[str, Any]) -> None:
+        """One watch event (ADDED, MODIFIED, DELETED or BOOKMARK), taken as the watch takes each: its object is
+        kept (``slim``) or dropped, and the caller told of it unless nothing of what is kept changed (a
+        heartbeat, a bookmark). The watch hands every event here; a test hands the events it makes up."""
+        obj = event["object"]
+        if event["type"] == "BOOKMARK":
+            return
+        if event["type"] == "DELETED":
             self._drop(obj)
         elif not self._put(self.slim(obj)):
             return

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Collection
 from typing import Any
 
-from node_maintenance.client.http import AsyncKube
+from node_maintenance.client.protocol import KubeApi
 from node_maintenance.client.watch import Mirror, without_managed_fields
 from node_maintenance.drain.budgets import InFlight
 
@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 
 class BudgetWatch:
-    def __init__(self, kube: AsyncKube) -> None:
+    def __init__(self, kube: KubeApi) -> None:
         self.mirror = Mirror(kube, PATH, self._changed, slim=self._arrived)
         # listener -> the namespaces whose budgets it reads
         self._listeners: dict[Callable[[], None], Callable[[], Collection[str]]] = {}

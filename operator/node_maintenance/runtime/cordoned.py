@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from node_maintenance.api.paths import node_path
-from node_maintenance.client.http import AsyncKube
+from node_maintenance.client.protocol import KubeApi
 from node_maintenance.client.watch import Mirror
 from node_maintenance.drain import node as nodes
 
@@ -22,7 +22,7 @@ SELECTOR = "spec.unschedulable=true"
 
 
 class CordonedNodes:
-    def __init__(self, kube: AsyncKube) -> None:
+    def __init__(self, kube: KubeApi) -> None:
         self.mirror = Mirror(kube, node_path(), self._changed, field_selector=SELECTOR, slim=nodes.slim)
         self._listeners: dict[str, Callable[[], None]] = {}  # node name -> its drained engine's wake
         self._task: asyncio.Task[None] | None = None

@@ -17,7 +17,7 @@ from typing import Any
 
 from node_maintenance.api.paths import daemonset_path
 from node_maintenance.client.errors import KubeError, NotFound
-from node_maintenance.client.http import AsyncKube
+from node_maintenance.client.protocol import KubeApi
 from node_maintenance.drain import pods
 
 log = logging.getLogger(__name__)
@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 class DaemonSetLookup:
     """What one drain knows of the DaemonSets its node's pods name ("namespace/name")."""
 
-    def __init__(self, kube: AsyncKube) -> None:
+    def __init__(self, kube: KubeApi) -> None:
         self.kube = kube
         self.found: set[str] = set()  # seen to exist
         self.unknown: set[str] = set()  # wanted at the last read, and not read

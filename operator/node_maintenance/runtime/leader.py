@@ -25,7 +25,7 @@ from typing import Any
 from node_maintenance.api import timestamps
 from node_maintenance.api.paths import lease_path
 from node_maintenance.client.errors import Conflict, KubeError, NotFound, Unreachable
-from node_maintenance.client.http import Kube
+from node_maintenance.client.protocol import BlockingKubeApi
 from node_maintenance.coordination import lease as leases
 
 LEASE_NAME = "node-maintenance-operator-lock"
@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 
 
 class LeaderElector:
-    def __init__(self, kube: Kube, namespace: str, identity: str, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, kube: BlockingKubeApi, namespace: str, identity: str, clock: Callable[[], float] = time.monotonic) -> None:
         self.kube = kube
         self.namespace = namespace
         self.path = lease_path(namespace, LEASE_NAME)

@@ -13,7 +13,7 @@ from typing import Any
 
 from node_maintenance.api.paths import NAMESPACES, lease_path
 from node_maintenance.client.errors import ApiError, Conflict, Forbidden, Invalid, NotFound
-from node_maintenance.client.http import AsyncKube
+from node_maintenance.client.protocol import KubeApi
 from node_maintenance.coordination import lease as leases
 from node_maintenance.coordination.remediation import (
     FORBIDDEN_RECHECK_SECONDS,
@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 class LeaseKeeper:
     """What is known of one node's Lease, and the requests that read, write and release it."""
 
-    def __init__(self, kube: AsyncKube, namespace: str, node_name: str) -> None:
+    def __init__(self, kube: KubeApi, namespace: str, node_name: str) -> None:
         self.kube = kube
         self.namespace = namespace
         self.node_name = node_name

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from node_maintenance.api.paths import nm_path, node_path
-from node_maintenance.client.http import Kube
+from node_maintenance.client.protocol import BlockingKubeApi
 from node_maintenance.coordination import quorum
 
 
@@ -46,7 +46,7 @@ def deny_reason(obj: dict[str, Any], facts: Facts) -> str | None:
     return f"NodeMaintenance {name}: {refused}" if refused else None
 
 
-def gather_facts(kube: Kube, obj: dict[str, Any]) -> Facts:
+def gather_facts(kube: BlockingKubeApi, obj: dict[str, Any]) -> Facts:
     """Read the node and the existing NodeMaintenances, and for a control-plane node the etcd guard
     budgets and the other control-plane nodes (blocking calls)."""
     node_name = node_name_of(obj)

@@ -19,7 +19,7 @@ from aiohttp import web
 from node_maintenance.api import CONVERT_PATH, VALIDATE_PATH, VALIDATE_POLICY_PATH
 from node_maintenance.api.conversion import ConversionError, convert, version_of
 from node_maintenance.client.errors import TooManyRequests
-from node_maintenance.client.http import Kube
+from node_maintenance.client.protocol import BlockingKubeApi
 from node_maintenance.policy import refusals
 from node_maintenance.webhooks import admission
 from node_maintenance.webhooks.certs import ReloadingTLS
@@ -88,7 +88,7 @@ def policy_admission_response(review: Any) -> dict[str, Any]:
     return admission_response(uid, reason)
 
 
-async def _facts(kube: Kube, obj: dict[str, Any]) -> admission.Facts:
+async def _facts(kube: BlockingKubeApi, obj: dict[str, Any]) -> admission.Facts:
     """What the admission rules read. A read the API server asks to be made again later (a 429, as while a
     CRD's storage re-initialises after an upgrade) is made again after its Retry-After, as client-go's clients
     do, within the review's 10 s; in doubt after that, the review is refused and says to try again."""
@@ -124,7 +124,7 @@ def _json(answer: dict[str, Any]) -> web.Response:
     return web.Response(body=orjson.dumps(answer), content_type="application/json")
 
 
-def _app(kube: Kube) -> web.Application:
+def _app(kube: BlockingKubeApi) -> web.Application:
     async def convert_handler(request: web.Request) -> web.Response:
         answer = conversion_response(await _read_json(request))
         try:
@@ -162,7 +162,7 @@ def _app(kube: Kube) -> web.Application:
     return app
 
 
-async def start_webhook_server(*, host: str, port: int, cert_dir: Path, kube: Kube) -> web.AppRunner:
+async def start_webhook_server(*, host: str, port: int, cert_dir: Path, kube: BlockingKubeApi) -> web.AppRunner:
     """Serve the webhooks over TLS on ``host:port``; the certificate follows rotations of the files."""
     tls = ReloadingTLS(cert_dir)
     app = _app(kube)

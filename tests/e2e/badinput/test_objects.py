@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import uuid
 from collections import Counter
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -13,7 +15,7 @@ from devcluster.cluster import KWOK_SELECTOR, Cluster
 from devcluster.operator import OperatorProcess
 from node_maintenance.api import GROUP, KIND, PLURAL
 
-from ..helpers import NM, apply, create_nm, delete_nm, eventually, nm, nm_status, our_taint, pod, pods_on
+from ..helpers import NM, apply, create_nm, delete_nm, eventually, existing, nm_status, our_taint, pod, pods_on
 from ..helpers import node as node_of
 from .operator_log import errors_about
 
@@ -21,12 +23,12 @@ pytestmark = pytest.mark.e2e
 INT64_MAX = 2**63 - 1
 
 
-def _nm(name: str, spec: object, version: str = "v1beta1") -> dict:
+def _nm(name: str, spec: object, version: str = "v1beta1") -> dict[str, Any]:
     obj = {"apiVersion": f"{GROUP}/{version}", "kind": KIND, "metadata": {"name": name}, "spec": spec}
     return obj if spec is not None else {k: v for k, v in obj.items() if k != "spec"}
 
 
-def _spec(**fields: object) -> dict:
+def _spec(**fields: object) -> dict[str, Any]:
     return {"nodeName": "some-node", "reason": "limits", **fields}
 
 
@@ -86,7 +88,7 @@ def test_a_name_of_254_characters_is_refused(cluster: Cluster, crd: str, tally: 
      ("status.conditions[0].status", "Unsupported value")),
     ({"lastUpdate": "yesterday"}, ("status.lastUpdate", "date-time")),
 ], ids=["phase", "progress", "condition", "timestamp"])
-def test_a_status_past_its_limits_is_refused(cluster: Cluster, operator: OperatorProcess, tally: Counter[str], status: dict,
+def test_a_status_past_its_limits_is_refused(cluster: Cluster, operator: OperatorProcess, tally: Counter[str], status: dict[str, Any],
                                              words: tuple[str, ...]) -> None:
     tally["objects: status fields past their limits"] += 1
     name = f"st-{uuid.uuid4().hex[:8]}"
@@ -125,7 +127,7 @@ def test_fields_at_their_limits_and_in_any_script_are_carried_out(cluster: Clust
                             f"drained (operator errors: {errors_about(operator, name)[-1:]})", timeout=60)
         assert not errors_about(operator, name)
         assert status["evictionPods"] == 1 and status["drainProgress"] == 100
-        assert nm(cluster, name)["spec"]["reason"] == reason
+        assert existing(cluster, NM, name)["spec"]["reason"] == reason
         drained = node_of(cluster, target)
         assert drained["spec"].get("unschedulable") and our_taint(drained)
     finally:
@@ -136,7 +138,7 @@ def test_fields_at_their_limits_and_in_any_script_are_carried_out(cluster: Clust
 
 
 def test_the_largest_grace_period_is_passed_on_and_the_drain_still_ends(cluster: Cluster, operator: OperatorProcess, namespace: str,
-                                                                        nodes, tally: Counter[str]) -> None:
+                                                                        nodes: Callable[..., list[str]], tally: Counter[str]) -> None:
     (target,) = nodes(1)
     apply(cluster, pod("slow", namespace, target))
     eventually(lambda: any(p["status"].get("phase") == "Running" for p in pods_on(cluster, target)), "the pod running")
@@ -155,7 +157,7 @@ def test_the_largest_grace_period_is_passed_on_and_the_drain_still_ends(cluster:
         delete_nm(cluster, name)
 
 
-def test_a_status_someone_else_writes_is_put_right(cluster: Cluster, operator: OperatorProcess, namespace: str, nodes,
+def test_a_status_someone_else_writes_is_put_right(cluster: Cluster, operator: OperatorProcess, namespace: str, nodes: Callable[..., list[str]],
                                                    tally: Counter[str]) -> None:
     """A user (or another controller) writes the status: the operator is not misled, and writes the truth again."""
     (target,) = nodes(1)
@@ -189,7 +191,7 @@ def test_a_status_someone_else_writes_is_put_right(cluster: Cluster, operator: O
     assert not node_of(cluster, target)["spec"].get("unschedulable")
 
 
-def test_no_update_in_any_version_moves_a_maintenance(cluster: Cluster, operator: OperatorProcess, nodes, tally: Counter[str]) -> None:
+def test_no_update_in_any_version_moves_a_maintenance(cluster: Cluster, operator: OperatorProcess, nodes: Callable[..., list[str]], tally: Counter[str]) -> None:
     """No update moves a maintenance to another node, in any version: nodeName changed, spec or nodeName removed."""
     (target,) = nodes(1)
     name = f"nm-{target}"
@@ -205,6 +207,6 @@ def test_no_update_in_any_version_moves_a_maintenance(cluster: Cluster, operator
         removed = cluster.kubectl("patch", f"{PLURAL}.{version}.{GROUP}", name, "--type=json", "-p", json.dumps([{"op": "remove", "path": patch}]),
                                   check=False)
         assert removed.returncode != 0 and "spec" in removed.stderr, (version, patch, removed.stdout, removed.stderr)
-    assert nm(cluster, name)["spec"]["nodeName"] == target
+    assert existing(cluster, NM, name)["spec"]["nodeName"] == target
     cluster.kubectl("delete", NM, name, "--timeout=30s")
     eventually(lambda: not node_of(cluster, target)["spec"].get("unschedulable"), "the node given back")

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -32,11 +34,11 @@ pytestmark = pytest.mark.e2e
 TIMEOUT = 20
 
 
-def _owner(kind: str, api_version: str, name: str) -> dict:
+def _owner(kind: str, api_version: str, name: str) -> dict[str, Any]:
     return {"apiVersion": api_version, "kind": kind, "name": name, "uid": str(uuid.uuid4()), "controller": True}
 
 
-def test_pods_of_odd_shapes_get_a_clear_outcome(cluster: Cluster, operator: OperatorProcess, namespace: str, nodes,
+def test_pods_of_odd_shapes_get_a_clear_outcome(cluster: Cluster, operator: OperatorProcess, namespace: str, nodes: Callable[..., list[str]],
                                                  tally: Counter[str]) -> None:
     (target,) = nodes(1)
     shapes = {
@@ -73,7 +75,7 @@ def test_pods_of_odd_shapes_get_a_clear_outcome(cluster: Cluster, operator: Oper
     assert not node_of(cluster, target)["spec"].get("unschedulable")
 
 
-def test_a_node_with_a_stale_holder_and_many_taints_is_taken_and_given_back(cluster: Cluster, operator: OperatorProcess, nodes,
+def test_a_node_with_a_stale_holder_and_many_taints_is_taken_and_given_back(cluster: Cluster, operator: OperatorProcess, nodes: Callable[..., list[str]],
                                                                              tally: Counter[str]) -> None:
     others = [{"key": f"example.com/t{i}", "value": "v", "effect": "PreferNoSchedule"} for i in range(50)]
     (target,) = nodes(1, taints=[*others, dict(TAINT)])
@@ -93,7 +95,7 @@ def test_a_node_with_a_stale_holder_and_many_taints_is_taken_and_given_back(clus
     assert [t for t in released["spec"].get("taints") or [] if t["key"].startswith("example.com/")] == others
 
 
-def test_a_node_deleted_during_the_maintenance_fails_it_clearly(cluster: Cluster, operator: OperatorProcess, nodes,
+def test_a_node_deleted_during_the_maintenance_fails_it_clearly(cluster: Cluster, operator: OperatorProcess, nodes: Callable[..., list[str]],
                                                                 tally: Counter[str]) -> None:
     (target,) = nodes(1)
     name = f"nm-{target}"

@@ -15,7 +15,8 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
-from typing import Any
+from pathlib import Path
+from typing import Any, cast
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -26,7 +27,7 @@ from devcluster.operator import OperatorProcess
 from devcluster.pki import generate_self_signed
 from node_maintenance.api import GROUP, KIND, PLURAL, VERSIONS
 
-from ..helpers import NM, apply, create_nm, delete_nm, eventually, get
+from ..helpers import NM, apply, create_nm, delete_nm, eventually, existing, get
 
 pytestmark = pytest.mark.e2e
 CONVERT, VALIDATE = "/convert", "/validate-nodemaintenance"
@@ -40,6 +41,7 @@ class Webhook:
     """HTTPS requests to the operator's webhook port, trusting its serving CA."""
 
     def __init__(self, operator: OperatorProcess) -> None:
+        assert operator.ca_pem is not None, "the operator serves a certificate of its own making"
         self.port = operator.webhook_port
         self.context = ssl.create_default_context(cadata=operator.ca_pem.decode())
 
@@ -55,12 +57,12 @@ class Webhook:
         finally:
             connection.close()
 
-    def review(self, path: str, review: Any) -> dict:
+    def review(self, path: str, review: Any) -> dict[str, Any]:
         status, body = self.post(path, json.dumps(review).encode())
         assert status == 200, (status, body[:300])
         answer = json.loads(body)
         assert isinstance(answer.get("response"), dict), answer
-        return answer["response"]
+        return cast(dict[str, Any], answer["response"])
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +106,7 @@ def landscape(cluster: Cluster, crd: str, etcd_guard_namespace: str) -> Iterator
     cluster.kubectl("delete", "node", *names.values(), "--wait=false")
 
 
-def _nm(version: str, name: str, node: str | None, extra_spec: dict) -> dict:
+def _nm(version: str, name: str, node: str | None, extra_spec: dict[str, Any]) -> dict[str, Any]:
     spec = {**extra_spec, **({"nodeName": node} if node else {})}
     return {"apiVersion": f"{GROUP}/{version}", "kind": KIND, "metadata": {"name": name}, "spec": spec}
 
@@ -119,7 +121,7 @@ json_values = st.recursive(
 extra_specs = st.fixed_dictionaries({}, optional={"reason": texts, "drain": json_values, "unknown": json_values})
 
 
-def _expected(case: dict, landscape: dict[str, str]) -> str | None:
+def _expected(case: dict[str, Any], landscape: dict[str, str]) -> str | None:
     """Which rule must refuse this review (the oracle, from how the case was built)."""
     if case["operation"] != "CREATE":
         return None
@@ -130,7 +132,7 @@ def test_admission_reviews_of_real_objects_reach_every_rule(webhook: Webhook, la
                                                             tally: Counter[str]) -> None:
     refused: Counter[str] = Counter()
 
-    def sure(node: str) -> dict:  # one certain example of each outcome, besides the random ones
+    def sure(node: str) -> dict[str, Any]:  # one certain example of each outcome, besides the random ones
         return {"operation": "CREATE", "node": node, "version": "v1beta1", "name": f"sure-{node}", "uid": node, "extra": {}}
 
     @FUZZ
@@ -146,7 +148,7 @@ def test_admission_reviews_of_real_objects_reach_every_rule(webhook: Webhook, la
         "uid": st.text(max_size=40),
         "extra": extra_specs,
     }))
-    def check(case: dict) -> None:
+    def check(case: dict[str, Any]) -> None:
         node = landscape.get(case["node"], f"missing-{case['name']}")
         implicit = case["version"] == "v1alpha3" and case["name"].startswith("i")  # v1alpha3 may name the node by metadata.name
         obj = _nm(case["version"], node if implicit else case["name"], None if implicit else node, case["extra"])
@@ -215,7 +217,7 @@ def test_objects_of_any_content_read_back_unchanged_in_every_version(cluster: Cl
                 read = get(cluster, f"{PLURAL}.{version}.{GROUP}", name)
                 assert read is not None and read["apiVersion"] == f"{GROUP}/{version}"
                 assert read["spec"]["reason"] == reason
-            back = get(cluster, f"{PLURAL}.v1beta1.{GROUP}", name)
+            back = existing(cluster, f"{PLURAL}.v1beta1.{GROUP}", name)
             assert back["spec"]["drain"] == drain
         finally:
             cluster.kubectl("delete", f"{PLURAL}.v1beta1.{GROUP}", name, "--wait=false")
@@ -309,15 +311,15 @@ def test_slow_clients_do_not_stop_others_being_served(webhook: Webhook, operator
             held.append(conn)
         tally["webhook: slow clients (slowloris)"] += len(held)
         for _ in range(5):
-            for conn in held[40:]:
-                conn.sendall(b"a")  # keep trickling
+            for trickling in held[40:]:
+                trickling.sendall(b"a")  # keep trickling
             started = time.monotonic()
             _assert_served(operator, webhook)
             assert time.monotonic() - started < 2, f"a good review took {time.monotonic() - started:.1f}s behind slow clients"
             time.sleep(0.5)
     finally:
-        for conn in held:
-            conn.close()
+        for connection in held:
+            connection.close()
     _assert_served(operator, webhook)
 
 
@@ -352,7 +354,7 @@ def _handshake(port: int, context: ssl.SSLContext) -> str:
 
 
 @pytest.mark.parametrize("version", ["TLSv1", "TLSv1_1"])
-def test_tls_below_1_2_is_refused(webhook: Webhook, operator: OperatorProcess, tally: Counter[str], version: str, tmp_path) -> None:
+def test_tls_below_1_2_is_refused(webhook: Webhook, operator: OperatorProcess, tally: Counter[str], version: str, tmp_path: Path) -> None:
     # Control: this client does speak the old version with a server that allows it.
     ca = generate_self_signed(tmp_path, ["127.0.0.1"])
     permissive = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -366,6 +368,7 @@ def test_tls_below_1_2_is_refused(webhook: Webhook, operator: OperatorProcess, t
         assert _handshake(listener.getsockname()[1], _old_tls_client(ca, version)) == version.replace("_", ".")
         accepting.join(10)
     tally["webhook: TLS handshakes below 1.2"] += 1
+    assert operator.ca_pem is not None, "the operator serves a certificate of its own making"
     with pytest.raises(ssl.SSLError) as refused:
         _handshake(webhook.port, _old_tls_client(operator.ca_pem, version))
     # The server ends the handshake (an alert, or closing the connection): the client offered, the server refused.

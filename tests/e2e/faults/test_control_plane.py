@@ -31,6 +31,7 @@ def _pid(cluster: Cluster, name: str) -> int:
 
 def test_apiserver_and_etcd_restarts_and_a_compaction(cluster: Cluster, admin: Api, namespace: str, run_id: str, tally: Tally,
                                                       api_proxy: Proxy, proxied_operator: OperatorProcess, supervised: Supervisor) -> None:
+    assert proxied_operator.process is not None
     pid = proxied_operator.process.pid
     seen: dict[str, object] = {}
 

@@ -71,6 +71,7 @@ def test_connections_reset_in_the_middle_of_watches(cluster: Cluster, admin: Api
 def test_thirty_second_blackout(cluster: Cluster, admin: Api, namespace: str, run_id: str, tally: Tally, api_proxy: Proxy,
                                 proxied_operator: OperatorProcess, supervised: Supervisor) -> None:
     seen: dict[str, object] = {}
+    assert proxied_operator.process is not None
     pid = proxied_operator.process.pid
 
     def blackout(go_on: Callable[[], None]) -> None:

@@ -19,7 +19,7 @@ from devcluster.httpproxies import FaultProxy
 from devcluster.operator import USER, OperatorProcess
 from node_maintenance.api.paths import BUDGETS, CRDS, policy_path
 
-from ..helpers import NM, NMP, apply, create_nm, eventually, get, install_policy_crd, nm_status, pod
+from ..helpers import NM, NMP, apply, create_nm, eventually, existing, get, install_policy_crd, nm_status, pod
 
 pytestmark = pytest.mark.e2e
 
@@ -66,7 +66,7 @@ class CordonSampler:
                 self.failed += 1
                 continue
             self.samples += 1
-            self.most = max(self.most, sum(bool(n.spec.unschedulable) for n in listing.items))
+            self.most = max(self.most, sum(bool(n.spec and n.spec.unschedulable) for n in listing.items))
 
 
 @pytest.fixture
@@ -96,9 +96,9 @@ def test_the_queue_holds_under_error_answers_a_restart_and_a_silent_watch(
         apply(cluster, pod(f"web-{worker}", namespace, worker, labels={"tier": "web"}),
               pod(f"cache-{worker}", namespace, worker, labels={"tier": "cache"}),
               pod(f"batch-{worker}", namespace, worker, labels={"tier": "batch"}, spec={"restartPolicy": "Never"}))
-    eventually(lambda: sum(p["status"].get("phase") == "Running" for p in get(cluster, "pods", "-n", namespace)["items"]) == 15,
+    eventually(lambda: sum(p["status"].get("phase") == "Running" for p in existing(cluster, "pods", "-n", namespace)["items"]) == 15,
                "15 pods running")
-    protected = {p["metadata"]["name"]: p["metadata"]["uid"] for p in get(cluster, "pods", "-n", namespace)["items"]
+    protected = {p["metadata"]["name"]: p["metadata"]["uid"] for p in existing(cluster, "pods", "-n", namespace)["items"]
                  if p["metadata"]["labels"]["tier"] in ("cache", "batch")}
     names = [f"queue-{i}-{worker}" for i, worker in enumerate(workers)]
     offset = len(faulted_operator.logs())

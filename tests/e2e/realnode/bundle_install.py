@@ -9,6 +9,7 @@ import json
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 import yaml
 
@@ -27,10 +28,10 @@ WEBHOOK_CERT_DIR = "/tmp/k8s-webhook-server/serving-certs"
 class Installed:
     namespace: str
     deployment: str
-    csv: dict
+    csv: dict[str, Any]
 
 
-def bundle_objects(inputs: Inputs, version: str) -> tuple[dict, list[dict]]:
+def bundle_objects(inputs: Inputs, version: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The CSV and the CRDs of one release's bundle, as rendered for the published images."""
     docs = [yaml.safe_load(f.content) for f in bundle_output(inputs, version).files if f.path.parts[:2] == ("bundle", "manifests")]
     csv = next(d for d in docs if d["kind"] == "ClusterServiceVersion")
@@ -66,7 +67,7 @@ def install(cluster: Cluster, inputs: Inputs, version: str, namespace: str) -> I
     return Installed(namespace, spec["name"], csv)
 
 
-def _serve_webhooks(cluster: Cluster, namespace: str, name: str, deployment: dict, webhooks: list[dict]) -> None:
+def _serve_webhooks(cluster: Cluster, namespace: str, name: str, deployment: dict[str, Any], webhooks: list[dict[str, Any]]) -> None:
     service = f"{name}-service"
     with tempfile.TemporaryDirectory() as directory:
         ca = generate_self_signed(Path(directory), [f"{service}.{namespace}.svc", f"{service}.{namespace}.svc.cluster.local"], days=1)
@@ -92,7 +93,7 @@ def _serve_webhooks(cluster: Cluster, namespace: str, name: str, deployment: dic
         cluster.kubectl("patch", "crd", CRD_NAME, "--type=merge", "-p", json.dumps(patch))
 
 
-def wait_ready(cluster: Cluster, installed: Installed, timeout: float = 120) -> dict:
+def wait_ready(cluster: Cluster, installed: Installed, timeout: float = 120) -> dict[str, Any]:
     """Wait until the Deployment has rolled out and its pod of the current template is Ready; return that pod."""
     spec = installed.csv["spec"]["install"]["spec"]["deployments"][0]["spec"]
     image = spec["template"]["spec"]["containers"][0]["image"]
@@ -102,7 +103,7 @@ def wait_ready(cluster: Cluster, installed: Installed, timeout: float = 120) -> 
         current = [p for p in pods if p["spec"]["containers"][0]["image"] == image and not p["metadata"].get("deletionTimestamp")]
         ready = [p for p in current if any(c["type"] == "Ready" and c["status"] == "True" for c in p.get("status", {}).get("conditions", []))]
         if ready and len(pods) == len(current):  # the previous release's pod is gone
-            return ready[0]
+            return cast(dict[str, Any], ready[0])
     events = cluster.kubectl("get", "events", "-n", installed.namespace, check=False).stdout
     logs = cluster.kubectl("logs", "-n", installed.namespace, f"deployment/{installed.deployment}", "--tail=40", check=False).stdout
     raise AssertionError(f"operator pod not Ready within {timeout:.0f}s\nevents:\n{events}\nlogs:\n{logs}")

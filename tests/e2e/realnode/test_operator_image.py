@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from typing import Any, cast
 
 import pytest
 
@@ -26,8 +27,8 @@ NON_ROOT_UID = "65532"  # the image's USER
 TIMINGS: dict[str, float] = {}
 
 
-def _json(cluster: Cluster, *args: str) -> dict:
-    return json.loads(cluster.kubectl(*args, "-o", "json").stdout)
+def _json(cluster: Cluster, *args: str) -> dict[str, Any]:
+    return cast(dict[str, Any], json.loads(cluster.kubectl(*args, "-o", "json").stdout))
 
 
 def test_real_node_runs_our_image_and_its_pods_reach_the_api_by_name(real_cluster: Cluster, published: Published) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -46,8 +48,8 @@ foreign_annotations = st.dictionaries(st.from_regex(r"example\.com/[a-z]{1,6}", 
 
 
 @st.composite
-def objects(draw: st.DrawFn, version: str) -> dict:
-    spec_fields = {"reason": text}
+def objects(draw: st.DrawFn, version: str) -> dict[str, Any]:
+    spec_fields: dict[str, st.SearchStrategy[Any]] = {"reason": text}
     required = {}
     if version == "v1beta1":
         required["nodeName"] = names
@@ -96,9 +98,14 @@ def test_any_path_through_all_versions_returns_the_original(data: st.DataObject)
 def test_only_api_version_spec_status_and_our_annotations_change(data: st.DataObject, target: str) -> None:
     original = data.draw(objects(data.draw(st.sampled_from(VERSIONS))))
     converted = convert(original, f"{GROUP}/{target}")
-    strip = lambda o: {k: v for k, v in o.items() if k not in ("apiVersion", "spec", "status", "metadata")}  # noqa: E731
+    def strip(o: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in o.items() if k not in ("apiVersion", "spec", "status", "metadata")}
+
     assert strip(converted) == strip(original)
-    ours = lambda m: {k: v for k, v in (m.get("annotations") or {}).items() if not k.startswith("conversion.")}  # noqa: E731
+
+    def ours(m: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in (m.get("annotations") or {}).items() if not k.startswith("conversion.")}
+
     assert ours(converted["metadata"]) == ours(original["metadata"])
     assert {k: v for k, v in converted["metadata"].items() if k != "annotations"} == {k: v for k, v in original["metadata"].items() if k != "annotations"}
 
@@ -133,7 +140,7 @@ def test_old_client_edit_keeps_drain_and_leaves_no_annotation() -> None:
         (lambda o: o["metadata"].update(annotations=["x"]), "metadata.annotations"),
     ],
 )
-def test_malformed_objects_are_refused_naming_the_field(mutate, field: str) -> None:
+def test_malformed_objects_are_refused_naming_the_field(mutate: Callable[[dict[str, Any]], object], field: str) -> None:
     obj = nm("m", "n", version="v1alpha1")
     mutate(obj)
     with pytest.raises(ConversionError, match=field.replace(".", r"\.").replace("/", "/")):

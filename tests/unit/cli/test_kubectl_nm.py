@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import json
 from functools import partial
+from typing import Any
 
 import pytest
 
@@ -28,7 +29,7 @@ from tests.unit import builders
                                                  "matchExpressions": [{"key": "app", "operator": "In", "values": ["a", "b"]}]}),
     ],
 )
-def test_label_selectors_become_label_selector_objects(text: str, selector: dict) -> None:
+def test_label_selectors_become_label_selector_objects(text: str, selector: dict[str, Any]) -> None:
     assert inputs.label_selector(text) == selector
 
 
@@ -54,7 +55,7 @@ pod = partial(builders.pod, uid="uid-{name}", labels={}, annotations={})
 budget = partial(builders.budget, generation=1, observed=1)
 
 
-def node_scene() -> tuple[list[dict], list[dict]]:
+def node_scene() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     node_pods = [
         pod("web-1", labels={"app": "web"}), pod("web-2", labels={"app": "web"}),
         pod("solo", owner=None, labels={"app": "solo"}),
@@ -138,24 +139,24 @@ def test_status_table_and_plan_render_with_rich() -> None:
 
 # ---------------------------------------------------------------- verbs and exit codes, with a stand-in cluster
 class FakeCluster:
-    def __init__(self, *maintenances: dict, nodes: tuple[str, ...] = ("n1",)) -> None:
+    def __init__(self, *maintenances: dict[str, Any], nodes: tuple[str, ...] = ("n1",)) -> None:
         self.items = {m["metadata"]["name"]: m for m in maintenances}
         self.nodes = nodes
-        self.created: list[dict] = []
+        self.created: list[dict[str, Any]] = []
         self.deleted: list[str] = []
 
-    def node(self, name: str) -> dict:
+    def node(self, name: str) -> dict[str, Any]:
         if name not in self.nodes:
             raise CliError(Exit.NOT_FOUND, f"node {name} not found")
         return {"metadata": {"name": name}}
 
-    def maintenances(self) -> list[dict]:
+    def maintenances(self) -> list[dict[str, Any]]:
         return list(self.items.values())
 
-    def maintenance(self, name: str) -> dict | None:
+    def maintenance(self, name: str) -> dict[str, Any] | None:
         return self.items.get(name)
 
-    def create_maintenance(self, body: dict) -> dict:
+    def create_maintenance(self, body: dict[str, Any]) -> dict[str, Any]:
         self.created.append(body)
         self.items[body["metadata"]["name"]] = body
         return body
@@ -165,13 +166,13 @@ class FakeCluster:
         return self.items.pop(name, None) is not None
 
     # The node's pods and their budgets, for plan: node_scene's.
-    def pods_on(self, node: str) -> list[dict]:
+    def pods_on(self, node: str) -> list[dict[str, Any]]:
         return node_scene()[0]
 
-    def pods_in(self, namespace: str) -> list[dict]:
+    def pods_in(self, namespace: str) -> list[dict[str, Any]]:
         return [p for p in node_scene()[0] if p["metadata"]["namespace"] == namespace]
 
-    def budgets_in(self, namespace: str) -> list[dict]:
+    def budgets_in(self, namespace: str) -> list[dict[str, Any]]:
         return [b for b in node_scene()[1] if b["metadata"]["namespace"] == namespace]
 
     def daemonsets_exist(self, keys: object) -> dict[str, bool]:
@@ -212,7 +213,7 @@ def test_start_wait_ends_with_the_maintenance(monkeypatch: pytest.MonkeyPatch) -
     cluster = FakeCluster()
     real_create = cluster.create_maintenance
 
-    def failing(body: dict) -> dict:
+    def failing(body: dict[str, Any]) -> dict[str, Any]:
         return real_create({**body, "status": {"phase": "Failed", "lastError": "drain timed out"}})
 
     cluster.create_maintenance = failing  # type: ignore[method-assign]

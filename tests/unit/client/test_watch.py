@@ -21,17 +21,17 @@ def test_resumes_from_the_last_version_and_relists_on_gone() -> None:
     changes: list[set[str]] = []
 
     async def scenario() -> Mirror:
-        mirror = Mirror(api, PODS, lambda _: changes.append(set(mirror.objects)), field_selector="spec.nodeName=n1")  # type: ignore[arg-type]
+        mirror = Mirror(api, PODS, lambda _: changes.append(set(mirror.objects)), field_selector="spec.nodeName=n1")
         task = asyncio.create_task(mirror.run())
         await asyncio.wait_for(api.idle.wait(), 5)
         task.cancel()
         return mirror
 
     mirror = asyncio.run(scenario())
-    assert [call.query["resourceVersion"] for call in api.calls_to("WATCH")] == ["10", "13", "20"]  # after the bookmark, then from the fresh listing
+    assert [(call.query or {})["resourceVersion"] for call in api.calls_to("WATCH")] == ["10", "13", "20"]  # after the bookmark, then from the fresh listing
     assert not api.remaining("GET", PODS) and set(mirror.objects) == {"ns/c"}  # both listings served
     assert changes == [{"ns/a"}, {"ns/a", "ns/b"}, {"ns/a", "ns/b", "other/d"}, {"ns/b", "other/d"}, {"ns/b"}, {"ns/c"}]
-    assert all(call.query["fieldSelector"] == "spec.nodeName=n1" for call in api.calls)
+    assert all((call.query or {})["fieldSelector"] == "spec.nodeName=n1" for call in api.calls)
     assert "managedFields" not in mirror.objects["ns/c"]["metadata"]
 
 
@@ -47,7 +47,7 @@ def test_objects_are_indexed_by_namespace_through_changes_and_relists() -> None:
         await asyncio.wait_for(api.idle.wait(), 5)
         task.cancel()
 
-    mirror = Mirror(api, BUDGETS, lambda _: seen.append((names("ns"), names("other"))))  # type: ignore[arg-type]
+    mirror = Mirror(api, BUDGETS, lambda _: seen.append((names("ns"), names("other"))))
     asyncio.run(scenario())
     assert seen == [(["a"], []), (["a", "b"], []), (["a", "b"], ["d"]), (["b"], ["d"]), (["b"], []), (["c"], [])]
     assert names("absent") == []
@@ -69,7 +69,7 @@ def test_callers_are_told_which_object_changed_and_only_of_changes_to_what_they_
                                {"type": "ADDED", "object": watched("d", "12", "other")}])
     told: list[str | None] = []
     kept = lambda obj: {"metadata": {"name": obj["metadata"]["name"], "namespace": obj["metadata"]["namespace"]}}  # noqa: E731
-    _run(api, Mirror(api, BUDGETS, told.append, slim=kept))  # type: ignore[arg-type]
+    _run(api, Mirror(api, BUDGETS, told.append, slim=kept))
     assert told == [None, "other/d"]  # the listing (anything may have changed), then the one real change
 
 
@@ -79,7 +79,7 @@ def test_listings_come_in_pages_from_the_watch_cache_and_after_410_gone_from_the
                {"metadata": {"resourceVersion": "10"}, "items": [watched("b", "9")]},
                {"metadata": {"resourceVersion": "20"}, "items": [watched("c", "19")]})
     api.script_watch(PODS, [Gone(410, "Expired", "too old resource version")])
-    mirror = Mirror(api, PODS, lambda _: None, field_selector="spec.nodeName=n1")  # type: ignore[arg-type]
+    mirror = Mirror(api, PODS, lambda _: None, field_selector="spec.nodeName=n1")
     _run(api, mirror)
     first, second, after_gone = (call.query for call in api.calls_to("GET", PODS))
     assert first == {"fieldSelector": "spec.nodeName=n1", "limit": "500", "resourceVersion": "0"}  # the watch cache

@@ -28,7 +28,7 @@ def test_backoff_starts_afresh_once_the_watch_is_back(monkeypatch: pytest.Monkey
                       [_reset()])
 
     async def run() -> None:
-        mirror = watch.Mirror(kube, PODS, lambda _: None)  # type: ignore[arg-type]
+        mirror = watch.Mirror(kube, PODS, lambda _: None)
         task = asyncio.create_task(mirror.run())
         await asyncio.wait_for(kube.idle.wait(), 10)
         task.cancel()

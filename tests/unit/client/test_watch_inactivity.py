@@ -11,7 +11,7 @@ import pytest
 from aiohttp import web
 
 from node_maintenance.client import http
-from node_maintenance.client.config import Credentials
+from node_maintenance.client.credentials import Credentials
 from node_maintenance.client.errors import Unreachable
 from node_maintenance.client.http import AsyncKube
 from tests.unit.serving import serving

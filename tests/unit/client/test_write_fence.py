@@ -9,7 +9,7 @@ import pytest
 from aiohttp import web
 
 from node_maintenance.api.paths import NODE_MAINTENANCE_CRD, nm_path
-from node_maintenance.client.config import Credentials
+from node_maintenance.client.credentials import Credentials
 from node_maintenance.client.errors import NotLeading
 from node_maintenance.client.http import AsyncKube, Kube
 from node_maintenance.runtime.storage import migrate_storage_version

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import datetime
 from functools import partial
+from typing import Any
 
 from node_maintenance.drain import blocking as drainblock
 from node_maintenance.drain import status as st
 from node_maintenance.drain.node import TAINT
-from node_maintenance.drain.planner import Maintenance, plan
+from node_maintenance.drain.planner import Maintenance, Plan, plan
 from tests.unit.builders import budget, node, pod
 
 NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
@@ -20,11 +21,11 @@ HELD = node("n1", uid="n", resource_version="1", holder="nm", unschedulable=True
 RUNNING = {"phase": "Running", "totalpods": 2, "evictionPods": 2, "drainStartTime": "2026-01-01T00:00:00Z"}
 
 
-def run(status: dict, pods: list[dict], budgets: list[dict]):
+def run(status: dict[str, Any], pods: list[dict[str, Any]], budgets: list[dict[str, Any]]) -> Plan:
     return plan(Maintenance("nm", "n1", status=status), HELD, pods, budgets, NOW)
 
 
-def conditions(result) -> dict:
+def conditions(result: Plan) -> dict[str, Any]:
     return {c["type"]: (c["status"], c["reason"]) for c in result.status["conditions"]}
 
 

@@ -3,6 +3,8 @@ when its status is written and it looks again."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from node_maintenance.drain import bookkeeping as books
 from node_maintenance.drain.planner import Attempt, Removal
 
@@ -49,7 +51,7 @@ def test_a_refused_job_is_remembered_until_it_is_created() -> None:
 
 
 def test_a_place_in_line_that_moved_is_written_at_most_every_30_s_a_new_reason_at_the_usual_pace() -> None:
-    def queued(reason: str, message: str) -> dict:
+    def queued(reason: str, message: str) -> dict[str, Any]:
         return {"phase": "Pending", "conditions": [{"type": "Queued", "status": "True", "reason": reason, "message": message}]}
 
     stored = queued("WaitingForSlot", "position 7 of 980")
@@ -65,6 +67,6 @@ def test_a_long_line_writes_its_places_at_a_bounded_pace_together() -> None:
     for queued in (150, 1000, 5000):
         assert queued / books.in_line_interval(queued) <= books.IN_LINE_WRITES_PER_SECOND
     assert books.in_line_interval(1000) == 200.0
-    stored = {"phase": "Pending", "conditions": [{"type": "Queued", "status": "True", "reason": "WaitingForSlot", "message": "position 7 of 1000"}]}
+    stored: dict[str, Any] = {"phase": "Pending", "conditions": [{"type": "Queued", "status": "True", "reason": "WaitingForSlot", "message": "position 7 of 1000"}]}
     moved = {**stored, "conditions": [{**stored["conditions"][0], "message": "position 6 of 1000"}]}
     assert books.status_interval(stored, moved, books.in_line_interval(1000)) == 200.0

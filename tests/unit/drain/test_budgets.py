@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 
 import pytest
 
@@ -18,7 +19,7 @@ unobserved = partial(builders.budget, generation=2, labels={"app": "web"})
 
 
 # ---------------------------------------------------------------- which budgets cover a pod
-def covering(subject: dict, budgets: list[dict]) -> list[dict]:
+def covering(subject: dict[str, Any], budgets: list[dict[str, Any]]) -> list[dict[str, Any]]:
     coverage = Coverage(budgets)
     return [coverage.budgets[name] for name in coverage.names(subject)]
 
@@ -40,7 +41,11 @@ def test_a_kept_coverage_matches_each_label_set_once_while_the_selectors_stay(mo
     """A drain plans again at every change; which budgets select its pods is not worked out again each time."""
     calls: list[str] = []
     real = pods.matches_selector
-    monkeypatch.setattr(pods, "matches_selector", lambda labels, selector: calls.append("match") or real(labels, selector))
+    def counted(labels: dict[str, str], selector: dict[str, Any] | None) -> bool:
+        calls.append("match")
+        return real(labels, selector)
+
+    monkeypatch.setattr(pods, "matches_selector", counted)
     web = [pod(f"web-{i}", labels={"app": "web", "pod-template-hash": "1"}) for i in range(50)]
     budgets = [pdb("web", allowed=1), pdb("db", labels={"app": "db"}, allowed=1)]
     coverage = Coverage(budgets)
@@ -62,7 +67,7 @@ def test_a_kept_coverage_follows_a_changed_selector_and_budgets_come_and_go() ->
 
 # ---------------------------------------------------------------- pods the Eviction API lets go regardless
 @pytest.mark.parametrize("subject", [pod("p", phase="Pending"), pod("p", phase="Succeeded"), pod("p", deleted_at=DELETED)])
-def test_pods_not_running_or_terminating_ignore_budgets(subject: dict) -> None:
+def test_pods_not_running_or_terminating_ignore_budgets(subject: dict[str, Any]) -> None:
     assert bypasses(subject, pdb(allowed=0))
 
 
@@ -77,13 +82,13 @@ def test_unready_pod_goes_with_always_allow_or_a_healthy_budget_only() -> None:
 # ---------------------------------------------------------------- structural: never without an admin
 @pytest.mark.parametrize("spec", [{"maxUnavailable": 0}, {"maxUnavailable": "0%"}, {"minAvailable": 3}, {"minAvailable": 4},
                                   {"minAvailable": "100%"}])
-def test_budgets_that_can_never_allow_an_eviction_are_structural(spec: dict) -> None:
+def test_budgets_that_can_never_allow_an_eviction_are_structural(spec: dict[str, Any]) -> None:
     reason = structural_reason(pdb(expected=3, **spec), [pod(f"p{i}") for i in range(3)])
     assert reason and "ns/web" in reason
 
 
 @pytest.mark.parametrize("spec", [{"maxUnavailable": 1}, {"maxUnavailable": "10%"}, {"minAvailable": 2}, {"minAvailable": "50%"}])
-def test_budgets_that_allow_some_eviction_are_not_structural(spec: dict) -> None:
+def test_budgets_that_allow_some_eviction_are_not_structural(spec: dict[str, Any]) -> None:
     assert structural_reason(pdb(expected=3, **spec), [pod(f"p{i}") for i in range(3)]) is None
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 from functools import partial
+from typing import Any
 
 import pytest
 
@@ -256,7 +257,7 @@ def test_budget_not_yet_processed_allows_nothing() -> None:
         (scene_pod("p", labels={"app": "web"}, ready=True), a_budget("web", allowed=0), False),
     ],
 )
-def test_pods_the_eviction_api_lets_past_a_budget_are_not_held(pod: dict, budget: dict, goes: bool) -> None:
+def test_pods_the_eviction_api_lets_past_a_budget_are_not_held(pod: dict[str, Any], budget: dict[str, Any], goes: bool) -> None:
     result = plan(maintenance(RUNNING), HELD, [pod], [budget], NOW)
     assert bool(result.removals) is goes
 
@@ -333,7 +334,7 @@ def test_another_holder_keeps_the_node_untouched_and_says_who() -> None:
     # Once it is ours the node is taken, and labelled, and the status says the Lease is held.
     ours = rem.LeaseView("medik8s-leases", "Worker-1", known=rem.LeaseState("medik8s-leases", "Worker-1"))
     taken = plan(Maintenance("nm", "Worker-1", status=result.status), node, [], [], NOW, lease=ours)
-    assert taken.phase == "Succeeded" and taken.node_patch["metadata"]["labels"] == {rem.EXCLUDE_LABEL: "true"}
+    assert taken.phase == "Succeeded" and taken.node_patch is not None and taken.node_patch["metadata"]["labels"] == {rem.EXCLUDE_LABEL: "true"}
     held = next(c for c in taken.status["conditions"] if c["type"] == rem.CONDITION)
     assert (held["status"], held["reason"]) == ("True", "Held")
     # The Lease is read afresh before the node is taken: ours, just claimed, it still shows as held.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 
 import pytest
 
@@ -21,7 +22,7 @@ BUDGETS = [a_budget(f"web{d}", labels={"app": f"web{d}"}) for d in range(10)]
 DAEMONSETS = {"app/agent": True}
 
 
-def by_key(pods: list[dict]) -> dict[str, dict]:
+def by_key(pods: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {key_of(p): p for p in pods}
 
 
@@ -29,7 +30,7 @@ def test_a_step_works_out_only_the_pods_that_changed() -> None:
     index = PodIndex()
     coverage = Coverage(BUDGETS)
 
-    def step(pods: list[dict], budgets: list[dict] = BUDGETS, **spec: object) -> int:
+    def step(pods: list[dict[str, Any]], budgets: list[dict[str, Any]] = BUDGETS, **spec: object) -> int:
         """Plan once over ``pods``; how many pods were worked out for it."""
         before = index.worked_out
         index.update(by_key(pods))
@@ -70,5 +71,5 @@ def test_a_kept_index_plans_as_a_fresh_one_through_a_drain(rules: tuple[drainrul
     assert removed > 20 and len(pods) < len(NODE_PODS) - 10 and "app/agent" not in {key_of(p) for p in pods}
 
 
-def _terminating(p: dict) -> dict:
+def _terminating(p: dict[str, Any]) -> dict[str, Any]:
     return {**p, "metadata": {**p["metadata"], "deletionTimestamp": "2026-01-01T00:00:00Z"}}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 
 import pytest
 
@@ -31,7 +32,7 @@ EXISTS, GONE = {DAEMONSET: True}, {DAEMONSET: False}
         (pod(owner="Job"), Action.EVICT),
     ],
 )
-def test_classification_follows_kubectl_drain(subject: dict, action: Action) -> None:
+def test_classification_follows_kubectl_drain(subject: dict[str, Any], action: Action) -> None:
     assert classify(subject, daemonsets=EXISTS) is action
 
 
@@ -100,7 +101,7 @@ def test_pods_outside_the_selector_are_neither_evicted_nor_waited_on() -> None:
         ({"key": "a", "operator": "DoesNotExist"}, {}, True),
     ],
 )
-def test_match_expressions(expression: dict, labels: dict, matches: bool) -> None:
+def test_match_expressions(expression: dict[str, Any], labels: dict[str, Any], matches: bool) -> None:
     assert matches_selector(labels, {"matchExpressions": [expression]}) is matches
 
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from node_maintenance.api.conditions import Condition
 from node_maintenance.drain import status as st
 
 T0, T1 = "2026-01-01T00:00:00Z", "2026-01-01T00:01:00Z"
 
 
-def build(previous: dict, phase: str, pending: list[tuple[str, str]], *, to_evict: int = 4, error: str = "", now: str = T1) -> dict:
+def build(previous: dict[str, Any], phase: str, pending: list[tuple[str, str]], *, to_evict: int = 4, error: str = "", now: str = T1) -> dict[str, Any]:
     return st.build(previous, phase=phase, total=6, eviction_pods=to_evict, pending=pending, last_error=error, generation=2, now=now)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -12,6 +13,7 @@ from rich.console import Console
 from demo import install, kubevirt, workload
 from demo.narrator import Narrator, rounded
 from demo.progress import Drain
+from devcluster.olm import DEPLOY_DIR
 from devcluster.waiting import ClusterError
 
 REGISTRY = "127.0.0.1:5000/nmo"
@@ -62,15 +64,15 @@ def test_deploy_manifests_are_the_committed_ones_with_the_registry_substituted()
 
 
 def test_a_stale_committed_manifest_is_refused_naming_the_file_and_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    deploy = tmp_path / install.DEPLOY_DIR.name
-    shutil.copytree(install.DEPLOY_DIR, deploy)
+    deploy = tmp_path / DEPLOY_DIR.name
+    shutil.copytree(DEPLOY_DIR, deploy)
     (deploy / "nm-sub.yaml").write_text((deploy / "nm-sub.yaml").read_text().replace("channel: ", "channel: old-"))
     monkeypatch.setattr(install, "DEPLOY_DIR", deploy)
     with pytest.raises(ClusterError, match=r"olm-deploy-manifests/kubernetes/nm-sub\.yaml is stale: run `make render`"):
         install.manifests(REGISTRY)
 
 
-def _row(phase: str, pending: int, error: str = "") -> dict:
+def _row(phase: str, pending: int, error: str = "") -> dict[str, Any]:
     return {"phase": phase, "pending": pending, "lastError": error}
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -22,8 +24,8 @@ class Clock:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     fake = Clock()
-    monkeypatch.setattr(waiting.time, "monotonic", lambda: fake.now)
-    monkeypatch.setattr(waiting.time, "sleep", fake.sleep)
+    monkeypatch.setattr(time, "monotonic", lambda: fake.now)
+    monkeypatch.setattr(time, "sleep", fake.sleep)
     return fake
 
 
@@ -59,7 +61,7 @@ def test_a_check_that_raises_a_retried_error_is_polled_again_and_its_last_failur
 
 
 def test_a_retried_error_that_clears_lets_the_wait_succeed(clock: Clock) -> None:
-    answers = iter([OSError("away"), OSError("away"), "ready"])
+    answers: Iterator[OSError | str] = iter([OSError("away"), OSError("away"), "ready"])
 
     def check() -> str:
         answer = next(answers)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,7 +21,7 @@ def _render(root: Path) -> Path:
     return root / "docs"
 
 
-def _paths(node: dict, prefix: str) -> list[str]:
+def _paths(node: dict[str, Any], prefix: str) -> list[str]:
     found = []
     for name, child in node.get("properties", {}).items():
         found.append(f"{prefix}.{name}")

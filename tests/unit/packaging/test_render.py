@@ -7,6 +7,7 @@ import json
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -346,12 +347,13 @@ def test_a_release_with_the_remediation_feature_grants_the_lease_rules_and_names
     newest["features"] = sorted(set(newest["features"]) | {"remediation"})
     (tmp_path / "releases.yaml").write_text(yaml.safe_dump(doc))
 
-    def csv(version: str) -> dict:
+    def csv(version: str) -> dict[str, Any]:
         out = tmp_path / version
         assert cli.main(["bundle", "--root", str(tmp_path), "--release", version, "--out", str(out)]) == 0
-        return yaml.safe_load((out / "bundle" / "manifests" / "node-maintenance-operator.clusterserviceversion.yaml").read_text())
+        loaded: dict[str, Any] = yaml.safe_load((out / "bundle" / "manifests" / "node-maintenance-operator.clusterserviceversion.yaml").read_text())
+        return loaded
 
-    def rules_and_env(manifest: dict) -> tuple[list[dict], list[dict]]:
+    def rules_and_env(manifest: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         install = manifest["spec"]["install"]["spec"]
         return install["clusterPermissions"][0]["rules"], install["deployments"][0]["spec"]["template"]["spec"]["containers"][0]["env"]
 

@@ -14,7 +14,7 @@ from node_maintenance.policy.verdicts import Verdict, VerdictKind
 from tests.unit.builders import HELD, NOW, hook_template, nm, nm_policy, seen
 
 NM = nm("worker-3", "worker-3", uid="1234")
-TEMPLATE = {
+TEMPLATE: dict[str, Any] = {
     "metadata": {"labels": {"team": "storage"}},
     "spec": {"backoffLimit": 2, "template": {"spec": {"containers": [{"name": "c", "image": "tools:1", "env": [{"name": "NODE_NAME", "value": "stale"}, {"name": "X", "value": "1"}]}]}}},
 }

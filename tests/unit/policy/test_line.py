@@ -205,7 +205,7 @@ def test_a_maintenance_whose_policy_is_gone_stops_saying_it_waits() -> None:
 
 
 def test_a_heartbeat_leaves_what_the_policies_keep_of_a_node_unchanged() -> None:
-    def a_node_at(heartbeat: str, unschedulable: bool = False) -> dict:
+    def a_node_at(heartbeat: str, unschedulable: bool = False) -> dict[str, Any]:
         return node("w1", labels={"pool": "a"}, resource_version=heartbeat, annotations={"kwok.x-k8s.io/node": "fake"},
                     unschedulable=unschedulable,
                     conditions=[{"type": "Ready", "status": "True", "lastHeartbeatTime": heartbeat},
@@ -272,7 +272,8 @@ def test_under_window_end_pause_a_holder_evicts_nothing_until_the_next_window() 
     paused = line.holding([policy], held, NOW)
     assert paused is not None and paused.kind == VerdictKind.ADMITTED and paused.paused
     assert line.decide([policy], [held], [an_nm("m0", "n0", created=at(0))], now=NOW).verdicts["m0"] == paused
-    assert not line.holding([policy], held, AT_NIGHT).paused  # resumes once one opens
+    resumed = line.holding([policy], held, AT_NIGHT)
+    assert resumed is not None and not resumed.paused  # resumes once one opens
     body = an_nm("m0", "n0", created=at(0), status={})
     step = terms.maintenance(body, seen(held, paused), {}, NOW).terms
     assert step.hold == ("paused until the next maintenance window of NodeMaintenancePolicy p (windowEnd: Pause): no window is open and "

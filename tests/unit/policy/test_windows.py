@@ -13,8 +13,8 @@ from node_maintenance.policy import windows
 UTC = datetime.UTC
 
 
-def utc(*parts: int) -> datetime.datetime:
-    return datetime.datetime(*parts, tzinfo=UTC)  # type: ignore[misc]
+def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0) -> datetime.datetime:
+    return datetime.datetime(year, month, day, hour, minute, second, tzinfo=UTC)
 
 
 def window_state(specs: list[dict[str, Any]], now: datetime.datetime) -> windows.WindowState:

@@ -4,6 +4,7 @@ against their budget until the budget shows the pod disrupted."""
 from __future__ import annotations
 
 import asyncio
+import functools
 
 from node_maintenance.api.paths import BUDGETS
 from node_maintenance.runtime.budgets import IN_FLIGHT_SECONDS, BudgetWatch
@@ -14,11 +15,11 @@ def test_a_budget_change_wakes_only_the_drains_of_its_namespace() -> None:
     api = FakeApi()
     script_watch_scene(api, BUDGETS, expire=False)
     woken: list[str] = []
-    budgets = BudgetWatch(api)  # type: ignore[arg-type]
+    budgets = BudgetWatch(api)
 
     async def scenario() -> None:
         for drain, namespaces in (("ns drain", {"ns"}), ("other drain", {"other"}), ("idle drain", set())):
-            budgets.subscribe(lambda drain=drain: woken.append(drain), lambda namespaces=namespaces: namespaces)
+            budgets.subscribe(functools.partial(woken.append, drain), namespaces.copy)
         await asyncio.wait_for(api.idle.wait(), 5)
         await budgets.stop()
 
@@ -29,13 +30,13 @@ def test_a_budget_change_wakes_only_the_drains_of_its_namespace() -> None:
 
 
 def test_sent_evictions_count_until_the_budget_lists_the_pod_as_disrupted() -> None:
-    budgets = BudgetWatch(FakeApi())  # type: ignore[arg-type]
-    budgets.mirror.objects["app/web"] = budget("web", namespace="app", status={"disruptedPods": {}})
+    budgets = BudgetWatch(FakeApi())
+    budgets.mirror.take({"type": "ADDED", "object": budget("web", namespace="app", status={"disruptedPods": {}})})
     budgets.sent("app/web", "web-0")
     budgets.sent("app/web", "web-1")
     assert budgets.in_flight()["app/web"].count == 2
     assert 0 < budgets.in_flight()["app/web"].expires_in <= IN_FLIGHT_SECONDS  # counted no longer, should no event come
-    budgets.mirror.objects["app/web"]["status"]["disruptedPods"] = {"web-0": "2026-01-01T00:00:00Z"}
+    budgets.mirror.take({"type": "MODIFIED", "object": budget("web", namespace="app", status={"disruptedPods": {"web-0": "2026-01-01T00:00:00Z"}})})
     assert budgets.in_flight()["app/web"].count == 1
     budgets.returned("app/web", "web-1")  # refused: it does not count
     assert budgets.in_flight() == {}

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import Any, cast
+
+import kopf
 
 from node_maintenance.runtime import handlers
 from tests.unit.builders import nm
@@ -31,4 +33,5 @@ class StoppedAfter:
 
 def test_no_drain_starts_before_the_finalizer_is_on() -> None:
     body = nm("nm-1", "n1")  # kopf has not added its finalizer yet
-    asyncio.run(asyncio.wait_for(handlers.maintain(body=body, stopped=StoppedAfter(0.5), memo=Untouched(), names={}), 5))
+    asyncio.run(asyncio.wait_for(handlers.maintain(body=cast(kopf.Body, body), stopped=cast(kopf.DaemonStopped, StoppedAfter(0.5)),
+                                                   memo=cast(handlers.Memo, Untouched()), names=cast(kopf.Index[str, bool], {})), 5))

@@ -27,7 +27,7 @@ def an_engine(api: FakeApi, body: dict[str, Any], node: dict[str, Any], pods: li
     def post(obj: dict[str, Any], type_: str, reason: str, message: str) -> None:
         events.append((obj.get("kind", "NodeMaintenance"), reason))
 
-    shared = Shared(api, BudgetWatch(api), CordonedNodes(api), Active(), "v1beta1", post,  # type: ignore[arg-type]
+    shared = Shared(api, BudgetWatch(api), CordonedNodes(api), Active(), "v1beta1", post,
                     lease_namespace=lease_namespace)
     engine = Engine(shared, lambda: body, logging.LoggerAdapter(logging.getLogger("test"), {}), exists=lambda _: False)
     stand_in_watches(engine, node, pods)
@@ -62,7 +62,7 @@ def run(coroutine: Callable[[], Any]) -> Any:
 
 
 def test_a_drain_goes_from_start_to_succeeded_through_the_plan_alone() -> None:
-    api, events = FakeApi(), []
+    api, events = FakeApi(), list[tuple[str, str]]()
     node, pod = runtime_node(), runtime_pod("web-0")
     engine = an_engine(api, runtime_nm("nm1"), node, [pod], events)
 
@@ -87,7 +87,8 @@ def test_a_drain_goes_from_start_to_succeeded_through_the_plan_alone() -> None:
         # The pod watch was current until then: a step for another reason (its own status coming back, say) lists nothing.
         api.objects[pod_path("app", "late-0")] = runtime_pod("late-0")
         api.calls.clear()
-        assert 0 < await engine.step() <= LATE_PODS_SECONDS and not [c for c in api.calls if c.method == "GET"]
+        delay = await engine.step()
+        assert delay is not None and 0 < delay <= LATE_PODS_SECONDS and not [c for c in api.calls if c.method == "GET"]
         # A pod bound to the drained node later is found by the listing after a change of the node (or after
         # LATE_PODS_SECONDS), and the drain watches its pods again.
         engine.shared.cordoned.mirror.on_change("/n1")
@@ -108,7 +109,7 @@ def test_a_drained_node_s_pods_are_listed_again_once_late_pods_seconds_have_pass
         assert not [c for c in api.calls if c.method == "GET"]
         engine.watches.pods_listed -= LATE_PODS_SECONDS
         await engine.step()
-        assert [c.query["fieldSelector"] for c in api.calls if c.method == "GET"] == ["spec.nodeName=n1"]
+        assert [(c.query or {})["fieldSelector"] for c in api.calls if c.method == "GET"] == ["spec.nodeName=n1"]
 
     run(scenario)
 
@@ -129,7 +130,7 @@ def test_a_drained_node_no_longer_cordoned_is_watched_by_its_drain_again_and_one
 
 
 def test_a_conflict_on_the_node_patch_sends_nothing_else_and_counts_nothing() -> None:
-    api, events = FakeApi(), []
+    api, events = FakeApi(), list[tuple[str, str]]()
     engine = an_engine(api, runtime_nm("nm1"), runtime_node(), [runtime_pod("web-0")], events)
     api.fail("PATCH", node_path("n1"), Conflict(409, "Conflict", "the object has been modified"))
 
@@ -143,7 +144,7 @@ def test_a_conflict_on_the_node_patch_sends_nothing_else_and_counts_nothing() ->
 
 
 def test_an_answer_lost_on_the_way_keeps_every_other_outcome_of_the_batch() -> None:
-    api, events = FakeApi(), []
+    api, events = FakeApi(), list[tuple[str, str]]()
     engine = an_engine(api, runtime_nm("nm1"), runtime_node(), [runtime_pod("web-0"), runtime_pod("web-1")], events)
     api.fail("POST", pod_path("app", "web-1") + "/eviction", Unreachable("connection reset by peer"))
 
@@ -161,7 +162,7 @@ def test_an_answer_lost_on_the_way_keeps_every_other_outcome_of_the_batch() -> N
 def test_a_status_someone_else_wrote_is_written_again_after_a_lease_claimed_first() -> None:
     """The first step only claims the remediation Lease and writes no status: that unwritten (empty) status
     must not count as one of ours, or every status anyone writes would look like ours."""
-    api, events = FakeApi(), []
+    api, events = FakeApi(), list[tuple[str, str]]()
     node, body = runtime_node(), runtime_nm("nm1")
     engine = an_engine(api, body, node, [runtime_pod("web-0")], events, lease_namespace="leases")
 
@@ -184,7 +185,7 @@ def test_a_status_someone_else_wrote_is_written_again_after_a_lease_claimed_firs
 
 
 def test_daemonset_pods_go_by_what_a_read_of_their_daemonset_says() -> None:
-    api, events = FakeApi({daemonset_path("app", "agent"): daemonset("agent", namespace="app")}), []
+    api, events = FakeApi({daemonset_path("app", "agent"): daemonset("agent", namespace="app")}), list[tuple[str, str]]()
     node = runtime_node()
     node_pods = [runtime_pod("agent-n1", owner="DaemonSet", owner_name="agent"), runtime_pod("orphan", owner="DaemonSet", owner_name="gone"),
                  runtime_pod("spent", owner="DaemonSet", owner_name="done", phase="Succeeded")]
@@ -211,7 +212,7 @@ def test_daemonset_pods_go_by_what_a_read_of_their_daemonset_says() -> None:
 
 
 def test_a_daemonset_that_could_not_be_read_keeps_its_pods_and_is_read_again() -> None:
-    api, events = FakeApi(), []
+    api, events = FakeApi(), list[tuple[str, str]]()
     node = runtime_node()
     engine = an_engine(api, runtime_nm("nm1"), node, [runtime_pod("orphan", owner="DaemonSet", owner_name="gone")], events)
     api.fail("GET", daemonset_path("app", "gone"), Unreachable("connection reset by peer"))
@@ -232,7 +233,7 @@ def test_a_daemonset_that_could_not_be_read_keeps_its_pods_and_is_read_again() -
 def test_a_daemonset_made_anew_under_the_name_of_one_not_found_keeps_the_pods_it_starts() -> None:
     """A replace (delete, create) seen halfway: the pods the new DaemonSet starts are its own, not orphans."""
     api = FakeApi()
-    lookup = DaemonSetLookup(api)  # type: ignore[arg-type]
+    lookup = DaemonSetLookup(api)
     node_pods = [runtime_pod("agent-n1", owner="DaemonSet", owner_name="agent")]
     assert asyncio.run(lookup.read(node_pods)) == {"app/agent": False}
     api.objects[daemonset_path("app", "agent")] = daemonset("agent", namespace="app")
@@ -243,7 +244,7 @@ def test_a_daemonset_made_anew_under_the_name_of_one_not_found_keeps_the_pods_it
 
 def test_a_status_the_server_could_not_take_is_written_again_after_a_pause_not_at_once() -> None:
     # The API server restarting: a step whose status write failed must not be run again at once, in a loop.
-    api, events = FakeApi(), []
+    api, events = FakeApi(), list[tuple[str, str]]()
     node = taken(runtime_node())
     engine = an_engine(api, runtime_nm("nm1"), node, [runtime_pod("web-0")], events)
     engine.memory = dataclasses.replace(engine.memory, written_at=-1000.0)  # the last write long ago: a status is due
@@ -258,7 +259,7 @@ def test_a_status_the_server_could_not_take_is_written_again_after_a_pause_not_a
 
 
 def test_a_maintenance_handed_back_at_its_timeout_never_takes_the_node_again_even_if_its_status_write_failed() -> None:
-    api, events = FakeApi(), []
+    api, events = FakeApi(), list[tuple[str, str]]()
     node = taken(runtime_node())
     drain = {"timeoutSeconds": 1, "onTimeout": "HandBack"}
     body = runtime_nm("nm1", drain=drain, status={"phase": "Running", "drainStartTime": "2020-01-01T00:00:00Z"})

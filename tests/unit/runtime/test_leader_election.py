@@ -39,7 +39,7 @@ def held(holder: str, skew_seconds: float, renewals: int = 0) -> dict[str, objec
 
 
 def a_standby(api: FakeApi, clock: Clock) -> leader.LeaderElector:
-    return leader.LeaderElector(api.blocking(), "ns", "standby", clock=clock)  # type: ignore[arg-type]
+    return leader.LeaderElector(api.blocking(), "ns", "standby", clock=clock)
 
 
 def attempt(elector: leader.LeaderElector, clock: Clock) -> bool:
@@ -95,7 +95,7 @@ def test_acquire_waits_for_an_api_server_out_of_reach(monkeypatch: pytest.Monkey
     monkeypatch.setattr(leader, "LEADER_RETRY_SECONDS", 0.02)
     api = FakeApi()  # three reads refused as by a server out of reach, then no Lease
     api.fail("GET", LEASE, Unreachable("connection reset by peer"), times=3)
-    elector = leader.LeaderElector(api.blocking(), "ns", "me")  # type: ignore[arg-type]
+    elector = leader.LeaderElector(api.blocking(), "ns", "me")
     asyncio.run(asyncio.wait_for(elector.acquire(), 5))
     assert not api.remaining("GET", LEASE)
     assert [call.body["spec"]["holderIdentity"] for call in api.calls if call.method != "GET"] == ["me"]
@@ -106,7 +106,7 @@ def test_hold_gives_the_lead_up_once_no_renewal_succeeded_by_the_deadline(monkey
     api = FakeApi()
     api.outage = Unreachable("connection reset by peer")
     # Each attempt reads the clock a few times: a second a reading, a deadline of 10 s allows a few attempts.
-    elector = leader.LeaderElector(api.blocking(), "ns", "me", clock=Clock(tick=1.0))  # type: ignore[arg-type]
+    elector = leader.LeaderElector(api.blocking(), "ns", "me", clock=Clock(tick=1.0))
     asyncio.run(asyncio.wait_for(elector.hold(), 5))  # returns: the caller must stop reconciling
     assert len(api.calls) >= 2  # renewals were tried until the deadline
 

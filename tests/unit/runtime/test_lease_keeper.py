@@ -22,7 +22,7 @@ def test_a_lease_name_past_the_limit_is_a_reported_problem() -> None:
     node = builders.node(LONGEST_NODE_NAME, uid="u")
     api = FakeApi()  # the API server's answers for a Lease whose name is too long: not found, and refused when created
     api.fail("POST", lease_path("medik8s-leases"), Invalid(422, "Unprocessable Entity", TOO_LONG))
-    keeper = LeaseKeeper(api, "medik8s-leases", LONGEST_NODE_NAME)  # type: ignore[arg-type]
+    keeper = LeaseKeeper(api, "medik8s-leases", LONGEST_NODE_NAME)
     view = asyncio.run(keeper.view())
     claim = rem.claim(view, node, datetime.datetime.now(datetime.UTC))
     assert view.due and claim is not None and claim.create
@@ -36,7 +36,7 @@ def test_the_lease_is_read_again_before_the_node_is_taken() -> None:
     # Known as ours from an earlier claim, then deleted (the garbage collector removes it with its Node): a
     # plan about to take the node sees it as it is now, not as it was.
     api = FakeApi()
-    keeper = LeaseKeeper(api, "medik8s-leases", "w1")  # type: ignore[arg-type]
+    keeper = LeaseKeeper(api, "medik8s-leases", "w1")
     keeper.remember(rem.LeaseState("medik8s-leases", "w1", recheck_in=rem.RENEW_AFTER_SECONDS))
     cached = asyncio.run(keeper.view())
     assert not cached.due and api.calls == []

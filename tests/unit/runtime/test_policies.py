@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any
 
 import kopf
@@ -90,7 +90,7 @@ def handing_back(api: FakeApi) -> Executor:
 
 def scenario(api: FakeApi, body: Callable[[Policies], Awaitable[None]]) -> None:
     async def run() -> None:
-        policies = Policies(api, "operator-ns", lambda _names: None)  # type: ignore[arg-type]
+        policies = Policies(api, "operator-ns", lambda _names: None)
         try:
             await asyncio.wait_for(body(policies), 10)
         finally:
@@ -232,7 +232,7 @@ def test_a_queued_maintenance_opens_no_watch_and_one_with_its_slot_watches_its_n
     posted: list[str] = []
 
     def engine_of(policies: Policies, name: str) -> Engine:
-        shared = Shared(api, BudgetWatch(api), CordonedNodes(api), Active(), "v1beta1", lambda _o, _t, reason, _m: posted.append(reason),  # type: ignore[arg-type]
+        shared = Shared(api, BudgetWatch(api), CordonedNodes(api), Active(), "v1beta1", lambda _o, _t, reason, _m: posted.append(reason),
                         policies=policies)
         body = api.objects[nm_path(f"nm-{name}")]
         return Engine(shared, lambda: body, logging.LoggerAdapter(logging.getLogger("test"), {}), exists=lambda holder: holder == "nm-n1")
@@ -265,7 +265,7 @@ def test_a_maintenance_whose_policies_are_not_read_yet_holds_without_a_watch_of_
     api = pool_api()
 
     async def body(policies: Policies) -> None:
-        shared = Shared(api, BudgetWatch(api), CordonedNodes(api), Active(), "v1beta1", lambda *_: None, policies=policies)  # type: ignore[arg-type]
+        shared = Shared(api, BudgetWatch(api), CordonedNodes(api), Active(), "v1beta1", lambda *_: None, policies=policies)
         nm_body = api.objects[nm_path("nm-n3")]
         engine = Engine(shared, lambda: nm_body, logging.LoggerAdapter(logging.getLogger("test"), {}), exists=lambda _: False)
         assert await engine.step() == UNKNOWN_RECHECK_SECONDS
@@ -276,16 +276,20 @@ def test_a_maintenance_whose_policies_are_not_read_yet_holds_without_a_watch_of_
 def test_a_burst_of_changes_is_decided_once_and_told_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """A thousand NodeMaintenances created at once, or many nodes changing together, cost one decision per turn
     of the loop, not one per change: the watches' events of one read are decided together."""
-    api, told, decided = pool_api(), [], []
+    api, told, decided = pool_api(), list[Collection[str] | None](), list[tuple[Any, ...]]()
 
     async def run() -> None:
-        policies = Policies(api, "operator-ns", told.append)  # type: ignore[arg-type]
+        policies = Policies(api, "operator-ns", told.append)
         try:
             await read(policies)
             policies.decisions.decision()
             await asyncio.sleep(0)
             told.clear()
-            monkeypatch.setattr(line, "decide", lambda *args, **kw: decided.append(args) or real(*args, **kw))
+            def counted(*args: Any, **kw: Any) -> Any:
+                decided.append(args)
+                return real(*args, **kw)
+
+            monkeypatch.setattr(line, "decide", counted)
             for name in POOL:
                 relabelled = dict(api.objects[node_path(name)], metadata={"name": name, "labels": {"pool": "a", "rack": name}})
                 policies.feed(Watched.NODES, "MODIFIED", relabelled)
@@ -315,10 +319,10 @@ def test_which_policy_governs_a_node_follows_its_labels_between_decisions() -> N
 
 def test_a_slot_freed_wakes_the_next_in_line_not_every_maintenance_whose_place_moved() -> None:
     """A thousand in line are not all woken each time one is admitted: only those whose standing changed."""
-    api, told = pool_api(), []
+    api, told = pool_api(), list[Collection[str] | None]()
 
     async def run() -> None:
-        policies = Policies(api, "operator-ns", told.append)  # type: ignore[arg-type]
+        policies = Policies(api, "operator-ns", told.append)
         try:
             await read(policies)
             assert policies.decisions.decision().verdicts["nm-n3"].position == 2
@@ -422,14 +426,14 @@ def test_the_node_is_given_back_once_its_policy_records_it_as_recovering() -> No
 
 def test_when_a_window_opens_the_policies_decide_again_and_tell_every_maintenance(monkeypatch: pytest.MonkeyPatch) -> None:
     """Nothing in the cluster changes when a window opens: a timer set at the next boundary decides again."""
-    api, told = pool_api(windows=[{"schedule": "0 22 * * *", "duration": "1h"}]), []
+    api, told = pool_api(windows=[{"schedule": "0 22 * * *", "duration": "1h"}]), list[Collection[str] | None]()
     started = timestamps.now()
     opening = datetime.datetime(2026, 1, 1, 22, tzinfo=datetime.UTC)
     # The clock reads 0.2 s before the window opens when the test starts, and runs on.
     monkeypatch.setattr(timestamps, "now", lambda: opening - datetime.timedelta(seconds=0.2) + (datetime.datetime.now(datetime.UTC) - started))
 
     async def run() -> None:
-        policies = Policies(api, "operator-ns", told.append)  # type: ignore[arg-type]
+        policies = Policies(api, "operator-ns", told.append)
         try:
             await read(policies)
             verdict = policies.decisions.decision().verdicts["nm-n2"]

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from node_maintenance.api import HUB
-from node_maintenance.client.config import Credentials
+from node_maintenance.client.credentials import Credentials
 from node_maintenance.client.errors import Unreachable
 from node_maintenance.client.http import Kube
 from node_maintenance.runtime import main as entry

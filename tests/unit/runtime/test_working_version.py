@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from node_maintenance.runtime.storage import storage_version, working_version
@@ -32,5 +34,5 @@ def test_each_release_crd_gets_its_working_version(release: str, working: str, s
         ([{"name": "v1alpha1", "served": False}, {"name": "v1beta1", "served": True, "storage": True}], "v1beta1"),
     ],
 )
-def test_v1beta1_only_when_served(versions: list[dict], working: str) -> None:
+def test_v1beta1_only_when_served(versions: list[dict[str, Any]], working: str) -> None:
     assert working_version({"spec": {"versions": versions}}) == working

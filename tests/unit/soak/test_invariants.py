@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 
 import pytest
 
@@ -79,7 +80,7 @@ class TestBudgets:
         ({"maxUnavailable": 1}, None, None),  # not counted by the controller yet
         ({}, 3, None),
     ])
-    def test_desired_healthy(self, spec: dict, expected: int | None, desired: int | None) -> None:
+    def test_desired_healthy(self, spec: dict[str, Any], expected: int | None, desired: int | None) -> None:
         assert desired_healthy(pdb(expected=expected, **spec)) == desired
 
     def test_enough_healthy_pods(self) -> None:

@@ -47,4 +47,4 @@ def test_admission_counts_other_maintenances_and_says_which_rule() -> None:
     assert "count of Ready control-plane nodes" in reason
     # Its own object (an update replaying admission) is not another maintenance.
     assert deny_reason(nm("first", "m1"), Facts(THREE[0], [nm("first", "m1")], [], control_plane=THREE)) is None
-    assert "etcd quorum guard" in deny_reason(nm("a", "m1"), Facts(THREE[0], [], [etcd_guard(0)], control_plane=THREE))
+    assert "etcd quorum guard" in (deny_reason(nm("a", "m1"), Facts(THREE[0], [], [etcd_guard(0)], control_plane=THREE)) or "")

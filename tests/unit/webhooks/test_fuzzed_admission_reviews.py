@@ -14,6 +14,7 @@ import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -61,13 +62,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, ssl.
     thread.join(10)
 
 
-def _review(server: tuple[int, ssl.SSLContext, FakeApi], review: dict) -> dict:
+def _review(server: tuple[int, ssl.SSLContext, FakeApi], review: dict[str, Any]) -> dict[str, Any]:
     port, context, _ = server
     request = urllib.request.Request(f"https://127.0.0.1:{port}/validate-nodemaintenance", data=json.dumps(review).encode(),
                                      headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, context=context, timeout=30) as response:
         assert response.status == 200
-        return json.loads(response.read())["response"]
+        answer: dict[str, Any] = json.loads(response.read())["response"]
+        return answer
 
 
 json_values = st.recursive(
@@ -87,7 +89,7 @@ cases = st.fixed_dictionaries({
 })
 
 
-def _expected(case: dict) -> str | None:
+def _expected(case: dict[str, Any]) -> str | None:
     if case["operation"] != "CREATE":
         return None
     if case["api"] == "failing":
@@ -99,7 +101,7 @@ def test_fuzzed_reviews_of_objects_reach_every_admission_rule(server: tuple[int,
     refused: Counter[str] = Counter()
     api = server[2]
 
-    def sure(node: str, api: str = "up") -> dict:  # one certain example of each outcome, besides the random ones
+    def sure(node: str, api: str = "up") -> dict[str, Any]:  # one certain example of each outcome, besides the random ones
         return {"operation": "CREATE", "node": node, "api": api, "version": "v1beta1", "name": "sure", "uid": node, "implicit": False, "extra": {}}
 
     @settings(max_examples=150, deadline=None, database=None, suppress_health_check=list(HealthCheck))
@@ -109,7 +111,7 @@ def test_fuzzed_reviews_of_objects_reach_every_admission_rule(server: tuple[int,
     @example(case=sure("control"))
     @example(case=sure("plain", "failing"))
     @given(case=cases)
-    def check(case: dict) -> None:
+    def check(case: dict[str, Any]) -> None:
         node = case["node"] if case["node"] != "missing" else f"missing-{case['name']}"
         implicit = case["implicit"] and case["version"] == "v1alpha3"  # v1alpha3 names the node by metadata.name
         obj = nm(node if implicit else case["name"], None if implicit else node, version=case["version"], **case["extra"])

@@ -22,7 +22,8 @@ def _review(policy: dict[str, Any], operation: str = "CREATE") -> dict[str, Any]
 @pytest.mark.parametrize("hook", ["preDrain", "postMaintenance"])
 @pytest.mark.parametrize("field", ["serviceAccountName", "serviceAccount"])
 def test_a_hook_that_would_run_as_the_operator_is_refused_naming_the_field_and_the_fix(operation: str, hook: str, field: str) -> None:
-    policy = nm_policy("rolling", **{hook: {"jobTemplate": hook_template(**{field: SERVICE_ACCOUNT})}})
+    spec: dict[str, Any] = {hook: {"jobTemplate": hook_template(**{field: SERVICE_ACCOUNT})}}
+    policy = nm_policy("rolling", **spec)
     response = policy_admission_response(_review(policy, operation))["response"]
     assert response["uid"] == "u-1" and response["allowed"] is False and response["status"]["code"] == 403
     message = response["status"]["message"]

@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 
 from devcluster.pki import generate_self_signed
 from node_maintenance.api import SERVICE_ACCOUNT
+from node_maintenance.client.errors import Unreachable
 from node_maintenance.webhooks.server import admission_response, conversion_response, start_webhook_server
-from tests.unit.builders import hook_template, nm, nm_policy
+from tests.unit.builders import FakeApi, hook_template, nm, nm_policy
 
 GROUP = "nodemaintenance.kubevirt.io"
 
@@ -58,8 +59,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, ssl.
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
+    unreachable = FakeApi()
+    unreachable.outage = Unreachable("no API server in this test")  # admission cannot read the cluster
     loop = asyncio.new_event_loop()
-    runner = loop.run_until_complete(start_webhook_server(host="127.0.0.1", port=port, cert_dir=cert_dir, kube=None))
+    runner = loop.run_until_complete(start_webhook_server(host="127.0.0.1", port=port, cert_dir=cert_dir, kube=unreachable.blocking()))
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
     yield port, ssl.create_default_context(cadata=ca.decode())
@@ -109,7 +112,7 @@ bodies = st.binary(max_size=512) | json_values.map(lambda v: json.dumps(v).encod
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(body=bodies, path=st.sampled_from(["/convert", "/validate-nodemaintenance", "/validate-nodemaintenancepolicy"]))
-def test_fuzzed_reviews_always_get_a_well_formed_answer(server, body: bytes, path: str) -> None:
+def test_fuzzed_reviews_always_get_a_well_formed_answer(server: tuple[int, ssl.SSLContext], body: bytes, path: str) -> None:
     status, answer = _post(server, path, body)
     assert status == 200
     assert isinstance(answer, dict) and isinstance(answer.get("response"), dict)

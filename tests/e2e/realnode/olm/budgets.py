@@ -5,17 +5,18 @@ from __future__ import annotations
 import json
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 from devcluster.cluster import Cluster
 
 
-def violated(budget: dict) -> bool:
+def violated(budget: dict[str, Any]) -> bool:
     """A budget the disruption controller has counted has fewer healthy pods than it must keep."""
     status = budget.get("status") or {}
     if status.get("observedGeneration") != budget["metadata"].get("generation"):
         return False
-    return status.get("currentHealthy", 0) < status.get("desiredHealthy", 0)
+    return bool(status.get("currentHealthy", 0) < status.get("desiredHealthy", 0))
 
 
 class BudgetWatch:
@@ -23,7 +24,7 @@ class BudgetWatch:
 
     def __init__(self, cluster: Cluster, namespace: str) -> None:
         self.events = 0
-        self.violations: list[dict] = []
+        self.violations: list[dict[str, Any]] = []
         self._process = subprocess.Popen(
             [str(cluster.bin["kubectl"]), f"--kubeconfig={cluster.kubeconfig}", "get", "pdb", "-n", namespace,
              "--watch", "--output-watch-events", "-o", "json"],
@@ -32,6 +33,7 @@ class BudgetWatch:
         self._reader.start()
 
     def _read(self) -> None:
+        assert self._process.stdout is not None
         for budget in _objects(self._process.stdout):
             self.events += 1
             if violated(budget):
@@ -43,7 +45,7 @@ class BudgetWatch:
         self._reader.join(timeout=10)
 
 
-def _objects(stream) -> Iterator[dict]:
+def _objects(stream: Iterable[str]) -> Iterator[dict[str, Any]]:
     """The objects of a stream of watch events printed as JSON, one after another."""
     decoder, buffer = json.JSONDecoder(), ""
     for line in stream:

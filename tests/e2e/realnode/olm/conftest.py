@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 
 import pytest
+from pluggy import Result
 
 from devcluster.cluster import Cluster
 from devcluster.olm import OLM
@@ -71,7 +72,7 @@ def _remove_crds(cluster: Cluster) -> None:
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Result[pytest.TestReport], None]:
     """Attach OLM's own logs (and the operator's) to a failing test's report."""
     outcome = yield
     report = outcome.get_result()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 
@@ -27,7 +27,7 @@ def csv_name(version: str) -> str:
     return f"{PACKAGE}.v{version}"
 
 
-def deploy_manifests(namespace: str, *, target_namespaces: list[str] | None = None, **subscription: Any) -> list[dict]:
+def deploy_manifests(namespace: str, *, target_namespaces: list[str] | None = None, **subscription: Any) -> list[dict[str, Any]]:
     """The Namespace, OperatorGroup and Subscription as committed, moved to ``namespace``.
 
     ``subscription`` overrides Subscription spec fields (startingCSV, installPlanApproval, channel), as an
@@ -56,20 +56,21 @@ class Install:
         items = deploy_manifests(self.namespace, **options)
         self.cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
 
-    def _get(self, *args: str) -> dict | None:
+    def _get(self, *args: str) -> dict[str, Any] | None:
         return get(self.cluster, *args, "-n", self.namespace)
 
-    def _current_plan(self, version: str) -> dict | None:
+    def _current_plan(self, version: str) -> dict[str, Any] | None:
         """The InstallPlan for ``version``: the one the Subscription points at if it is for ``version`` (OLM
         may replace a plan it has not started), else the newest such plan (the Subscription moves on)."""
         ref = ((self._get("subscription", PACKAGE) or {}).get("status") or {}).get("installPlanRef")
         plans = [p for p in self.plans() if csv_name(version) in p["spec"]["clusterServiceVersionNames"]]
         referenced = [p for p in plans if ref and p["metadata"]["name"] == ref["name"]]
-        return (referenced or sorted(plans, key=lambda p: p["metadata"]["creationTimestamp"]) or [None])[-1]
+        chosen = referenced or sorted(plans, key=lambda p: p["metadata"]["creationTimestamp"])
+        return chosen[-1] if chosen else None
 
-    def finished_plan_status(self, version: str, timeout: float = 60) -> dict:
+    def finished_plan_status(self, version: str, timeout: float = 60) -> dict[str, Any]:
         """The status of the InstallPlan for ``version`` once OLM has finished with it, Complete or Failed."""
-        def finished() -> dict | None:
+        def finished() -> dict[str, Any] | None:
             status = (self._current_plan(version) or {}).get("status") or {}
             return status if status.get("phase") in ("Complete", "Failed") else None
 
@@ -82,10 +83,10 @@ class Install:
         self.cluster.kubectl("patch", "installplan", plan["metadata"]["name"], "-n", self.namespace,
                              "--type=merge", "-p", '{"spec":{"approved":true}}')
 
-    def wait_plan_complete(self, version: str, timeout: float = 180) -> dict:
-        last: dict = {}
+    def wait_plan_complete(self, version: str, timeout: float = 180) -> dict[str, Any]:
+        last: dict[str, Any] = {}
 
-        def complete() -> dict | None:
+        def complete() -> dict[str, Any] | None:
             plan = self._current_plan(version)
             if plan is None:
                 return None
@@ -102,16 +103,16 @@ class Install:
         except AssertionError as error:
             raise AssertionError(f"{error}; phase {last.get('phase')}, conditions {last.get('conditions')}") from None
 
-    def plans(self) -> list[dict]:
-        return (self._get("installplans") or {}).get("items", [])
+    def plans(self) -> list[dict[str, Any]]:
+        return cast(list[dict[str, Any]], (self._get("installplans") or {}).get("items", []))
 
-    def csv(self, version: str) -> dict | None:
+    def csv(self, version: str) -> dict[str, Any] | None:
         return self._get("csv", csv_name(version))
 
-    def wait_succeeded(self, version: str, timeout: float = 180) -> dict:
+    def wait_succeeded(self, version: str, timeout: float = 180) -> dict[str, Any]:
         """The CSV reaches Succeeded: OLM's Deployment runs our operator image and its pod is Ready."""
 
-        def succeeded() -> dict | None:
+        def succeeded() -> dict[str, Any] | None:
             csv = self.csv(version)
             phase = (csv or {}).get("status", {}).get("phase")
             assert phase != "Failed", f"CSV {version} failed: {(csv or {}).get('status', {}).get('message')}"
@@ -119,11 +120,11 @@ class Install:
 
         return eventually(succeeded, f"CSV {csv_name(version)} Succeeded", timeout=timeout)
 
-    def operator_pods(self) -> list[dict]:
+    def operator_pods(self) -> list[dict[str, Any]]:
         pods = (self._get("pods", "-l", f"app.kubernetes.io/name={PACKAGE}") or {}).get("items", [])
         return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
 
-    def assert_operator_image(self, version: str) -> dict:
+    def assert_operator_image(self, version: str) -> dict[str, Any]:
         """The operator runs as OLM deployed it: one pod, on the real node, from the image nmo-pack pushed for ``version``."""
         pods = eventually(lambda: [p for p in self.operator_pods() if _image_digest(p, "manager") == self.published.digest("operator", version)] or None,
                           f"the operator pod of {version} running its own image")
@@ -141,7 +142,7 @@ class Install:
         parts.append(f"----- operator -----\n{logs.stdout}{logs.stderr}")
         return "\n".join(parts)
 
-    def subscription(self) -> dict:
+    def subscription(self) -> dict[str, Any]:
         sub = self._get("subscription", PACKAGE)
         assert sub is not None, "Subscription missing"
         return sub
@@ -153,41 +154,48 @@ class Install:
         self.cluster.kubectl("delete", "csv", installed, "-n", self.namespace, "--timeout=60s")
 
 
-def _image_digest(pod: dict, container: str) -> str | None:
+def _image_digest(pod: dict[str, Any], container: str) -> str | None:
     for status in pod.get("status", {}).get("containerStatuses", []) + pod.get("status", {}).get("initContainerStatuses", []):
         if status["name"] == container and "@" in status.get("imageID", ""):
-            return status["imageID"].rsplit("@", 1)[1]
+            return cast(str, status["imageID"].rsplit("@", 1)[1])
     return None
 
 
-def olm_pods(cluster: Cluster) -> list[dict]:
+def olm_pods(cluster: Cluster) -> list[dict[str, Any]]:
     """The pods OLM ran in its namespace: the catalog's registry pod and the bundle unpack Jobs' pods."""
-    return (get(cluster, "pods", "-n", OLM_NAMESPACE) or {}).get("items", [])
+    return cast(list[dict[str, Any]], (get(cluster, "pods", "-n", OLM_NAMESPACE) or {}).get("items", []))
 
 
-def image_digests(pod: dict) -> set[str]:
+def image_digests(pod: dict[str, Any]) -> set[str]:
     statuses = pod.get("status", {}).get("containerStatuses", []) + pod.get("status", {}).get("initContainerStatuses", [])
     return {s["imageID"].rsplit("@", 1)[1] for s in statuses if "@" in s.get("imageID", "")}
 
 
-def crd(cluster: Cluster) -> dict:
+def crd(cluster: Cluster) -> dict[str, Any]:
     obj = get(cluster, "crd", CRD_NAME)
     assert obj is not None, "CRD missing"
     return obj
 
 
-def served_versions(crd_obj: dict) -> list[str]:
+def served_versions(crd_obj: dict[str, Any]) -> list[str]:
     return sorted(v["name"] for v in crd_obj["spec"]["versions"] if v["served"])
 
 
-def nm_manifest(version: str, name: str, node: str, reason: str) -> dict:
+def nm_manifest(version: str, name: str, node: str, reason: str) -> dict[str, Any]:
     spec = {"nodeName": node, "reason": reason}
     return {"apiVersion": f"{GROUP}/{version}", "kind": "NodeMaintenance", "metadata": {"name": name}, "spec": spec}
 
 
-def read_nm(cluster: Cluster, version: str, name: str) -> dict | None:
+def read_nm(cluster: Cluster, version: str, name: str) -> dict[str, Any] | None:
     """The maintenance read in ``version``; None while it cannot be read in it. During an upgrade OLM gives
     the new operator a new serving certificate and injects its CA into the CRD: until both agree, a read that
     needs the conversion webhook fails, and callers wait for the maintenance to be readable again."""
     result = cluster.kubectl("get", f"nodemaintenances.{version}.{GROUP}", name, "-o", "json", check=False)
     return json.loads(result.stdout) if result.returncode == 0 else None
+
+
+def nm_uid(cluster: Cluster, version: str, name: str) -> str:
+    """The uid of the maintenance read in ``version``, which must be readable in it now."""
+    obj = read_nm(cluster, version, name)
+    assert obj is not None, f"NodeMaintenance {name} cannot be read in {version}"
+    return cast(str, obj["metadata"]["uid"])

@@ -10,7 +10,7 @@ import ssl
 import urllib.error
 import urllib.request
 from http import HTTPStatus
-from typing import Any
+from typing import Any, cast
 
 import yaml
 
@@ -34,7 +34,7 @@ APPROVAL = "Automatic"
 
 def bundle_csv() -> dict[str, Any]:
     """The current release's CSV as the committed bundle holds it."""
-    return yaml.safe_load((BUNDLE_MANIFESTS / CSV_FILE).read_text())
+    return cast(dict[str, Any], yaml.safe_load((BUNDLE_MANIFESTS / CSV_FILE).read_text()))
 
 
 def bundle_crds() -> list[dict[str, Any]]:
@@ -76,7 +76,7 @@ def default_channel(manifest: dict[str, Any]) -> dict[str, Any]:
     name = manifest["status"].get("defaultChannel")
     assert name, "the package has no default channel: OperatorHub cannot preselect one"
     (channel,) = [c for c in manifest["status"]["channels"] if c["name"] == name]
-    return channel
+    return cast(dict[str, Any], channel)
 
 
 def icon(cluster: Cluster, olm: OLM, manifest: dict[str, Any]) -> tuple[bytes, str, str]:
@@ -114,13 +114,13 @@ def example(csv_description: dict[str, Any], kind: str, api_version: str) -> dic
     examples = json.loads(csv_description["annotations"]["alm-examples"])
     found = [e for e in examples if e["kind"] == kind and e["apiVersion"] == api_version]
     assert found, f"alm-examples has no {kind} example at {api_version}"
-    return found[0]
+    return cast(dict[str, Any], found[0])
 
 
 def storage_version(crd: dict[str, Any]) -> dict[str, Any]:
     """The version of ``crd`` the API server stores objects in."""
     (stored,) = [v for v in crd["spec"]["versions"] if v["storage"]]
-    return stored
+    return cast(dict[str, Any], stored)
 
 
 def undescribed_status_fields(crd: dict[str, Any], csv: dict[str, Any]) -> list[str]:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -14,12 +15,13 @@ from devcluster.cluster import Cluster
 from devcluster.olm import NAMESPACE as OLM_NAMESPACE
 from devcluster.olm import OLM, catalog_source
 from devcluster.publish import Published, pinned
+from node_maintenance.api import GROUP
 from node_maintenance_packaging.render import Inputs
 
 from ....releases import HEAD, RELEASES, SERVED
 from ...helpers import apply, deployment, eventually, node, our_taint, pdb, pods_on
 from .budgets import BudgetWatch
-from .install import GROUP, Install, crd, csv_name, nm_manifest, read_nm, served_versions
+from .install import Install, crd, csv_name, nm_manifest, nm_uid, read_nm, served_versions
 
 pytestmark = pytest.mark.e2e
 # The rendered CatalogSource polls its image every 30m; these tests shorten that to this.
@@ -99,7 +101,7 @@ def _phase(cluster: Cluster, name: str, version: str) -> str | None:
 
 
 def test_a_release_added_to_the_catalog_upgrades_the_subscription_by_itself(
-        cluster: Cluster, catalog: Catalog, install: Install, published: Published, nodes) -> None:
+        cluster: Cluster, catalog: Catalog, install: Install, published: Published, nodes: Callable[..., list[str]]) -> None:
     catalog.serve(published.inputs(through=PREVIOUS))
     install.apply(startingCSV=csv_name(PREVIOUS))  # stable channel, automatic approval, as committed
     install.wait_plan_complete(PREVIOUS)
@@ -120,7 +122,7 @@ def test_a_release_added_to_the_catalog_upgrades_the_subscription_by_itself(
     try:
         name = f"nm-{target}"
         apply(cluster, nm_manifest("v1alpha1", name, target, "upgrade during a drain"))
-        uid = read_nm(cluster, "v1alpha1", name)["metadata"]["uid"]
+        uid = nm_uid(cluster, "v1alpha1", name)
 
         def held_back() -> bool:
             labels = [p["metadata"]["labels"].get("app") for p in pods_on(cluster, target) if p["metadata"]["namespace"] == workload]
@@ -158,7 +160,7 @@ def test_a_release_added_to_the_catalog_upgrades_the_subscription_by_itself(
 
 
 def test_a_release_that_cannot_install_is_refused_and_the_installed_one_keeps_working(
-        cluster: Cluster, catalog: Catalog, install: Install, published: Published, nodes) -> None:
+        cluster: Cluster, catalog: Catalog, install: Install, published: Published, nodes: Callable[..., list[str]]) -> None:
     catalog.serve(published.inputs(through=PREVIOUS))
     install.apply(startingCSV=csv_name(PREVIOUS))
     install.wait_plan_complete(PREVIOUS)
@@ -166,11 +168,11 @@ def test_a_release_that_cannot_install_is_refused_and_the_installed_one_keeps_wo
     kept_node, later_node = nodes(2)
     apply(cluster, nm_manifest("v1alpha1", "kept", kept_node, "before the broken release"))
     eventually(lambda: _phase(cluster, "kept", "v1alpha1") == "Succeeded", "the first maintenance Succeeded")
-    uid = read_nm(cluster, "v1alpha1", "kept")["metadata"]["uid"]
+    uid = nm_uid(cluster, "v1alpha1", "kept")
 
     catalog.serve(broken(published, NEXT))
 
-    def failed_plan() -> dict | None:
+    def failed_plan() -> dict[str, Any] | None:
         plans = [p for p in install.plans() if csv_name(NEXT) in p["spec"]["clusterServiceVersionNames"]]
         return next((p for p in plans if (p.get("status") or {}).get("phase") == "Failed"), None)
 
@@ -187,11 +189,12 @@ def test_a_release_that_cannot_install_is_refused_and_the_installed_one_keeps_wo
     # installed release (Replacing until a replacement succeeds) running from its own image, doing its job.
     refused = install.csv(NEXT)
     assert refused is None or refused["status"]["phase"] != "Succeeded", refused["status"]
-    assert install.csv(PREVIOUS)["status"]["phase"] in ("Succeeded", "Replacing")
+    previous = install.csv(PREVIOUS)
+    assert previous is not None and previous["status"]["phase"] in ("Succeeded", "Replacing")
     install.assert_operator_image(PREVIOUS)
     assert served_versions(crd(cluster)) == SERVED[PREVIOUS]
     for version in SERVED[PREVIOUS]:
-        assert read_nm(cluster, version, "kept")["metadata"]["uid"] == uid
+        assert nm_uid(cluster, version, "kept") == uid
     apply(cluster, nm_manifest("v1alpha1", "later", later_node, "after the broken release"))
     eventually(lambda: _phase(cluster, "later", "v1alpha1") == "Succeeded", "a new maintenance Succeeded")
     for name, target in (("kept", kept_node), ("later", later_node)):

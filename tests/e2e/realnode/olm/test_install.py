@@ -5,6 +5,7 @@ OLM deployed draining a node."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -36,7 +37,7 @@ from .operatorhub import (
 pytestmark = pytest.mark.e2e
 
 
-def test_fresh_install_from_operatorhub_drains_a_node(cluster: Cluster, olm: OLM, install: Install, nodes) -> None:
+def test_fresh_install_from_operatorhub_drains_a_node(cluster: Cluster, olm: OLM, install: Install, nodes: Callable[..., list[str]]) -> None:
     # OperatorHub lists our package from our catalog, as the bundle describes it.
     olm.wait_package_listed()
     releases = install.published.inputs().releases

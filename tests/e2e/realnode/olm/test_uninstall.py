@@ -3,18 +3,22 @@ the CRD: NodeMaintenances and their nodes stay as they were, and a reinstall tak
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 
 from devcluster.cluster import Cluster
+from node_maintenance.api import CRD_NAME
 
 from ....releases import HEAD
-from ...helpers import create_nm, delete_nm, eventually, get, nm, nm_status, node, our_taint
-from .install import CRD_NAME, Install
+from ...helpers import NM, create_nm, delete_nm, eventually, existing, get, nm, nm_status, node, our_taint
+from .install import Install
 
 pytestmark = pytest.mark.e2e
 
 
-def test_uninstall_keeps_node_maintenances_and_reinstall_picks_them_up(cluster: Cluster, install: Install, nodes) -> None:
+def test_uninstall_keeps_node_maintenances_and_reinstall_picks_them_up(cluster: Cluster, install: Install, nodes: Callable[..., list[str]]) -> None:
     install.apply()
     install.wait_plan_complete(HEAD)
     install.wait_succeeded(HEAD)
@@ -22,14 +26,14 @@ def test_uninstall_keeps_node_maintenances_and_reinstall_picks_them_up(cluster: 
     name = f"nm-{target}"
     create_nm(cluster, name, target)
     eventually(lambda: nm_status(cluster, name).get("phase") == "Succeeded", "maintenance Succeeded", timeout=90)
-    before = nm(cluster, name)
+    before = existing(cluster, NM, name)
 
     install.uninstall()
     eventually(lambda: get(cluster, "deployment", "node-maintenance-operator", "-n", install.namespace) is None,
                "the operator's Deployment removed by OLM")
     assert get(cluster, "crd", CRD_NAME) is not None, "OLM leaves the CRD in place"
     # ... and, with nothing left to answer it, takes the conversion webhook out of it.
-    eventually(lambda: get(cluster, "crd", CRD_NAME)["spec"]["conversion"]["strategy"] == "None",
+    eventually(lambda: existing(cluster, "crd", CRD_NAME)["spec"]["conversion"]["strategy"] == "None",
                "the CRD's conversion strategy None after the uninstall")
     after = nm(cluster, name)
     assert after is not None and after["metadata"]["uid"] == before["metadata"]["uid"]
@@ -47,6 +51,6 @@ def test_uninstall_keeps_node_maintenances_and_reinstall_picks_them_up(cluster: 
     assert not released["spec"].get("unschedulable") and not our_taint(released)
 
 
-def settled_state(maintenance: dict) -> dict:
+def settled_state(maintenance: dict[str, Any]) -> dict[str, Any]:
     """A maintenance's status without the time of its last write."""
     return {key: value for key, value in maintenance["status"].items() if key != "lastUpdate"}

@@ -16,8 +16,8 @@ from node_maintenance.api import GROUP, POLICY
 from node_maintenance.api.paths import POLICY_VERSION
 
 from ....releases import CRDS, HEAD, RELEASES, SERVED
-from ...helpers import NMP, apply, create_nm, delete_nm, eventually, get, nm_status
-from .install import Install, crd, csv_name, nm_manifest, read_nm, served_versions
+from ...helpers import NMP, apply, create_nm, delete_nm, eventually, existing, get, nm_status
+from .install import Install, crd, csv_name, nm_manifest, nm_uid, read_nm, served_versions
 
 pytestmark = pytest.mark.e2e
 # Tainted, so that no rolling operator pod lands on a node its maintenance drains.
@@ -57,7 +57,7 @@ class OlderPolicy:
             "drainRules": [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": "database"}}, "order": 10}],
         }})
         eventually(lambda: self._status().get("observedGeneration") == 1, f"policy {self.name} in force")
-        self.written = get(cluster, NMP, self.name)
+        self.written = existing(cluster, NMP, self.name)
         create_nm(cluster, f"{self.name}-first", self.holding)
         eventually(lambda: nm_status(cluster, f"{self.name}-first").get("phase") == "Succeeded", "the first maintenance drained")
         assert _queued(cluster, f"{self.name}-first")["reason"] == "SlotGranted"
@@ -85,7 +85,7 @@ class OlderPolicy:
         eventually(lambda: nm_status(self.cluster, second).get("phase") == "Succeeded", f"{second} drained")
 
 
-def test_manual_upgrade_through_every_release_keeps_every_node_maintenance_and_policy(cluster: Cluster, install: Install, nodes) -> None:
+def test_manual_upgrade_through_every_release_keeps_every_node_maintenance_and_policy(cluster: Cluster, install: Install, nodes: Callable[..., list[str]]) -> None:
     install.apply(channel="candidate", startingCSV=csv_name("0.1.0"), installPlanApproval="Manual")
     install.approve("0.1.0")
     install.wait_plan_complete("0.1.0")
@@ -95,7 +95,7 @@ def test_manual_upgrade_through_every_release_keeps_every_node_maintenance_and_p
     for index, node in enumerate(nodes(3, taints=TARGET_TAINTS)):
         name, reason = f"upgrade-{index}", f"kernel update {index}"
         apply(cluster, nm_manifest("v1alpha1", name, node, reason))
-        created[name] = (read_nm(cluster, "v1alpha1", name)["metadata"]["uid"], node, reason)
+        created[name] = (nm_uid(cluster, "v1alpha1", name), node, reason)
     assert _all_readable(cluster, created, SERVED["0.1.0"])
 
     policy: OlderPolicy | None = None
