@@ -29,13 +29,10 @@ from typing import Any
 
 from node_maintenance.api import conditions as cond
 from node_maintenance.api import timestamps
-from node_maintenance.drain import bookkeeping as books
+from node_maintenance.drain import bookkeeping, events, pods, status
 from node_maintenance.drain import node as nodes
-from node_maintenance.drain import pods
-from node_maintenance.drain import rules as drainrules
-from node_maintenance.drain import status as st
-from node_maintenance.drain.events import Event
-from node_maintenance.drain.planner import Plan
+from node_maintenance.drain.plans import Plan
+from node_maintenance.drain.rules import Rule
 from node_maintenance.policy import health, hooks
 from node_maintenance.policy import windows as win
 
@@ -67,7 +64,7 @@ class Policy:
     pre_drain: Mapping[str, Any] | None = None  # the Job template
     post_maintenance: Mapping[str, Any] | None = None
     drain: Mapping[str, Any] = field(default_factory=dict)
-    rules: tuple[drainrules.Rule, ...] = ()
+    rules: tuple[Rule, ...] = ()
     windows: tuple[win.Window, ...] = ()
     invalid_windows: tuple[str, ...] = ()  # why each window that cannot be read is refused: then none is ever open
     window_end: str = CONTINUE
@@ -89,7 +86,7 @@ class Policy:
             pre_drain=templates.get(hooks.PRE_DRAIN),
             post_maintenance=templates.get(hooks.POST_MAINTENANCE),
             drain=spec.get("drain") or {},
-            rules=tuple(drainrules.Rule.of(rule) for rule in spec.get("drainRules") or ()),
+            rules=tuple(Rule.of(rule) for rule in spec.get("drainRules") or ()),
             windows=windows,
             invalid_windows=invalid,
             window_end=spec.get("windowEnd") or CONTINUE,
@@ -149,9 +146,9 @@ def slim_maintenance(maintenance: dict[str, Any]) -> dict[str, Any]:
     meta = maintenance["metadata"]
     slim = {"metadata": {k: meta[k] for k in ("name", "creationTimestamp", "deletionTimestamp") if k in meta},
             "spec": {"nodeName": (maintenance.get("spec") or {}).get("nodeName")}}
-    status = maintenance.get("status") or {}
+    stored = maintenance.get("status") or {}
     kept = [*([{"type": QUEUED, "reason": SLOT_GIVEN_BACK}] if gave_back(maintenance) else []),
-            *([{"type": st.TIMED_OUT, "status": "True"}] if st.timed_out(status) else [])]
+            *([{"type": status.TIMED_OUT, "status": "True"}] if status.timed_out(stored) else [])]
     return {**slim, "status": {"conditions": kept}} if kept else slim
 
 
@@ -283,7 +280,7 @@ def decide(policies: Iterable[Policy], node_list: Iterable[Mapping[str, Any]], m
     verdicts: dict[str, Verdict] = {}
     summaries: dict[str, Summary] = {}
     # Deleted, or ended by its timeout (the node given back): it holds no slot and waits for none.
-    live = sorted((m for m in maintenances if not m["metadata"].get("deletionTimestamp") and not st.timed_out(m.get("status") or {})),
+    live = sorted((m for m in maintenances if not m["metadata"].get("deletionTimestamp") and not status.timed_out(m.get("status") or {})),
                   key=_order)
     for policy in policies:
         window = policy.window(now)
@@ -472,13 +469,15 @@ def waiting_plan(body: Mapping[str, Any], verdict: Verdict, now: datetime.dateti
     node_name = body["spec"]["nodeName"]
     condition = queued_condition(verdict, node_name)
     before: dict[str, Any] = next((c for c in previous.get("conditions") or [] if c.get("type") == QUEUED), {})
-    events: tuple[Event, ...] = ()
-    if previous.get("phase") != st.PENDING or before.get("reason") != condition.reason:
-        events = (Event(False, "Normal" if verdict.kind in (WAITING, CLOSED) else "Warning", condition.reason, condition.message),)
-    status = st.build(dict(previous), phase=st.PENDING, total=0, eviction_pods=0, pending=[], generation=meta.get("generation", 1),
-                      last_error=condition.message if verdict.kind == CONFLICT else "", now=timestamps.rfc3339(now), waiting=condition)
+    told: tuple[events.Event, ...] = ()
+    if previous.get("phase") != status.Phase.PENDING or before.get("reason") != condition.reason:
+        told = (events.Event(on_node=False, type=events.Type.NORMAL if verdict.kind in (WAITING, CLOSED) else events.Type.WARNING,
+                             reason=condition.reason, message=condition.message),)
+    built = status.build(dict(previous), phase=status.Phase.PENDING, total=0, eviction_pods=0, pending=[], generation=meta.get("generation", 1),
+                         last_error=condition.message if verdict.kind == CONFLICT else "", now=timestamps.rfc3339(now), waiting=condition)
     # Looked at again (and a moved place in line written) at a pace the whole line can bear, and when a window opens.
-    return Plan(st.PENDING, status, events=events, recheck_in=until(verdict.opens, now, books.in_line_interval(verdict.queued)))
+    return Plan(phase=status.Phase.PENDING, status=built, events=told,
+                recheck_in=until(verdict.opens, now, bookkeeping.in_line_interval(verdict.queued)))
 
 
 def until(moment: datetime.datetime | None, now: datetime.datetime, sooner_than: float | None = None) -> float | None:

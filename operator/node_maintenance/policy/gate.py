@@ -13,7 +13,7 @@ from typing import Any
 
 from node_maintenance.api.conditions import Condition
 from node_maintenance.drain import node as nodes
-from node_maintenance.drain.planner import Maintenance, Plan
+from node_maintenance.drain.plans import Maintenance, Plan, PolicyTerms
 from node_maintenance.policy import decide as pol
 from node_maintenance.policy import hooks
 
@@ -44,11 +44,10 @@ class Gate:
     def maintenance(self, body: Mapping[str, Any]) -> Maintenance:
         """The planner's view: the policy's drain defaults, rules, hold, conditions and Jobs, when one governs the node."""
         if self.policy is None:
-            return dataclasses.replace(Maintenance.of(body), conditions=self.conditions, hold=self.hold, hold_recheck_in=self.recheck_in)
-        m = Maintenance.of(pol.with_defaults(body, self.policy))
-        return dataclasses.replace(m, rules=self.policy.rules, hold=self.hold, hold_failed=self.hold_failed, hold_recheck_in=self.recheck_in,
-                                   conditions=self.conditions, jobs=self.jobs, given_back=self.given_back, rejoin=self.rejoin,
-                                   records_evicted=self.policy.wait_for_healthy)
+            return dataclasses.replace(Maintenance.of(body), terms=PolicyTerms(hold=self.hold, hold_recheck_in=self.recheck_in, conditions=self.conditions))
+        return dataclasses.replace(Maintenance.of(pol.with_defaults(body, self.policy)), terms=PolicyTerms(
+            rules=self.policy.rules, hold=self.hold, hold_failed=self.hold_failed, hold_recheck_in=self.recheck_in, conditions=self.conditions,
+            jobs=self.jobs, given_back=self.given_back, rejoin=self.rejoin, records_evicted=self.policy.wait_for_healthy))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,7 +10,7 @@ reason lists nothing); a node that is no longer cordoned is watched by the drain
 engine plans again whenever a watch reports a change, when the NodeMaintenance changes, or when the plan
 asked to look again at a given time.
 
-Everything a step does is in its :class:`~node_maintenance.drain.planner.Plan`; the executor carries
+Everything a step does is in its :class:`~node_maintenance.drain.plans.Plan`; the executor carries
 it out, and the engine remembers what came back (``drain.bookkeeping`` decides how).
 """
 
@@ -35,12 +35,11 @@ from node_maintenance.client.errors import KubeError
 from node_maintenance.client.http import AsyncKube
 from node_maintenance.client.watch import Mirror
 from node_maintenance.coordination import quorum
-from node_maintenance.drain import bookkeeping as books
-from node_maintenance.drain import budgets as pdbs
+from node_maintenance.drain import bookkeeping, pods, status
 from node_maintenance.drain import node as nodes
-from node_maintenance.drain import pods
-from node_maintenance.drain import status as st
-from node_maintenance.drain.planner import Attempt, Plan, plan
+from node_maintenance.drain.budgets import Coverage
+from node_maintenance.drain.planner import plan
+from node_maintenance.drain.plans import Attempt, Plan
 from node_maintenance.drain.podindex import PodIndex
 from node_maintenance.policy.gate import UNKNOWN_RECHECK_SECONDS, Gate
 from node_maintenance.runtime import metrics
@@ -85,7 +84,7 @@ class Memory:
     attempts: dict[str, Attempt] = field(default_factory=dict)
     namespaces: set[str] = field(default_factory=set)  # of the node's pods, as last planned: whose budgets wake this drain
     refused_jobs: dict[str, str] = field(default_factory=dict)  # hook Job name -> why the API refused it
-    coverage: pdbs.Coverage | None = None  # which budgets select the pods, kept while the budgets' selectors stay the same
+    coverage: Coverage | None = None  # which budgets select the pods, kept while the budgets' selectors stay the same
     index: PodIndex | None = None  # the node's pods as planned, kept while they are watched
 
 
@@ -214,16 +213,16 @@ class Engine:
         if body["metadata"].get("deletionTimestamp"):
             return None  # being deleted: the node is given back, never taken again
         # Someone else wrote the status (a user's patch, another client): it is written again, whatever changed.
-        foreign = books.foreign_status(body.get("status") or {}, memory.written, shared.version)
+        foreign = bookkeeping.foreign_status(body.get("status") or {}, memory.written, shared.version)
         # Our last write may not have come back through kopf's watch yet, and an old version drops fields.
         shown = body.get("status") or {}
         body["status"] = {**shown, **memory.stored}
-        if st.timed_out(body["status"]):  # handed back at its timeout: it has ended, watches nothing, takes nothing
+        if status.timed_out(body["status"]):  # handed back at its timeout: it has ended, watches nothing, takes nothing
             self.wanted = NOTHING
-            if st.timed_out(shown):
+            if status.timed_out(shown):
                 return None
             # Not shown as ended yet (its write failed, or has not come back): written again until it is.
-            return await self._carry_out(Plan(str(body["status"].get("phase") or ""), dict(body["status"])), body, None, True)
+            return await self._carry_out(Plan(phase=str(body["status"].get("phase") or ""), status=dict(body["status"])), body, None, True)
         now = timestamps.now()
         if self.watching == NOTHING:
             in_line = self._in_line(body, now)
@@ -258,18 +257,18 @@ class Engine:
         daemonsets = await self.daemonsets.read(node_pods.pods) if taking else {}
         memory.namespaces = {p["metadata"]["namespace"] for p in node_pods.pods}
         budgets = shared.budgets.in_namespaces(memory.namespaces)
-        memory.coverage = memory.coverage.over(budgets) if memory.coverage else pdbs.Coverage(budgets)
+        memory.coverage = memory.coverage.over(budgets) if memory.coverage else Coverage(budgets)
         decided = plan(gate.maintenance(body), node, node_pods, budgets, now, holder_exists=holder_exists, daemonsets=daemonsets,
                        attempts=memory.attempts, in_flight=shared.budgets.in_flight(), lease=lease, members=members,
                        coverage=memory.coverage)
         shared.active.holding(self.name, decided.holds_node)
         recheck = await self._carry_out(decided, body, node, foreign, live={p["metadata"]["uid"] for p in node_pods.pods})
-        self.wanted = DRAINED if decided.phase == st.SUCCEEDED and decided.holds_node else NODE_AND_PODS
+        self.wanted = DRAINED if decided.phase == status.Phase.SUCCEEDED and decided.holds_node else NODE_AND_PODS
         if self.wanted == DRAINED:  # no budget paces anything here any more, so none wakes it
             memory.namespaces, memory.coverage, memory.index = set(), None, None
-        recheck = books.sooner(recheck, LATE_PODS_SECONDS if self.wanted == DRAINED else None)
-        recheck = books.sooner(recheck, ERROR_RETRY_SECONDS if taking and self.daemonsets.unknown else None)
-        return books.sooner(recheck, self.lease.due_in() if self.lease and self.lease.known is not None else None)
+        recheck = bookkeeping.sooner(recheck, LATE_PODS_SECONDS if self.wanted == DRAINED else None)
+        recheck = bookkeeping.sooner(recheck, ERROR_RETRY_SECONDS if taking and self.daemonsets.unknown else None)
+        return bookkeeping.sooner(recheck, self.lease.due_in() if self.lease and self.lease.known is not None else None)
 
     def _indexed(self) -> PodIndex:
         """The node's pods as the watch (or the last listing) shows them now, indexed for the planner: the watch keeps
@@ -286,9 +285,9 @@ class Engine:
             return gate.recheck_in
         self.shared.active.holding(self.name, False)
         # Its place in line is not worth waking it for (the policies do not): it looks at it now and then.
-        in_line = gate.waiting.recheck_in or books.IN_LINE_STATUS_INTERVAL_SECONDS
-        recheck = await self._carry_out(gate.waiting, body, node, foreign, books.status_interval(self.memory.stored, gate.waiting.status, in_line))
-        return books.sooner(recheck, in_line)
+        in_line = gate.waiting.recheck_in or bookkeeping.IN_LINE_STATUS_INTERVAL_SECONDS
+        recheck = await self._carry_out(gate.waiting, body, node, foreign, bookkeeping.status_interval(self.memory.stored, gate.waiting.status, in_line))
+        return bookkeeping.sooner(recheck, in_line)
 
     async def _members(self) -> quorum.Members:
         """Every control-plane node as it is now, and the etcd guard budgets the budget watch holds."""
@@ -301,35 +300,35 @@ class Engine:
         return quorum.Members(tuple(found.values()), tuple(guards[:1]))
 
     async def _carry_out(self, decided: Plan, body: dict[str, Any], node: dict[str, Any] | None, foreign: bool,
-                         interval: float = books.NM_STATUS_INTERVAL_SECONDS, live: set[str] | None = None) -> float | None:
+                         interval: float = bookkeeping.NM_STATUS_INTERVAL_SECONDS, live: set[str] | None = None) -> float | None:
         """Execute a plan and remember what came back (its status written at most once an ``interval``); when to look again."""
         shared, memory = self.shared, self.memory
-        write = books.status_due(decided.phase, memory.stored, time.monotonic() - memory.written_at, bool(decided.events), interval)
-        sent = books.counted(decided.removals)
+        write = bookkeeping.status_due(decided.phase, memory.stored, time.monotonic() - memory.written_at, bool(decided.events), interval)
+        sent = bookkeeping.counted(decided.removals)
         for eviction in sent:  # counted before any await, so concurrent drains see it
             shared.budgets.sent(eviction.budget, eviction.pod)
         outcome = await self.executor.run(decided, body, node, memory.attempts, {} if foreign else memory.stored if write else decided.status)
-        for eviction in books.uncounted(decided.removals, outcome.attempts if not outcome.node_conflict else None):
+        for eviction in bookkeeping.uncounted(decided.removals, outcome.attempts if not outcome.node_conflict else None):
             shared.budgets.returned(eviction.budget, eviction.pod)
         lease = outcome.lease or decided.lease_seen
         if self.lease and lease:
             self.lease.remember(lease)
-        memory.refused_jobs = books.merge_refusals(memory.refused_jobs, outcome.refused_jobs)
+        memory.refused_jobs = bookkeeping.merge_refusals(memory.refused_jobs, outcome.refused_jobs)
         if outcome.node_conflict:
             return None  # the node watch brings the node that changed
         recheck = decided.recheck_in
         if live is not None:
-            memory.attempts = books.merge_attempts(memory.attempts, decided.removals, outcome.attempts or {}, live)
-            recheck = books.sooner(recheck, books.next_try_in(memory.attempts, time.time()))
+            memory.attempts = bookkeeping.merge_attempts(memory.attempts, decided.removals, outcome.attempts or {}, live)
+            recheck = bookkeeping.sooner(recheck, bookkeeping.next_try_in(memory.attempts, time.time()))
         if decided.handback is not None:  # the node is given back: ended, whether its status is written yet or not
             memory.stored = decided.status
         if outcome.status_failed:  # written again after a pause, not at once: the API server may be away
-            return books.sooner(recheck, ERROR_RETRY_SECONDS)
+            return bookkeeping.sooner(recheck, ERROR_RETRY_SECONDS)
         if write or foreign:
             memory.stored, memory.written_at = decided.status, time.monotonic()
         if outcome.status_written:  # only what was sent tells our writes from someone else's (an empty one matches any)
             memory.written.append(decided.status)
-        elif books.differs(memory.stored, decided.status, shared.version):
-            recheck = books.sooner(recheck, memory.written_at + interval - time.monotonic())
+        elif bookkeeping.differs(memory.stored, decided.status, shared.version):
+            recheck = bookkeeping.sooner(recheck, memory.written_at + interval - time.monotonic())
         return recheck
 

@@ -35,7 +35,7 @@ from node_maintenance.client.http import AsyncKube
 from node_maintenance.client.watch import Mirror
 from node_maintenance.drain import evicted
 from node_maintenance.drain import node as nodes
-from node_maintenance.drain import status as st
+from node_maintenance.drain.status import noted
 from node_maintenance.policy import decide as pol
 from node_maintenance.policy import health, hooks
 from node_maintenance.policy.gate import HOOK_RECHECK_SECONDS, Gate, Seen, gate, unknown
@@ -45,8 +45,8 @@ from node_maintenance.runtime.executor import Executor
 CRD_CHECK_SECONDS = 5.0
 POLICY_STATUS_INTERVAL_SECONDS = 1.0
 # What waitForHealthy judges a workload by, by kind: watched only while a policy waits for health.
-HEALTH_PATHS = {evicted.BUDGET: budgets.PATH, evicted.REPLICA_SET: "/apis/apps/v1/replicasets",
-                evicted.STATEFUL_SET: "/apis/apps/v1/statefulsets"}
+HEALTH_PATHS = {evicted.Kind.BUDGET: budgets.PATH, evicted.Kind.REPLICA_SET: "/apis/apps/v1/replicasets",
+                evicted.Kind.STATEFUL_SET: "/apis/apps/v1/statefulsets"}
 log = logging.getLogger(__name__)
 
 
@@ -429,8 +429,8 @@ class Policies:
     @staticmethod
     async def _note(body: Mapping[str, Any], executor: Executor, condition: Condition) -> None:
         """Record a hook's condition on a NodeMaintenance being deleted (its drain engine has stopped)."""
-        fields = st.noted(body.get("status") or {}, condition, generation=body["metadata"].get("generation", 1),
-                          now=timestamps.rfc3339(timestamps.now()))
+        fields = noted(body.get("status") or {}, condition, generation=body["metadata"].get("generation", 1),
+                       now=timestamps.rfc3339(timestamps.now()))
         if fields is not None:
             await executor.note(fields)
 

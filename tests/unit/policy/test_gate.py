@@ -23,12 +23,12 @@ def test_a_selected_maintenance_without_a_verdict_does_nothing_rather_than_drain
 def test_an_admitted_maintenance_drains_by_its_policy_s_rules() -> None:
     policy = pol.Policy.of(nm_policy("rolling", **RULES))
     step = gate(nm("nm", "n1", uid="1234", status={}), HELD, Seen(pol.Verdict(pol.ADMITTED, policy), listed=True, selected=True), "nmo", NOW)
-    assert step.maintenance(nm("nm", "n1", uid="1234", status={})).rules == policy.rules
+    assert step.maintenance(nm("nm", "n1", uid="1234", status={})).terms.rules == policy.rules
 
 
 def test_only_a_drain_under_wait_for_healthy_records_what_it_evicts() -> None:
     body = nm("nm", "n1", uid="1234", status={})
     for spec, records in (({"waitForHealthy": True}, True), ({}, False)):
         verdict = pol.Verdict(pol.ADMITTED, pol.Policy.of(nm_policy("rolling", **spec)))
-        assert gate(body, HELD, Seen(verdict, listed=True, selected=True), "nmo", NOW).maintenance(body).records_evicted is records
-    assert not Gate().maintenance(body).records_evicted  # no policy governs the node
+        assert gate(body, HELD, Seen(verdict, listed=True, selected=True), "nmo", NOW).maintenance(body).terms.records_evicted is records
+    assert not Gate().maintenance(body).terms.records_evicted  # no policy governs the node

@@ -7,9 +7,9 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from node_maintenance.coordination import quorum as qu
-from node_maintenance.coordination import remediation as rem
-from node_maintenance.drain.planner import Plan, plan
+from node_maintenance.coordination import quorum, remediation
+from node_maintenance.drain.planner import plan
+from node_maintenance.drain.plans import Plan
 from node_maintenance.policy import decide as pol
 from node_maintenance.policy.gate import Gate, Seen, gate
 from tests.unit.builders import CONTROL_PLANE_LABEL, NOW, control_plane_node, lease, nm, nm_policy, node
@@ -19,8 +19,8 @@ POLICY = nm_policy("rolling", node_selector={"matchLabels": POOL}, maxParallel=1
 pool_node = partial(node, labels=POOL, annotations={}, unschedulable=False, ready=True)
 NODES = [pool_node("Worker-1", uid="u1", resource_version="7"), pool_node("Worker-2", uid="u2", resource_version="7")]
 LEASES = "medik8s-leases"
-HELD_BY_OTHER = rem.LeaseView(LEASES, "Worker-1", due=True, read=lease("NodeHealthCheck", 10))
-RELEASED = rem.LeaseView(LEASES, "Worker-1", due=True, read=None)
+HELD_BY_OTHER = remediation.LeaseView(LEASES, "Worker-1", due=True, read=lease("NodeHealthCheck", 10))
+RELEASED = remediation.LeaseView(LEASES, "Worker-1", due=True, read=None)
 
 
 def _nm(name: str, node_name: str, second: int, status: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -113,10 +113,10 @@ def test_a_grant_stands_only_while_its_maintenance_waits_to_take_the_node() -> N
 def test_the_quorum_guard_refusing_at_takeover_gives_the_slot_back_too() -> None:
     policy = nm_policy("rolling", node_selector={"matchLabels": {CONTROL_PLANE_LABEL: ""}}, maxParallel=1)
     m1 = control_plane_node("m1", uid="u1", resource_version="1", annotations={})
-    members = qu.Members((m1, control_plane_node("m2", holder="other"), control_plane_node("m3")))
+    members = quorum.Members((m1, control_plane_node("m2", holder="other"), control_plane_node("m3")))
     body = _nm("cp", "m1", 1)
     verdict = pol.Verdict(pol.ADMITTED, pol.Policy.of(policy))
     step = gate(body, m1, Seen(verdict, listed=True, selected=True), "nmo", NOW)
     held = plan(step.maintenance(body), m1, [], [], NOW, holder_exists=False, members=members)
     assert held.phase == "Pending" and held.node_patch is None and _queued(held.status) == ("True", pol.SLOT_GIVEN_BACK)
-    assert next(c for c in held.status["conditions"] if c["type"] == qu.CONDITION)["reason"] == "WouldBreakEtcdQuorum"
+    assert next(c for c in held.status["conditions"] if c["type"] == quorum.CONDITION)["reason"] == "WouldBreakEtcdQuorum"

@@ -112,7 +112,7 @@ def test_an_error_reading_the_crd_keeps_the_queue_closed_and_the_running_drain_i
             assert queued_reason(gate) == "WaitingForPolicies" and str(error) in gate.waiting.status["conditions"][0]["message"]  # type: ignore[union-attr]
         running = gate_of(policies, api, "n1")  # the holder keeps the policy's rules
         assert running.waiting is None and running.policy is not None and running.policy.name == "pool"
-        assert [r.behavior for r in running.maintenance(api.objects[nm_path("nm-n1")]).rules] == [Behavior.SKIP]
+        assert [r.behavior for r in running.maintenance(api.objects[nm_path("nm-n1")]).terms.rules] == [Behavior.SKIP]
         await policies._look()  # the next read succeeds: the queue is as it was
         assert policies.unknown() == "" and queued_reason(gate_of(policies, api, "n2")) == "WaitingForSlot"
     scenario(api, body)
@@ -136,7 +136,7 @@ def test_nothing_is_taken_and_nothing_evicted_before_the_policies_are_read() -> 
     async def body(policies: Policies) -> None:
         assert queued_reason(gate_of(policies, api, "n2")) == "WaitingForPolicies"
         holder = gate_of(policies, api, "n1")  # taken before a restart: it keeps the node and evicts nothing
-        assert holder.waiting is None and "NodeMaintenancePolicies" in holder.maintenance(api.objects[nm_path("nm-n1")]).hold
+        assert holder.waiting is None and "NodeMaintenancePolicies" in holder.maintenance(api.objects[nm_path("nm-n1")]).terms.hold
         with pytest.raises(kopf.TemporaryError, match="NodeMaintenancePolicies are read"):
             await policies.before_handback(api.objects[nm_path("nm-n1")], handing_back(api))
     scenario(api, body)
