@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from node_maintenance.drain.planner import DELETE_PODS, FORCE_DELETE_PODS
+from node_maintenance.drain.plans import Action
 
 _KEY = r"(?:[A-Za-z0-9][-A-Za-z0-9_.]*/)?[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?"
 _VALUE = r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?)?"
@@ -77,8 +77,8 @@ def escalation(text: str) -> list[dict[str, Any]]:
     steps = []
     for part in text.split(","):
         after, _, action = part.strip().partition(":")
-        if action not in (DELETE_PODS, FORCE_DELETE_PODS):
-            raise ValueError(f"{part!r} is not an escalation step; write DURATION:{DELETE_PODS} or DURATION:{FORCE_DELETE_PODS}, "
+        if action not in (Action.DELETE_PODS, Action.FORCE_DELETE_PODS):
+            raise ValueError(f"{part!r} is not an escalation step; write DURATION:{Action.DELETE_PODS} or DURATION:{Action.FORCE_DELETE_PODS}, "
                              "separated by commas, e.g. 5m:DeletePods,10m:ForceDeletePods")
         steps.append({"afterSeconds": duration_seconds(after), "action": action})
     return steps

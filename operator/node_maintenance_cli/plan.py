@@ -14,7 +14,8 @@ from node_maintenance.api import timestamps
 from node_maintenance.api.objects import key_of
 from node_maintenance.drain import budgets, pods
 from node_maintenance.drain.budgets import Block
-from node_maintenance.drain.planner import Maintenance, escalations
+from node_maintenance.drain.planner import escalations
+from node_maintenance.drain.plans import Maintenance
 
 WHY_STAY = {
     pods.Action.KEEP_DAEMONSET: "managed by a DaemonSet, which would recreate it on the node (kubectl drain --ignore-daemonsets)",
@@ -94,7 +95,7 @@ def escalation(maintenance: Mapping[str, Any], node_pods: list[dict[str, Any]], 
     m = Maintenance.of(maintenance)
     started = m.status.get("drainStartTime")
     ladder = escalations(m, node_pods, pdbs, timestamps.parse(started) if started else now, daemonsets=daemonsets)
-    return [{"action": stage.action, "afterSeconds": stage.after, "at": timestamps.rfc3339(at) if started else None,
+    return [{"action": stage.action.value, "afterSeconds": stage.after, "at": timestamps.rfc3339(at) if started else None,
              "pods": [{"namespace": r.namespace, "name": r.name, "gracePeriodSeconds": r.grace, "budget": r.bypassed} for r in chosen]}
             for stage, at, chosen in ladder]
 

@@ -14,7 +14,7 @@ import pytest
 
 from devcluster.cluster import Cluster
 from devcluster.operator import OperatorProcess
-from node_maintenance.runtime.engine import LATE_PODS_SECONDS
+from node_maintenance.runtime.drain_watches import LATE_PODS_SECONDS
 
 from .helpers import (
     apply,

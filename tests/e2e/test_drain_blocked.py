@@ -12,7 +12,7 @@ import pytest
 
 from devcluster.cluster import Cluster
 from devcluster.operator import OperatorProcess
-from node_maintenance.drain import blocking as drainblock
+from node_maintenance.drain import blocking
 
 from .helpers import apply, create_nm, delete_nm, deployment, eventually, get, nm_status, pdb, replan
 
@@ -21,13 +21,13 @@ pytestmark = pytest.mark.e2e
 
 def _blocked(cluster: Cluster, name: str, reason: str) -> dict[str, Any] | None:
     status = nm_status(cluster, name)
-    condition: dict[str, Any] = next((c for c in status.get("conditions") or [] if c["type"] == drainblock.CONDITION), {})
+    condition: dict[str, Any] = next((c for c in status.get("conditions") or [] if c["type"] == blocking.CONDITION), {})
     return status if condition.get("status") == "True" and condition.get("reason") == reason and status.get("blockingBudgets") else None
 
 
 def _deadlock_events(cluster: Cluster, name: str) -> list[dict[str, Any]]:
     events = get(cluster, "events", "-A", "--field-selector", f"involvedObject.kind=NodeMaintenance,involvedObject.name={name}")
-    return [e for e in (events or {}).get("items", []) if e["reason"] == drainblock.DEADLOCK]
+    return [e for e in (events or {}).get("items", []) if e["reason"] == blocking.Reason.DEADLOCK]
 
 
 def _ready(cluster: Cluster, namespace: str, app: str, count: int) -> None:
@@ -44,7 +44,7 @@ def test_a_structural_block_is_named_fires_once_and_clears_when_the_admin_acts(c
     cluster.kubectl("uncordon", spare)
     name = f"nm-{target}"
     create_nm(cluster, name, target)
-    status = eventually(lambda: _blocked(cluster, name, drainblock.DEADLOCK), "DrainBlocked: PodDisruptionBudgetDeadlock")
+    status = eventually(lambda: _blocked(cluster, name, blocking.Reason.DEADLOCK), "DrainBlocked: PodDisruptionBudgetDeadlock")
     (entry,) = status["blockingBudgets"]
     assert (entry["namespace"], entry["name"], entry["block"]) == (namespace, "strict", "Structural")
     assert (entry["disruptionsAllowed"], entry["currentHealthy"], entry["desiredHealthy"], entry["expectedPods"]) == (0, 2, 2, 2)
@@ -58,7 +58,7 @@ def test_a_structural_block_is_named_fires_once_and_clears_when_the_admin_acts(c
     eventually(lambda: nm_status(cluster, name).get("phase") == "Succeeded", "drained once the budget allows it", timeout=60)
     done = nm_status(cluster, name)
     assert done["blockingBudgets"] == []
-    assert next(c for c in done["conditions"] if c["type"] == drainblock.CONDITION)["status"] == "False"
+    assert next(c for c in done["conditions"] if c["type"] == blocking.CONDITION)["status"] == "False"
     delete_nm(cluster, name)
 
 
@@ -74,7 +74,7 @@ def test_a_temporary_block_waits_without_an_event_and_goes_on_by_itself(cluster:
     cluster.kubectl("uncordon", spare)
     name = f"nm-{target}"
     create_nm(cluster, name, target)
-    status = eventually(lambda: _blocked(cluster, name, drainblock.TEMPORARY), "DrainBlocked: PodDisruptionBudgetTemporary")
+    status = eventually(lambda: _blocked(cluster, name, blocking.Reason.TEMPORARY), "DrainBlocked: PodDisruptionBudgetTemporary")
     (entry,) = status["blockingBudgets"]
     assert (entry["name"], entry["block"], entry["disruptionsAllowed"]) == ("web", "Temporary", 0)
     assert (entry["currentHealthy"], entry["desiredHealthy"], entry["expectedPods"]) == (3, 3, 4)

@@ -15,8 +15,8 @@ import pytest
 from devcluster.cluster import Cluster
 from devcluster.operator import OperatorProcess
 from node_maintenance.api import GROUP, timestamps
-from node_maintenance.drain import status as st
-from node_maintenance.drain.planner import DELETE_PODS, HAND_BACK
+from node_maintenance.drain import status
+from node_maintenance.drain.plans import Action, OnTimeout
 
 from .helpers import apply, create_nm, delete_nm, eventually, get, kubectl_nm, nm_status, node, pdb, pod, replan
 
@@ -54,10 +54,10 @@ def _as_before(before: dict[str, Any], after: dict[str, Any]) -> bool:
 def test_delete_pods_removes_the_blocked_pod_after_its_time_never_before(cluster: Cluster, operator: OperatorProcess, namespace: str, nodes: Callable[..., list[str]]) -> None:
     (target,) = nodes(1)
     _deadlocked(cluster, namespace, target)
-    (step,) = kubectl_nm(cluster, "plan", target, "--escalation", f"{AFTER_SECONDS}s:{DELETE_PODS}", "-o", "json").json()["escalation"]
+    (step,) = kubectl_nm(cluster, "plan", target, "--escalation", f"{AFTER_SECONDS}s:{Action.DELETE_PODS}", "-o", "json").json()["escalation"]
     assert [(p["name"], p["budget"]) for p in step["pods"]] == [("blocked", f"{namespace}/blocked")] and step["at"] is None
     name = f"nm-{target}"
-    create_nm(cluster, name, target, escalation=[{"afterSeconds": AFTER_SECONDS, "action": DELETE_PODS}])
+    create_nm(cluster, name, target, escalation=[{"afterSeconds": AFTER_SECONDS, "action": Action.DELETE_PODS}])
     # Every look at the pod from the maintenance's creation on, with the moment its answer was in: (seen at, deleting).
     seen: list[tuple[float, bool]] = []
     while True:
@@ -68,23 +68,23 @@ def test_delete_pods_removes_the_blocked_pod_after_its_time_never_before(cluster
             break
         assert len(seen) < 600, "the blocked pod was never deleted"
         time.sleep(0.2)
-    status = nm_status(cluster, name)
-    started = timestamps.parse(status["drainStartTime"]).timestamp()
+    stored = nm_status(cluster, name)
+    started = timestamps.parse(stored["drainStartTime"]).timestamp()
     (step,) = kubectl_nm(cluster, "plan", target, "--escalation", "-o", "json").json()["escalation"]  # the maintenance's own ladder
     assert timestamps.parse(step["at"]).timestamp() == started + AFTER_SECONDS
     # A deletion seen by then happened by then: it must not be seen before the step's time.
-    assert all(not deleting or at >= started + AFTER_SECONDS for at, deleting in seen), (status["drainStartTime"], seen)
+    assert all(not deleting or at >= started + AFTER_SECONDS for at, deleting in seen), (stored["drainStartTime"], seen)
     assert any(not deleting for _, deleting in seen)
     entry = eventually(lambda: next(iter(nm_status(cluster, name).get("escalatedPods") or []), None), "status.escalatedPods")
-    assert (entry["namespace"], entry["name"], entry["action"], entry["budget"]) == (namespace, "blocked", DELETE_PODS, f"{namespace}/blocked")
-    assert timestamps.parse(entry["time"]) >= timestamps.parse(status["drainStartTime"]) + datetime.timedelta(seconds=AFTER_SECONDS)
+    assert (entry["namespace"], entry["name"], entry["action"], entry["budget"]) == (namespace, "blocked", Action.DELETE_PODS, f"{namespace}/blocked")
+    assert timestamps.parse(entry["time"]) >= timestamps.parse(stored["drainStartTime"]) + datetime.timedelta(seconds=AFTER_SECONDS)
     events = eventually(lambda: [e for e in (get(cluster, "events", "-n", namespace, "--field-selector",
                                                   "involvedObject.kind=Pod,involvedObject.name=blocked") or {}).get("items", [])
-                                 if e["reason"] == DELETE_PODS], "the event on the pod")
+                                 if e["reason"] == Action.DELETE_PODS], "the event on the pod")
     assert f"bypassing PodDisruptionBudget {namespace}/blocked" in events[0]["message"]
     told = get(cluster, "events", "-A", "--field-selector", f"involvedObject.kind=NodeMaintenance,involvedObject.name={name}")
-    assert any(e["reason"] == DELETE_PODS and e["message"] == events[0]["message"] for e in (told or {}).get("items", []))
-    assert f'node_maintenance_escalations_total{{action="{DELETE_PODS}"}} 1.0' in operator.metrics()
+    assert any(e["reason"] == Action.DELETE_PODS and e["message"] == events[0]["message"] for e in (told or {}).get("items", []))
+    assert f'node_maintenance_escalations_total{{action="{Action.DELETE_PODS}"}} 1.0' in operator.metrics()
     eventually(lambda: nm_status(cluster, name).get("phase") == "Succeeded", "drained once the pod is gone")
     delete_nm(cluster, name)
 
@@ -95,13 +95,13 @@ def test_hand_back_at_the_timeout_restores_the_node_and_takes_it_never_again(clu
     _deadlocked(cluster, namespace, target)
     before = node(cluster, target)
     name = f"nm-{target}"
-    create_nm(cluster, name, target, timeoutSeconds=3, onTimeout=HAND_BACK)
+    create_nm(cluster, name, target, timeoutSeconds=3, onTimeout=OnTimeout.HAND_BACK)
     eventually(lambda: node(cluster, target)["spec"].get("unschedulable"), "the node taken")
-    eventually(lambda: st.timed_out(nm_status(cluster, name)), "TimedOut", timeout=30)
-    status = nm_status(cluster, name)
-    timed_out = next(c for c in status["conditions"] if c["type"] == st.TIMED_OUT)
-    assert timed_out["reason"] == st.HANDED_BACK and f"{namespace}/blocked" in timed_out["message"]
-    assert status["phase"] == "Failed"
+    eventually(lambda: status.timed_out(nm_status(cluster, name)), "TimedOut", timeout=30)
+    stored = nm_status(cluster, name)
+    timed_out = next(c for c in stored["conditions"] if c["type"] == status.TIMED_OUT)
+    assert timed_out["reason"] == status.HANDED_BACK and f"{namespace}/blocked" in timed_out["message"]
+    assert stored["phase"] == "Failed"
     assert _as_before(before, node(cluster, target))
     replan(cluster, name)  # it has ended: planning again changes nothing
     assert _as_before(before, node(cluster, target))

@@ -4,8 +4,10 @@
   ``nm_policy`` (a NodeMaintenancePolicy), as the API server would show them, plus ``etcd_guard``, ``lease``
   and ``hook_template`` (a policy hook's jobTemplate);
 - the scenes several test packages share: the drain planner's (``NOW``, ``scene_pod``, ``HELD``,
-  ``RUNNING``, ``maintenance``…), the runtime's (``runtime_node``, ``runtime_pod``, ``runtime_nm``) and
-  the watch tests' (``script_watch_scene``);
+  ``RUNNING``, ``maintenance``, ``terms``, ``scene_removal``…, and its table rows: a ``scene`` of one step,
+  ``again`` for the step after, ``row`` to name them, ``shows`` for what a row expects of each plan,
+  ``outcomes`` for what each shows, ``Text`` for a message that holds given words), the runtime's (``runtime_node``, ``runtime_pod``, ``runtime_nm``) and the watch
+  tests' (``script_watch_scene``);
 - ``FakeApi``, the one stand-in for the operator's API access.
 
 Each builder writes a field only when asked to (or when a default below says so), so that a test's
@@ -17,19 +19,25 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import datetime
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from functools import partial
 from typing import Any, NamedTuple
+
+import pytest
 
 from node_maintenance.api import GROUP, KIND
 from node_maintenance.client.credentials import Credentials
 from node_maintenance.client.errors import Gone, NotFound
-from node_maintenance.drain.node import HOLDER, TAINT, WAS_TAINTED, WAS_UNSCHEDULABLE
 from node_maintenance.client.watch import Mirror
+from node_maintenance.coordination import remediation
+from node_maintenance.drain import planner
 from node_maintenance.drain.memory import WatchMode
-from node_maintenance.drain.planner import Maintenance
+from node_maintenance.drain.node import HOLDER, TAINT, WAS_TAINTED, WAS_UNSCHEDULABLE
+from node_maintenance.drain.plans import Maintenance, Plan, PolicyTerms, Removal
+from node_maintenance.drain.status import timed_out
 from node_maintenance.policy.terms import Seen
 from node_maintenance.policy.verdicts import Verdict
 from node_maintenance.runtime.engine import Engine
@@ -223,6 +231,11 @@ scene_pod = partial(pod, namespace="app", uid="uid-{name}", labels={}, owner_nam
 scene_node = partial(node, "n1", uid="node-uid", resource_version="7", annotations={}, unschedulable=False, taints=[])
 
 
+def scene_removal(name: str, **fields: Any) -> Removal:
+    """What the planner sends for the scene's pod ``name``: an eviction, unless ``fields`` say otherwise."""
+    return Removal(**{"namespace": "app", "name": name, "uid": f"uid-{name}", "delete": False, "grace": None, "budget": None, **fields})
+
+
 def held_node(holder: str = "nm", *, cordoned: bool = True) -> Obj:
     """Node n1 as NodeMaintenance ``holder`` took it: its record, our taint, and cordoned unless someone uncordoned it."""
     return scene_node(holder=holder, was_unschedulable=False, unschedulable=cordoned, taints=[TAINT])
@@ -232,9 +245,161 @@ HELD = held_node()
 RUNNING = {"phase": "Running", "totalpods": 3, "evictionPods": 3, "drainStartTime": ago(10)}
 
 
-def maintenance(status: dict[str, Any] | None = None, **spec: Any) -> Maintenance:
-    """NodeMaintenance nm of node n1 as the planner reads it."""
-    return Maintenance(name="nm", node_name="n1", reason="kernel", status=status or {}, **spec)
+def maintenance(status: dict[str, Any] | None = None, **fields: Any) -> Maintenance:
+    """NodeMaintenance nm of node n1 as the planner reads it; keywords are its other fields (timeout, on_timeout,
+    escalation, grace, selector, terms…)."""
+    return Maintenance(name="nm", node_name="n1", reason="kernel", status=status or {}, **fields)
+
+
+def policy_terms(**fields: Any) -> PolicyTerms:
+    """What a policy governing n1 makes of a drain step: drain rules (none unless told, yet a policy, so pod annotations
+    count), a hold, its conditions and Jobs… (``rules=None``: what the terms say when no policy governs)."""
+    return PolicyTerms(**{"rules": (), **fields})
+
+
+@dataclasses.dataclass(frozen=True)
+class Scene:
+    """One drain step as the planner is given it: ``maintenance`` and its ``node``, the node's ``pods`` and ``budgets``,
+    at ``now``, and ``planner.plan``'s other keywords (``inputs``: attempts, in_flight, daemonsets, lease, members…)."""
+
+    maintenance: Maintenance
+    node: Obj | None
+    pods: tuple[Obj, ...]
+    budgets: tuple[Obj, ...]
+    now: datetime.datetime
+    inputs: Mapping[str, Any]
+
+    def plan(self) -> Plan:
+        return planner.plan(self.maintenance, self.node, list(self.pods), list(self.budgets), self.now, **self.inputs)
+
+    def after(self, result: Plan, changes: Mapping[str, Any]) -> Scene:
+        """The step after this one: the maintenance with the status ``result`` left (unless ``changes`` give one), and
+        ``changes`` to the node, the pods, the budgets, the time, the maintenance's fields or the other inputs."""
+        own: dict[str, Any] = {key: tuple(changes[key]) if key in ("pods", "budgets") else changes[key]
+                               for key in ("node", "pods", "budgets", "now") if key in changes}
+        named = {f.name for f in dataclasses.fields(Maintenance)}
+        fields = {"status": result.status, **{key: value for key, value in changes.items() if key in named}}
+        inputs = {key: value for key, value in changes.items() if key not in own and key not in named}
+        return dataclasses.replace(self, maintenance=dataclasses.replace(self.maintenance, **fields), inputs={**self.inputs, **inputs},
+                                   **own)
+
+
+def scene(m: Maintenance | None = None, *, node: Obj | None = HELD, pods: Iterable[Obj] = (), budgets: Iterable[Obj] = (),
+          now: datetime.datetime = NOW, **inputs: Any) -> Scene:
+    """A drain step of ``m`` (``maintenance()`` unless given) on ``node`` (HELD unless given; None: no such node)."""
+    return Scene(maintenance=m or maintenance(), node=node, pods=tuple(pods), budgets=tuple(budgets), now=now, inputs=inputs)
+
+
+@dataclasses.dataclass(frozen=True)
+class Again:
+    """The step after the one before, with ``changes`` (see :meth:`Scene.after`)."""
+
+    changes: Mapping[str, Any]
+
+
+def again(**changes: Any) -> Again:
+    return Again(changes)
+
+
+def play(*steps: Scene | Again) -> list[tuple[Scene, Plan]]:
+    """Each step with its plan, in turn: an ``Again`` plans the scene before it anew, from the status its plan left."""
+    played: list[tuple[Scene, Plan]] = []
+    for step in steps:
+        if isinstance(step, Again):
+            before, result = played[-1]
+            step = before.after(result, step.changes)
+        played.append((step, step.plan()))
+    return played
+
+
+class Text:
+    """In a row's expectations: any text that starts with ``start`` and holds each of ``parts``."""
+
+    def __init__(self, *parts: str, start: str = "") -> None:
+        self.parts, self.start = parts, start
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, str) and other.startswith(self.start) and all(part in other for part in self.parts)
+
+    def __hash__(self) -> int:
+        return hash((self.parts, self.start))
+
+    def __repr__(self) -> str:
+        return f"Text({', '.join(map(repr, self.parts))}{f', start={self.start!r}' if self.start else ''})"
+
+
+def _lease_seen(result: Plan) -> tuple[str | None, str, str] | None:
+    if result.lease_seen is None:
+        return None
+    shown = remediation.condition(result.lease_seen)
+    return result.lease_seen.other, shown.status, shown.reason
+
+
+# What a table row reads of a plan (and of the scene it was given), by name: the plan's own fields, the status a user
+# reads, the events and the removals, each told as the assertions compare them.
+READS: dict[str, Callable[[Plan, Scene], Any]] = {
+    "phase": lambda p, _: p.phase,
+    "holds": lambda p, _: p.holds_node,
+    "patch": lambda p, _: p.node_patch,
+    "holder": lambda p, _: p.node_patch["metadata"]["annotations"].get(HOLDER) if p.node_patch else None,
+    "cordon": lambda p, _: p.node_patch and (p.node_patch["spec"]["unschedulable"], p.node_patch["spec"]["taints"],
+                                             p.node_patch["metadata"]["resourceVersion"]),
+    "labels": lambda p, _: p.node_patch and p.node_patch["metadata"].get("labels"),
+    "removals": lambda p, _: p.removals,
+    "evicted": lambda p, _: [r.name for r in p.removals if not r.delete],
+    "deleted": lambda p, _: [r.name for r in p.removals if r.delete],
+    "paced": lambda p, _: [(r.budget, r.budget_version) for r in p.removals],
+    "escalated": lambda p, _: [(r.name, r.escalation, r.grace, r.bypassed) for r in p.removals if r.escalation],
+    "events": lambda p, _: [(e.on_node, e.type, e.reason) for e in p.events],
+    "told": lambda p, _: [(e.pod, e.reason, e.message) for e in p.events],
+    "messages": lambda p, _: [e.message for e in p.events],
+    "recheck": lambda p, _: p.recheck_in,
+    "drained_after": lambda p, _: p.drained_after,
+    "error": lambda p, _: p.status.get("lastError"),
+    "progress": lambda p, _: p.status.get("drainProgress"),
+    "started": lambda p, _: p.status.get("drainStartTime"),
+    "totals": lambda p, _: (p.status.get("totalpods"), p.status.get("evictionPods")),
+    "pending": lambda p, _: p.status.get("pendingPods"),
+    "pending_refs": lambda p, _: p.status.get("pendingPodsRefs"),
+    "conditions": lambda p, _: {c["type"]: (c["status"], c["reason"]) for c in p.status.get("conditions") or []},
+    "condition_messages": lambda p, _: {c["type"]: c["message"] for c in p.status.get("conditions") or []},
+    "said_by": lambda p, _: sorted(c["type"] for c in p.status.get("conditions") or [] if c["message"] == p.status.get("lastError")),
+    "escalated_pods": lambda p, _: p.status.get("escalatedPods"),
+    "escalated_names": lambda p, _: [(e["name"], e["action"]) for e in p.status.get("escalatedPods") or []],
+    "evicted_workloads": lambda p, _: p.status.get("evictedWorkloads"),
+    "timed_out": lambda p, _: timed_out(p.status),
+    "updated": lambda p, _: p.status.get("lastUpdate"),
+    "handback": lambda p, _: p.handback,
+    "claim": lambda p, _: p.lease_claim and (p.lease_claim.create, p.lease_claim.body["spec"]["holderIdentity"]),
+    "lease_seen": lambda p, _: _lease_seen(p),
+    "jobs": lambda p, _: p.jobs,
+    "plan": lambda p, _: p,
+    # Nothing but the status it was given: a step that does nothing at all.
+    "nothing": lambda p, given: p == Plan(phase=p.phase, status=dict(given.maintenance.status)),
+}
+
+
+def row(name: str, *steps: tuple[Scene | Again, dict[str, Any]]) -> Any:
+    """A row of a planner table: a named behaviour, its steps, each with what its plan ``shows``."""
+    return pytest.param(list(steps), id=name)
+
+
+def outcomes(steps: Iterable[tuple[Scene | Again, dict[str, Any]]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """What the plan of each step of a row shows, beside what the row says it shows."""
+    steps = list(steps)
+    return [(seen(given, result, expected), expected) for (given, result), (_, expected) in zip(play(*(s for s, _ in steps)), steps, strict=True)]
+
+
+def shows(**reads: Any) -> dict[str, Any]:
+    """What a row expects a plan to show, by the names of ``READS`` (a name it does not know fails the row at once)."""
+    unknown = set(reads) - set(READS)
+    assert not unknown, f"no such read: {sorted(unknown)}"
+    return reads
+
+
+def seen(given: Scene, result: Plan, names: Iterable[str]) -> dict[str, Any]:
+    """What a row reads of ``result``, planned from ``given``: each of ``names`` (see ``READS``)."""
+    return {name: READS[name](result, given) for name in names}
 
 
 def stamp(seconds_ago: float) -> str:
@@ -465,7 +630,7 @@ def _selects(selector: str, obj: Obj) -> bool:
 
 
 # ------------------------------------------------ the seam and the engine's own watches
-def seen(node: Obj | None, verdict: Verdict | None = None, *, listed: bool = True, selected: bool = True, namespace: str = "nmo",
+def seen_by_policies(node: Obj | None, verdict: Verdict | None = None, *, listed: bool = True, selected: bool = True, namespace: str = "nmo",
          pre_drain_job: Obj | None = None) -> Seen:
     """What served, readable policies know of a maintenance whose node is ``node``: the decision's ``verdict`` on it."""
     return Seen(node=node, served=True, synced=True, verdict=verdict, listed=listed, selected=selected, namespace=namespace,

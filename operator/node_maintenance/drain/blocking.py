@@ -8,21 +8,33 @@ fed with the node's pods: the disruption controller's own counts come from the b
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from collections.abc import Set as AbstractSet
+import enum
+from collections.abc import Iterable, Mapping, Set
 from typing import Any
 
-from node_maintenance.drain import budgets as pdbs
+from node_maintenance.drain import budgets
 from node_maintenance.drain.podindex import Facts, PodIndex
 
 CONDITION = "DrainBlocked"
-DEADLOCK = "PodDisruptionBudgetDeadlock"  # the condition's reason, and the event's, for a structural block
-TEMPORARY = "PodDisruptionBudgetTemporary"
-STRUCTURAL_BLOCK, TEMPORARY_BLOCK = "Structural", "Temporary"
 
 
-def blocking(waiting: list[Facts], held: Mapping[str, str], coverage: pdbs.Coverage,
-             index: PodIndex, moving: AbstractSet[str] = frozenset()) -> list[dict[str, Any]]:
+class Reason(enum.StrEnum):
+    """The DrainBlocked condition's reason."""
+
+    DEADLOCK = "PodDisruptionBudgetDeadlock"  # a structural block: an admin must act (the event's reason too)
+    TEMPORARY = "PodDisruptionBudgetTemporary"  # waiting helps
+    NOT_BLOCKED = "NotBlocked"
+
+
+class Kind(enum.StrEnum):
+    """A blockingBudgets entry's ``block``: what ``budgets.Block`` says, as the status shows it."""
+
+    STRUCTURAL = "Structural"
+    TEMPORARY = "Temporary"
+
+
+def blocking(waiting: list[Facts], held: Mapping[str, str], coverage: budgets.Coverage,
+             index: PodIndex, moving: Set[str] = frozenset()) -> list[dict[str, Any]]:
     """The status entries of the budgets holding ``waiting`` back, by namespace/name.
 
     ``coverage`` holds the budgets of the pods' namespaces, ``index`` the node's pods. ``waiting`` are the node's pods
@@ -31,26 +43,26 @@ def blocking(waiting: list[Facts], held: Mapping[str, str], coverage: pdbs.Cover
     ``moving`` has an eviction under way: it paces the drain, it does not block it (unless it is
     structural, which no eviction under way changes).
     """
-    analysis = pdbs.assess(waiting, coverage, index.selected)
-    found: dict[str, tuple[pdbs.Blocker, set[str]]] = {}
+    analysis = budgets.assess(waiting, coverage, index.selected)
+    found: dict[str, tuple[budgets.Blocker, set[str]]] = {}
     for ref, blockers in analysis.blockers.items():
         for blocker in blockers:
             for name in blocker.budgets:
                 kept = found.setdefault(name, (blocker, set()))
-                if blocker.block is pdbs.Block.STRUCTURAL and kept[0].block is not pdbs.Block.STRUCTURAL:
+                if blocker.block is budgets.Block.STRUCTURAL and kept[0].block is not budgets.Block.STRUCTURAL:
                     kept = found[name] = (blocker, kept[1])
                 kept[1].add(ref)
     for ref, name in held.items():
         if name not in found:  # refused its last eviction, or evictions already sent use up what it allows
-            found[name] = (pdbs.Blocker((name,), pdbs.Block.TEMPORARY,
-                                        f"PodDisruptionBudget {name} refuses evictions for now; the drain tries again when it changes"), set())
+            refusing = f"PodDisruptionBudget {name} refuses evictions for now; the drain tries again when it changes"
+            found[name] = (budgets.Blocker(budgets=(name,), block=budgets.Block.TEMPORARY, reason=refusing), set())
         found[name][1].add(ref)
     by_name = coverage.budgets
     return [_entry(by_name[name], blocker, sorted(refs)) for name, (blocker, refs) in sorted(found.items())
-            if name in by_name and (name not in moving or blocker.block is pdbs.Block.STRUCTURAL)]
+            if name in by_name and (name not in moving or blocker.block is budgets.Block.STRUCTURAL)]
 
 
-def _entry(budget: dict[str, Any], blocker: pdbs.Blocker, refs: list[str]) -> dict[str, Any]:
+def _entry(budget: dict[str, Any], blocker: budgets.Blocker, refs: list[str]) -> dict[str, Any]:
     status = budget.get("status") or {}
     return {
         "namespace": budget["metadata"]["namespace"],
@@ -59,7 +71,7 @@ def _entry(budget: dict[str, Any], blocker: pdbs.Blocker, refs: list[str]) -> di
         "currentHealthy": int(status.get("currentHealthy") or 0),
         "desiredHealthy": int(status.get("desiredHealthy") or 0),
         "expectedPods": int(status.get("expectedPods") or 0),
-        "block": STRUCTURAL_BLOCK if blocker.block is pdbs.Block.STRUCTURAL else TEMPORARY_BLOCK,
+        "block": Kind.STRUCTURAL if blocker.block is budgets.Block.STRUCTURAL else Kind.TEMPORARY,
         "message": blocker.reason,
         "blockedPods": len(refs),
     }
@@ -68,16 +80,16 @@ def _entry(budget: dict[str, Any], blocker: pdbs.Blocker, refs: list[str]) -> di
 def condition(entries: list[dict[str, Any]]) -> tuple[str, str, str]:
     """(status, reason, message) of the DrainBlocked condition."""
     if not entries:
-        return "False", "NotBlocked", "no PodDisruptionBudget holds the drain back"
-    structural = [e for e in entries if e["block"] == STRUCTURAL_BLOCK]
+        return "False", Reason.NOT_BLOCKED, "no PodDisruptionBudget holds the drain back"
+    structural = [e for e in entries if e["block"] == Kind.STRUCTURAL]
     shown = structural or entries
-    return "True", DEADLOCK if structural else TEMPORARY, "; ".join(e["message"] for e in shown)
+    return "True", Reason.DEADLOCK if structural else Reason.TEMPORARY, "; ".join(e["message"] for e in shown)
 
 
 def new_deadlocks(previous: Iterable[dict[str, Any]], entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The structural blocks in ``entries`` that the previous status did not show as structural."""
-    before = {(e.get("namespace"), e.get("name")) for e in previous if e.get("block") == STRUCTURAL_BLOCK}
-    return [e for e in entries if e["block"] == STRUCTURAL_BLOCK and (e["namespace"], e["name"]) not in before]
+    before = {(e.get("namespace"), e.get("name")) for e in previous if e.get("block") == Kind.STRUCTURAL}
+    return [e for e in entries if e["block"] == Kind.STRUCTURAL and (e["namespace"], e["name"]) not in before]
 
 
 def waiting_pods(to_go: list[Facts], going: set[str]) -> list[Facts]:

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from node_maintenance.api.conversion import status_fields
-from node_maintenance.drain import status as st
-from node_maintenance.drain.planner import Attempt, Removal
+from node_maintenance.drain import status
+from node_maintenance.drain.plans import Attempt, Removal
 
 # While the phase stays the same, the status is written at most this often (a drain of many pods
 # would otherwise write it once per pod); a new phase is written at once.
@@ -112,4 +112,4 @@ def foreign_status(observed: Mapping[str, Any], written: Iterable[Mapping[str, A
 def differs(stored: Mapping[str, Any], new: Mapping[str, Any], version: str) -> bool:
     """Whether a status differs from the one stored in what ``version`` holds (``lastUpdate`` aside)."""
     held = status_fields(version)
-    return not st.same({k: v for k, v in stored.items() if k in held}, {k: v for k, v in new.items() if k in held})
+    return not status.same({k: v for k, v in stored.items() if k in held}, {k: v for k, v in new.items() if k in held})

@@ -3,11 +3,20 @@ health the policy waits for once the node is given back (``status.evictedWorkloa
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-BUDGET, REPLICA_SET, STATEFUL_SET = "PodDisruptionBudget", "ReplicaSet", "StatefulSet"
-Workload = tuple[str, str, str]  # (kind, namespace, name)
+
+class Kind(enum.StrEnum):
+    """What a pod's eviction is judged by once its node is given back."""
+
+    BUDGET = "PodDisruptionBudget"
+    REPLICA_SET = "ReplicaSet"
+    STATEFUL_SET = "StatefulSet"
+
+
+Workload = tuple[str, str, str]  # (kind: a Kind, namespace, name)
 
 
 def workloads_of(budgets: Iterable[str], pod: Mapping[str, Any]) -> list[Workload]:
@@ -15,12 +24,12 @@ def workloads_of(budgets: Iterable[str], pod: Mapping[str, Any]) -> list[Workloa
     else the ReplicaSet or StatefulSet owning it (a Deployment's pods are its ReplicaSet's: the ReplicaSet is
     available when its replicas are); nothing for a pod neither covers."""
     namespace = pod["metadata"]["namespace"]
-    covering = [(BUDGET, ns, name) for ns, name in (budget.split("/", 1) for budget in budgets)]
+    covering: list[Workload] = [(Kind.BUDGET, ns, name) for ns, name in (budget.split("/", 1) for budget in budgets)]
     if covering:
         return covering
     owner = next((o for o in pod["metadata"].get("ownerReferences") or () if o.get("controller")), None)
-    if owner is not None and owner.get("kind") in (REPLICA_SET, STATEFUL_SET):
-        return [(owner["kind"], namespace, owner["name"])]
+    if owner is not None and owner.get("kind") in (Kind.REPLICA_SET, Kind.STATEFUL_SET):
+        return [(Kind(owner["kind"]), namespace, owner["name"])]
     return []
 
 

@@ -16,19 +16,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from node_maintenance.api.objects import key_of
-from node_maintenance.drain import budgets as pdbs
-from node_maintenance.drain import pods
-from node_maintenance.drain import rules as drainrules
+from node_maintenance.drain import budgets, pods, rules
 
 
 @dataclass(frozen=True)
-class Facts(pdbs.Read):
+class Facts(budgets.Read):
     """One pod as the planner reads it: as the budgets' analysis reads it, and more."""
 
     pod: dict[str, Any]
     uid: str
     goes: bool  # the drain waits for it to leave the node
-    treatment: drainrules.Treatment | None  # under drain rules, how they treat it
+    treatment: rules.Treatment | None  # under drain rules, how they treat it
     finished: bool
     leaving: bool  # being deleted already
 
@@ -38,7 +36,7 @@ class _Terms:
     """What the facts depend on besides the pods: when one changes, every pod is looked at again."""
 
     selector: dict[str, Any] | None
-    rules: tuple[drainrules.Rule, ...] | None
+    drain_rules: tuple[rules.Rule, ...] | None
     daemonsets: Mapping[str, bool]
     budget_selectors: tuple[tuple[str, str], ...]
 
@@ -76,10 +74,10 @@ class PodIndex:
     def pods(self) -> list[dict[str, Any]]:
         return list(self._pods.values())
 
-    def facts(self, selector: dict[str, Any] | None, rules: tuple[drainrules.Rule, ...] | None,
-              daemonsets: Mapping[str, bool], coverage: pdbs.Coverage) -> list[Facts]:
+    def facts(self, selector: dict[str, Any] | None, drain_rules: tuple[rules.Rule, ...] | None,
+              daemonsets: Mapping[str, bool], coverage: budgets.Coverage) -> list[Facts]:
         """The pods that go, in namespace/name order, worked out again where a pod or a term changed."""
-        terms = _Terms(selector, rules, dict(daemonsets), coverage.signature)
+        terms = _Terms(selector=selector, drain_rules=drain_rules, daemonsets=dict(daemonsets), budget_selectors=coverage.signature)
         anew = terms != self._terms
         self._terms = terms
         gone = [key for key in self._facts if key not in self._pods]
@@ -106,14 +104,14 @@ class PodIndex:
             if not group:
                 del self._groups[budget]
 
-    def _learn(self, key: str, pod: dict[str, Any], terms: _Terms, coverage: pdbs.Coverage) -> None:
+    def _learn(self, key: str, pod: dict[str, Any], terms: _Terms, coverage: budgets.Coverage) -> None:
         self.worked_out += 1
-        treatment = drainrules.treatment(pod, terms.rules) if terms.rules is not None else None
+        treatment = rules.treatment(pod, terms.drain_rules) if terms.drain_rules is not None else None
         goes = pods.must_go(pod, terms.selector, terms.daemonsets) and not (
-            treatment is not None and treatment.behavior is drainrules.Behavior.SKIP)
+            treatment is not None and treatment.behavior is rules.Behavior.SKIP)
         meta = pod["metadata"]
-        facts = Facts(key, coverage.names(pod), pdbs.asks(pod), pod, meta["uid"], goes, treatment, pods.finished(pod),
-                      bool(meta.get("deletionTimestamp")))
+        facts = Facts(ref=key, budgets=coverage.names(pod), asks=budgets.asks(pod), pod=pod, uid=meta["uid"], goes=goes, treatment=treatment,
+                      finished=pods.finished(pod), leaving=bool(meta.get("deletionTimestamp")))
         self._facts[key] = facts
         if goes:
             bisect.insort(self._to_go, key)

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from typing import Any
 
 from node_maintenance.api.conditions import Condition, set_condition, with_conditions
-from node_maintenance.drain import blocking as drainblock
+from node_maintenance.drain import blocking
 
-PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed"
+
+class Phase(enum.StrEnum):
+    """status.phase: waiting to take the node, draining it, drained, or failed (before taking it, or after)."""
+
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
 # The condition of a maintenance its timeout ended by giving the node back (spec.drain.onTimeout HandBack).
 TIMED_OUT, HANDED_BACK = "TimedOut", "HandedBack"
 
@@ -28,7 +38,7 @@ def progress(eviction_pods: int, pending: int) -> int:
 def build(
     previous: dict[str, Any],
     *,
-    phase: str,
+    phase: Phase,
     total: int,
     eviction_pods: int,
     pending: list[tuple[str, str]],
@@ -36,28 +46,28 @@ def build(
     generation: int,
     now: str,
     drain_started: str | None = None,
-    blocking: list[dict[str, Any]] | None = None,
+    blocking_budgets: list[dict[str, Any]] | None = None,
     waiting: Condition | None = None,
 ) -> dict[str, Any]:
     """The full status; ``pending`` holds (namespace, name) of the pods still to go.
 
-    ``drain_started`` is when the node was taken (None while it is not); ``blocking`` lists the
-    PodDisruptionBudgets holding the drain back (see ``drainblock``), None while nothing is drained;
+    ``drain_started`` is when the node was taken (None while it is not); ``blocking_budgets`` lists the
+    PodDisruptionBudgets holding the drain back (see ``blocking``), None while nothing is drained;
     ``waiting`` is the condition a maintenance waits on before it may take its node (a policy's queue).
     """
-    drained = phase == SUCCEEDED and not pending
+    drained = phase == Phase.SUCCEEDED and not pending
     if waiting is not None:
         reason, message = waiting.reason, waiting.message
     elif drained:
         reason, message = "Drained", "every pod to evict has left the node"
-    elif phase == FAILED:
+    elif phase == Phase.FAILED:
         reason, message = "MaintenanceFailed", last_error
     else:
         reason, message = "Draining", f"{len(pending)} pod(s) still to leave the node"
     built: dict[str, Any] = {
         "phase": phase,
         # A maintenance that failed before taking its node (missing, or held by another) drained nothing.
-        "drainProgress": 0 if waiting is not None or (phase == FAILED and not eviction_pods) else progress(eviction_pods, len(pending)),
+        "drainProgress": 0 if waiting is not None or (phase == Phase.FAILED and not eviction_pods) else progress(eviction_pods, len(pending)),
         "totalpods": total,
         "evictionPods": eviction_pods,
         "pendingPods": [name for _, name in pending],
@@ -69,10 +79,10 @@ def build(
                                     generation=generation, now=now),
     }
     if waiting is None:
-        built["blockingBudgets"] = blocking or []
+        built["blockingBudgets"] = blocking_budgets or []
     # DrainBlocked appears once a budget held the drain back, and then says when none does any more.
-    if blocking or (blocking is not None and any(c.get("type") == drainblock.CONDITION for c in built["conditions"])):
-        built["conditions"] = set_condition(built["conditions"], drainblock.CONDITION, *drainblock.condition(blocking),
+    if blocking_budgets or (blocking_budgets is not None and any(c.get("type") == blocking.CONDITION for c in built["conditions"])):
+        built["conditions"] = set_condition(built["conditions"], blocking.CONDITION, *blocking.condition(blocking_budgets),
                                             generation=generation, now=now)
     if drain_started:
         built["drainStartTime"] = drain_started

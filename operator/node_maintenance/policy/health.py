@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from node_maintenance.api import timestamps
-from node_maintenance.drain.evicted import BUDGET, Workload
+from node_maintenance.drain.evicted import Kind, Workload
 
 DEFAULT_WAIT_SECONDS = 600  # spec.waitForHealthySeconds when absent
 HEALTHY, WAITING, GAVE_UP = "Healthy", "Waiting", "GaveUp"
@@ -36,7 +36,7 @@ def unhealthy(kind: str, obj: Mapping[str, Any] | None) -> str:
     ref = f"{kind} {meta.get('namespace')}/{meta['name']}"
     if status.get("observedGeneration", -1) < meta.get("generation", 0):
         return f"{ref}: its controller has not observed its latest change yet"
-    if kind == BUDGET:  # every pod it expects, not only as many as it requires: those the drain evicted are back
+    if kind == Kind.BUDGET:  # every pod it expects, not only as many as it requires: those the drain evicted are back
         healthy, expected = int(status.get("currentHealthy") or 0), int(status.get("expectedPods") or 0)
         return "" if healthy >= expected else f"{ref}: {healthy} of {expected} healthy"
     available, wanted = int(status.get("availableReplicas") or 0), int((obj.get("spec") or {}).get("replicas", 1))

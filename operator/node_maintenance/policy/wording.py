@@ -11,9 +11,8 @@ from typing import Any
 
 from node_maintenance.api import timestamps
 from node_maintenance.api.conditions import Condition
-from node_maintenance.drain import bookkeeping, status
-from node_maintenance.drain.events import Event
-from node_maintenance.drain.planner import Plan
+from node_maintenance.drain import bookkeeping, events, status
+from node_maintenance.drain.plans import Plan
 from node_maintenance.policy import hooks
 from node_maintenance.policy.model import QUEUED, QueuedReason
 from node_maintenance.policy.verdicts import Verdict, VerdictKind
@@ -63,15 +62,15 @@ def waiting_plan(body: Mapping[str, Any], verdict: Verdict, now: datetime.dateti
     node_name = body["spec"]["nodeName"]
     condition = queued_condition(verdict, node_name)
     before: dict[str, Any] = next((c for c in previous.get("conditions") or [] if c.get("type") == QUEUED), {})
-    events: tuple[Event, ...] = ()
-    if previous.get("phase") != status.PENDING or before.get("reason") != condition.reason:
-        events = (Event(on_node=False, type="Normal" if verdict.kind in (VerdictKind.WAITING, VerdictKind.CLOSED) else "Warning",
+    posted: tuple[events.Event, ...] = ()
+    if previous.get("phase") != status.Phase.PENDING or before.get("reason") != condition.reason:
+        posted = (events.Event(on_node=False, type=events.Type.NORMAL if verdict.kind in (VerdictKind.WAITING, VerdictKind.CLOSED) else events.Type.WARNING,
                         reason=condition.reason, message=condition.message),)
-    pending = status.build(dict(previous), phase=status.PENDING, total=0, eviction_pods=0, pending=[], generation=meta.get("generation", 1),
+    pending = status.build(dict(previous), phase=status.Phase.PENDING, total=0, eviction_pods=0, pending=[], generation=meta.get("generation", 1),
                            last_error=condition.message if verdict.kind == VerdictKind.CONFLICT else "", now=timestamps.rfc3339(now),
                            waiting=condition)
     # Looked at again (and a moved place in line written) at a pace the whole line can bear, and when a window opens.
-    return Plan(phase=status.PENDING, status=pending, events=events,
+    return Plan(phase=status.Phase.PENDING, status=pending, events=posted,
                 recheck_in=until(verdict.opens, now, bookkeeping.in_line_interval(verdict.queued)))
 
 

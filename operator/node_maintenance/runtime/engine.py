@@ -223,7 +223,7 @@ class Engine:
             return 0.0
         return await self._read_drain(body, foreign, now, m, node)
 
-    async def _node(self) -> dict[str, Any] | None | float:
+    async def _node(self) -> dict[str, Any] | float | None:
         """The node as this drain sees it now (None: not there, or in line: not watched); a float: look again then."""
         mode = self.watches.mode
         if mode == WatchMode.DRAINED:  # the node as the cordoned nodes' watch shows it; its pods are listed, not watched

@@ -1,8 +1,8 @@
-"""Carries out what the pure decisions say: a drain step's :class:`planner.Plan` (the Lease, the node
+"""Carries out what the pure decisions say: a drain step's :class:`plans.Plan` (the Lease, the node
 patch, the Jobs, the pod removals, the events, the status) and a deletion's :class:`handback.Handback`, with
 the postMaintenance Job and the condition a policy's hook records before it.
 
-What each removal met comes back as an :class:`planner.Attempt` for the next plan. Retries of pods
+What each removal met comes back as an :class:`plans.Attempt` for the next plan. Retries of pods
 no budget paces wait ``max(Retry-After, backoff)`` with jitter.
 """
 
@@ -20,11 +20,11 @@ from node_maintenance.api.conversion import status_fields
 from node_maintenance.api.paths import jobs_path, nm_path, node_path, pod_path
 from node_maintenance.client.errors import ApiError, Conflict, KubeError, NotFound, ServerError, TooManyRequests, Unreachable
 from node_maintenance.client.protocol import KubeApi
-from node_maintenance.drain import status as st
+from node_maintenance.drain import status
 from node_maintenance.drain.events import Event
 from node_maintenance.drain.handback import Handback
 from node_maintenance.drain.memory import Outcome
-from node_maintenance.drain.planner import DELETE_PODS, FORCE_DELETE_PODS, Attempt, Plan, Removal
+from node_maintenance.drain.plans import Action, Attempt, Plan, Removal
 from node_maintenance.runtime import metrics
 from node_maintenance.runtime.leases import LeaseKeeper
 
@@ -133,7 +133,7 @@ class Executor:
         return None
 
     def _log(self, event: Event) -> None:
-        if event.reason in (DELETE_PODS, FORCE_DELETE_PODS):  # an escalation: the drain goes on
+        if event.reason in (Action.DELETE_PODS, Action.FORCE_DELETE_PODS):  # an escalation: the drain goes on
             self.log.warning(event.message)
         elif event.type == "Warning":
             self.log.warning("maintenance failed: %s", event.message)
@@ -184,7 +184,7 @@ class Executor:
         held = status_fields(self.version)
         new = {key: value for key, value in new.items() if key in held}
         previous = {key: value for key, value in stored.items() if key in held}
-        if st.same(previous, new):
+        if status.same(previous, new):
             return False
         await self.kube.patch(nm_path(self.name, version=self.version, subresource="status"), {"status": new})
         return True

@@ -32,10 +32,10 @@ from node_maintenance.runtime import handlers, logs
 from node_maintenance.runtime.budget_watch import BudgetWatch
 from node_maintenance.runtime.cordoned import CordonedNodes
 from node_maintenance.runtime.engine import Shared
-from node_maintenance.runtime.probes import Health
 from node_maintenance.runtime.leader import LeaderElector
 from node_maintenance.runtime.metrics import Active
 from node_maintenance.runtime.policies.view import Policies
+from node_maintenance.runtime.probes import Health
 from node_maintenance.runtime.storage import migrate_storage_version, read_crd, storage_version, working_version
 from node_maintenance.webhooks.server import start_webhook_server
 

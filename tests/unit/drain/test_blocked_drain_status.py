@@ -6,10 +6,10 @@ import datetime
 from functools import partial
 from typing import Any
 
-from node_maintenance.drain import blocking as drainblock
-from node_maintenance.drain import status as st
+from node_maintenance.drain import blocking, status
 from node_maintenance.drain.node import TAINT
-from node_maintenance.drain.planner import Maintenance, Plan, plan
+from node_maintenance.drain.planner import plan
+from node_maintenance.drain.plans import Maintenance, Plan
 from tests.unit.builders import budget, node, pod
 
 NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
@@ -21,8 +21,8 @@ HELD = node("n1", uid="n", resource_version="1", holder="nm", unschedulable=True
 RUNNING = {"phase": "Running", "totalpods": 2, "evictionPods": 2, "drainStartTime": "2026-01-01T00:00:00Z"}
 
 
-def run(status: dict[str, Any], pods: list[dict[str, Any]], budgets: list[dict[str, Any]]) -> Plan:
-    return plan(Maintenance("nm", "n1", status=status), HELD, pods, budgets, NOW)
+def run(stored: dict[str, Any], pods: list[dict[str, Any]], budgets: list[dict[str, Any]]) -> Plan:
+    return plan(Maintenance(name="nm", node_name="n1", status=stored), HELD, pods, budgets, NOW)
 
 
 def conditions(result: Plan) -> dict[str, Any]:
@@ -36,7 +36,7 @@ def test_a_structural_block_is_named_with_its_counts_and_fires_one_event() -> No
     assert entry == {"namespace": "app", "name": "web", "disruptionsAllowed": 0, "currentHealthy": 2, "desiredHealthy": 2,
                      "expectedPods": 2, "block": "Structural", "message": entry["message"], "blockedPods": 2}
     assert "minAvailable 2" in entry["message"] and "lower minAvailable" in entry["message"]
-    assert conditions(first)["DrainBlocked"] == ("True", drainblock.DEADLOCK)
+    assert conditions(first)["DrainBlocked"] == ("True", blocking.Reason.DEADLOCK)
     assert [(e.type, e.reason) for e in first.events] == [("Warning", "PodDisruptionBudgetDeadlock")]
     again = run(first.status, [a_pod("web-0"), a_pod("web-1")], [budget])
     assert again.events == () and again.status["blockingBudgets"] == first.status["blockingBudgets"]
@@ -53,7 +53,7 @@ def test_a_budget_waiting_on_unhealthy_pods_is_temporary_and_fires_no_event() ->
     result = run(RUNNING, [a_pod("web-0")], [budget])
     (entry,) = result.status["blockingBudgets"]
     assert entry["block"] == "Temporary" and entry["currentHealthy"] == 2 and entry["desiredHealthy"] == 3
-    assert conditions(result)["DrainBlocked"] == ("True", drainblock.TEMPORARY)
+    assert conditions(result)["DrainBlocked"] == ("True", blocking.Reason.TEMPORARY)
     assert result.events == ()
 
 
@@ -75,16 +75,16 @@ def test_a_pod_under_two_budgets_blocks_both_structurally() -> None:
     budgets = [a_budget("web", allowed=1, minAvailable=1), a_budget("all", allowed=1, minAvailable=1)]
     result = run(RUNNING, [a_pod("web-0")], budgets)
     assert [(e["name"], e["block"]) for e in result.status["blockingBudgets"]] == [("all", "Structural"), ("web", "Structural")]
-    assert len([e for e in result.events if e.reason == drainblock.DEADLOCK]) == 2
+    assert len([e for e in result.events if e.reason == blocking.Reason.DEADLOCK]) == 2
 
 
 def test_new_deadlocks_compares_with_the_previous_status() -> None:
     entry = {"namespace": "app", "name": "web", "block": "Structural"}
-    assert drainblock.new_deadlocks([], [entry]) == [entry]
-    assert drainblock.new_deadlocks([entry], [entry]) == []
-    assert drainblock.new_deadlocks([{**entry, "block": "Temporary"}], [entry]) == [entry]
+    assert blocking.new_deadlocks([], [entry]) == [entry]
+    assert blocking.new_deadlocks([entry], [entry]) == []
+    assert blocking.new_deadlocks([{**entry, "block": "Temporary"}], [entry]) == [entry]
 
 
 def test_status_without_a_drain_has_no_drain_blocked_condition() -> None:
-    built = st.build({}, phase=st.FAILED, total=0, eviction_pods=0, pending=[], last_error="x", generation=1, now="2026-01-01T00:00:00Z")
+    built = status.build({}, phase=status.Phase.FAILED, total=0, eviction_pods=0, pending=[], last_error="x", generation=1, now="2026-01-01T00:00:00Z")
     assert built["blockingBudgets"] == [] and [c["type"] for c in built["conditions"]] == ["Drained"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from node_maintenance.drain import bookkeeping as books
-from node_maintenance.drain.planner import Attempt, Removal
+from node_maintenance.drain import bookkeeping
+from node_maintenance.drain.plans import Attempt, Removal
 
 
 def removal(name: str, budget: str | None = "app/web") -> Removal:
@@ -15,39 +15,39 @@ def removal(name: str, budget: str | None = "app/web") -> Removal:
 
 def test_evictions_count_against_their_budget_until_the_api_accepts_or_refuses_them() -> None:
     sent = [removal("a"), removal("b"), removal("c", budget=None)]
-    assert books.counted(sent) == [books.Eviction("app/web", "a"), books.Eviction("app/web", "b")]
+    assert bookkeeping.counted(sent) == [bookkeeping.Eviction("app/web", "a"), bookkeeping.Eviction("app/web", "b")]
     results = {"uid-a": Attempt(10.0, accepted=True), "uid-b": Attempt(10.0, refused_by=(("app/web", "7"),))}
-    assert books.uncounted(sent, results) == [books.Eviction("app/web", "b")]  # refused: it never counted
-    assert books.uncounted(sent, None) == books.counted(sent)  # the step stopped before sending: none counts
+    assert bookkeeping.uncounted(sent, results) == [bookkeeping.Eviction("app/web", "b")]  # refused: it never counted
+    assert bookkeeping.uncounted(sent, None) == bookkeeping.counted(sent)  # the step stopped before sending: none counts
 
 
 def test_attempts_take_each_result_and_forget_pods_gone_from_the_node() -> None:
     before = {"uid-a": Attempt(1.0, error="x", failures=1), "uid-gone": Attempt(1.0)}
-    after = books.merge_attempts(before, [removal("a"), removal("b")], {"uid-a": None, "uid-b": Attempt(5.0, accepted=True)},
+    after = bookkeeping.merge_attempts(before, [removal("a"), removal("b")], {"uid-a": None, "uid-b": Attempt(5.0, accepted=True)},
                                  live={"uid-a", "uid-b"})
     assert after == {"uid-b": Attempt(5.0, accepted=True)}
 
 
 def test_the_next_try_is_the_earliest_attempt_still_ahead() -> None:
     attempts = {"a": Attempt(105.0), "b": Attempt(102.0), "c": Attempt(90.0)}
-    assert books.next_try_in(attempts, 100.0) == 2.0
-    assert books.next_try_in({"c": Attempt(90.0)}, 100.0) is None
-    assert books.sooner(None, 3.0) == 3.0 and books.sooner(2.0, None) == 2.0 and books.sooner(None, None) is None
+    assert bookkeeping.next_try_in(attempts, 100.0) == 2.0
+    assert bookkeeping.next_try_in({"c": Attempt(90.0)}, 100.0) is None
+    assert bookkeeping.sooner(None, 3.0) == 3.0 and bookkeeping.sooner(2.0, None) == 2.0 and bookkeeping.sooner(None, None) is None
 
 
 def test_a_status_is_written_on_a_new_phase_an_event_or_after_the_interval() -> None:
     stored = {"phase": "Running"}
-    assert books.status_due("Succeeded", stored, 0.1, False)
-    assert books.status_due("Running", stored, 0.1, True)
-    assert not books.status_due("Running", stored, 0.1, False)
-    assert books.status_due("Running", stored, books.NM_STATUS_INTERVAL_SECONDS, False)
+    assert bookkeeping.status_due("Succeeded", stored, 0.1, False)
+    assert bookkeeping.status_due("Running", stored, 0.1, True)
+    assert not bookkeeping.status_due("Running", stored, 0.1, False)
+    assert bookkeeping.status_due("Running", stored, bookkeeping.NM_STATUS_INTERVAL_SECONDS, False)
 
 
 def test_a_refused_job_is_remembered_until_it_is_created() -> None:
-    known = books.merge_refusals({}, {"job": "forbidden: serviceAccountName"})
+    known = bookkeeping.merge_refusals({}, {"job": "forbidden: serviceAccountName"})
     assert known == {"job": "forbidden: serviceAccountName"}
-    assert books.merge_refusals(known, {}) == known
-    assert books.merge_refusals(known, {"job": None}) == {}
+    assert bookkeeping.merge_refusals(known, {}) == known
+    assert bookkeeping.merge_refusals(known, {"job": None}) == {}
 
 
 def test_a_place_in_line_that_moved_is_written_at_most_every_30_s_a_new_reason_at_the_usual_pace() -> None:
@@ -55,18 +55,18 @@ def test_a_place_in_line_that_moved_is_written_at_most_every_30_s_a_new_reason_a
         return {"phase": "Pending", "conditions": [{"type": "Queued", "status": "True", "reason": reason, "message": message}]}
 
     stored = queued("WaitingForSlot", "position 7 of 980")
-    assert books.status_interval(stored, queued("WaitingForSlot", "position 6 of 980")) == books.IN_LINE_STATUS_INTERVAL_SECONDS
-    assert books.status_interval(stored, queued("SlotGivenBack", "slot given back")) == books.NM_STATUS_INTERVAL_SECONDS
-    moved = books.status_interval(stored, queued("WaitingForSlot", "position 6 of 980"))
-    assert not books.status_due("Pending", stored, 10.0, False, moved) and books.status_due("Pending", stored, 30.0, False, moved)
+    assert bookkeeping.status_interval(stored, queued("WaitingForSlot", "position 6 of 980")) == bookkeeping.IN_LINE_STATUS_INTERVAL_SECONDS
+    assert bookkeeping.status_interval(stored, queued("SlotGivenBack", "slot given back")) == bookkeeping.NM_STATUS_INTERVAL_SECONDS
+    moved = bookkeeping.status_interval(stored, queued("WaitingForSlot", "position 6 of 980"))
+    assert not bookkeeping.status_due("Pending", stored, 10.0, False, moved) and bookkeeping.status_due("Pending", stored, 30.0, False, moved)
 
 
 def test_a_long_line_writes_its_places_at_a_bounded_pace_together() -> None:
     # Each at most every 30 s while the line is short; a line of a thousand, each every 200 s: 5 writes a second in all.
-    assert books.in_line_interval(4) == books.IN_LINE_STATUS_INTERVAL_SECONDS
+    assert bookkeeping.in_line_interval(4) == bookkeeping.IN_LINE_STATUS_INTERVAL_SECONDS
     for queued in (150, 1000, 5000):
-        assert queued / books.in_line_interval(queued) <= books.IN_LINE_WRITES_PER_SECOND
-    assert books.in_line_interval(1000) == 200.0
+        assert queued / bookkeeping.in_line_interval(queued) <= bookkeeping.IN_LINE_WRITES_PER_SECOND
+    assert bookkeeping.in_line_interval(1000) == 200.0
     stored: dict[str, Any] = {"phase": "Pending", "conditions": [{"type": "Queued", "status": "True", "reason": "WaitingForSlot", "message": "position 7 of 1000"}]}
     moved = {**stored, "conditions": [{**stored["conditions"][0], "message": "position 6 of 1000"}]}
-    assert books.status_interval(stored, moved, books.in_line_interval(1000)) == 200.0
+    assert bookkeeping.status_interval(stored, moved, bookkeeping.in_line_interval(1000)) == 200.0

@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 
 from node_maintenance.api.objects import key_of
-from node_maintenance.drain import rules as drainrules
+from node_maintenance.drain import rules
 from node_maintenance.drain.budgets import Coverage
 from node_maintenance.drain.planner import plan
 from node_maintenance.drain.podindex import PodIndex
-from tests.unit.builders import HELD, NOW, RUNNING, budget, maintenance, pod
+from tests.unit.builders import HELD, NOW, RUNNING, budget, maintenance, pod, policy_terms
 
 a_pod = partial(pod, namespace="app", uid="uid-{name}", node="n1")
 a_budget = partial(budget, namespace="app", generation=1, resource_version="1", observed=1, allowed=1, healthy=10, desired=9, expected=10)
@@ -45,18 +45,18 @@ def test_a_step_works_out_only_the_pods_that_changed() -> None:
     moved = [*(dict(b) for b in BUDGETS[:-1]), a_budget("web9", labels={"app": "other"})]
     assert step(terminating[1:], moved) == len(NODE_PODS) - 1  # a budget's selector changed: every pod again
     assert step(terminating[1:], moved) == 0
-    assert step(terminating[1:], moved, rules=()) == len(NODE_PODS) - 1  # so do the drain rules
+    assert step(terminating[1:], moved, terms=policy_terms()) == len(NODE_PODS) - 1  # so do the drain rules
 
 
-@pytest.mark.parametrize("rules", [None, (drainrules.Rule({"matchLabels": {"app": "web0"}}, order=1),)], ids=["no policy", "ordered"])
-def test_a_kept_index_plans_as_a_fresh_one_through_a_drain(rules: tuple[drainrules.Rule, ...] | None) -> None:
+@pytest.mark.parametrize("drain_rules", [None, (rules.Rule({"matchLabels": {"app": "web0"}}, order=1),)], ids=["no policy", "ordered"])
+def test_a_kept_index_plans_as_a_fresh_one_through_a_drain(drain_rules: tuple[rules.Rule, ...] | None) -> None:
     """Step after step of a drain (evictions sent, pods leaving, budgets refusing, rules ordering, its DaemonSet
     found gone halfway), the kept index gives the very plan the pods' list gives."""
     index = PodIndex()
     coverage = Coverage(BUDGETS)
     pods, budgets, status, removed = list(NODE_PODS), list(BUDGETS), dict(RUNNING), 0
     for turn in range(12):
-        m = maintenance(status, rules=rules)
+        m = maintenance(status, terms=policy_terms(rules=drain_rules))
         daemonsets = DAEMONSETS if turn < 6 else {"app/agent": False}  # gone: its pod goes too (kubectl drain --force)
         index.update(by_key(pods))
         kept = plan(m, HELD, index, budgets, NOW, daemonsets=daemonsets, coverage=coverage)

@@ -12,7 +12,7 @@ from node_maintenance.drain import evicted
 from node_maintenance.drain.planner import plan
 from node_maintenance.policy import health, line, model
 from node_maintenance.policy.verdicts import VerdictKind
-from tests.unit.builders import HELD, NOW, RUNNING, ago, budget, maintenance, nm, nm_policy, node, pod, scene_pod
+from tests.unit.builders import HELD, NOW, RUNNING, ago, budget, maintenance, nm, nm_policy, node, pod, policy_terms, scene_pod
 
 web_budget = partial(budget, "web", namespace="app", generation=2, observed=2)
 BUDGET = ("PodDisruptionBudget", "app", "web")
@@ -43,10 +43,10 @@ def test_a_drain_under_wait_for_healthy_records_what_it_evicts_and_keeps_it_once
     node_pods = [scene_pod("web-0", labels={"app": "web"}), scene_pod("db-0", owner="StatefulSet", owner_name="db"),
                  scene_pod("done", owner="Job", phase="Succeeded")]
     budgets = [web_budget(labels={"app": "web"}, allowed=1)]
-    first = plan(maintenance(RUNNING, records_evicted=True), HELD, node_pods, budgets, NOW)
+    first = plan(maintenance(RUNNING, terms=policy_terms(records_evicted=True)), HELD, node_pods, budgets, NOW)
     recorded = [{"kind": "PodDisruptionBudget", "namespace": "app", "name": "web"}, {"kind": "StatefulSet", "namespace": "app", "name": "db"}]
     assert first.status["evictedWorkloads"] == recorded
-    assert plan(maintenance(first.status, records_evicted=True), HELD, [], budgets, NOW).status["evictedWorkloads"] == recorded
+    assert plan(maintenance(first.status, terms=policy_terms(records_evicted=True)), HELD, [], budgets, NOW).status["evictedWorkloads"] == recorded
     assert "evictedWorkloads" not in plan(maintenance(RUNNING), HELD, node_pods, budgets, NOW).status
 
 

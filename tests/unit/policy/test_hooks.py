@@ -11,7 +11,7 @@ import pytest
 from node_maintenance.api import SERVICE_ACCOUNT
 from node_maintenance.policy import hooks, model, terms
 from node_maintenance.policy.verdicts import Verdict, VerdictKind
-from tests.unit.builders import HELD, NOW, hook_template, nm, nm_policy, seen
+from tests.unit.builders import HELD, NOW, hook_template, nm, nm_policy, seen_by_policies
 
 NM = nm("worker-3", "worker-3", uid="1234")
 TEMPLATE: dict[str, Any] = {
@@ -89,7 +89,7 @@ def test_a_job_running_as_its_own_service_account_is_built_until_it_exists() -> 
 
 def test_a_pre_drain_job_that_would_run_as_the_operator_holds_the_maintenance_with_the_reason() -> None:
     policy = model.Policy.of(nm_policy("rolling", preDrain={"jobTemplate": hook_template(serviceAccount=SERVICE_ACCOUNT)}))
-    known = seen(HELD, Verdict(VerdictKind.ADMITTED, policy))
+    known = seen_by_policies(HELD, Verdict(VerdictKind.ADMITTED, policy))
     step = terms.maintenance(nm("nm", "n1", uid="1234", status={}), known, {}, NOW).terms
     assert step.jobs == () and step.hold_failed
     pre_drain = next(c for c in step.conditions if c.type == "PreDrain")

@@ -14,7 +14,7 @@ from node_maintenance.drain import bookkeeping as books
 from node_maintenance.drain.node import HOLDER
 from node_maintenance.policy import line, model, policy_status, terms, wording
 from node_maintenance.policy.verdicts import Decision, Verdict, VerdictKind
-from tests.unit.builders import hook_template, nm, nm_policy, node, seen
+from tests.unit.builders import hook_template, nm, nm_policy, node, seen_by_policies
 
 NOW = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.UTC)
 POOL_A = {"matchLabels": {"pool": "a"}}
@@ -275,12 +275,12 @@ def test_under_window_end_pause_a_holder_evicts_nothing_until_the_next_window() 
     resumed = line.holding([policy], held, AT_NIGHT)
     assert resumed is not None and not resumed.paused  # resumes once one opens
     body = an_nm("m0", "n0", created=at(0), status={})
-    step = terms.maintenance(body, seen(held, paused), {}, NOW).terms
+    step = terms.maintenance(body, seen_by_policies(held, paused), {}, NOW).terms
     assert step.hold == ("paused until the next maintenance window of NodeMaintenancePolicy p (windowEnd: Pause): no window is open and "
                          "the next opens at 2026-01-01T22:00:00Z; no pod is evicted until then, and node n0 stays cordoned")
     assert step.hold_recheck_in == pytest.approx(10 * 3600 + wording.WINDOW_MARGIN_SECONDS) and not step.hold_failed
     # While the window is open, the drain looks again when it closes (02:00, three hours after 23:00).
-    open_step = terms.maintenance(body, seen(held, line.holding([policy], held, AT_NIGHT)), {}, AT_NIGHT).terms
+    open_step = terms.maintenance(body, seen_by_policies(held, line.holding([policy], held, AT_NIGHT)), {}, AT_NIGHT).terms
     assert not open_step.hold and open_step.hold_recheck_in == pytest.approx(3 * 3600 + wording.WINDOW_MARGIN_SECONDS)
 
 

@@ -7,21 +7,20 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from node_maintenance.coordination import quorum as qu
-from node_maintenance.coordination import remediation as rem
-from node_maintenance.drain.planner import Plan, plan
-from node_maintenance.drain.plans import Maintenance
+from node_maintenance.coordination import quorum, remediation
+from node_maintenance.drain.planner import plan
+from node_maintenance.drain.plans import Maintenance, Plan
 from node_maintenance.policy import line, model, terms
 from node_maintenance.policy.verdicts import Decision, Verdict, VerdictKind
-from tests.unit.builders import CONTROL_PLANE_LABEL, NOW, control_plane_node, lease, nm, nm_policy, node, seen
+from tests.unit.builders import CONTROL_PLANE_LABEL, NOW, control_plane_node, lease, nm, nm_policy, node, seen_by_policies
 
 POOL = {"pool": "a"}
 POLICY = nm_policy("rolling", node_selector={"matchLabels": POOL}, maxParallel=1)
 pool_node = partial(node, labels=POOL, annotations={}, unschedulable=False, ready=True)
 NODES = [pool_node("Worker-1", uid="u1", resource_version="7"), pool_node("Worker-2", uid="u2", resource_version="7")]
 LEASES = "medik8s-leases"
-HELD_BY_OTHER = rem.LeaseView(LEASES, "Worker-1", due=True, read=lease("NodeHealthCheck", 10))
-RELEASED = rem.LeaseView(LEASES, "Worker-1", due=True, read=None)
+HELD_BY_OTHER = remediation.LeaseView(LEASES, "Worker-1", due=True, read=lease("NodeHealthCheck", 10))
+RELEASED = remediation.LeaseView(LEASES, "Worker-1", due=True, read=None)
 
 
 def _nm(name: str, node_name: str, second: int, status: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -39,7 +38,7 @@ def _kinds(decision: Decision) -> dict[str, str]:
 
 
 def _terms(body: dict[str, Any], decision: Decision, node_obj: dict[str, Any]) -> Maintenance:
-    return terms.maintenance(body, seen(node_obj, decision.verdicts.get(body["metadata"]["name"])), {}, NOW)
+    return terms.maintenance(body, seen_by_policies(node_obj, decision.verdicts.get(body["metadata"]["name"])), {}, NOW)
 
 
 def _step(body: dict[str, Any], decision: Decision, node_obj: dict[str, Any], **inputs: Any) -> Plan | None:
@@ -116,10 +115,10 @@ def test_a_grant_stands_only_while_its_maintenance_waits_to_take_the_node() -> N
 def test_the_quorum_guard_refusing_at_takeover_gives_the_slot_back_too() -> None:
     policy = nm_policy("rolling", node_selector={"matchLabels": {CONTROL_PLANE_LABEL: ""}}, maxParallel=1)
     m1 = control_plane_node("m1", uid="u1", resource_version="1", annotations={})
-    members = qu.Members((m1, control_plane_node("m2", holder="other"), control_plane_node("m3")))
+    members = quorum.Members((m1, control_plane_node("m2", holder="other"), control_plane_node("m3")))
     body = _nm("cp", "m1", 1)
     verdict = Verdict(VerdictKind.ADMITTED, model.Policy.of(policy))
-    step = terms.maintenance(body, seen(m1, verdict), {}, NOW)
+    step = terms.maintenance(body, seen_by_policies(m1, verdict), {}, NOW)
     held = plan(step, m1, [], [], NOW, holder_exists=False, members=members)
     assert held.phase == "Pending" and held.node_patch is None and _queued(held.status) == ("True", model.QueuedReason.SLOT_GIVEN_BACK)
-    assert next(c for c in held.status["conditions"] if c["type"] == qu.CONDITION)["reason"] == "WouldBreakEtcdQuorum"
+    assert next(c for c in held.status["conditions"] if c["type"] == quorum.CONDITION)["reason"] == "WouldBreakEtcdQuorum"

@@ -5,12 +5,14 @@ holder evicts nothing."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from node_maintenance.drain.plans import PolicyTerms
 from node_maintenance.policy import model, terms
 from node_maintenance.policy.verdicts import Verdict, VerdictKind
-from tests.unit.builders import HELD, NOW, nm, nm_policy, node, seen
+from tests.unit.builders import HELD, NOW, nm, nm_policy, node, seen_by_policies
 
-RULES = {"drainRules": [{"podSelector": {"matchLabels": {"tier": "cache"}}, "behavior": "Skip"}]}
+RULES: dict[str, Any] = {"drainRules": [{"podSelector": {"matchLabels": {"tier": "cache"}}, "behavior": "Skip"}]}
 
 
 def test_a_selected_maintenance_without_a_verdict_does_nothing_rather_than_drain_as_ungoverned() -> None:
@@ -18,30 +20,31 @@ def test_a_selected_maintenance_without_a_verdict_does_nothing_rather_than_drain
     # the node without the policy's rules (it evicted a pod a Skip rule kept, in the queue-under-faults test).
     body = nm("nm", "n1", uid="1234", status={"phase": "Succeeded"})
     for listed in (True, False):
-        step = terms.maintenance(body, seen(HELD, None, listed=listed, selected=True), {}, NOW)
+        step = terms.maintenance(body, seen_by_policies(HELD, None, listed=listed, selected=True), {}, NOW)
         assert step.terms.undecided and step.terms.rules is None and step.terms.waiting is None
     # No policy selects the node: no policy applies.
-    assert terms.maintenance(body, seen(HELD, None, selected=False), {}, NOW).terms == PolicyTerms()
+    assert terms.maintenance(body, seen_by_policies(HELD, None, selected=False), {}, NOW).terms == PolicyTerms()
 
 
 def test_an_admitted_maintenance_drains_by_its_policy_s_rules_and_drain_defaults() -> None:
     policy = model.Policy.of(nm_policy("rolling", drain={"gracePeriodSeconds": 7}, **RULES))
-    step = terms.maintenance(nm("nm", "n1", uid="1234", status={}), seen(HELD, Verdict(kind=VerdictKind.ADMITTED, policy=policy)), {}, NOW)
+    step = terms.maintenance(nm("nm", "n1", uid="1234", status={}), seen_by_policies(HELD, Verdict(kind=VerdictKind.ADMITTED, policy=policy)), {}, NOW)
     assert step.terms.rules == policy.rules and step.grace == 7
 
 
 def test_only_a_drain_under_wait_for_healthy_records_what_it_evicts() -> None:
     body = nm("nm", "n1", uid="1234", status={})
-    for spec, records in (({"waitForHealthy": True}, True), ({}, False)):
+    specs: tuple[tuple[dict[str, Any], bool], ...] = (({"waitForHealthy": True}, True), ({}, False))
+    for spec, records in specs:
         verdict = Verdict(kind=VerdictKind.ADMITTED, policy=model.Policy.of(nm_policy("rolling", **spec)))
-        assert terms.maintenance(body, seen(HELD, verdict), {}, NOW).terms.records_evicted is records
+        assert terms.maintenance(body, seen_by_policies(HELD, verdict), {}, NOW).terms.records_evicted is records
     assert not terms.maintenance(body, terms.Seen(HELD), {}, NOW).terms.records_evicted  # no policy governs the node
 
 
 def test_one_in_line_carries_out_the_wait_and_touches_nothing() -> None:
     policy = model.Policy.of(nm_policy("rolling", maxParallel=1))
     verdict = Verdict(kind=VerdictKind.WAITING, policy=policy, position=2, queued=3)
-    step = terms.maintenance(nm("nm", "n1", uid="1234", status={}), seen(node("n1"), verdict), {}, NOW)
+    step = terms.maintenance(nm("nm", "n1", uid="1234", status={}), seen_by_policies(node("n1"), verdict), {}, NOW)
     assert step.terms.waiting is not None and step.terms.waiting.node_patch is None and not step.terms.waiting.removals
     assert "position 2 of 3" in step.terms.waiting.status["conditions"][0]["message"]
 

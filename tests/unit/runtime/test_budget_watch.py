@@ -7,7 +7,7 @@ import asyncio
 import functools
 
 from node_maintenance.api.paths import BUDGETS
-from node_maintenance.runtime.budgets import IN_FLIGHT_SECONDS, BudgetWatch
+from node_maintenance.runtime.budget_watch import IN_FLIGHT_SECONDS, BudgetWatch
 from tests.unit.builders import FakeApi, budget, script_watch_scene
 
 

@@ -12,9 +12,9 @@ import pytest
 
 from node_maintenance.api.paths import node_path, pod_path
 from node_maintenance.client.errors import Conflict, Forbidden, NotFound, TooManyRequests, Unreachable
-from node_maintenance.drain.events import Event
+from node_maintenance.drain.events import Event, Type
 from node_maintenance.drain.handback import hand_back
-from node_maintenance.drain.planner import FORCE_DELETE_PODS, Plan, Removal
+from node_maintenance.drain.plans import Action, Plan, Removal
 from node_maintenance.runtime import metrics
 from node_maintenance.runtime.executor import ACCEPTED_SECONDS, BACKOFF_MAX_SECONDS, Executor, retry_delay
 from tests.unit.builders import FakeApi, held_node, nm, node
@@ -43,7 +43,7 @@ def _removal(name: str, budget: str | None = None, delete: bool = False) -> Remo
 def test_node_conflict_stops_before_any_removal_or_status() -> None:
     api = FakeApi()
     api.fail("PATCH", node_path("n1"), Conflict(409, "Conflict", "changed"))
-    outcome, events = _run(api, Plan("Running", STATUS, {"spec": {}}, (_removal("a"),), (Event(False, "Normal", "BeginMaintenance", "m"),)))
+    outcome, events = _run(api, Plan("Running", STATUS, {"spec": {}}, (_removal("a"),), (Event(False, Type.NORMAL, "BeginMaintenance", "m"),)))
     assert outcome.node_conflict and [c[0] for c in api.calls] == ["PATCH"] and events == []
 
 
@@ -71,7 +71,7 @@ def test_each_answer_becomes_the_next_attempt() -> None:
 
 def test_status_goes_through_the_working_version_with_only_what_it_holds() -> None:
     api = FakeApi()
-    _, events = _run(api, Plan("Running", STATUS, None, (), (Event(True, "Normal", "BeginMaintenance", "m"),)))
+    _, events = _run(api, Plan("Running", STATUS, None, (), (Event(True, Type.NORMAL, "BeginMaintenance", "m"),)))
     last = api.calls[-1]
     method, path, body = last.method, last.path, last.body
     assert (method, path) == ("PATCH", "/apis/nodemaintenance.kubevirt.io/v1alpha1/nodemaintenances/nm/status")
@@ -149,22 +149,22 @@ def test_a_plan_stopped_midway_ends_only_once_the_writes_sent_are_answered() -> 
 
 def test_an_escalated_removal_is_a_deletion_with_its_grace_told_on_the_pod_and_counted() -> None:
     api = FakeApi()
-    removal = Removal("ns", "a", "uid-a", True, 0, None, escalation=FORCE_DELETE_PODS, bypassed="ns/web")
-    told = Event(False, "Warning", FORCE_DELETE_PODS, "m", pod=("ns", "a", "uid-a"))
-    before = metrics.ESCALATIONS.labels(action=FORCE_DELETE_PODS)._value.get()
+    removal = Removal("ns", "a", "uid-a", True, 0, None, escalation=Action.FORCE_DELETE_PODS, bypassed="ns/web")
+    told = Event(False, Type.WARNING, Action.FORCE_DELETE_PODS, "m", pod=("ns", "a", "uid-a"))
+    before = metrics.ESCALATIONS.labels(action=Action.FORCE_DELETE_PODS)._value.get()
     outcome, events = _run(api, Plan("Running", STATUS, None, (removal,), (told,)))
     deletion = next(c for c in api.calls if c.method == "DELETE")
     assert deletion.path == pod_path("ns", "a") and deletion.body["gracePeriodSeconds"] == 0
     assert deletion.body["preconditions"] == {"uid": "uid-a"} and outcome.attempts is not None and outcome.attempts["uid-a"].accepted
-    assert metrics.ESCALATIONS.labels(action=FORCE_DELETE_PODS)._value.get() == before + 1
-    assert events == [("Pod", FORCE_DELETE_PODS)]
+    assert metrics.ESCALATIONS.labels(action=Action.FORCE_DELETE_PODS)._value.get() == before + 1
+    assert events == [("Pod", Action.FORCE_DELETE_PODS)]
 
 
 def test_a_plan_handing_the_node_back_patches_it_as_a_deletion_would_then_writes_the_status() -> None:
     api = FakeApi()
     held = held_node("nm")
     handback = hand_back("nm", "n1", held, coordinated=False)
-    outcome, events = _run(api, Plan("Failed", STATUS, handback=handback, events=(Event(False, "Warning", "TimedOut", "m"),)))
+    outcome, events = _run(api, Plan("Failed", STATUS, handback=handback, events=(Event(False, Type.WARNING, "TimedOut", "m"),)))
     assert [(c.method, c.path) for c in api.calls][:1] == [("PATCH", node_path("n1"))] and api.calls[0].body == handback.node_patch
     assert outcome.status_written and not outcome.node_conflict
     assert ("NodeMaintenance", "TimedOut") in events and ("Node", "Uncordon") in events

@@ -85,7 +85,7 @@ async def write_statuses(policies: Policies) -> None:
 
 def handing_back(api: FakeApi) -> Executor:
     """The executor a deletion of nm-n1 carries out its hand-back with (in v1beta1)."""
-    return handback.executor(api, api.objects[nm_path("nm-n1")], "v1beta1", lambda *_: None, logging.LoggerAdapter(logging.getLogger("test"), {}))
+    return giving_back.executor(api, api.objects[nm_path("nm-n1")], "v1beta1", lambda *_: None, logging.LoggerAdapter(logging.getLogger("test"), {}))
 
 
 def scenario(api: FakeApi, body: Callable[[Policies], Awaitable[None]]) -> None:
@@ -193,7 +193,7 @@ def test_a_failed_watch_keeps_the_queue_closed_until_the_server_accepts_a_watch_
         assert policies.unknown() == "the watch of nodes failed: the connection was dropped"
         assert queued_reason(gate_of(policies, api, "n2")) == "WaitingForPolicies"
         assert gate_of(policies, api, "n1").terms.rules is not None  # the holder keeps its rules
-        nodes_watch.accepted()  # what the next accepted watch calls
+        nodes_watch.opened()  # what the next accepted watch calls
         assert policies.unknown() == "" and queued_reason(gate_of(policies, api, "n2")) == "WaitingForSlot"
     scenario(api, body)
 

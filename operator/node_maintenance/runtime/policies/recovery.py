@@ -22,8 +22,8 @@ from node_maintenance.policy import health, model
 from node_maintenance.runtime import budget_watch
 
 # What waitForHealthy judges a workload by, by kind.
-HEALTH_PATHS = {evicted.BUDGET: budget_watch.PATH, evicted.REPLICA_SET: "/apis/apps/v1/replicasets",
-                evicted.STATEFUL_SET: "/apis/apps/v1/statefulsets"}
+HEALTH_PATHS = {evicted.Kind.BUDGET: budget_watch.PATH, evicted.Kind.REPLICA_SET: "/apis/apps/v1/replicasets",
+                evicted.Kind.STATEFUL_SET: "/apis/apps/v1/statefulsets"}
 log = logging.getLogger(__name__)
 
 

@@ -106,7 +106,7 @@ class PolicyWatches:
     def feed(self, kind: Watched, event: str, obj: dict[str, Any]) -> None:
         """Take a watch event (``event``: ADDED, MODIFIED or DELETED) of ``kind`` as its watch would, and tell whom it
         touches: how the tests bring a change without a server."""
-        self.mirrors[kind].apply(event, obj)
+        self.mirrors[kind].take({"type": event, "object": obj})
 
     # ----------------------------------------------------------------- fan-out
     def _job_changed(self, _key: str | None = None) -> None:

@@ -1,0 +1,285 @@
+"""Draining the node a step holds: which pods go now, the escalation ladder, the timeout, and the status that says so.
+
+Pacing: a pod under a PodDisruptionBudget is evicted only while the budget allows another disruption
+(less the evictions already sent to it), and a pod the budget refused waits until the budget changes;
+one held back only by evictions in flight is looked at again when they stop counting, should the
+budget's change never be seen (an answer lost on the way).
+Pods without a budget go at once; refused or failed ones are tried again at their attempt's time.
+
+Escalation (spec.drain.escalation, opt-in): from a step's afterSeconds past drainStartTime on, the pods eviction has not
+removed are deleted instead, bypassing their budgets (ForceDeletePods: with grace period 0, those still terminating
+too), never a mirror or a DaemonSet pod; status.escalatedPods names each once. onTimeout HandBack ends a drain at its
+timeout with the hand-back a deletion does (``drain.handback``).
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from node_maintenance.api import conditions, timestamps
+from node_maintenance.coordination import remediation
+from node_maintenance.drain import blocking, budgets, events, evicted, handback, pods, rules, status
+from node_maintenance.drain.plans import Action, Attempt, Escalation, Maintenance, OnTimeout, Plan, Removal
+from node_maintenance.drain.podindex import Facts, PodIndex
+from node_maintenance.drain.taking import Taken
+
+
+@dataclass(frozen=True)
+class Scene:
+    """What one step of a drain reads: the maintenance, its node as taken, the node's pods and budgets, the removals
+    sent before; and what follows from them once, the pods that go and the drain's totals and start."""
+
+    maintenance: Maintenance
+    taken: Taken
+    index: PodIndex
+    coverage: budgets.Coverage
+    to_go: list[Facts]
+    now: datetime.datetime
+    # Totals and the start describe the node when this maintenance took it; a restarted operator keeps them.
+    started: datetime.datetime
+    total: int
+    to_evict: int
+    attempts: Mapping[str, Attempt]
+    in_flight: Mapping[str, budgets.InFlight]
+
+    @classmethod
+    def of(cls, m: Maintenance, taken: Taken, index: PodIndex, coverage: budgets.Coverage, now: datetime.datetime, *,
+           daemonsets: Mapping[str, bool], attempts: Mapping[str, Attempt], in_flight: Mapping[str, budgets.InFlight]) -> Scene:
+        previous = m.status
+        started_text = previous.get("drainStartTime") if not taken.fresh else None
+        to_go = index.facts(m.selector, m.terms.rules, daemonsets, coverage)
+        keep = not taken.fresh and "evictionPods" in previous
+        return cls(maintenance=m, taken=taken, index=index, coverage=coverage, to_go=to_go, now=now,
+                   started=timestamps.parse(started_text) if started_text else now,
+                   total=previous["totalpods"] if keep else len(index), to_evict=previous["evictionPods"] if keep else len(to_go),
+                   attempts=attempts, in_flight=in_flight)
+
+    @property
+    def elapsed(self) -> float:
+        return (self.now - self.started).total_seconds()
+
+    @property
+    def pending(self) -> list[tuple[str, str]]:
+        return [(f.pod["metadata"]["namespace"], f.pod["metadata"]["name"]) for f in self.to_go]
+
+
+def drain(scene: Scene) -> Plan:
+    """The step of a drain that holds its node: drained, timed out, held by the policy, or removing pods."""
+    m = scene.maintenance
+    if not scene.to_go:
+        done = m.status.get("phase") != status.Phase.SUCCEEDED
+        told = (_event(events.Type.NORMAL, "SucceedMaintenance", f"node {m.node_name} drained"),) if done else ()
+        return _holding(scene, status.Phase.SUCCEEDED, _status(scene, status.Phase.SUCCEEDED, "", []), scene.taken.events + told,
+                        drained_after=scene.elapsed if done else None)
+    if m.timeout and scene.elapsed > m.timeout:
+        return _timed_out(scene)
+    if m.terms.hold:  # the policy holds the drain (its preDrain Job, a conflict, a window's end): nothing is evicted
+        phase = status.Phase.FAILED if m.terms.hold_failed else status.Phase.RUNNING
+        return _holding(scene, phase, _status(scene, phase, m.terms.hold, []), scene.taken.events, recheck_in=m.terms.hold_recheck_in)
+    return _running(scene)
+
+
+def _timed_out(scene: Scene) -> Plan:
+    """Past spec.drain.timeoutSeconds: fail and keep the node, or (onTimeout HandBack) give it back and end."""
+    m = scene.maintenance
+    waiting = removals(m, scene.to_go, scene.coverage, scene.now, scene.attempts, scene.in_flight)
+    names = ", ".join(f"{ns}/{name}" for ns, name in scene.pending)
+    left = f"drain timed out after {m.timeout}s with pods left: {names} ({waiting.text() or 'still terminating'})"
+    entries, deadlocks = _blocked_by(scene, (), waiting.blocked)
+    told = scene.taken.events + deadlocks
+    if m.on_timeout == OnTimeout.HAND_BACK:  # given back as a deletion gives it back; the maintenance ends here
+        error = f"{left}; the node was given back as it was before this maintenance"
+        ended = conditions.Condition(type=status.TIMED_OUT, status="True", reason=status.HANDED_BACK, message=error)
+        given = handback.hand_back(m.name, m.node_name, dict(scene.taken.node), scene.taken.coordinated)
+        return Plan(phase=status.Phase.FAILED, status=_status(scene, status.Phase.FAILED, error, entries, also=(ended,)),
+                    events=(*told, _event(events.Type.WARNING, status.TIMED_OUT, error)), holds_node=False, handback=given)
+    error = f"{left}; the node stays cordoned until this NodeMaintenance is deleted"
+    failing = () if m.status.get("phase") == status.Phase.FAILED else (_event(events.Type.WARNING, "FailedMaintenance", error),)
+    return _holding(scene, status.Phase.FAILED, _status(scene, status.Phase.FAILED, error, entries), told + failing)
+
+
+def _running(scene: Scene) -> Plan:
+    """Removing pods: those eviction takes now, and those the escalation step due deletes instead."""
+    m = scene.maintenance
+    step = removals(m, scene.to_go, scene.coverage, scene.now, scene.attempts, scene.in_flight)
+    escalated: list[dict[str, Any]] = list(m.status.get("escalatedPods") or [])
+    told = list(scene.taken.events)
+    stage = next((s for s in reversed(m.escalation) if scene.elapsed >= s.after), None)
+    if stage is not None:
+        for removal in deletions(m, stage, scene.to_go, step, scene.attempts, scene.now.timestamp(), escalated):
+            step.removals.append(removal)
+            if not _recorded(escalated, removal.namespace, removal.name, stage.action):
+                escalated.append(_escalated(removal, scene.now))
+                told.extend(_escalation_events(removal, stage))
+    upcoming = next((s for s in m.escalation if scene.elapsed < s.after), None)
+    if upcoming is not None:  # nothing is deleted before its time, and the drain wakes then
+        step.wake_in(upcoming.after - scene.elapsed)
+    if m.terms.hold_recheck_in is not None:
+        step.wake_in(m.terms.hold_recheck_in)
+    if m.timeout:
+        step.wake_in(m.timeout - scene.elapsed + 1)
+    entries, deadlocks = _blocked_by(scene, step.removals, step.blocked)
+    return _holding(scene, status.Phase.RUNNING, _status(scene, status.Phase.RUNNING, step.text(), entries, escalated), (*told, *deadlocks),
+                    sent=tuple(step.removals), recheck_in=step.recheck_in)
+
+
+def _holding(scene: Scene, phase: status.Phase, built: dict[str, Any], told: tuple[events.Event, ...], *, sent: tuple[Removal, ...] = (),
+             recheck_in: float | None = None, drained_after: float | None = None) -> Plan:
+    """A step that keeps the node: with what taking it takes (the patch, the Lease) and the policy's Jobs."""
+    taken = scene.taken
+    return Plan(phase=phase, status=built, node_patch=taken.node_patch, removals=sent, events=told, recheck_in=recheck_in,
+                holds_node=True, drained_after=drained_after, lease_claim=taken.lease_claim, lease_seen=taken.lease_seen,
+                jobs=scene.maintenance.terms.jobs)
+
+
+def _status(scene: Scene, phase: status.Phase, error: str, entries: list[dict[str, Any]], escalated: Sequence[dict[str, Any]] | None = None, *,
+            also: tuple[conditions.Condition, ...] = ()) -> dict[str, Any]:
+    """The whole status of the step: ``entries`` the budgets blocking it, ``escalated`` the pods escalation deleted (None:
+    as before), ``also`` conditions besides the policy's and the Lease's."""
+    m, moment = scene.maintenance, timestamps.rfc3339(scene.now)
+    previous = m.status
+    kept = list(previous.get("escalatedPods") or []) if escalated is None else list(escalated)
+    built = status.build({**previous, "escalatedPods": kept}, phase=phase, total=scene.total, eviction_pods=scene.to_evict,
+                         pending=scene.pending, last_error=error, generation=m.generation, now=moment,
+                         drain_started=timestamps.rfc3339(scene.started), blocking_budgets=entries)
+    lease = (remediation.condition(scene.taken.lease_state),) if scene.taken.lease_state is not None else ()
+    built["conditions"] = conditions.with_conditions(built["conditions"], m.terms.conditions + lease + also, generation=m.generation, now=moment)
+    if m.terms.records_evicted:
+        going = (w for f in scene.to_go if not f.finished for w in evicted.workloads_of(f.budgets, f.pod))
+        built["evictedWorkloads"] = evicted.recorded(previous.get("evictedWorkloads") or (), going)
+    return built
+
+
+def _blocked_by(scene: Scene, sent: Sequence[Removal], held: Mapping[str, str]) -> tuple[list[dict[str, Any]], tuple[events.Event, ...]]:
+    """The budgets holding the drain back (``held``: pod ref -> the budget it waits on), and the events of the structural
+    blocks seen for the first time."""
+    going = {r.uid for r in sent} | {uid for uid, a in scene.attempts.items() if a.accepted}
+    moving = {r.budget for r in sent if r.budget} | set(scene.in_flight)
+    entries = blocking.blocking(blocking.waiting_pods(scene.to_go, going), held, scene.coverage, scene.index, moving)
+    fresh = blocking.new_deadlocks(scene.maintenance.status.get("blockingBudgets") or [], entries)
+    return entries, tuple(_event(events.Type.WARNING, blocking.Reason.DEADLOCK, entry["message"]) for entry in fresh)
+
+
+def _event(kind: events.Type, reason: str, message: str) -> events.Event:
+    """An event on the NodeMaintenance."""
+    return events.Event(on_node=False, type=kind, reason=reason, message=message)
+
+
+@dataclass
+class Step:
+    """What eviction does at one step: the pods it removes, those a budget holds, their errors, when to look again."""
+
+    removals: list[Removal] = field(default_factory=list)
+    blocked: dict[str, str] = field(default_factory=dict)  # pod ref -> budget holding it
+    errors: dict[str, str] = field(default_factory=dict)  # pod ref -> last error
+    recheck_in: float | None = None
+
+    def wake_in(self, seconds: float) -> None:
+        self.recheck_in = seconds if self.recheck_in is None else min(self.recheck_in, seconds)
+
+    def text(self) -> str:
+        parts = [f"{pod} waits on PodDisruptionBudget {budget}" for pod, budget in sorted(self.blocked.items())]
+        parts += [f"{pod}: {error}" for pod, error in sorted(self.errors.items())]
+        return "; ".join(parts)
+
+
+def removals(m: Maintenance, to_go: list[Facts], coverage: budgets.Coverage, now: datetime.datetime,
+             attempts: Mapping[str, Attempt], in_flight: Mapping[str, budgets.InFlight]) -> Step:
+    """The pods eviction (or, for finished ones, deletion) removes now, paced by their budgets and the drain rules."""
+    step = Step()
+    held = rules.held((f.pod, f.treatment) for f in to_go if f.treatment is not None) if m.terms.rules is not None else {}
+    clock = now.timestamp()
+    left: dict[str, int] = {}
+    for pod in to_go:
+        attempt = attempts.get(pod.uid)
+        if pod.leaving:
+            continue  # on its way out
+        if pod.uid in held:  # a later order, or a pod left to complete by itself
+            if held[pod.uid]:
+                step.errors[pod.ref] = held[pod.uid]
+            continue
+        if attempt and attempt.accepted and attempt.not_before > clock:
+            step.wake_in(attempt.not_before - clock)  # accepted: the watch shows it terminating soon
+            continue
+        covering = () if pod.finished else pod.budgets
+        if len(covering) == 1 and not budgets.passes(pod.asks, budget := coverage.budgets[covering[0]]):
+            name, version = covering[0], budget["metadata"].get("resourceVersion", "")
+            flight = in_flight.get(name)
+            if name not in left:
+                left[name] = _allowed(budget) - (flight.count if flight else 0)
+            refused_here = attempt is not None and (name, version) in attempt.refused_by
+            if left[name] > 0 and not refused_here:
+                left[name] -= 1
+                step.removals.append(_removal(m, pod, name, version))
+            else:
+                step.blocked[pod.ref] = name  # tried again when the budget changes
+                if flight:
+                    step.wake_in(flight.expires_in)
+            continue
+        if attempt and attempt.not_before > clock:
+            step.wake_in(attempt.not_before - clock)
+            if attempt.error:
+                step.errors[pod.ref] = attempt.error
+            continue
+        step.removals.append(_removal(m, pod, None))
+    return step
+
+
+def _allowed(budget: dict[str, Any]) -> int:
+    """Disruptions the budget allows now; none until the disruption controller has processed it."""
+    observed = budget.get("status") or {}
+    if observed.get("observedGeneration", -1) < budget["metadata"].get("generation", 0):
+        return 0
+    return int(observed.get("disruptionsAllowed") or 0)
+
+
+def _removal(m: Maintenance, pod: Facts, budget: str | None, version: str = "") -> Removal:
+    meta = pod.pod["metadata"]
+    return Removal(namespace=meta["namespace"], name=meta["name"], uid=pod.uid, delete=pod.finished, grace=m.grace, budget=budget,
+                   budget_version=version)
+
+
+def deletions(m: Maintenance, stage: Escalation, to_go: list[Facts], step: Step, attempts: Mapping[str, Attempt],
+              clock: float, escalated: list[dict[str, Any]]) -> list[Removal]:
+    """The pods ``stage`` deletes now: those the drain waits for that eviction has not removed and no eviction goes for in
+    this step (for ForceDeletePods, those still terminating too), never a mirror or a DaemonSet pod. A pod already
+    deleted by this stage is not deleted again, unless that deletion failed (then at its retry time)."""
+    going = {r.uid for r in step.removals}
+    chosen = []
+    for pod in to_go:
+        if pod.uid in going or pod.finished or not pods.escalable(pod.pod):
+            continue
+        attempt = attempts.get(pod.uid)
+        meta = pod.pod["metadata"]
+        if _recorded(escalated, meta["namespace"], meta["name"], stage.action) and not (attempt and attempt.error and attempt.not_before <= clock):
+            continue
+        if stage.action == Action.DELETE_PODS and (pod.leaving or (attempt and attempt.accepted and attempt.not_before > clock)):
+            continue  # on its way out already: ForceDeletePods is for those stuck terminating
+        grace = m.grace if stage.grace is None else stage.grace
+        chosen.append(Removal(namespace=meta["namespace"], name=meta["name"], uid=pod.uid, delete=True, grace=grace, budget=None,
+                              escalation=stage.action, bypassed=step.blocked.get(pod.ref) or ", ".join(pod.budgets) or None))
+    return chosen
+
+
+def _recorded(escalated: Sequence[dict[str, Any]], namespace: str, name: str, action: str) -> bool:
+    """Whether status.escalatedPods names this pod as deleted by ``action``."""
+    return any((e["namespace"], e["name"], e["action"]) == (namespace, name, action) for e in escalated)
+
+
+def _escalated(removal: Removal, now: datetime.datetime) -> dict[str, Any]:
+    """The status.escalatedPods entry of an escalated deletion."""
+    entry = {"namespace": removal.namespace, "name": removal.name, "action": removal.escalation}
+    return {**entry, **({"budget": removal.bypassed} if removal.bypassed else {}), "time": timestamps.rfc3339(now)}
+
+
+def _escalation_events(removal: Removal, stage: Escalation) -> tuple[events.Event, events.Event]:
+    """The escalated deletion told on the NodeMaintenance and on the pod, with the budget it bypasses."""
+    message = (f"pod {removal.namespace}/{removal.name} deleted by escalation {stage.action} {stage.after}s after the drain started"
+               + (" with grace period 0" if stage.grace == 0 else "")
+               + (f", bypassing PodDisruptionBudget {removal.bypassed}" if removal.bypassed else ""))
+    return (_event(events.Type.WARNING, stage.action, message),
+            events.Event(on_node=False, type=events.Type.WARNING, reason=stage.action, message=message,
+                         pod=(removal.namespace, removal.name, removal.uid)))
