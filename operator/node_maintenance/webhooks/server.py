@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +18,13 @@ import orjson
 from aiohttp import web
 
 from node_maintenance.api import CONVERT_PATH, VALIDATE_PATH, VALIDATE_POLICY_PATH
-from node_maintenance.api.conversion import ConversionError, convert, version_of
+from node_maintenance.api.conversion import ConversionError, converted, version_of
 from node_maintenance.client.errors import TooManyRequests
 from node_maintenance.client.http import Kube
 from node_maintenance.policy import decide as pol
 from node_maintenance.webhooks import admission
 from node_maintenance.webhooks.certs import ReloadingTLS
+from node_maintenance.webhooks.dropped_fields import DroppedFields
 
 log = logging.getLogger(__name__)
 MAX_REVIEW_BYTES = 8 * 1024 * 1024
@@ -31,8 +33,17 @@ FACTS_TRIES = 3
 FACTS_RETRY_MIN_SECONDS, FACTS_RETRY_MAX_SECONDS = 0.5, 2.0
 
 
-def conversion_response(review: Any) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ConversionReply:
+    """The answer to a ConversionReview, and each object whose parked fields the conversion dropped, with why."""
+
+    review: dict[str, Any]
+    dropped: tuple[tuple[dict[str, Any], tuple[str, ...]], ...] = ()
+
+
+def conversion_reply(review: Any) -> ConversionReply:
     """Answer a ConversionReview (apiextensions.k8s.io/v1); pure, so it is tested without a server."""
+    dropped: tuple[tuple[dict[str, Any], tuple[str, ...]], ...] = ()
     request = review.get("request") if isinstance(review, dict) else None
     uid = request.get("uid", "") if isinstance(request, dict) else ""
     response: dict[str, Any] = {"uid": uid if isinstance(uid, str) else ""}
@@ -44,8 +55,10 @@ def conversion_response(review: Any) -> dict[str, Any]:
         if not isinstance(desired, str) or not isinstance(objects, list):
             raise ConversionError("request.desiredAPIVersion (string) and request.objects (list) are required")
         version_of(desired)  # refuse an unknown target even when there is nothing to convert
-        response["convertedObjects"] = [convert(obj, desired) for obj in objects]
+        results = [converted(obj, desired) for obj in objects]
+        response["convertedObjects"] = [result.obj for result in results]
         response["result"] = {"status": "Success"}
+        dropped = tuple((obj, result.dropped) for obj, result in zip(objects, results, strict=True) if result.dropped)
     except ConversionError as error:
         response["result"] = {"status": "Failure", "message": str(error)}
     except RecursionError:  # no NodeMaintenance is nested this deep
@@ -53,7 +66,7 @@ def conversion_response(review: Any) -> dict[str, Any]:
     except Exception as error:  # a bug must still answer as a failed conversion, not as a 5xx
         log.exception("conversion failed unexpectedly")
         response["result"] = {"status": "Failure", "message": f"conversion failed: {error!r}"}
-    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview", "response": response}
+    return ConversionReply(review={"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview", "response": response}, dropped=dropped)
 
 
 def admission_response(uid: str, reason: str | None) -> dict[str, Any]:
@@ -125,8 +138,13 @@ def _json(answer: dict[str, Any]) -> web.Response:
 
 
 def _app(kube: Kube) -> web.Application:
+    dropped_fields = DroppedFields(kube)
+
     async def convert_handler(request: web.Request) -> web.Response:
-        answer = conversion_response(await _read_json(request))
+        reply = conversion_reply(await _read_json(request))
+        for obj, dropped in reply.dropped:
+            dropped_fields.tell(obj, dropped)
+        answer = reply.review
         try:
             return _json(answer)
         except orjson.JSONEncodeError as error:  # deeper than orjson encodes (255 levels), which no NodeMaintenance is
