@@ -160,12 +160,19 @@ def _app(kube: Kube) -> web.Application:
         if req.get("operation") != "CREATE":
             return _json(admission_response(uid, None))
         obj = req["object"]
+        refused = admission.unreadable(obj)
+        if refused:
+            return _json(admission_response(uid, refused))
         try:
             facts = await _facts(kube, obj)
         except Exception as error:  # the apiserver must get an answer; failurePolicy Fail would refuse anyway
             log.warning("admission check could not read the cluster: %s", error)
             return _json(admission_response(uid, f"could not check the node: {error}; try again"))
-        reason = admission.deny_reason(obj, facts)
+        try:
+            reason = admission.deny_reason(obj, facts)
+        except Exception as error:  # a bug: an answer still, or every later CREATE would get a 500 too
+            log.exception("admission check failed unexpectedly")
+            reason = f"could not check the node: {error!r}; try again, and report it if it persists"
         if reason:
             log.info("refused NodeMaintenance", extra={"nodeMaintenance": obj.get("metadata", {}).get("name"), "reason": reason})
         return _json(admission_response(uid, reason))
