@@ -54,7 +54,7 @@ def start(cluster: Cluster, args: argparse.Namespace) -> int:
     name = created["metadata"]["name"]
     out = views.console()
     if args.output == "table":
-        out.print(f"NodeMaintenance {name} created: node {args.node} is cordoned and drained", highlight=False)
+        views.say(out, f"NodeMaintenance {name} created: node {args.node} is cordoned and drained")
     if not args.wait:
         if args.output != "table":
             views.emit(created, args.output)
@@ -79,13 +79,12 @@ def stop(cluster: Cluster, args: argparse.Namespace) -> int:
         cluster.delete_maintenance(name)
     out = views.console()
     if args.output == "table":
-        out.print(f"NodeMaintenance {', '.join(names)} deleted: node {args.node} is given back once the operator has removed it",
-                  highlight=False)
+        views.say(out, f"NodeMaintenance {', '.join(names)} deleted: node {args.node} is given back once the operator has removed it")
     if args.wait:
         for name in names:
             _wait(cluster, name, args.wait_timeout, out, quiet=args.output != "table", until_gone=True)
         if args.output == "table":
-            out.print(f"node {args.node} is out of maintenance", highlight=False)
+            views.say(out, f"node {args.node} is out of maintenance")
     if args.output != "table":
         views.emit({"node": args.node, "deleted": names, "gone": bool(args.wait)}, args.output)
     return Exit.OK

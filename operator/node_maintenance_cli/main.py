@@ -8,8 +8,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from node_maintenance.client.credentials import Impersonation
+from node_maintenance.client.redaction import redact_url
 
-from . import commands, inputs
+from . import commands, inputs, views
 from .cluster import Cluster
 from .errors import CliError
 
@@ -111,7 +112,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.run(Cluster(args.kubeconfig, args.context, impersonation), args))
     except CliError as error:
-        print(f"kubectl nm {args.verb}: error: {error}", file=sys.stderr)
+        # The message may quote the cluster (a lastError, a server's message) and name a proxy's URL.
+        print(f"kubectl nm {args.verb}: error: {redact_url(views.plain(str(error)))}", file=sys.stderr)
         return int(error.code)
     except KeyboardInterrupt:
         return 130

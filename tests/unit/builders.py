@@ -30,7 +30,7 @@ import pytest
 
 from node_maintenance.api import GROUP, KIND
 from node_maintenance.client.credentials import Credentials
-from node_maintenance.client.errors import Gone, NotFound
+from node_maintenance.client.errors import Gone, NotFound, Unreachable
 from node_maintenance.client.watch import Mirror
 from node_maintenance.coordination import remediation
 from node_maintenance.drain import planner
@@ -655,3 +655,10 @@ def stand_in_watches(engine: Engine, node: Obj, pods: Iterable[Obj]) -> None:
     watches.node, watches.pods = watches.node_mirror(), watches.pods_mirror()
     watches.node.objects = {f"/{node['metadata']['name']}": node}
     watches.pods.objects = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p for p in pods}
+
+
+def unreachable_api() -> BlockingFakeApi:
+    """API access for code given a ``Kube`` when no API server answers: every call raises Unreachable."""
+    api = FakeApi()
+    api.outage = Unreachable("no API server in this test")
+    return api.blocking()

@@ -5,16 +5,23 @@ On the way down, whatever the target cannot hold is parked, as JSON, in our own 
 way up it is restored and the annotation removed, so an old client that edits ``reason`` keeps
 ``spec.drain``. v1alpha3 names the node by ``metadata.name`` when ``spec.nodeName`` is absent; the
 hub always has an explicit ``nodeName`` and remembers, in a second annotation, that it was implicit.
+
+Any client that writes an old version writes the annotation too, and the API server checks only the
+fields of the version written. So a parked field is restored only where the source version has no
+such field (the annotation never overrides ``spec.nodeName`` or ``status.phase``), and only when it
+fits the hub's schema; what is not restored is dropped and reported, never a failed conversion: one
+object's annotation must not fail every review (every list) it is part of.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from functools import cache
 from typing import Any, cast
 
 from node_maintenance import api
-from node_maintenance.api import HUB
+from node_maintenance.api import HUB, schema_check
 
 ANNOTATION_PREFIX = f"conversion.{api.GROUP}/"
 PARKED = ANNOTATION_PREFIX + "v1beta1-fields"
@@ -26,10 +33,25 @@ class ConversionError(ValueError):
     """The object cannot be converted; the message says which field and why."""
 
 
+@dataclass(frozen=True)
+class Converted:
+    """An object converted, and what of its parked fields was dropped: one message per field, naming it and why."""
+
+    obj: dict[str, Any]
+    dropped: tuple[str, ...] = ()
+
+
 @cache
 def _fields(version: str) -> dict[str, frozenset[str]]:
     properties = api.openapi_schema(version)["properties"]
     return {section: frozenset(properties[section].get("properties", {})) for section in SECTIONS}
+
+
+@cache
+def _hub_schemas() -> dict[str, dict[str, Any]]:
+    """The schema of each spec and status field of the hub (read once: shared, never changed)."""
+    properties = api.openapi_schema(HUB)["properties"]
+    return {section: properties[section]["properties"] for section in SECTIONS}
 
 
 def status_fields(version: str) -> frozenset[str]:
@@ -57,21 +79,9 @@ def _drop_empty_annotations(obj: dict[str, Any]) -> None:
         del metadata["annotations"]
 
 
-def _to_hub(obj: dict[str, Any], version: str) -> dict[str, Any]:
+def _to_hub(obj: dict[str, Any], version: str, dropped: list[str]) -> dict[str, Any]:
+    _restore(obj, version, dropped)
     annotations = _annotations(obj)
-    parked_text = annotations.pop(PARKED, None)
-    if parked_text is not None:
-        try:
-            parked = json.loads(parked_text)
-            if not isinstance(parked, dict) or not all(isinstance(parked.get(s, {}), dict) for s in SECTIONS):
-                raise ValueError("not an object of spec/status objects")
-        except ValueError as error:
-            raise ConversionError(
-                f"metadata.annotations[{PARKED!r}] is not valid ({error}); remove the annotation to drop the parked fields"
-            ) from None
-        for section in SECTIONS:
-            if parked.get(section):
-                obj.setdefault(section, {}).update(parked[section])
     if version == "v1alpha3" and not obj.get("spec", {}).get("nodeName"):
         obj.setdefault("spec", {})["nodeName"] = obj["metadata"].get("name", "")
         annotations[IMPLICIT_NODE_NAME] = "true"
@@ -79,12 +89,52 @@ def _to_hub(obj: dict[str, Any], version: str) -> dict[str, Any]:
     return obj
 
 
+def _restore(obj: dict[str, Any], version: str, dropped: list[str]) -> None:
+    """Put the parked fields back into ``obj`` (of ``version``) and remove the annotation; each field not restored
+    gets a message in ``dropped``."""
+    text = _annotations(obj).pop(PARKED, None)
+    if text is None:
+        return
+    where = f"metadata.annotations[{PARKED!r}]"
+    try:
+        parked = json.loads(text)
+    except (TypeError, ValueError, RecursionError) as error:
+        dropped.append(f"{where} is not JSON ({error or 'nested too deeply'}); its parked fields were dropped")
+        return
+    if not isinstance(parked, dict):
+        dropped.append(f"{where} is not a JSON object; its parked fields were dropped")
+        return
+    for section, fields in parked.items():
+        if section not in SECTIONS or not isinstance(fields, dict):
+            dropped.append(f"{where}: {section} is not an object of spec or status fields; dropped")
+            continue
+        for name, value in fields.items():
+            why = _not_restored(section, name, value, version)
+            if why is None:
+                obj.setdefault(section, {})[name] = value
+            else:
+                dropped.append(f"{where}: {why}")
+
+
+def _not_restored(section: str, name: str, value: Any, version: str) -> str | None:
+    """Why a parked field is not restored into an object of ``version``; None to restore it."""
+    if name in _fields(version)[section]:
+        return f"{section}.{name} was ignored: {version} has this field, and its own value stands"
+    schema = _hub_schemas()[section].get(name)
+    if schema is None:
+        return f"{section}.{name} is not a field of {HUB}; dropped"
+    problem = schema_check.problem(value, schema, f"{section}.{name}")
+    return f"{problem}; {section}.{name} was dropped" if problem else None
+
+
 def _from_hub(obj: dict[str, Any], version: str) -> dict[str, Any]:
     if version == HUB:
         return obj
     annotations = _annotations(obj)
-    if version == "v1alpha3" and annotations.pop(IMPLICIT_NODE_NAME, None) == "true":
-        obj.get("spec", {}).pop("nodeName", None)
+    spec = obj.get("spec", {})
+    # Only a nodeName that is the object's name goes implicit: the annotation must not hide another node.
+    if version == "v1alpha3" and annotations.pop(IMPLICIT_NODE_NAME, None) == "true" and spec.get("nodeName") == obj["metadata"].get("name"):
+        spec.pop("nodeName")
     keep = _fields(version)
     parked: dict[str, dict[str, Any]] = {}
     for section in SECTIONS:
@@ -116,10 +166,17 @@ def _writable(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def convert(obj: dict[str, Any], desired_api_version: str) -> dict[str, Any]:
-    """Return ``obj`` converted to ``desired_api_version``; the input is not modified, and values below
-    the top of ``spec``, ``status`` and ``metadata`` are shared with it (read-only, as JSON to be sent is).
+    """Return ``obj`` converted to ``desired_api_version`` (:func:`converted`, without what it dropped)."""
+    return converted(obj, desired_api_version).obj
 
-    Only ``apiVersion``, ``spec``, ``status`` and annotations under our conversion prefix change.
+
+def converted(obj: dict[str, Any], desired_api_version: str) -> Converted:
+    """``obj`` converted to ``desired_api_version``, and the parked fields dropped on the way; the input is not
+    modified, and values below the top of ``spec``, ``status`` and ``metadata`` are shared with it (read-only, as
+    JSON to be sent is).
+
+    Only ``apiVersion``, ``spec``, ``status`` and annotations under our conversion prefix change; an object of the
+    desired version is returned as it is.
     """
     if not isinstance(obj, dict):
         raise ConversionError("each object must be a JSON object")
@@ -134,7 +191,8 @@ def convert(obj: dict[str, Any], desired_api_version: str) -> dict[str, Any]:
     if not isinstance(annotations, dict):
         raise ConversionError("metadata.annotations must be an object")
     out = _writable(obj)
+    dropped: list[str] = []
     if source != target:
-        out = _from_hub(_to_hub(out, source), target)
+        out = _from_hub(_to_hub(out, source, dropped), target)
     out["apiVersion"] = f"{api.GROUP}/{target}"
-    return out
+    return Converted(obj=out, dropped=tuple(dropped))

@@ -40,6 +40,10 @@ def jobs_path(namespace: str) -> str:
     return f"/apis/batch/v1/namespaces/{quote(namespace)}/jobs"
 
 
+def events_path(namespace: str) -> str:
+    return f"/api/v1/namespaces/{quote(namespace)}/events"
+
+
 def lease_path(namespace: str, name: str = "") -> str:
     """A coordination.k8s.io Lease (leader election and the remediation Leases), or the namespace's collection."""
     path = f"/apis/coordination.k8s.io/v1/namespaces/{quote(namespace)}/leases"

@@ -13,6 +13,7 @@ from datetime import datetime
 from urllib.parse import urlsplit
 
 from node_maintenance.client.errors import ConfigError
+from node_maintenance.client.redaction import redact_url
 
 
 @dataclass(frozen=True)
@@ -105,5 +106,5 @@ def proxy_for(server: str, proxy_url: str | None) -> str | None:
             return None
         chosen = environment.get(target.scheme) or ""
     if chosen and urlsplit(chosen).scheme != "http":
-        raise ConfigError(f"proxy {chosen!r}: only http:// proxies are supported; name an HTTP CONNECT proxy")
+        raise ConfigError(f"proxy {redact_url(chosen)!r}: only http:// proxies are supported; name an HTTP CONNECT proxy")
     return chosen or None

@@ -29,6 +29,7 @@ import orjson
 
 from node_maintenance.client.credentials import Credentials
 from node_maintenance.client.errors import NotFound, NotLeading, Unreachable, api_error
+from node_maintenance.client.redaction import redact_url
 
 MERGE_PATCH = "application/merge-patch+json"
 JSON = "application/json"
@@ -72,7 +73,8 @@ def answer(status: int, reason: str, data: bytes, retry_after: str | None) -> di
 
 
 def unreachable(error: BaseException) -> Unreachable:
-    return Unreachable(str(error) or type(error).__name__)
+    """No answer, said in words that name no credential (an HTTP library's error may name the proxy's URL whole)."""
+    return Unreachable(redact_url(str(error)) or type(error).__name__)
 
 
 def _proxy_authorization(proxy: str) -> dict[str, str]:

@@ -3,16 +3,31 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
+from node_maintenance.api import schema_check
 from node_maintenance.api.paths import nm_path, node_path
 from node_maintenance.client.protocol import BlockingKubeApi
 from node_maintenance.coordination import quorum
 
 
 def node_name_of(obj: dict[str, Any]) -> str:
-    """The node an object names, in any served version (v1alpha3 defaults to its own name)."""
-    return cast(str, (obj.get("spec") or {}).get("nodeName") or (obj.get("metadata") or {}).get("name", ""))
+    """The node an object names, in any served version (v1alpha3 defaults to its own name); empty when it names none
+    that can be read (:func:`unreadable` says why)."""
+    spec, metadata = obj.get("spec"), obj.get("metadata")
+    named = (spec.get("nodeName") if isinstance(spec, dict) else None) or (metadata.get("name", "") if isinstance(metadata, dict) else "")
+    return named if isinstance(named, str) else ""
+
+
+def unreadable(obj: dict[str, Any]) -> str | None:
+    """Why the rules cannot judge ``obj``, naming the field and the fix; None when they can. Any object of the
+    cluster is read through :func:`node_name_of`, so one that cannot be read takes no node, and refuses no other."""
+    name = (obj.get("metadata") or {}).get("name", "")
+    spec = obj.get("spec")
+    problem = schema_check.problem(spec, {"type": "object"}, "spec") if spec is not None else None
+    if problem is None and isinstance(spec, dict) and spec.get("nodeName") is not None:
+        problem = schema_check.problem(spec["nodeName"], {"type": "string"}, "spec.nodeName")
+    return f"NodeMaintenance {name}: {problem}; set spec.nodeName to the name of an existing node (see `kubectl get nodes`)" if problem else None
 
 
 @dataclass(frozen=True)
@@ -41,7 +56,7 @@ def deny_reason(obj: dict[str, Any], facts: Facts) -> str | None:
                 f"NodeMaintenance {name}: node {node!r} is already in maintenance by NodeMaintenance {other_name}; "
                 f"delete {other_name} first, or keep using it"
             )
-    taken = {node_name_of(other) for other in facts.maintenances if other.get("metadata", {}).get("name") != name}
+    taken = {node_name_of(other) for other in facts.maintenances if other.get("metadata", {}).get("name") != name} - {""}
     refused = quorum.refusal(facts.node, facts.control_plane, taken, facts.etcd_guards)
     return f"NodeMaintenance {name}: {refused}" if refused else None
 

@@ -3,13 +3,17 @@ NodeMaintenances and of NodeMaintenancePolicies).
 
 Every request gets an answer in the review's own format: a malformed review is a failed review
 with a message, never a 5xx or a dropped connection, because the apiserver turns those into
-opaque errors for every client of the resource.
+opaque errors for every client of the resource. Only a body beyond the limits of
+:mod:`node_maintenance.webhooks.intake` (too large, too slow, too many at once) is refused with an
+HTTP status. Reviews are decoded, decided and encoded in a thread, so that the event loop keeps
+going meanwhile: it also renews the leader's Lease and answers the health probes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,22 +21,32 @@ import orjson
 from aiohttp import web
 
 from node_maintenance.api import CONVERT_PATH, VALIDATE_PATH, VALIDATE_POLICY_PATH
-from node_maintenance.api.conversion import ConversionError, convert, version_of
+from node_maintenance.api.conversion import ConversionError, converted, version_of
 from node_maintenance.client.errors import TooManyRequests
 from node_maintenance.client.protocol import BlockingKubeApi
 from node_maintenance.policy import refusals
 from node_maintenance.webhooks import admission
 from node_maintenance.webhooks.certs import ReloadingTLS
+from node_maintenance.webhooks.dropped_fields import DroppedFields
+from node_maintenance.webhooks.intake import MAX_REVIEW_BYTES, Intake
 
 log = logging.getLogger(__name__)
-MAX_REVIEW_BYTES = 8 * 1024 * 1024
 # Reads of an admission review answered 429 are made this often at most, with these pauses between (a review has 10 s).
 FACTS_TRIES = 3
 FACTS_RETRY_MIN_SECONDS, FACTS_RETRY_MAX_SECONDS = 0.5, 2.0
 
 
-def conversion_response(review: Any) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ConversionReply:
+    """The answer to a ConversionReview, and each object whose parked fields the conversion dropped, with why."""
+
+    review: dict[str, Any]
+    dropped: tuple[tuple[dict[str, Any], tuple[str, ...]], ...] = ()
+
+
+def conversion_reply(review: Any) -> ConversionReply:
     """Answer a ConversionReview (apiextensions.k8s.io/v1); pure, so it is tested without a server."""
+    dropped: tuple[tuple[dict[str, Any], tuple[str, ...]], ...] = ()
     request = review.get("request") if isinstance(review, dict) else None
     uid = request.get("uid", "") if isinstance(request, dict) else ""
     response: dict[str, Any] = {"uid": uid if isinstance(uid, str) else ""}
@@ -44,8 +58,10 @@ def conversion_response(review: Any) -> dict[str, Any]:
         if not isinstance(desired, str) or not isinstance(objects, list):
             raise ConversionError("request.desiredAPIVersion (string) and request.objects (list) are required")
         version_of(desired)  # refuse an unknown target even when there is nothing to convert
-        response["convertedObjects"] = [convert(obj, desired) for obj in objects]
+        results = [converted(obj, desired) for obj in objects]
+        response["convertedObjects"] = [result.obj for result in results]
         response["result"] = {"status": "Success"}
+        dropped = tuple((obj, result.dropped) for obj, result in zip(objects, results, strict=True) if result.dropped)
     except ConversionError as error:
         response["result"] = {"status": "Failure", "message": str(error)}
     except RecursionError:  # no NodeMaintenance is nested this deep
@@ -53,7 +69,7 @@ def conversion_response(review: Any) -> dict[str, Any]:
     except Exception as error:  # a bug must still answer as a failed conversion, not as a 5xx
         log.exception("conversion failed unexpectedly")
         response["result"] = {"status": "Failure", "message": f"conversion failed: {error!r}"}
-    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview", "response": response}
+    return ConversionReply(review={"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview", "response": response}, dropped=dropped)
 
 
 def admission_response(uid: str, reason: str | None) -> dict[str, Any]:
@@ -102,64 +118,89 @@ async def _facts(kube: BlockingKubeApi, obj: dict[str, Any]) -> admission.Facts:
     raise AssertionError("unreachable: the last attempt returns or raises")
 
 
-async def _read_json(request: web.Request) -> Any:
-    body = await _read_body(request)
+def _decoded(body: bytes) -> Any:
     try:
         return orjson.loads(body)
-    except ValueError:  # orjson's decode errors, invalid UTF-8 included, are ValueErrors
+    except ValueError:  # orjson's decode errors, invalid UTF-8 and nesting too deep included, are ValueErrors
         return None
 
 
-async def _read_body(request: web.Request) -> bytes:
-    """The body as sent; one that cannot be decoded (a broken Content-Encoding) is the client's error."""
+def _converted(body: bytes) -> tuple[ConversionReply, bytes]:
+    """A ConversionReview answered: decoded, converted and encoded (all in a worker thread)."""
+    reply = conversion_reply(_decoded(body))
     try:
-        return await request.read()
-    except web.RequestPayloadError as error:
-        raise web.HTTPBadRequest(text=f"the request body could not be read ({error.__cause__ or error}); "
-                                 "send the review as JSON, without a Content-Encoding or with a valid one") from None
+        return reply, orjson.dumps(reply.review)
+    except orjson.JSONEncodeError as error:  # deeper than orjson encodes (255 levels), which no NodeMaintenance is
+        answer = reply.review
+        answer["response"].pop("convertedObjects", None)
+        answer["response"]["result"] = {"status": "Failure", "message": f"request.objects: the converted objects cannot be "
+                                                                        f"encoded ({error}); send NodeMaintenance objects"}
+        return ConversionReply(review=answer), orjson.dumps(answer)
 
 
-def _json(answer: dict[str, Any]) -> web.Response:
+def _policy_answered(body: bytes) -> bytes:
+    return orjson.dumps(policy_admission_response(_decoded(body)))
+
+
+def _admission_request_of(body: bytes) -> tuple[str, dict[str, Any] | None]:
+    return _admission_request(_decoded(body))
+
+
+def _json(encoded: bytes) -> web.Response:
     """orjson: decoding and encoding took more than half of a review of many objects with the json module."""
-    return web.Response(body=orjson.dumps(answer), content_type="application/json")
+    return web.Response(body=encoded, content_type="application/json")
 
 
 def _app(kube: BlockingKubeApi) -> web.Application:
+    dropped_fields = DroppedFields(kube)
+    intake = Intake()
+
     async def convert_handler(request: web.Request) -> web.Response:
-        answer = conversion_response(await _read_json(request))
-        try:
-            return _json(answer)
-        except orjson.JSONEncodeError as error:  # deeper than orjson encodes (255 levels), which no NodeMaintenance is
-            answer["response"].pop("convertedObjects", None)
-            answer["response"]["result"] = {"status": "Failure", "message": f"request.objects: the converted objects cannot be "
-                                                                            f"encoded ({error}); send NodeMaintenance objects"}
-            return _json(answer)
+        async with intake.body(request) as body:
+            reply, encoded = await asyncio.to_thread(_converted, body)
+        for obj, dropped in reply.dropped:
+            dropped_fields.tell(obj, dropped)
+        return _json(encoded)
 
     async def validate_handler(request: web.Request) -> web.Response:
-        uid, req = _admission_request(await _read_json(request))
-        if req is None:
-            return _json(admission_response(uid, NOT_A_REVIEW))
-        if req.get("operation") != "CREATE":
-            return _json(admission_response(uid, None))
-        obj = req["object"]
-        try:
-            facts = await _facts(kube, obj)
-        except Exception as error:  # the apiserver must get an answer; failurePolicy Fail would refuse anyway
-            log.warning("admission check could not read the cluster: %s", error)
-            return _json(admission_response(uid, f"could not check the node: {error}; try again"))
-        reason = admission.deny_reason(obj, facts)
-        if reason:
-            log.info("refused NodeMaintenance", extra={"nodeMaintenance": obj.get("metadata", {}).get("name"), "reason": reason})
-        return _json(admission_response(uid, reason))
+        async with intake.body(request) as body:
+            uid, req = await asyncio.to_thread(_admission_request_of, body)
+        return _json(orjson.dumps(await _nm_admission(kube, uid, req)))
 
     async def validate_policy_handler(request: web.Request) -> web.Response:
-        return _json(policy_admission_response(await _read_json(request)))
+        async with intake.body(request) as body:
+            return _json(await asyncio.to_thread(_policy_answered, body))
 
     app = web.Application(client_max_size=MAX_REVIEW_BYTES)
     app.router.add_post(CONVERT_PATH, convert_handler)
     app.router.add_post(VALIDATE_PATH, validate_handler)
     app.router.add_post(VALIDATE_POLICY_PATH, validate_policy_handler)
     return app
+
+
+async def _nm_admission(kube: BlockingKubeApi, uid: str, req: dict[str, Any] | None) -> dict[str, Any]:
+    """Answer an AdmissionReview of a NodeMaintenance: the rules, on what they read of the cluster."""
+    if req is None:
+        return admission_response(uid, NOT_A_REVIEW)
+    if req.get("operation") != "CREATE":
+        return admission_response(uid, None)
+    obj = req["object"]
+    refused = admission.unreadable(obj)
+    if refused:
+        return admission_response(uid, refused)
+    try:
+        facts = await _facts(kube, obj)
+    except Exception as error:  # the apiserver must get an answer; failurePolicy Fail would refuse anyway
+        log.warning("admission check could not read the cluster: %s", error)
+        return admission_response(uid, f"could not check the node: {error}; try again")
+    try:
+        reason = admission.deny_reason(obj, facts)
+    except Exception as error:  # a bug: an answer still, or every later CREATE would get a 500 too
+        log.exception("admission check failed unexpectedly")
+        reason = f"could not check the node: {error!r}; try again, and report it if it persists"
+    if reason:
+        log.info("refused NodeMaintenance", extra={"nodeMaintenance": obj.get("metadata", {}).get("name"), "reason": reason})
+    return admission_response(uid, reason)
 
 
 async def start_webhook_server(*, host: str, port: int, cert_dir: Path, kube: BlockingKubeApi) -> web.AppRunner:

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from node_maintenance.api import conversion
 from node_maintenance.api.conversion import IMPLICIT_NODE_NAME, PARKED, ConversionError, convert
 from tests.unit.builders import nm
 
@@ -33,7 +34,7 @@ selector = st.fixed_dictionaries(
 )
 drain = st.fixed_dictionaries({}, optional={"podSelector": selector, "gracePeriodSeconds": small, "timeoutSeconds": small})
 condition = st.fixed_dictionaries(
-    {"type": st.just("Drained"), "status": st.sampled_from(["True", "False"]), "reason": names, "message": text, "lastTransitionTime": st.just("2026-01-01T00:00:00Z")},
+    {"type": st.just("Drained"), "status": st.sampled_from(["True", "False"]), "reason": st.from_regex(r"[A-Z][A-Za-z]{0,10}", fullmatch=True), "message": text, "lastTransitionTime": st.just("2026-01-01T00:00:00Z")},
     optional={"observedGeneration": small},
 )
 old_status = {"phase": st.sampled_from(["Running", "Succeeded", "Failed"]), "lastError": text, "pendingPods": st.lists(names, max_size=3), "totalpods": small, "evictionPods": small}
@@ -136,7 +137,6 @@ def test_old_client_edit_keeps_drain_and_leaves_no_annotation() -> None:
         (lambda o: o.update(apiVersion=f"{GROUP}/v2"), "apiVersion"),
         (lambda o: o.update(kind="Node"), "kind"),
         (lambda o: o.update(spec="nope"), "spec"),
-        (lambda o: o["metadata"].update(annotations={PARKED: "{not json"}), PARKED),
         (lambda o: o["metadata"].update(annotations=["x"]), "metadata.annotations"),
     ],
 )
@@ -145,3 +145,84 @@ def test_malformed_objects_are_refused_naming_the_field(mutate: Callable[[dict[s
     mutate(obj)
     with pytest.raises(ConversionError, match=field.replace(".", r"\.").replace("/", "/")):
         convert(obj, f"{GROUP}/v1beta1")
+
+
+def _parking(obj: dict[str, Any], parked: str) -> dict[str, Any]:
+    obj["metadata"]["annotations"] = {PARKED: parked}
+    return obj
+
+
+# Written through v1alpha1: the annotation claims another node, a drain the schema refuses and a status the operator never wrote.
+FORGED = json.dumps({"spec": {"nodeName": "master-0", "drain": {"escalation": [{"afterSeconds": 0, "action": "DeletePods"}]}},
+                     "status": {"phase": "Succeeded"}})
+
+
+def test_parked_fields_never_override_what_the_source_version_holds() -> None:
+    alpha = _parking(nm("m", "worker-1", version="v1alpha1", status={"phase": "Running"}), FORGED)
+    beta = convert(alpha, f"{GROUP}/v1beta1")
+    assert beta["spec"] == {"nodeName": "worker-1"}
+    assert beta["status"] == {"phase": "Running"}
+    assert "annotations" not in beta["metadata"]
+
+
+def test_each_dropped_parked_field_is_reported_by_name() -> None:
+    alpha = _parking(nm("m", "worker-1", version="v1alpha1", status={"phase": "Running"}), FORGED)
+    result = conversion.converted(alpha, f"{GROUP}/v1beta1")
+    assert result.obj["spec"] == {"nodeName": "worker-1"}
+    assert len(result.dropped) == 3, result.dropped
+    node_name, drain, phase = result.dropped
+    assert "spec.nodeName" in node_name and "v1alpha1 has this field" in node_name
+    assert "spec.drain.escalation[0].afterSeconds is 0, less than 1" in drain
+    assert "status.phase" in phase
+
+
+def test_parked_fields_that_fit_the_hub_are_restored() -> None:
+    drain = {"timeoutSeconds": 30, "escalation": [{"afterSeconds": 60, "action": "DeletePods"}]}
+    parked = json.dumps({"spec": {"drain": drain}, "status": {"drainProgress": 40, "lastUpdate": "2026-01-01T00:00:00Z"}})
+    alpha = _parking(nm("m", "n1", version="v1alpha1", status={"phase": "Running"}), parked)
+    beta = convert(alpha, f"{GROUP}/v1beta1")
+    assert beta["spec"] == {"nodeName": "n1", "drain": drain}
+    assert beta["status"] == {"phase": "Running", "drainProgress": 40, "lastUpdate": "2026-01-01T00:00:00Z"}
+    assert conversion.converted(alpha, f"{GROUP}/v1beta1").dropped == ()
+
+
+@pytest.mark.parametrize(
+    "parked, field",
+    [
+        ("{not json", "not JSON"),
+        pytest.param("[" * 100_000 + "]" * 100_000, "not JSON", id="nested-too-deeply"),
+        ("[1, 2]", "not a JSON object"),
+        ('{"spec": 3}', "spec"),
+        ('{"spec": {"drain": {"timeoutSeconds": "30"}}}', "spec.drain.timeoutSeconds is a string, not an integer"),
+        ('{"spec": {"drain": {"podSelector": {"matchLabels": {"a": 1}}}}}', "spec.drain.podSelector.matchLabels.a"),
+        ('{"status": {"drainProgress": 101}}', "status.drainProgress is 101, more than 100"),
+        ('{"status": {"lastUpdate": "yesterday"}}', "status.lastUpdate"),
+        ('{"spec": {"drain": {"unknown": true}}}', "spec.drain.unknown is not a field"),
+        ('{"spec": {"shell": "rm"}}', "spec.shell"),
+        ('{"status": {"pendingPodsRefs": [{"namespace": "ns"}]}}', "status.pendingPodsRefs[0] lacks name"),
+        (json.dumps({"status": {"conditions": [{"type": "Drained", "status": "True", "reason": "Done\n", "message": "",
+                                                "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}), "status.conditions[0].reason"),
+    ],
+)
+def test_malformed_parked_data_is_dropped_and_the_object_converted(parked: str, field: str) -> None:
+    alpha = _parking(nm("m", "n1", version="v1alpha1", reason="r"), parked)
+    beta = convert(alpha, f"{GROUP}/v1beta1")
+    assert beta["spec"] == {"nodeName": "n1", "reason": "r"}
+    assert "annotations" not in beta["metadata"]
+    result = conversion.converted(alpha, f"{GROUP}/v1beta1")
+    assert result.obj == beta and len(result.dropped) == 1 and field in result.dropped[0] and PARKED in result.dropped[0], result.dropped
+
+
+def test_a_v1beta1_object_with_a_malformed_parked_annotation_still_converts() -> None:
+    beta = _parking(nm("m", "n1", version="v1beta1", drain={"timeoutSeconds": 5}), "{not json")
+    assert convert(beta, f"{GROUP}/v1beta1") == beta  # to its own version: untouched
+    alpha = convert(beta, f"{GROUP}/v1alpha1")
+    assert json.loads(alpha["metadata"]["annotations"][PARKED]) == {"spec": {"drain": {"timeoutSeconds": 5}}}
+    dropped = conversion.converted(beta, f"{GROUP}/v1alpha1").dropped
+    assert len(dropped) == 1 and "not JSON" in dropped[0]
+
+
+def test_the_implicit_node_name_annotation_cannot_hide_another_node() -> None:
+    beta = nm("master-0", "worker-1", version="v1beta1")
+    beta["metadata"]["annotations"] = {IMPLICIT_NODE_NAME: "true"}
+    assert convert(beta, f"{GROUP}/v1alpha3")["spec"]["nodeName"] == "worker-1"

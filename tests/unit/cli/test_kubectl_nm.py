@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import datetime
+import io
 import json
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -266,3 +268,65 @@ def test_plan_escalation_shows_the_steps_of_the_nodes_maintenance_or_of_a_would_
     (step,) = json.loads(capsys.readouterr().out)["escalation"]
     assert (step["action"], step["afterSeconds"], step["at"]) == ("ForceDeletePods", 120, None)
     assert {p["gracePeriodSeconds"] for p in step["pods"]} == {0}
+
+
+# ---------------------------------------------------------------- what the cluster says is shown, never obeyed
+# Markup rich would read, an escape sequence setting the terminal's title, a hyperlink, a CSI that clears the screen,
+# and the C1 form of CSI: anyone who can write a status, a reason or a node annotation can put these there.
+MARKUP = "[/x] [bold red]alarm[/]"
+ESCAPES = "\x1b]0;pwned\x07 \x1b]8;;https://evil.example\x1b\\click\x1b]8;;\x1b\\ \x1b[2J\x9b31m"
+HOSTILE = f"{MARKUP} {ESCAPES}"
+
+
+def _control_characters(text: str) -> set[str]:
+    return {c for c in text if (ord(c) < 32 and c != "\n") or 127 <= ord(c) < 160}
+
+
+@pytest.mark.parametrize("hostile", [MARKUP, ESCAPES, HOSTILE], ids=["markup", "escapes", "both"])
+def test_status_shows_markup_and_escape_sequences_from_the_cluster_as_inert_text(hostile: str, capsys: pytest.CaptureFixture[str]) -> None:
+    maintenance = nm(name="n1", reason=hostile, status={"phase": "Failed", "lastError": hostile + "\nsecond line"})
+    assert run(FakeCluster(maintenance), "status") == Exit.NOT_DRAINED
+    out = capsys.readouterr().out
+    assert not _control_characters(out), repr(out)
+    assert (MARKUP in out or MARKUP not in hostile) and "second line" in out
+
+
+def test_plan_shows_a_holder_annotation_as_inert_text() -> None:
+    node_pods, budgets = node_scene()
+    out = views.Console(width=400, record=True, force_terminal=False)
+    out.print(views.plan_view(plan.build("n1", node_pods, budgets, node_pods, holder=HOSTILE)))
+    text = out.export_text()
+    assert not _control_characters(text) and "already in maintenance by NodeMaintenance [/x] [bold red]alarm[/]" in text, text
+
+
+def test_waiting_and_the_error_it_ends_with_print_no_escape_sequence(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(commands, "POLL_SECONDS", 0)
+    cluster = FakeCluster()
+    real_create = cluster.create_maintenance
+    cluster.create_maintenance = lambda body: real_create({**body, "status": {"phase": "Failed", "lastError": HOSTILE}})  # type: ignore[method-assign]
+    monkeypatch.setattr(cli, "Cluster", lambda *_: cluster)
+    assert cli.main(["start", "n1", "--reason", HOSTILE, "--wait"]) == Exit.NOT_DRAINED
+    captured = capsys.readouterr()
+    assert not _control_characters(captured.out + captured.err), captured
+    assert "Failed: [/x] [bold red]alarm[/]" in captured.err
+
+
+def test_a_proxy_url_with_credentials_is_printed_without_them(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "config"
+    config.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "main",
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:6443", "proxy-url": "https://admin:s3cret@proxy.example:3128"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}], "contexts": [{"name": "main", "context": {"cluster": "c", "user": "u"}}],
+    }))
+    assert cli.main(["status", "--kubeconfig", str(config)]) == Exit.CLUSTER
+    err = capsys.readouterr().err
+    assert "s3cret" not in err and "admin" not in err and "https://***@proxy.example:3128" in err, err
+
+
+def test_the_live_wait_view_on_a_terminal_shows_the_cluster_inert() -> None:
+    screen = io.StringIO()
+    with views.WaitView(views.Console(file=screen, force_terminal=True, width=400), f"NodeMaintenance {HOSTILE}: draining") as view:
+        view.update(50, f"Running: {HOSTILE}")
+    shown = screen.getvalue()
+    assert "[/x] [bold red]alarm[/]" in shown
+    assert not [sequence for sequence in ("\x1b]", "\x07", "\x1b[2J", "\x9b") if sequence in shown], repr(shown)

@@ -212,3 +212,11 @@ def test_no_kubeconfig_outside_a_pod_says_what_to_set(tmp_path: Path, monkeypatc
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     with pytest.raises(ConfigError, match="set KUBECONFIG"):
         load_credentials()
+
+
+def test_a_proxy_url_is_named_without_its_credentials(tmp_path: Path) -> None:
+    config = _write(tmp_path / "config", [{"name": "admin", "user": {"token": "t"}}],
+                    [{"name": "local", "cluster": {"server": SERVER, "proxy-url": "socks5://admin:s3cret@proxy.example:1080"}}])
+    with pytest.raises(ConfigError) as refused:
+        load_credentials(str(config))
+    assert "s3cret" not in str(refused.value) and "'socks5://***@proxy.example:1080'" in str(refused.value)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from node_maintenance.webhooks.admission import Facts, deny_reason
+from node_maintenance.webhooks.admission import Facts, deny_reason, unreadable
 from tests.unit import builders
 from tests.unit.builders import CONTROL_PLANE_LABEL, control_plane_node, etcd_guard, node
 
@@ -48,3 +48,18 @@ def test_admission_counts_other_maintenances_and_says_which_rule() -> None:
     # Its own object (an update replaying admission) is not another maintenance.
     assert deny_reason(nm("first", "m1"), Facts(THREE[0], [nm("first", "m1")], [], control_plane=THREE)) is None
     assert "etcd quorum guard" in (deny_reason(nm("a", "m1"), Facts(THREE[0], [], [etcd_guard(0)], control_plane=THREE)) or "")
+
+
+def test_a_maintenance_whose_node_cannot_be_read_takes_no_node_and_refuses_nothing() -> None:
+    broken = nm("broken", None)
+    broken["spec"]["nodeName"] = {"name": "m1"}  # stored through a parked annotation before conversions checked it
+    assert deny_reason(nm("a", "n1"), Facts(NODE, [broken], [])) is None
+    assert deny_reason(nm("a", "m1"), Facts(THREE[0], [broken], [], control_plane=THREE)) is None
+
+
+def test_an_object_whose_node_name_is_no_string_is_refused_naming_the_field_and_the_fix() -> None:
+    obj = nm("a", None)
+    obj["spec"]["nodeName"] = {"name": "n1"}
+    reason = unreadable(obj)
+    assert reason and "NodeMaintenance a: spec.nodeName is an object, not a string" in reason and "kubectl get nodes" in reason
+    assert unreadable(nm("a", "n1")) is None and unreadable(nm("n1", None, version="v1alpha3")) is None

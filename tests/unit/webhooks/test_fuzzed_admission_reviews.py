@@ -4,28 +4,23 @@ refusal names the node, the field and the fix, and a failing API is an answer, n
 
 from __future__ import annotations
 
-import asyncio
 import json
-import socket
 import ssl
-import threading
 import urllib.error
 import urllib.request
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from devcluster.pki import generate_self_signed
 from node_maintenance.api import GROUP, KIND, PLURAL, VERSIONS
 from node_maintenance.api.paths import nm_path, node_path
 from node_maintenance.client.errors import ApiError
-from node_maintenance.webhooks.server import start_webhook_server
 from tests.unit.builders import CONTROL_PLANE_LABEL, FakeApi, etcd_guard, nm, node
+from tests.unit.serving import webhooks_served
 
 GUARD_PATH = "/apis/policy/v1/namespaces/openshift-etcd/poddisruptionbudgets/etcd-guard-pdb"  # OpenShift's etcd guard
 NODES = {
@@ -45,21 +40,10 @@ RULES = {  # each rule, by the words its refusal carries
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, ssl.SSLContext, FakeApi]]:
-    cert_dir: Path = tmp_path_factory.mktemp("certs")
-    ca = generate_self_signed(cert_dir, ["127.0.0.1"])
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
     # What the admission check reads: the nodes, the maintenance holding node held, and the etcd guard.
     api = FakeApi({**{node_path(name): obj for name, obj in NODES.items()}, nm_path("holder"): HOLDER, GUARD_PATH: GUARD})
-    loop = asyncio.new_event_loop()
-    runner = loop.run_until_complete(start_webhook_server(host="127.0.0.1", port=port, cert_dir=cert_dir, kube=api.blocking()))
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    yield port, ssl.create_default_context(cadata=ca.decode()), api
-    asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(10)
+    with webhooks_served(tmp_path_factory.mktemp("certs"), api.blocking()) as (port, context):
+        yield port, context, api
 
 
 def _review(server: tuple[int, ssl.SSLContext, FakeApi], review: dict[str, Any]) -> dict[str, Any]:

@@ -3,11 +3,8 @@ never a dropped connection, whatever the body."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import socket
 import ssl
-import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -16,11 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from devcluster.pki import generate_self_signed
 from node_maintenance.api import SERVICE_ACCOUNT
-from node_maintenance.client.errors import Unreachable
-from node_maintenance.webhooks.server import admission_response, conversion_response, start_webhook_server
-from tests.unit.builders import FakeApi, hook_template, nm, nm_policy
+from node_maintenance.webhooks.server import admission_response, conversion_reply
+from tests.unit.builders import hook_template, nm, nm_policy, unreachable_api
+from tests.unit.serving import webhooks_served
 
 GROUP = "nodemaintenance.kubevirt.io"
 
@@ -35,13 +31,13 @@ def test_conversion_response_echoes_uid_and_converts() -> None:
             "objects": [nm("n1", None, version="v1alpha3")],
         },
     }
-    response = conversion_response(review)["response"]
+    response = conversion_reply(review).review["response"]
     assert response["uid"] == "abc" and response["result"] == {"status": "Success"}
     assert response["convertedObjects"][0]["spec"]["nodeName"] == "n1"
 
 
 def test_conversion_failure_is_a_failed_review_with_a_message() -> None:
-    response = conversion_response({"request": {"uid": "x", "desiredAPIVersion": f"{GROUP}/v9", "objects": []}})["response"]
+    response = conversion_reply({"request": {"uid": "x", "desiredAPIVersion": f"{GROUP}/v9", "objects": []}}).review["response"]
     assert response["uid"] == "x" and response["result"]["status"] == "Failure"
     assert "apiVersion" in response["result"]["message"] and "convertedObjects" not in response
 
@@ -54,21 +50,8 @@ def test_admission_response_shapes() -> None:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, ssl.SSLContext]]:
-    cert_dir = tmp_path_factory.mktemp("certs")
-    ca = generate_self_signed(cert_dir, ["127.0.0.1"])
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    unreachable = FakeApi()
-    unreachable.outage = Unreachable("no API server in this test")  # admission cannot read the cluster
-    loop = asyncio.new_event_loop()
-    runner = loop.run_until_complete(start_webhook_server(host="127.0.0.1", port=port, cert_dir=cert_dir, kube=unreachable.blocking()))
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    yield port, ssl.create_default_context(cadata=ca.decode())
-    asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(10)
+    with webhooks_served(tmp_path_factory.mktemp("certs"), unreachable_api()) as served:
+        yield served
 
 
 def _post(server: tuple[int, ssl.SSLContext], path: str, body: bytes) -> tuple[int, object]:
