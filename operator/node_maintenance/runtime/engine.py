@@ -165,7 +165,7 @@ class Engine:
 
     async def step(self) -> float | None:
         """Read, plan, execute, remember; return when to look again without a change (None: never)."""
-        reading = await self.read()
+        reading = await self.read(self.body())
         if not isinstance(reading, Reading):
             return reading  # nothing to plan now: look again then
         decided = plan(reading)
@@ -189,10 +189,11 @@ class Engine:
         recheck = bookkeeping.sooner(recheck, memory.ERROR_RETRY_SECONDS if reading.taking and self.daemonsets.unknown else None)
         return bookkeeping.sooner(recheck, self.lease.due_in() if self.lease and self.lease.known is not None else None)
 
-    async def read(self) -> Reading | float | None:
-        """What this step decides from, or when to look again when there is nothing to decide yet."""
+    async def read(self, shown_body: dict[str, Any]) -> Reading | float | None:
+        """What this step decides from (``shown_body``: the NodeMaintenance as last seen, in the working version), or when
+        to look again when there is nothing to decide yet."""
         shared, remembered = self.shared, self.memory
-        body = convert(self.body(), f"{api.GROUP}/{HUB}")  # older versions park spec.drain in an annotation
+        body = convert(shown_body, f"{api.GROUP}/{HUB}")  # older versions park spec.drain in an annotation
         if body["metadata"].get("deletionTimestamp"):
             return None  # being deleted: the node is given back, never taken again
         # Someone else wrote the status (a user's patch, another client): it is written again, whatever changed.
