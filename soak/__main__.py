@@ -31,8 +31,7 @@ from node_maintenance.api import CRD_NAME
 from node_maintenance_packaging.clusterserviceversion import NAMESPACE
 
 from .chaos import Api, BudgetMonitor, Loop, Supervisor, Tally, build_workload
-from .memory import MemorySampler, comparison_seconds, warm_up_seconds
-from .memory import growth as memory_growth
+from .memory import MemorySampler, comparison_seconds, growth, warm_up_seconds
 
 ROOT = Path(__file__).resolve().parent.parent
 CRD_FILE = ROOT / "bundle" / "manifests" / "nodemaintenance.kubevirt.io_nodemaintenances.yaml"
@@ -68,7 +67,7 @@ def soak(minutes: float, seed: int, workdir: Path, logs: Path) -> dict[str, Any]
             warmed_up = time.monotonic()
             with MemorySampler(operator) as memory:
                 third = loop.run(comparison_seconds(seconds, warmed_up - began))
-            compared = memory_growth(memory.samples)
+            compared = growth(memory.samples)
             one_process = operator.starts == starts
             settled = third.settled(SETTLE_SECONDS)
             given_back = loop.clean_up(SETTLE_SECONDS)

@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from node_maintenance.api.objects import key_of
-from node_maintenance.drain import budgets, pods
-from node_maintenance.drain import node as nodes
+from node_maintenance.drain import budgets, nodes, pods
 
 # Taints the node lifecycle controller manages itself (a cordoned node gets node.kubernetes.io/unschedulable).
 _CONTROLLER_TAINT_PREFIX = "node.kubernetes.io/"

@@ -29,7 +29,7 @@ from devcluster.processes import identify, survivors
 from devcluster.publish import Published, publish
 from devcluster.realnode import NAME as REAL_NODE
 from devcluster.waiting import ClusterError, wait_for
-from node_maintenance.drain import node as nodes
+from node_maintenance.drain import nodes
 from node_maintenance_cli.cluster import Cluster as Client
 from node_maintenance_cli.commands import maintenance_object
 

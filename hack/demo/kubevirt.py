@@ -17,10 +17,9 @@ from collections.abc import Callable
 from typing import Any
 
 from devcluster.cluster import Cluster
-from node_maintenance.drain import node as nodes
+from node_maintenance.drain import nodes
 
-from .workload import budget as pdb
-from .workload import ready, worker_spec
+from .workload import budget, ready, worker_spec
 
 NAMESPACE = "vms"
 VM = "rhel9-vm"
@@ -48,7 +47,7 @@ def launcher(name: str, node: str | None = None, **labels: str) -> dict[str, Any
 def objects(node: str) -> list[dict[str, Any]]:
     """The VM's namespace, its virt-launcher pod on ``node`` and its budget."""
     return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
-            launcher(SOURCE, node), pdb(BUDGET, NAMESPACE, {"vm.kubevirt.io/name": VM}, {"minAvailable": MIN_AVAILABLE})]
+            launcher(SOURCE, node), budget(BUDGET, NAMESPACE, {"vm.kubevirt.io/name": VM}, {"minAvailable": MIN_AVAILABLE})]
 
 
 class Migration(threading.Thread):

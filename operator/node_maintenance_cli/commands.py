@@ -9,11 +9,9 @@ import time
 from typing import Any
 
 from node_maintenance import api
-from node_maintenance.drain import node as nodes
-from node_maintenance.drain import pods
+from node_maintenance.drain import nodes, pods
 
-from . import plan as planning
-from . import views
+from . import plan, views
 from .cluster import VERSION, Cluster
 from .errors import CliError, Exit
 
@@ -128,17 +126,17 @@ def status(cluster: Cluster, args: argparse.Namespace) -> int:
     return max((_verdict(nm) for nm in items), default=Exit.OK)
 
 
-def plan(cluster: Cluster, args: argparse.Namespace) -> int:
+def show_plan(cluster: Cluster, args: argparse.Namespace) -> int:
     node = cluster.node(args.node)
     node_pods = cluster.pods_on(args.node)
     namespaces = sorted({p["metadata"]["namespace"] for p in node_pods})
     pdbs = [b for ns in namespaces for b in cluster.budgets_in(ns)]
     namespace_pods = [p for ns in namespaces for p in cluster.pods_in(ns)]
     daemonsets = cluster.daemonsets_exist(pods.daemonsets_to_read(node_pods))
-    document = planning.build(args.node, node_pods, pdbs, namespace_pods, args.pod_selector, nodes.holder_of(node), daemonsets)
+    document = plan.build(args.node, node_pods, pdbs, namespace_pods, args.pod_selector, nodes.holder_of(node), daemonsets)
     if args.escalation is not None:
         maintenance = _escalating(cluster, args, nodes.holder_of(node))
-        document["escalation"] = planning.escalation(maintenance, node_pods, pdbs, daemonsets, _now())
+        document["escalation"] = plan.escalation(maintenance, node_pods, pdbs, daemonsets, _now())
     if args.output == "table":
         views.console().print(views.plan_view(document))
     else:

@@ -99,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--escalation", type=_escalation, nargs="?", const=[], metavar="STEPS",
                       help="also show which pods each escalation step would delete, and when: the steps of the node's "
                            "NodeMaintenance, or of a would-be drain given as STEPS, e.g. 5m:DeletePods,10m:ForceDeletePods")
-    plan.set_defaults(run=commands.plan)
+    plan.set_defaults(run=commands.show_plan)
     return parser
 
 

@@ -9,8 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from . import checks, yamlout
-from . import releases as releases_module
+from . import checks, releases, yamlout
 from .apidocs import render_docs
 from .bundle import render_bundle_tree
 from .catalog import render_catalog
@@ -46,12 +45,12 @@ def load_inputs(
 ) -> Inputs:
     """Load and check releases.yaml (up to release ``through`` when given); raises PackagingError when
     anything is unsafe or malformed."""
-    declared = releases_module.load(releases_file)
-    releases = declared.through(through) if through else declared
+    declared = releases.load(releases_file)
+    checked = declared.through(through) if through else declared
     if registry:
-        releases = releases.with_registry(registry)
-    checks.check_releases(releases, declared)
-    return Inputs(releases, ImageRefs(releases, dict(digests or {})), Templates(templates_dir or DEFAULT_TEMPLATES))
+        checked = checked.with_registry(registry)
+    checks.check_releases(checked, declared)
+    return Inputs(checked, ImageRefs(checked, dict(digests or {})), Templates(templates_dir or DEFAULT_TEMPLATES))
 
 
 def crd_output(inputs: Inputs) -> Output:

@@ -16,7 +16,7 @@ from devcluster.operator import OperatorProcess, grant_csv_permissions, point_co
 from devcluster.processes import identify, survivors
 from devcluster.toxiproxy import Toxiproxy
 from node_maintenance.api import CRD_NAME
-from node_maintenance.coordination import remediation as rem
+from node_maintenance.coordination import remediation
 from node_maintenance_packaging.clusterserviceversion import NAMESPACE
 from soak.chaos import Api, Tally
 
@@ -83,8 +83,8 @@ def etcd_guard_namespace(cluster: Cluster) -> str:
 @pytest.fixture
 def lease_namespace(cluster: Cluster) -> str:
     """Where remediation Leases are held: absent in a fresh cluster (the operator also creates it)."""
-    cluster.ensure_namespace(rem.DEFAULT_LEASE_NAMESPACE)
-    return rem.DEFAULT_LEASE_NAMESPACE
+    cluster.ensure_namespace(remediation.DEFAULT_LEASE_NAMESPACE)
+    return remediation.DEFAULT_LEASE_NAMESPACE
 
 
 @pytest.fixture

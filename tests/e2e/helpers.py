@@ -23,7 +23,7 @@ from devcluster.operator import OperatorProcess
 from devcluster.waiting import polls
 from node_maintenance.api import CRD_NAME, GROUP, POLICY
 from node_maintenance.api.paths import POLICY_VERSION
-from node_maintenance.coordination import remediation as rem
+from node_maintenance.coordination import remediation
 
 T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[2]
@@ -205,7 +205,7 @@ def foreign_lease(node_name: str, seconds: int, holder: str = "NodeHealthCheck")
     """The node's remediation Lease as a remediation operator holds it: renewed now, for ``seconds``."""
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-            "metadata": {"name": rem.lease_name(node_name), "namespace": rem.DEFAULT_LEASE_NAMESPACE},
+            "metadata": {"name": remediation.lease_name(node_name), "namespace": remediation.DEFAULT_LEASE_NAMESPACE},
             "spec": {"holderIdentity": holder, "leaseDurationSeconds": seconds, "renewTime": now, "acquireTime": now}}
 
 

@@ -18,7 +18,7 @@ from demo import kubevirt, workload
 from demo.__main__ import NODE_COLUMNS, TARGET
 from devcluster import toolchain
 from devcluster.realnode import NAME as REAL_NODE
-from node_maintenance.drain.node import TAINT
+from node_maintenance.drain.nodes import TAINT
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]

@@ -20,7 +20,7 @@ import pytest
 
 from devcluster.cluster import Cluster
 from devcluster.operator import OperatorProcess
-from node_maintenance.coordination import remediation as rem
+from node_maintenance.coordination import remediation
 from node_maintenance_packaging.clusterserviceversion import NAMESPACE as OPERATOR_NAMESPACE
 
 from .helpers import (
@@ -121,7 +121,7 @@ def test_a_maintenance_refused_at_takeover_gives_its_slot_to_the_next_in_line(cl
         assert (queued["status"], queued["reason"]) == ("True", "SlotGivenBack"), queued
         assert status["phase"] == "Failed" and "belongs to NodeHealthCheck" in status["lastError"], status
         # The Lease released, the first rejoins the line; it waits while the second holds the only slot.
-        cluster.kubectl("delete", "lease", rem.lease_name(held), "-n", lease_namespace)
+        cluster.kubectl("delete", "lease", remediation.lease_name(held), "-n", lease_namespace)
         eventually(lambda: condition(nm_status(cluster, first), "Queued").get("reason") == "WaitingForSlot", "back in line")
         assert watch.cordoned == {free}
         cluster.kubectl("delete", NM, second, "--timeout=60s")

@@ -35,7 +35,7 @@ from node_maintenance.client.watch import Mirror
 from node_maintenance.coordination import remediation
 from node_maintenance.drain import planner
 from node_maintenance.drain.memory import WatchMode
-from node_maintenance.drain.node import HOLDER, TAINT, WAS_TAINTED, WAS_UNSCHEDULABLE
+from node_maintenance.drain.nodes import HOLDER, TAINT, WAS_TAINTED, WAS_UNSCHEDULABLE
 from node_maintenance.drain.plans import Maintenance, Plan, PolicyTerms, Removal
 from node_maintenance.drain.status import timed_out
 from node_maintenance.policy.terms import Seen

@@ -32,19 +32,19 @@ def kubeconfig_paths(kubeconfig: str | None = None, context: str | None = None) 
     return paths if kubeconfig or context or exists else None
 
 
-def load_credentials(kubeconfig: str | None = None, context: str | None = None,
+def load_credentials(kubeconfig_path: str | None = None, context: str | None = None,
                      impersonation: Impersonation | None = None) -> Credentials:
     """The credentials of the kubeconfig that applies; without one, the pod's ServiceAccount."""
-    if (paths := kubeconfig_paths(kubeconfig, context)) is not None:
-        from node_maintenance.client import kubeconfig as loader  # the official client: only outside a pod
+    if (paths := kubeconfig_paths(kubeconfig_path, context)) is not None:
+        from node_maintenance.client import kubeconfig  # the official client: only outside a pod
 
-        return loader.load(paths, context, impersonation)
+        return kubeconfig.load(paths, context, impersonation)
     if os.environ.get("KUBERNETES_SERVICE_HOST"):
         host, port = os.environ["KUBERNETES_SERVICE_HOST"], os.environ.get("KUBERNETES_SERVICE_PORT", "443")
         server = f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
         return Credentials(server, authorization=ServiceAccountToken(SERVICE_ACCOUNT_DIR / "token"), ca_file=str(SERVICE_ACCOUNT_DIR / "ca.crt"),
                            proxy=proxy_for(server, None), impersonation=impersonation or Impersonation())
-    raise ConfigError(f"no kubeconfig at {kubeconfig or os.environ.get('KUBECONFIG') or DEFAULT_KUBECONFIG} and not in a pod; "
+    raise ConfigError(f"no kubeconfig at {kubeconfig_path or os.environ.get('KUBECONFIG') or DEFAULT_KUBECONFIG} and not in a pod; "
                       "set KUBECONFIG or pass --kubeconfig")
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from node_maintenance.api import GROUP
 from node_maintenance.api.conditions import Condition
-from node_maintenance.coordination import lease as leases
+from node_maintenance.coordination import lease_rules
 
 DEFAULT_LEASE_NAMESPACE = "medik8s-leases"
 LEASE_NAMESPACE_ENV = "REMEDIATION_LEASE_NAMESPACE"
@@ -48,12 +48,12 @@ def lease_name(node_name: str) -> str:
 
 def other_holder(lease: dict[str, Any] | None, now: datetime.datetime) -> str | None:
     """The holder that owns the node's Lease now, if that is not us; None when we may take or keep it."""
-    return leases.other_holder(lease, HOLDER_IDENTITY, now)
+    return lease_rules.other_holder(lease, HOLDER_IDENTITY, now)
 
 
 def claimed(lease: dict[str, Any] | None, node: dict[str, Any], namespace: str, now: datetime.datetime) -> dict[str, Any]:
     """The node's Lease as we write it to hold it from ``now``, owned by the Node (it goes with it)."""
-    body = leases.claimed(lease, HOLDER_IDENTITY, REMEDIATION_LEASE_SECONDS, now, {"name": lease_name(node["metadata"]["name"]), "namespace": namespace})
+    body = lease_rules.claimed(lease, HOLDER_IDENTITY, REMEDIATION_LEASE_SECONDS, now, {"name": lease_name(node["metadata"]["name"]), "namespace": namespace})
     body["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": node["metadata"]["name"], "uid": node["metadata"]["uid"]}]
     return body
 
@@ -157,7 +157,7 @@ def seen(view: LeaseView, now: datetime.datetime) -> LeaseState | None:
     holder = other_holder(dict(view.read) if view.read is not None else None, now)
     if not holder:
         return None
-    due = leases.expires_at(view.read)
+    due = lease_rules.expires_at(view.read)
     wait = LEASE_HELD_RECHECK_SECONDS if due is None else min(LEASE_HELD_RECHECK_SECONDS, max(0.5, (due - now).total_seconds()))
     return LeaseState(view.namespace, view.node_name, other=holder, recheck_in=wait)
 

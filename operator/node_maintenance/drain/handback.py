@@ -8,7 +8,7 @@ from typing import Any
 
 from node_maintenance.coordination import remediation
 from node_maintenance.drain import events
-from node_maintenance.drain.node import end_patch, holder_of, will_uncordon
+from node_maintenance.drain.nodes import end_patch, holder_of, will_uncordon
 
 
 @dataclass(frozen=True)

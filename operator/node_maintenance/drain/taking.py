@@ -16,7 +16,7 @@ from typing import Any
 from node_maintenance.api import conditions, timestamps
 from node_maintenance.coordination import quorum, remediation
 from node_maintenance.drain import events, status
-from node_maintenance.drain.node import begin_patch, has_taint, holder_of
+from node_maintenance.drain.nodes import begin_patch, has_taint, holder_of
 from node_maintenance.drain.plans import Maintenance, Plan
 
 # A maintenance the etcd-quorum guard holds back looks again this often (control-plane nodes change rarely).

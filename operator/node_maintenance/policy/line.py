@@ -26,7 +26,7 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from node_maintenance.drain import status
-from node_maintenance.drain.node import holder_of
+from node_maintenance.drain.nodes import holder_of
 from node_maintenance.policy import hooks, model, windows
 from node_maintenance.policy.verdicts import Decision, Summary, Verdict, VerdictKind
 

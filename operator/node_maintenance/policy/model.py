@@ -18,7 +18,7 @@ from enum import StrEnum
 from typing import Any
 
 from node_maintenance.drain import pods, status
-from node_maintenance.drain.node import HOLDER, holder_of
+from node_maintenance.drain.nodes import HOLDER, holder_of
 from node_maintenance.drain.rules import Rule
 from node_maintenance.policy import health, hooks, windows
 from node_maintenance.policy.windows import Window, WindowState  # by name: a policy's field is called windows

@@ -12,7 +12,7 @@ import datetime
 from collections.abc import Mapping
 from typing import Any
 
-from node_maintenance.drain import node as nodes
+from node_maintenance.drain import nodes
 from node_maintenance.drain.plans import Maintenance, PolicyTerms
 from node_maintenance.policy import hooks, model, wording
 from node_maintenance.policy.verdicts import Verdict, VerdictKind

@@ -16,7 +16,7 @@ from typing import Any
 from node_maintenance.api.paths import node_path
 from node_maintenance.client.protocol import KubeApi
 from node_maintenance.client.watch import Mirror
-from node_maintenance.drain import node as nodes
+from node_maintenance.drain import nodes
 
 SELECTOR = "spec.unschedulable=true"
 

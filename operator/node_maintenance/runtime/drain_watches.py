@@ -17,8 +17,7 @@ from typing import Any
 from node_maintenance.api.paths import PODS, node_path
 from node_maintenance.client.protocol import KubeApi
 from node_maintenance.client.watch import Mirror
-from node_maintenance.drain import node as nodes
-from node_maintenance.drain import pods
+from node_maintenance.drain import nodes, pods
 from node_maintenance.drain.memory import WatchMode
 from node_maintenance.runtime.cordoned import CordonedNodes
 

@@ -26,8 +26,7 @@ from node_maintenance.api.paths import node_path
 from node_maintenance.client.errors import KubeError
 from node_maintenance.client.protocol import KubeApi
 from node_maintenance.coordination import quorum, remediation
-from node_maintenance.drain import bookkeeping, budgets, memory, planner, status
-from node_maintenance.drain import node as nodes
+from node_maintenance.drain import bookkeeping, budgets, memory, nodes, planner, status
 from node_maintenance.drain.memory import Memory, Outcome, WatchMode
 from node_maintenance.drain.plans import Attempt, Maintenance, Plan
 from node_maintenance.drain.podindex import PodIndex

@@ -26,7 +26,7 @@ from node_maintenance.api import timestamps
 from node_maintenance.api.paths import lease_path
 from node_maintenance.client.errors import Conflict, KubeError, NotFound, Unreachable
 from node_maintenance.client.protocol import BlockingKubeApi
-from node_maintenance.coordination import lease as leases
+from node_maintenance.coordination import lease_rules
 
 LEASE_NAME = "node-maintenance-operator-lock"
 LEADER_LEASE_SECONDS = 15
@@ -42,22 +42,22 @@ class LeaderElector:
         self.path = lease_path(namespace, LEASE_NAME)
         self.identity = identity
         self.clock = clock
-        self.observed: leases.Observed | None = None
+        self.observed: lease_rules.Observed | None = None
         self._thread = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="leader-election")
 
     def try_acquire_or_renew(self, deadline: float) -> bool:
         """One attempt to take or keep the Lease; each of its requests ends by ``deadline`` (on ``clock``)."""
         lease = self._call("GET", self.path, deadline)
-        self.observed = leases.observe(self.observed, lease, self.clock())
-        if lease is not None and leases.held_by_other(self.observed, self.identity, self.clock()):
+        self.observed = lease_rules.observe(self.observed, lease, self.clock())
+        if lease is not None and lease_rules.held_by_other(self.observed, self.identity, self.clock()):
             return False
-        body = leases.claimed(lease, self.identity, LEADER_LEASE_SECONDS, timestamps.now(), {"name": LEASE_NAME})
+        body = lease_rules.claimed(lease, self.identity, LEADER_LEASE_SECONDS, timestamps.now(), {"name": LEASE_NAME})
         try:
             # A PUT carries the resourceVersion read: a compare-and-swap.
             written = self._call("POST", lease_path(self.namespace), deadline, body) if lease is None else self._call("PUT", self.path, deadline, body)
         except (Conflict, NotFound):  # another replica won the race, or the Lease went meanwhile
             return False
-        self.observed = leases.observe(self.observed, written, self.clock())
+        self.observed = lease_rules.observe(self.observed, written, self.clock())
         return True
 
     def release(self) -> None:
@@ -65,7 +65,7 @@ class LeaderElector:
         deadline = self.clock() + LEADER_RENEW_DEADLINE_SECONDS
         try:
             lease = self._call("GET", self.path, deadline)
-            if lease and leases.holder_of(lease) == self.identity:
+            if lease and lease_rules.holder_of(lease) == self.identity:
                 lease["spec"]["holderIdentity"] = ""
                 self._call("PUT", self.path, deadline, lease)
         except KubeError as error:

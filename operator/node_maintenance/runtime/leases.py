@@ -1,6 +1,6 @@
 """The remediation Lease of one node at run time: the reads a plan needs and the writes it asks for.
 
-The rules (who holds a Lease, the record we write, when to claim) are ``coordination.lease`` and
+The rules (who holds a Lease, the record we write, when to claim) are ``coordination.lease_rules`` and
 ``coordination.remediation``, decided in the drain's plan; this keeper reads the Lease only when a
 claim or renewal is due, so a held Lease costs a read and a write per renewal period.
 """
@@ -14,7 +14,7 @@ from typing import Any
 from node_maintenance.api.paths import NAMESPACES, lease_path
 from node_maintenance.client.errors import ApiError, Conflict, Forbidden, Invalid, NotFound
 from node_maintenance.client.protocol import KubeApi
-from node_maintenance.coordination import lease as leases
+from node_maintenance.coordination import lease_rules
 from node_maintenance.coordination.remediation import (
     FORBIDDEN_RECHECK_SECONDS,
     HOLDER_IDENTITY,
@@ -93,7 +93,7 @@ class LeaseKeeper:
         self.known, self._due_at = None, 0.0
         try:
             lease = await self.kube.get(self.path)
-            if lease is None or leases.holder_of(lease) != HOLDER_IDENTITY:
+            if lease is None or lease_rules.holder_of(lease) != HOLDER_IDENTITY:
                 return
             preconditions = {"uid": lease["metadata"]["uid"], "resourceVersion": lease["metadata"]["resourceVersion"]}
             await self.kube.request("DELETE", self.path, body={"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": preconditions})

@@ -24,7 +24,7 @@ import pytest
 
 from devcluster.cluster import Cluster
 from devcluster.operator import OperatorProcess
-from node_maintenance.drain.node import HOLDER, TAINT
+from node_maintenance.drain.nodes import HOLDER, TAINT
 
 from ..helpers import apply, create_nm, delete_nm, eventually, get, nm_status, our_taint, pod, pods_on
 from ..helpers import node as node_of

@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 
-from node_maintenance_cli import commands, inputs, plan, views
-from node_maintenance_cli import main as cli
+from node_maintenance_cli import commands, inputs, main, plan, views
 from node_maintenance_cli.errors import CliError, Exit
 from tests.unit import builders
 
@@ -182,7 +181,7 @@ class FakeCluster:
 
 
 def run(cluster: FakeCluster, *argv: str) -> int:
-    args = cli.build_parser().parse_args(list(argv))
+    args = main.build_parser().parse_args(list(argv))
     try:
         return int(args.run(cluster, args))
     except CliError as error:
@@ -252,7 +251,7 @@ def test_status_exit_code_tells_a_failed_maintenance(capsys: pytest.CaptureFixtu
 @pytest.mark.parametrize("argv", [["start", "n1"], ["plan"], ["status", "--output", "xml"], ["start", "n1", "--reason", "x", "--timeout", "soon"]])
 def test_usage_errors_exit_2(argv: list[str]) -> None:
     with pytest.raises(SystemExit) as exited:
-        cli.main(argv)
+        main.main(argv)
     assert exited.value.code == Exit.USAGE
 
 

@@ -7,7 +7,7 @@ from functools import partial
 from typing import Any
 
 from node_maintenance.drain import blocking, status
-from node_maintenance.drain.node import TAINT
+from node_maintenance.drain.nodes import TAINT
 from node_maintenance.drain.planner import plan
 from node_maintenance.drain.plans import Maintenance, Plan
 from tests.unit.builders import budget, node, pod

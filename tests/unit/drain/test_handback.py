@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from node_maintenance.drain import node as nodes
+from node_maintenance.drain import nodes
 from node_maintenance.drain.handback import Handback, hand_back
 from node_maintenance.drain.planner import plan
 from tests.unit.builders import NOW, held_node, maintenance, scene_node

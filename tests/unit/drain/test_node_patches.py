@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from node_maintenance.drain import node
+from node_maintenance.drain import nodes
 from tests.unit import builders
 
 OTHER = {"key": "example.com/dedicated", "value": "infra", "effect": "NoSchedule"}
@@ -13,56 +13,56 @@ a_node = partial(builders.node, "n1", resource_version="42", annotations={}, uns
 
 
 def test_begin_cordons_taints_and_records_holder_and_earlier_state() -> None:
-    patch = node.begin_patch(a_node(), "nm-1")
-    assert patch["spec"] == {"unschedulable": True, "taints": [OTHER, node.TAINT]}
-    assert patch["metadata"]["annotations"] == {node.HOLDER: "nm-1", node.WAS_UNSCHEDULABLE: "false"}
+    patch = nodes.begin_patch(a_node(), "nm-1")
+    assert patch["spec"] == {"unschedulable": True, "taints": [OTHER, nodes.TAINT]}
+    assert patch["metadata"]["annotations"] == {nodes.HOLDER: "nm-1", nodes.WAS_UNSCHEDULABLE: "false"}
     assert patch["metadata"]["resourceVersion"] == "42"
-    assert node.begin_patch(a_node(unschedulable=True), "nm-1")["metadata"]["annotations"][node.WAS_UNSCHEDULABLE] == "true"
+    assert nodes.begin_patch(a_node(unschedulable=True), "nm-1")["metadata"]["annotations"][nodes.WAS_UNSCHEDULABLE] == "true"
 
 
 def test_begin_again_adds_no_second_taint_and_keeps_the_record() -> None:
-    held = a_node(unschedulable=True, taints=[OTHER, dict(node.TAINT)], annotations={node.HOLDER: "nm-1", node.WAS_UNSCHEDULABLE: "false"})
-    patch = node.begin_patch(held, "nm-1")
-    assert patch["spec"]["taints"] == [OTHER, node.TAINT]
-    assert node.WAS_UNSCHEDULABLE not in patch["metadata"]["annotations"]
+    held = a_node(unschedulable=True, taints=[OTHER, dict(nodes.TAINT)], annotations={nodes.HOLDER: "nm-1", nodes.WAS_UNSCHEDULABLE: "false"})
+    patch = nodes.begin_patch(held, "nm-1")
+    assert patch["spec"]["taints"] == [OTHER, nodes.TAINT]
+    assert nodes.WAS_UNSCHEDULABLE not in patch["metadata"]["annotations"]
 
 
 def test_end_removes_only_our_taint_and_uncordons_unless_cordoned_before() -> None:
-    held = a_node(unschedulable=True, taints=[OTHER, dict(node.TAINT)], annotations={node.HOLDER: "nm-1", node.WAS_UNSCHEDULABLE: "false"})
-    patch = node.end_patch(held)
+    held = a_node(unschedulable=True, taints=[OTHER, dict(nodes.TAINT)], annotations={nodes.HOLDER: "nm-1", nodes.WAS_UNSCHEDULABLE: "false"})
+    patch = nodes.end_patch(held)
     assert patch["spec"] == {"unschedulable": None, "taints": [OTHER]}
-    assert patch["metadata"]["annotations"] == {node.HOLDER: None, node.WAS_UNSCHEDULABLE: None, node.WAS_TAINTED: None}
-    assert node.will_uncordon(held)
-    before = a_node(unschedulable=True, taints=[dict(node.TAINT)], annotations={node.HOLDER: "nm-1", node.WAS_UNSCHEDULABLE: "true"})
-    assert node.end_patch(before)["spec"] == {"unschedulable": True, "taints": None}
-    assert not node.will_uncordon(before)
+    assert patch["metadata"]["annotations"] == {nodes.HOLDER: None, nodes.WAS_UNSCHEDULABLE: None, nodes.WAS_TAINTED: None}
+    assert nodes.will_uncordon(held)
+    before = a_node(unschedulable=True, taints=[dict(nodes.TAINT)], annotations={nodes.HOLDER: "nm-1", nodes.WAS_UNSCHEDULABLE: "true"})
+    assert nodes.end_patch(before)["spec"] == {"unschedulable": True, "taints": None}
+    assert not nodes.will_uncordon(before)
 
 
 def test_holder_and_taint_detection() -> None:
-    assert node.holder_of(a_node(annotations={node.HOLDER: "x"})) == "x" and node.holder_of(a_node()) is None
-    assert node.has_taint(a_node(taints=[dict(node.TAINT)])) and not node.has_taint(a_node())
+    assert nodes.holder_of(a_node(annotations={nodes.HOLDER: "x"})) == "x" and nodes.holder_of(a_node()) is None
+    assert nodes.has_taint(a_node(taints=[dict(nodes.TAINT)])) and not nodes.has_taint(a_node())
 
 
 def test_taking_over_from_a_holder_that_is_gone_keeps_its_record() -> None:
     # nm-old took a schedulable node and vanished without giving it back; nm-new takes over.
-    left = builders.node("n1", resource_version="7", holder="nm-old", was_unschedulable=False, unschedulable=True, taints=[node.TAINT])
-    patch = node.begin_patch(left, "nm-new")
-    assert patch["metadata"]["annotations"] == {node.HOLDER: "nm-new"}  # the record stays "false"
-    taken = {**left, "metadata": {**left["metadata"], "annotations": {node.HOLDER: "nm-new", node.WAS_UNSCHEDULABLE: "false"}}}
-    assert node.will_uncordon(taken)
+    left = builders.node("n1", resource_version="7", holder="nm-old", was_unschedulable=False, unschedulable=True, taints=[nodes.TAINT])
+    patch = nodes.begin_patch(left, "nm-new")
+    assert patch["metadata"]["annotations"] == {nodes.HOLDER: "nm-new"}  # the record stays "false"
+    taken = {**left, "metadata": {**left["metadata"], "annotations": {nodes.HOLDER: "nm-new", nodes.WAS_UNSCHEDULABLE: "false"}}}
+    assert nodes.will_uncordon(taken)
 
 
 def test_a_drain_taint_that_was_there_before_is_still_there_after() -> None:
-    tainted = a_node(taints=[OTHER, dict(node.TAINT)])
-    patch = node.begin_patch(tainted, "nm-1")
-    assert patch["metadata"]["annotations"][node.WAS_TAINTED] == "true"
-    assert patch["spec"]["taints"] == [OTHER, node.TAINT]  # not added twice
+    tainted = a_node(taints=[OTHER, dict(nodes.TAINT)])
+    patch = nodes.begin_patch(tainted, "nm-1")
+    assert patch["metadata"]["annotations"][nodes.WAS_TAINTED] == "true"
+    assert patch["spec"]["taints"] == [OTHER, nodes.TAINT]  # not added twice
     held = {**tainted, "metadata": {**tainted["metadata"], "annotations": patch["metadata"]["annotations"]}, "spec": patch["spec"]}
-    assert node.end_patch(held)["spec"]["taints"] == [OTHER, node.TAINT]
-    assert node.WAS_TAINTED not in node.begin_patch(a_node(), "nm-1")["metadata"]["annotations"]
+    assert nodes.end_patch(held)["spec"]["taints"] == [OTHER, nodes.TAINT]
+    assert nodes.WAS_TAINTED not in nodes.begin_patch(a_node(), "nm-1")["metadata"]["annotations"]
 
 
 def test_a_holder_that_is_gone_left_its_own_taint_which_is_not_recorded_as_earlier() -> None:
-    left = builders.node("n1", resource_version="7", holder="nm-old", was_unschedulable=False, unschedulable=True, taints=[node.TAINT])
-    assert node.WAS_TAINTED not in node.begin_patch(left, "nm-new")["metadata"]["annotations"]
-    assert node.end_patch(left)["spec"]["taints"] is None
+    left = builders.node("n1", resource_version="7", holder="nm-old", was_unschedulable=False, unschedulable=True, taints=[nodes.TAINT])
+    assert nodes.WAS_TAINTED not in nodes.begin_patch(left, "nm-new")["metadata"]["annotations"]
+    assert nodes.end_patch(left)["spec"]["taints"] is None

@@ -16,7 +16,7 @@ import pytest
 
 from node_maintenance.api.conditions import Condition
 from node_maintenance.coordination import quorum, remediation
-from node_maintenance.drain import events, node, pods
+from node_maintenance.drain import events, nodes, pods
 from node_maintenance.drain.budgets import InFlight
 from node_maintenance.drain.planner import plan
 from node_maintenance.drain.plans import Attempt, Maintenance, Plan
@@ -78,12 +78,12 @@ TAKING = [
         (scene(node=held_node("gone", cordoned=True), holder_exists=False), shows(holder="nm", phase="Succeeded"))),
     row("a fresh node is cordoned, tainted and announced on both objects",
         # The patch carries the node's resourceVersion: refused if the node changed meanwhile.
-        (scene(node=scene_node()), shows(cordon=(True, [node.TAINT], "7"), holder="nm", started=STAMP, drained_after=0,
+        (scene(node=scene_node()), shows(cordon=(True, [nodes.TAINT], "7"), holder="nm", started=STAMP, drained_after=0,
                                          events=[(False, NORMAL, "BeginMaintenance"), (True, NORMAL, "BeginMaintenance"),
                                                 (False, NORMAL, "SucceedMaintenance")]))),
     row("a held node someone uncordoned is cordoned again without announcing",
         (scene(maintenance(RUNNING), node=held_node("nm", cordoned=False)),
-         shows(cordon=(True, [node.TAINT], "7"), events=[(False, NORMAL, "SucceedMaintenance")]))),
+         shows(cordon=(True, [nodes.TAINT], "7"), events=[(False, NORMAL, "SucceedMaintenance")]))),
     row("a held node is not patched again", (scene(maintenance(RUNNING)), shows(patch=None))),
 ]
 
@@ -213,7 +213,7 @@ LEASES = "medik8s-leases"
 HELD_BY_OTHER = remediation.LeaseView(LEASES, "Worker-1", due=True, read=lease("NodeHealthCheck", 10))
 OURS = remediation.LeaseState(LEASES, "Worker-1")
 M1 = control_plane_node("m1", uid="u1", resource_version="1", annotations={})
-M2_TAKEN = quorum.Members((M1, control_plane_node("m2", annotations={node.HOLDER: "other"}), control_plane_node("m3")))
+M2_TAKEN = quorum.Members((M1, control_plane_node("m2", annotations={nodes.HOLDER: "other"}), control_plane_node("m3")))
 COORDINATION = [
     row("another holder of the remediation Lease keeps the node untouched and says who, until it lets the Lease go",
         (scene(Maintenance(name="nm", node_name="Worker-1"), node=worker_1(unschedulable=False), lease=HELD_BY_OTHER),
@@ -301,5 +301,5 @@ def test_what_the_caches_keep_of_nodes_and_pods_decides_as_the_whole_objects_do(
     ]
     slim_pods = [pods.slim(p) for p in whole_pods]
     assert all("kubectl.kubernetes.io/last-applied-configuration" not in (p["metadata"].get("annotations") or {}) for p in slim_pods)
-    assert "images" not in node.slim(whole_node)["status"]
-    assert plan(m, node.slim(whole_node), slim_pods, [], NOW) == plan(m, whole_node, whole_pods, [], NOW)
+    assert "images" not in nodes.slim(whole_node)["status"]
+    assert plan(m, nodes.slim(whole_node), slim_pods, [], NOW) == plan(m, whole_node, whole_pods, [], NOW)

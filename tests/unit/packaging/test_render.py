@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from node_maintenance.coordination import remediation as rem
+from node_maintenance.coordination import remediation
 from node_maintenance_packaging import cli
 from node_maintenance_packaging.errors import PackagingError
 from node_maintenance_packaging.render import load_inputs, render_all
@@ -360,7 +360,7 @@ def test_a_release_with_the_remediation_feature_grants_the_lease_rules_and_names
     rules, env = rules_and_env(csv(newest["version"]))
     assert {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update", "delete"]} in rules
     assert {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["create"]} in rules
-    assert {"name": rem.LEASE_NAMESPACE_ENV, "value": rem.DEFAULT_LEASE_NAMESPACE} in env
+    assert {"name": remediation.LEASE_NAMESPACE_ENV, "value": remediation.DEFAULT_LEASE_NAMESPACE} in env
     before, env_before = rules_and_env(csv(doc["releases"][0]["version"]))
     assert not any("leases" in r["resources"] or "namespaces" in r["resources"] for r in before)
-    assert all(e["name"] != rem.LEASE_NAMESPACE_ENV for e in env_before)
+    assert all(e["name"] != remediation.LEASE_NAMESPACE_ENV for e in env_before)

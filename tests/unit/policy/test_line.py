@@ -10,8 +10,8 @@ import pytest
 
 from node_maintenance.api import SERVICE_ACCOUNT
 from node_maintenance.api.conditions import Condition
-from node_maintenance.drain import bookkeeping as books
-from node_maintenance.drain.node import HOLDER
+from node_maintenance.drain import bookkeeping
+from node_maintenance.drain.nodes import HOLDER
 from node_maintenance.policy import line, model, policy_status, terms, wording
 from node_maintenance.policy.verdicts import Decision, Verdict, VerdictKind
 from tests.unit.builders import hook_template, nm, nm_policy, node, seen_by_policies
@@ -185,7 +185,7 @@ def test_waiting_is_phase_pending_with_a_condition_naming_the_policy_and_the_pos
     assert (queued["status"], queued["reason"]) == ("True", "WaitingForSlot")
     assert "NodeMaintenancePolicy rolling" in queued["message"] and "position 2 of 2" in queued["message"]
     assert [e.reason for e in plan.events] == ["WaitingForSlot"]
-    assert plan.recheck_in == books.in_line_interval(2)  # it looks at its place again at the line's pace
+    assert plan.recheck_in == bookkeeping.in_line_interval(2)  # it looks at its place again at the line's pace
     # Moving up the line rewrites the condition but posts no new event.
     again = wording.waiting_plan({**body, "status": plan.status}, Verdict(VerdictKind.WAITING, decision.verdicts["b"].policy, 1, 1), NOW)
     assert not again.events and "position 1 of 1" in next(c for c in again.status["conditions"] if c["type"] == "Queued")["message"]
@@ -250,7 +250,7 @@ def test_in_line_while_no_window_is_open_and_admitted_once_one_opens() -> None:
     # Waiting, it looks again when the window opens, if that comes before its next look at its place in line.
     plan = wording.waiting_plan(an_nm("m1", "n1", created=at(1), status={}), day.verdicts["m1"], NOW)
     assert plan.phase == "Pending" and plan.node_patch is None and [e.reason for e in plan.events] == ["WaitingForWindow"]
-    assert plan.recheck_in == books.in_line_interval(3)
+    assert plan.recheck_in == bookkeeping.in_line_interval(3)
     soon = wording.waiting_plan(an_nm("m1", "n1", created=at(1), status={}), day.verdicts["m1"],
                                 datetime.datetime(2026, 1, 1, 21, 59, 58, tzinfo=datetime.UTC))
     assert soon.recheck_in == pytest.approx(2 + wording.WINDOW_MARGIN_SECONDS)

@@ -11,7 +11,7 @@ from typing import Any
 
 from node_maintenance.api.paths import daemonset_path, lease_path, nm_path, node_path, pod_path
 from node_maintenance.client.errors import Conflict, Unreachable
-from node_maintenance.drain import node as nodes
+from node_maintenance.drain import nodes
 from node_maintenance.drain.memory import ERROR_RETRY_SECONDS, WatchMode
 from node_maintenance.runtime.budget_watch import BudgetWatch
 from node_maintenance.runtime.cordoned import CordonedNodes

@@ -8,7 +8,7 @@ import datetime
 
 from node_maintenance.api.paths import lease_path
 from node_maintenance.client.errors import Invalid
-from node_maintenance.coordination import remediation as rem
+from node_maintenance.coordination import remediation
 from node_maintenance.coordination.remediation import lease_name
 from node_maintenance.runtime.leases import LeaseKeeper
 from tests.unit import builders
@@ -24,11 +24,11 @@ def test_a_lease_name_past_the_limit_is_a_reported_problem() -> None:
     api.fail("POST", lease_path("medik8s-leases"), Invalid(422, "Unprocessable Entity", TOO_LONG))
     keeper = LeaseKeeper(api, "medik8s-leases", LONGEST_NODE_NAME)
     view = asyncio.run(keeper.view())
-    claim = rem.claim(view, node, datetime.datetime.now(datetime.UTC))
+    claim = remediation.claim(view, node, datetime.datetime.now(datetime.UTC))
     assert view.due and claim is not None and claim.create
     state = asyncio.run(keeper.write(claim))
     assert not state.held and "must be no more than 253 characters" in state.problem
-    condition = rem.condition(state)
+    condition = remediation.condition(state)
     assert (condition.status, condition.reason) == ("False", "LeaseUnavailable") and "could not be held" in condition.message
 
 
@@ -37,7 +37,7 @@ def test_the_lease_is_read_again_before_the_node_is_taken() -> None:
     # plan about to take the node sees it as it is now, not as it was.
     api = FakeApi()
     keeper = LeaseKeeper(api, "medik8s-leases", "w1")
-    keeper.remember(rem.LeaseState("medik8s-leases", "w1", recheck_in=rem.RENEW_AFTER_SECONDS))
+    keeper.remember(remediation.LeaseState("medik8s-leases", "w1", recheck_in=remediation.RENEW_AFTER_SECONDS))
     cached = asyncio.run(keeper.view())
     assert not cached.due and api.calls == []
     fresh = asyncio.run(keeper.view(fresh=True))

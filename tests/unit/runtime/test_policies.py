@@ -18,7 +18,7 @@ from node_maintenance.api import SERVICE_ACCOUNT, timestamps
 from node_maintenance.api.paths import POLICY_CRD, POLICY_VERSION, jobs_path, nm_path, node_path, pod_path, policy_path
 from node_maintenance.client import watch
 from node_maintenance.client.errors import Forbidden, NotFound, ServerError, TooManyRequests, Unreachable
-from node_maintenance.drain import node as nodes
+from node_maintenance.drain import nodes
 from node_maintenance.drain.memory import WatchMode
 from node_maintenance.drain.plans import Maintenance, PolicyTerms
 from node_maintenance.drain.rules import Behavior

@@ -14,7 +14,7 @@ from node_maintenance.api import HUB
 from node_maintenance.client.credentials import Credentials
 from node_maintenance.client.errors import Unreachable
 from node_maintenance.client.http import Kube
-from node_maintenance.runtime import main as entry
+from node_maintenance.runtime import main
 
 CRD = {"spec": {"versions": [{"name": HUB, "served": True, "storage": True}]}, "status": {"storedVersions": [HUB]}}
 
@@ -34,14 +34,14 @@ def test_crd_read_and_migration_wait_out_an_unreachable_api_server(monkeypatch: 
         started.append(version)
         stop.wait()
 
-    monkeypatch.setattr(entry, "read_crd", lambda kube: step(reads) if reads else CRD)
-    monkeypatch.setattr(entry, "migrate_storage_version", lambda kube: step(migrations))
-    monkeypatch.setattr(entry, "_run_kopf", run_kopf)
-    monkeypatch.setattr(entry, "MIGRATION_RETRY_SECONDS", 0.05)
+    monkeypatch.setattr(main, "read_crd", lambda kube: step(reads) if reads else CRD)
+    monkeypatch.setattr(main, "migrate_storage_version", lambda kube: step(migrations))
+    monkeypatch.setattr(main, "_run_kopf", run_kopf)
+    monkeypatch.setattr(main, "MIGRATION_RETRY_SECONDS", 0.05)
 
     async def reconcile() -> bool:
         holding = asyncio.create_task(asyncio.sleep(2.5))  # leadership ends after a while
-        return await entry._reconcile(Kube(Credentials(server="https://unused.invalid")), holding, asyncio.Event(), "", "ns")
+        return await main._reconcile(Kube(Credentials(server="https://unused.invalid")), holding, asyncio.Event(), "", "ns")
 
     assert asyncio.run(asyncio.wait_for(reconcile(), 20)) is True
     assert started == [HUB] and not reads and not migrations

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from node_maintenance.drain.node import TAINT
+from node_maintenance.drain.nodes import TAINT
 from soak.invariants import NodeBefore, desired_healthy, node_violations, pdb_violations, settled_violations
 from tests.unit import builders
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from node_maintenance.client.protocol import KubeApi
-from node_maintenance.drain import node as nodes
+from node_maintenance.drain import nodes
 from node_maintenance.policy import hooks, line, model, terms
 from node_maintenance.runtime.policies import discovery
 from node_maintenance.runtime.policies.decisions import Decisions
