@@ -303,8 +303,8 @@ def test_waiting_and_the_error_it_ends_with_print_no_escape_sequence(monkeypatch
     cluster = FakeCluster()
     real_create = cluster.create_maintenance
     cluster.create_maintenance = lambda body: real_create({**body, "status": {"phase": "Failed", "lastError": HOSTILE}})  # type: ignore[method-assign]
-    monkeypatch.setattr(cli, "Cluster", lambda *_: cluster)
-    assert cli.main(["start", "n1", "--reason", HOSTILE, "--wait"]) == Exit.NOT_DRAINED
+    monkeypatch.setattr(main, "Cluster", lambda *_: cluster)
+    assert main.main(["start", "n1", "--reason", HOSTILE, "--wait"]) == Exit.NOT_DRAINED
     captured = capsys.readouterr()
     assert not _control_characters(captured.out + captured.err), captured
     assert "Failed: [/x] [bold red]alarm[/]" in captured.err
@@ -317,7 +317,7 @@ def test_a_proxy_url_with_credentials_is_printed_without_them(tmp_path: Path, ca
         "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:6443", "proxy-url": "https://admin:s3cret@proxy.example:3128"}}],
         "users": [{"name": "u", "user": {"token": "t"}}], "contexts": [{"name": "main", "context": {"cluster": "c", "user": "u"}}],
     }))
-    assert cli.main(["status", "--kubeconfig", str(config)]) == Exit.CLUSTER
+    assert main.main(["status", "--kubeconfig", str(config)]) == Exit.CLUSTER
     err = capsys.readouterr().err
     assert "s3cret" not in err and "admin" not in err and "https://***@proxy.example:3128" in err, err
 
