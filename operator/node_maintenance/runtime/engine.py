@@ -120,7 +120,8 @@ class Engine:
         self.node_name: str = first["spec"]["nodeName"]
         self.lease = LeaseKeeper(shared.kube, shared.lease_namespace, self.node_name) if shared.lease_namespace else None
         self.daemonsets = DaemonSetLookup(shared.kube)
-        self.executor = Executor(shared.kube, self.name, shared.version, shared.event, log, self.lease)
+        # Its events name the NodeMaintenance in the version it is worked in.
+        self.executor = Executor(shared.kube, convert(first, f"{api.GROUP}/{HUB}"), shared.version, shared.event, log, self.lease)
         self.log = log
         self.watches = DrainWatches(shared.kube, shared.cordoned, self.node_name, self.wake)
         self.wanted = WatchMode.NOTHING  # what the last step needs
@@ -283,7 +284,7 @@ class Engine:
         for eviction in bookkeeping.counted(decided.removals):  # counted before any await, so concurrent drains see it
             shared.budgets.sent(eviction.budget, eviction.pod)
         stored = {} if reading.foreign else remembered.stored if write else decided.status
-        outcome = await self.executor.run(decided, reading.body, reading.node, remembered.attempts, dict(stored))
+        outcome = await self.executor.run(decided, reading.node, remembered.attempts, dict(stored))
         for eviction in bookkeeping.uncounted(decided.removals, outcome.attempts if not outcome.node_conflict else None):
             shared.budgets.returned(eviction.budget, eviction.pod)
         lease = outcome.lease or decided.lease_seen

@@ -53,34 +53,36 @@ def retry_delay(failures: int, retry_after: float, jitter: float) -> float:
 class Executor:
     """The one place a drain writes to the cluster: it does what a plan says, in the plan's order."""
 
-    def __init__(self, kube: KubeApi, name: str, version: str, event: EventSink, log: logging.LoggerAdapter[logging.Logger],
-                 lease: LeaseKeeper | None = None) -> None:
+    def __init__(self, kube: KubeApi, target: Mapping[str, Any], version: str, event: EventSink,
+                 log: logging.LoggerAdapter[logging.Logger], lease: LeaseKeeper | None = None) -> None:
+        """``target``: the NodeMaintenance this executor works for, as its events name it (``reference``); its node
+        is the one it names."""
         self.kube = kube
         self.lease = lease
-        self.name = name
+        self.target = reference(target)
+        self.name: str = target["metadata"]["name"]
+        self.node_name: str = target["spec"]["nodeName"]
         self.version = version
         self.event = event
         self.log = log
         self._slots = asyncio.Semaphore(MAX_CONCURRENT_REMOVALS)
 
-    async def run(self, plan: Plan, body: dict[str, Any], node: dict[str, Any] | None,
-                  attempts: Mapping[str, Attempt], stored: dict[str, Any]) -> Outcome:
-        """Carry out ``plan`` whole (:func:`whole`); ``stored`` is the status as last written (or as read): an
-        unchanged status is not written again."""
-        return await whole(self._run(plan, body, node, attempts, stored))
+    async def run(self, plan: Plan, node: dict[str, Any] | None, attempts: Mapping[str, Attempt], stored: dict[str, Any]) -> Outcome:
+        """Carry out ``plan`` whole (:func:`whole`) on ``node`` as last seen; ``stored`` is the status as last written
+        (or as read): an unchanged status is not written again."""
+        return await whole(self._run(plan, node, attempts, stored))
 
-    async def _run(self, plan: Plan, body: dict[str, Any], node: dict[str, Any] | None,
-                   attempts: Mapping[str, Attempt], stored: dict[str, Any]) -> Outcome:
+    async def _run(self, plan: Plan, node: dict[str, Any] | None, attempts: Mapping[str, Attempt], stored: dict[str, Any]) -> Outcome:
         lease = await self.lease.write(plan.lease_claim) if self.lease and plan.lease_claim else None
         if plan.node_patch is not None:
             try:
-                await self.kube.patch(node_path(body["spec"]["nodeName"]), plan.node_patch)
+                await self.kube.patch(node_path(self.node_name), plan.node_patch)
             except (Conflict, NotFound):
                 return Outcome(node_conflict=True, lease=lease)
-        if plan.handback is not None and not await self._hand_back(plan.handback, body, node):
+        if plan.handback is not None and not await self._hand_back(plan.handback, node):
             return Outcome(node_conflict=True, lease=lease)
         refused = {job["metadata"]["name"]: await self.create_job(job) for job in plan.jobs}
-        self._post(plan.events, body, node, logged=True)
+        self._post(plan.events, node, logged=True)
         results = await asyncio.gather(*(self._remove(r, attempts.get(r.uid)) for r in plan.removals))
         try:
             written, status_failed = await self._write_status(stored, plan.status), False
@@ -92,15 +94,15 @@ class Executor:
         return Outcome(attempts=dict(zip((r.uid for r in plan.removals), results, strict=True)), lease=lease, refused_jobs=refused,
                        status_written=written, status_failed=status_failed)
 
-    async def hand_back(self, handback: Handback, body: dict[str, Any], node: dict[str, Any] | None) -> bool:
+    async def hand_back(self, handback: Handback, node: dict[str, Any] | None) -> bool:
         """Carry out a hand-back whole (:func:`whole`); False when the node changed under its patch (decide again on
         the fresh node)."""
-        return await whole(self._hand_back(handback, body, node))
+        return await whole(self._hand_back(handback, node))
 
-    async def _hand_back(self, handback: Handback, body: dict[str, Any], node: dict[str, Any] | None) -> bool:
+    async def _hand_back(self, handback: Handback, node: dict[str, Any] | None) -> bool:
         if handback.node_patch is not None:
             try:
-                await self.kube.patch(node_path(body["spec"]["nodeName"]), handback.node_patch)
+                await self.kube.patch(node_path(self.node_name), handback.node_patch)
             except Conflict:
                 return False
         if handback.release_lease and self.lease:
@@ -109,13 +111,13 @@ class Executor:
             self.log.info("removed maintenance")
         if handback.uncordons:
             self.log.info("uncordoned node")
-        self._post(handback.events, body, node, logged=False)
+        self._post(handback.events, node, logged=False)
         return True
 
-    def _post(self, events: Iterable[Event], body: dict[str, Any], node: dict[str, Any] | None, *, logged: bool) -> None:
+    def _post(self, events: Iterable[Event], node: dict[str, Any] | None, *, logged: bool) -> None:
         """Post each event on the node, pod or NodeMaintenance it is about; ``logged``: log the latter too."""
         for event in events:
-            about = _pod_ref(*event.pod) if event.pod else _node_ref(node) if event.on_node and node else body
+            about = _pod_ref(*event.pod) if event.pod else _node_ref(node) if event.on_node and node else self.target
             self.event(about, event.type, event.reason, event.message)
             if logged and not event.on_node and not event.pod:
                 self._log(event)
@@ -204,6 +206,13 @@ async def whole(carrying_out: Coroutine[Any, Any, T]) -> T:
     except asyncio.CancelledError:
         await asyncio.wait([task])
         raise
+
+
+def reference(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """What an event names of the object it is about: its kind, version, name and uid."""
+    meta = obj["metadata"]
+    return {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"),
+            "metadata": {key: meta[key] for key in ("name", "namespace", "uid") if key in meta}}
 
 
 def _pod_ref(namespace: str, name: str, uid: str) -> dict[str, Any]:

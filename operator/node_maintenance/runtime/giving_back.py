@@ -33,7 +33,7 @@ def executor(kube: KubeApi, body: dict[str, Any], version: str, event: EventSink
     """What carries out the hand-back of ``body`` (and a policy's hook before it); the node's remediation Lease is held
     in ``lease_namespace`` (empty: none)."""
     lease = LeaseKeeper(kube, lease_namespace, body["spec"]["nodeName"]) if lease_namespace else None
-    return Executor(kube, body["metadata"]["name"], version, event, log, lease)
+    return Executor(kube, body, version, event, log, lease)
 
 
 async def end(kube: KubeApi, body: dict[str, Any], executor: Executor, active: metrics.Active) -> None:
@@ -42,7 +42,7 @@ async def end(kube: KubeApi, body: dict[str, Any], executor: Executor, active: m
     active.holding(name, False)
     while True:
         node = await kube.get(node_path(node_name))
-        if await executor.hand_back(hand_back(name, node_name, node, executor.lease is not None), body, node):
+        if await executor.hand_back(hand_back(name, node_name, node, executor.lease is not None), node):
             return
 
 

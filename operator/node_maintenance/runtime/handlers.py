@@ -97,8 +97,9 @@ async def maintain(body: kopf.Body, stopped: kopf.DaemonStopped, memo: Memo, nam
     while FINALIZER not in (body["metadata"].get("finalizers") or []):
         if await stopped.wait(FINALIZER_POLL_SECONDS):
             return
+    log = _logger(body)
     # kopf keeps `body` current; the engine reads it through the conversion, which copies it.
-    engine = Engine(memo.shared, lambda: dict(body), _logger(body), exists=lambda holder: holder in names)
+    engine = Engine(memo.shared, lambda: dict(body), log, exists=lambda holder: holder in names)
     memo.engines[name] = Running(engine, asyncio.create_task(engine.run()))
     try:
         await stopped.wait()

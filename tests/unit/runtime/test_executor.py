@@ -30,9 +30,9 @@ def _eviction(name: str) -> str:
 
 def _run(api: FakeApi, plan: Plan, stored: dict[str, Any] | None = None) -> Any:
     events: list[tuple[str, str]] = []
-    executor = Executor(api, "nm", "v1alpha1", lambda obj, type_, reason, message: events.append((obj["kind"], reason)),
+    executor = Executor(api, BODY, "v1alpha1", lambda obj, type_, reason, message: events.append((obj["kind"], reason)),
                         logging.LoggerAdapter(logging.getLogger("test"), {}))
-    outcome = asyncio.run(executor.run(plan, BODY, node("n1", uid="nu"), {}, stored or {}))
+    outcome = asyncio.run(executor.run(plan, node("n1", uid="nu"), {}, stored or {}))
     return outcome, events
 
 
@@ -134,8 +134,8 @@ def test_a_plan_stopped_midway_ends_only_once_the_writes_sent_are_answered() -> 
             return body
 
         api.patch = patch  # type: ignore[method-assign]
-        executor = Executor(api, "nm", "v1alpha1", lambda *_: None, logging.LoggerAdapter(logging.getLogger("test"), {}))
-        carrying_out = asyncio.create_task(executor.run(Plan("Running", dict(STATUS), node_patch={"spec": {}}), BODY, None, {}, {}))
+        executor = Executor(api, BODY, "v1alpha1", lambda *_: None, logging.LoggerAdapter(logging.getLogger("test"), {}))
+        carrying_out = asyncio.create_task(executor.run(Plan("Running", dict(STATUS), node_patch={"spec": {}}), None, {}, {}))
         await sent.wait()
         carrying_out.cancel()
         await asyncio.sleep(0.05)

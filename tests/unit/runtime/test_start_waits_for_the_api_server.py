@@ -30,8 +30,11 @@ def test_crd_read_and_migration_wait_out_an_unreachable_api_server(monkeypatch: 
             raise value
         return value
 
+    running = threading.Event()
+
     def run_kopf(kube: Any, version: str, stop: threading.Event, *_: Any) -> None:
         started.append(version)
+        running.set()
         stop.wait()
 
     monkeypatch.setattr(main, "read_crd", lambda kube: step(reads) if reads else CRD)
@@ -40,7 +43,8 @@ def test_crd_read_and_migration_wait_out_an_unreachable_api_server(monkeypatch: 
     monkeypatch.setattr(main, "MIGRATION_RETRY_SECONDS", 0.05)
 
     async def reconcile() -> bool:
-        holding = asyncio.create_task(asyncio.sleep(2.5))  # leadership ends after a while
+        # Leadership ends once the reconciler runs: however long the retries took, they came first.
+        holding = asyncio.create_task(asyncio.to_thread(running.wait, 15))
         return await main._reconcile(Kube(Credentials(server="https://unused.invalid")), holding, asyncio.Event(), "", "ns")
 
     assert asyncio.run(asyncio.wait_for(reconcile(), 20)) is True
