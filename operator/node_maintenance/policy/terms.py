@@ -86,9 +86,9 @@ def _governed(body: Mapping[str, Any], holds: bool, verdict: Verdict, policy: mo
         return dataclasses.replace(governed, given_back=given_back,
                                    rejoin=wording.waiting_plan(body, Verdict(VerdictKind.WAITING, policy), now))
     if verdict.kind == VerdictKind.CONFLICT:  # taken before the second policy appeared: evict nothing until it is resolved
-        return dataclasses.replace(governed, hold=verdict.message(node_name), hold_failed=True)
+        return dataclasses.replace(governed, hold=wording.message(verdict, node_name), hold_failed=True)
     if holds and verdict.paused:  # windowEnd Pause and no window open: evict nothing until the next opens
-        return dataclasses.replace(governed, hold=verdict.pause(node_name), hold_recheck_in=wording.until(verdict.opens, now))
+        return dataclasses.replace(governed, hold=wording.pause(verdict, node_name), hold_recheck_in=wording.until(verdict.opens, now))
     # Under windowEnd Pause, the drain looks again when the open window closes.
     window = policy.window(now) if policy.window_end == model.WindowEnd.PAUSE else None
     closing = wording.until(window.closes, now) if window else None
@@ -112,4 +112,4 @@ def _unknown(body: Mapping[str, Any], holds: bool, why: str, now: datetime.datet
     verdict = Verdict(VerdictKind.UNKNOWN, why=why)
     if not holds:
         return PolicyTerms(waiting=wording.waiting_plan(body, verdict, now))
-    return PolicyTerms(hold=verdict.message(body["spec"]["nodeName"]), hold_recheck_in=UNKNOWN_RECHECK_SECONDS)
+    return PolicyTerms(hold=wording.message(verdict, body["spec"]["nodeName"]), hold_recheck_in=UNKNOWN_RECHECK_SECONDS)

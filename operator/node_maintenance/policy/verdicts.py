@@ -1,5 +1,5 @@
-"""What the policies decide, as pure values: where each NodeMaintenance stands with them (its verdict, and the words
-its status gives it) and each policy's count, for its status.
+"""What the policies decide, as pure values: where each NodeMaintenance stands with them (its verdict; the words its
+status gives it are ``wording``'s) and each policy's count, for its status.
 
 A maintenance acts on part of its verdict only (``acted_on``): its place in line moves for every maintenance in line
 whenever one is admitted, and waking all of them each time would cost as much as the line is long.
@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from node_maintenance.api import timestamps
 from node_maintenance.policy.model import Policy
 from node_maintenance.policy.windows import WindowState
 
@@ -42,41 +41,6 @@ class Verdict:
     full: str = ""  # the topology domain that keeps it WAITING ("" for the pool-wide limits)
     paused: bool = False  # ADMITTED and holding its node, no window open under windowEnd Pause: evicts nothing
     opens: datetime.datetime | None = None  # when the next window opens, for CLOSED and paused
-
-    def _next(self) -> str:
-        if self.why:
-            return f"its windows cannot be read ({self.why}), so none opens until the policy is fixed"
-        return f"the next opens at {timestamps.rfc3339(self.opens)}" if self.opens else "none opens again"
-
-    def message(self, node_name: str) -> str:
-        if self.kind == VerdictKind.UNKNOWN:
-            return (f"waiting until NodeMaintenancePolicies can be read ({self.why}); node {node_name} is not touched "
-                    "until it is known which policy governs it")
-        if self.kind == VerdictKind.CONFLICT:
-            return (f"node {node_name} is selected by more than one NodeMaintenancePolicy ({', '.join(self.policies)}); "
-                    "change their nodeSelectors so that at most one selects it")
-        if self.kind == VerdictKind.CLOSED and self.policy:
-            return (f"waiting for a maintenance window of NodeMaintenancePolicy {self.policy.name}: {self._next()}; position "
-                    f"{self.position} of {self.queued} in its queue; the node is not touched until then")
-        if self.kind == VerdictKind.WAITING and self.policy and self.position:
-            full = f" ({self.full})" if self.full else ""
-            return (f"waiting for a slot of NodeMaintenancePolicy {self.policy.name}{full}: position {self.position} of "
-                    f"{self.queued} in its queue; the node is not touched until then")
-        if self.kind == VerdictKind.WAITING and self.policy:
-            return (f"the node may be taken now: back in the queue of NodeMaintenancePolicy {self.policy.name}, waiting for a slot; "
-                    "the node is not touched until then")
-        if self.kind == VerdictKind.GIVEN_BACK and self.policy:
-            return (f"slot of NodeMaintenancePolicy {self.policy.name} given back: the node could not be taken (see the other "
-                    "conditions); it is looked at again, and the maintenance rejoins the queue once it may be taken")
-        if self.kind == VerdictKind.ADMITTED and self.policy:
-            return f"slot of NodeMaintenancePolicy {self.policy.name} granted"
-        return "no NodeMaintenancePolicy selects the node"
-
-    def pause(self, node_name: str) -> str:
-        """Why a paused maintenance evicts nothing."""
-        name = self.policy.name if self.policy else ""
-        return (f"paused until the next maintenance window of NodeMaintenancePolicy {name} (windowEnd: Pause): no window is open "
-                f"and {self._next()}; no pod is evicted until then, and node {node_name} stays cordoned")
 
 
 def acted_on(verdict: Verdict | None) -> tuple[Any, ...] | None:

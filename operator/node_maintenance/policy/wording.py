@@ -36,8 +36,8 @@ def queued_condition(verdict: Verdict, node_name: str) -> Condition:
     """The NodeMaintenance's Queued condition."""
     reason = _QUEUED_REASONS.get(verdict.kind)
     if reason is None:
-        return Condition(type=QUEUED, status="False", reason=QueuedReason.SLOT_GRANTED, message=verdict.message(node_name))
-    return Condition(type=QUEUED, status="True", reason=reason, message=verdict.message(node_name))
+        return Condition(type=QUEUED, status="False", reason=QueuedReason.SLOT_GRANTED, message=message(verdict, node_name))
+    return Condition(type=QUEUED, status="True", reason=reason, message=message(verdict, node_name))
 
 
 def hook_condition(hook: str, outcome: hooks.JobOutcome) -> Condition:
@@ -80,3 +80,41 @@ def until(moment: datetime.datetime | None, now: datetime.datetime, sooner_than:
         return sooner_than
     seconds = max(0.0, (moment - now).total_seconds()) + WINDOW_MARGIN_SECONDS
     return seconds if sooner_than is None else min(seconds, sooner_than)
+
+
+def _next(verdict: Verdict) -> str:
+    """When the next window opens, for a verdict in line for one or paused until one."""
+    if verdict.why:
+        return f"its windows cannot be read ({verdict.why}), so none opens until the policy is fixed"
+    return f"the next opens at {timestamps.rfc3339(verdict.opens)}" if verdict.opens else "none opens again"
+
+def message(verdict: Verdict, node_name: str) -> str:
+    """What a verdict means for the maintenance of node ``node_name``, in its status's words."""
+    if verdict.kind == VerdictKind.UNKNOWN:
+        return (f"waiting until NodeMaintenancePolicies can be read ({verdict.why}); node {node_name} is not touched "
+                "until it is known which policy governs it")
+    if verdict.kind == VerdictKind.CONFLICT:
+        return (f"node {node_name} is selected by more than one NodeMaintenancePolicy ({', '.join(verdict.policies)}); "
+                "change their nodeSelectors so that at most one selects it")
+    if verdict.kind == VerdictKind.CLOSED and verdict.policy:
+        return (f"waiting for a maintenance window of NodeMaintenancePolicy {verdict.policy.name}: {_next(verdict)}; position "
+                f"{verdict.position} of {verdict.queued} in its queue; the node is not touched until then")
+    if verdict.kind == VerdictKind.WAITING and verdict.policy and verdict.position:
+        full = f" ({verdict.full})" if verdict.full else ""
+        return (f"waiting for a slot of NodeMaintenancePolicy {verdict.policy.name}{full}: position {verdict.position} of "
+                f"{verdict.queued} in its queue; the node is not touched until then")
+    if verdict.kind == VerdictKind.WAITING and verdict.policy:
+        return (f"the node may be taken now: back in the queue of NodeMaintenancePolicy {verdict.policy.name}, waiting for a slot; "
+                "the node is not touched until then")
+    if verdict.kind == VerdictKind.GIVEN_BACK and verdict.policy:
+        return (f"slot of NodeMaintenancePolicy {verdict.policy.name} given back: the node could not be taken (see the other "
+                "conditions); it is looked at again, and the maintenance rejoins the queue once it may be taken")
+    if verdict.kind == VerdictKind.ADMITTED and verdict.policy:
+        return f"slot of NodeMaintenancePolicy {verdict.policy.name} granted"
+    return "no NodeMaintenancePolicy selects the node"
+
+def pause(verdict: Verdict, node_name: str) -> str:
+    """Why a paused maintenance evicts nothing."""
+    name = verdict.policy.name if verdict.policy else ""
+    return (f"paused until the next maintenance window of NodeMaintenancePolicy {name} (windowEnd: Pause): no window is open "
+            f"and {_next(verdict)}; no pod is evicted until then, and node {node_name} stays cordoned")

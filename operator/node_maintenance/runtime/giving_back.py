@@ -60,7 +60,7 @@ async def before(policies: Policies, body: Mapping[str, Any], executor: Executor
         return
     if len(governing) > 1:
         names = tuple(sorted(p.name for p in governing))
-        message = verdicts.Verdict(verdicts.VerdictKind.CONFLICT, policies=names).message(body["spec"]["nodeName"])
+        message = wording.message(verdicts.Verdict(verdicts.VerdictKind.CONFLICT, policies=names), body["spec"]["nodeName"])
         await _note(body, executor, Condition(wording.HOOK_CONDITIONS[hooks.POST_MAINTENANCE], "False", model.QueuedReason.POLICY_CONFLICT, message))
         raise kopf.TemporaryError(message, delay=HOOK_RECHECK_SECONDS[hooks.JobState.FAILED])
     policy = governing[0]

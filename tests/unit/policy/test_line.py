@@ -150,7 +150,7 @@ def test_a_node_selected_by_two_policies_is_a_conflict_for_both_and_its_maintena
     policies = [a_policy("pool"), a_policy("zone", {"matchLabels": {"zone": "z1"}})]
     decision = line.decide(policies, node_list, [an_nm("m", "n0", created=at(1)), an_nm("ok", "n1", created=at(2))], now=NOW)
     assert decision.verdicts["m"].kind == VerdictKind.CONFLICT and decision.verdicts["m"].policies == ("pool", "zone")
-    assert "pool, zone" in decision.verdicts["m"].message("n0") and "nodeSelectors" in decision.verdicts["m"].message("n0")
+    assert "pool, zone" in wording.message(decision.verdicts["m"], "n0") and "nodeSelectors" in wording.message(decision.verdicts["m"], "n0")
     assert decision.verdicts["ok"].kind == VerdictKind.ADMITTED
     assert decision.summaries["pool"].conflicts == decision.summaries["zone"].conflicts == (("n0", ("pool", "zone")),)
     status = policy_status.policy_status({}, decision.summaries["zone"], 1, "2026-01-01T12:00:00Z")
@@ -288,7 +288,7 @@ def test_windows_that_cannot_be_read_never_open_and_the_policy_says_which_field_
     policy = a_policy(windows=[*NIGHTLY, {"schedule": "0 1 * * *", "duration": "1h", "timeZone": "Mars/Olympus"}])
     decision = line.decide([policy], [a_node("n0")], [an_nm("m0", "n0", created=at(0))], now=AT_NIGHT)
     assert decision.verdicts["m0"].kind == VerdictKind.CLOSED
-    assert 'its windows cannot be read (spec.windows[1].timeZone: "Mars/Olympus" is not an IANA time zone' in decision.verdicts["m0"].message("n0")
+    assert 'its windows cannot be read (spec.windows[1].timeZone: "Mars/Olympus" is not an IANA time zone' in wording.message(decision.verdicts["m0"], "n0")
     status = policy_status.policy_status({}, decision.summaries["p"], 1, "2026-01-01T23:00:00Z")
     condition = next(c for c in status["conditions"] if c["type"] == policy_status.INVALID_WINDOWS)
     assert (condition["status"], condition["reason"]) == ("True", "UnreadableWindow")
@@ -321,7 +321,7 @@ def test_a_full_domain_keeps_only_its_own_later_maintenances_waiting() -> None:
     decision = line.decide([a_policy(topologyLimits=[{"topologyKey": "zone", "maxParallel": 1}])], node_list, nms, now=NOW)
     assert _kinds(decision) == {"m-a1": (VerdictKind.ADMITTED, 0), "m-a2": (VerdictKind.WAITING, 1), "m-b1": (VerdictKind.ADMITTED, 0),
                                 "m-b2": (VerdictKind.WAITING, 2), "m-c1": (VerdictKind.ADMITTED, 0)}
-    assert decision.verdicts["m-a2"].message("a2") == ("waiting for a slot of NodeMaintenancePolicy p (topology domain zone=a is full: "
+    assert wording.message(decision.verdicts["m-a2"], "a2") == ("waiting for a slot of NodeMaintenancePolicy p (topology domain zone=a is full: "
                                                       "maxParallel 1 of its 2 nodes in maintenance): position 1 of 2 in its queue; "
                                                       "the node is not touched until then")
 
