@@ -91,7 +91,7 @@ def decide(policies: Iterable[model.Policy], node_list: Iterable[Mapping[str, An
         granted = {m["metadata"]["name"] for m in waiting if m["metadata"]["name"] in admitted and not model.gave_back(m)}
         still = set((recovering or {}).get(policy.name, ())) - held  # a node taken again counts once, as held
         used, out = len(held) + len(still) + len(granted), len(down) + sum(adds[name] for name in granted)
-        for recovering_node in still & by_node.keys():  # its slot is in use in its domains too
+        for recovering_node in still & by_node.keys():  # its slot is in use in its domains too, those that still exist
             domains.take(by_node[recovering_node], 0)
         for m in waiting:
             if m["metadata"]["name"] in granted:
@@ -167,7 +167,11 @@ class _Domains:
         return ""
 
     def take(self, node: Mapping[str, Any], adds: int) -> None:
+        """A slot of ``node`` in use in its domains: only those some selected node is in (a recovering node that left
+        the pool may be alone in its label's value, a domain no more)."""
         for _, domain in self._of(node):
+            if domain not in self.size:
+                continue
             self.used[domain] += 1
             self.out[domain] += adds
 

@@ -366,3 +366,21 @@ def test_a_slot_granted_before_counts_in_its_domain() -> None:
     nms = [an_nm("m-a1", "a1", created=at(0)), an_nm("m-a0", "a0", created=at(1))]
     decision = line.decide([a_policy(topologyLimits=[{"topologyKey": "zone", "maxParallel": 1}])], node_list, nms, admitted={"m-a0"}, now=NOW)
     assert _kinds(decision) == {"m-a1": (VerdictKind.WAITING, 1), "m-a0": (VerdictKind.ADMITTED, 0)}
+
+
+def test_a_recovering_node_that_left_the_pool_keeps_its_slot_and_its_domain_only_while_the_domain_exists() -> None:
+    # c1 was given back and its workloads are not healthy yet (waitForHealthy); it then left pool a, where it was alone
+    # in zone c. Its slot stays in use pool-wide, zone c is gone, and the decision goes on for every policy.
+    left = a_node("c1", labels={"pool": "b", "zone": "c"})
+    node_list = [zoned("a1", "a"), zoned("a2", "a"), left, a_node("b1", labels={"pool": "b"})]
+    nms = [an_nm("m-a1", "a1", created=at(0)), an_nm("m-b1", "b1", created=at(1))]
+    other = a_policy("q", {"matchLabels": {"pool": "b"}})
+    zones = [{"topologyKey": "zone", "maxParallel": 1}]
+    decision = line.decide([a_policy(maxParallel=2, topologyLimits=zones), other], node_list, nms, recovering={"p": ["c1"]}, now=NOW)
+    assert _kinds(decision) == {"m-a1": (VerdictKind.ADMITTED, 0), "m-b1": (VerdictKind.ADMITTED, 0)}
+    full = line.decide([a_policy(maxParallel=1, topologyLimits=zones), other], node_list, nms, recovering={"p": ["c1"]}, now=NOW)
+    assert _kinds(full) == {"m-a1": (VerdictKind.WAITING, 1), "m-b1": (VerdictKind.ADMITTED, 0)}
+    # In a zone that still holds selected nodes, it keeps its slot there too.
+    moved = [*node_list[:2], a_node("c1", labels={"pool": "b", "zone": "a"}), node_list[3]]
+    in_zone_a = line.decide([a_policy(maxParallel=2, topologyLimits=zones), other], moved, nms, recovering={"p": ["c1"]}, now=NOW)
+    assert _kinds(in_zone_a) == {"m-a1": (VerdictKind.WAITING, 1), "m-b1": (VerdictKind.ADMITTED, 0)}
