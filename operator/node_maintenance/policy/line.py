@@ -22,6 +22,7 @@ granted meanwhile to another, which may be taking its node at that moment.
 from __future__ import annotations
 
 import datetime
+import re
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
@@ -31,9 +32,16 @@ from node_maintenance.policy import hooks, model, windows
 from node_maintenance.policy.verdicts import Decision, Summary, Verdict, VerdictKind
 
 
-def _order(maintenance: Mapping[str, Any]) -> tuple[str, str]:
+def _order(maintenance: Mapping[str, Any]) -> tuple[str, tuple[str | int, ...], str]:
+    """Creation order; the API stamps creation to the second, so maintenances created together (w-9, w-10) go in the
+    order their names count, digit runs read as numbers, and then by name (w-09 before w-9)."""
     meta = maintenance["metadata"]
-    return meta.get("creationTimestamp") or "", meta["name"]
+    return meta.get("creationTimestamp") or "", _natural(meta["name"]), meta["name"]
+
+
+def _natural(name: str) -> tuple[str | int, ...]:
+    """``name`` as text and numbers in turn: text at even places, numbers at odd ones, so any two compare."""
+    return tuple(int(part) if i % 2 else part for i, part in enumerate(re.split(r"(\d+)", name)))
 
 
 def decide(policies: Iterable[model.Policy], node_list: Iterable[Mapping[str, Any]], maintenances: Iterable[Mapping[str, Any]],

@@ -81,6 +81,16 @@ def test_slots_go_in_creation_order_and_the_rest_wait_in_line() -> None:
     assert decision.summaries["p"].queue == ("d", "b", "a")
 
 
+def test_creation_time_ties_go_by_the_name_s_numbers_then_by_name() -> None:
+    # Created within the same second: w-2b and w-9 were meant before w-10; w-09 and w-9, of the same number, go by name.
+    node_list = [a_node(f"n{i}") for i in range(5)]
+    nms = [an_nm("w-10", "n0", created=at(1)), an_nm("w-9", "n1", created=at(1)), an_nm("w-09", "n2", created=at(1)),
+           an_nm("w-2b", "n3", created=at(1)), an_nm("a", "n4", created=at(2))]
+    decision = line.decide([a_policy(maxParallel=1)], node_list, nms, now=NOW)
+    assert decision.summaries["p"].queue == ("w-09", "w-9", "w-10", "a")
+    assert decision.verdicts["w-2b"].kind == VerdictKind.ADMITTED
+
+
 def test_maintenances_holding_their_node_keep_their_slot_and_count() -> None:
     node_list = [a_node("n0", holder="late", unschedulable=True), a_node("n1"), a_node("n2")]
     nms = [an_nm("early", "n1", created=at(1)), an_nm("late", "n0", created=at(9)), an_nm("middle", "n2", created=at(5))]
