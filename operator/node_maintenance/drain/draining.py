@@ -8,8 +8,9 @@ Pods without a budget go at once; refused or failed ones are tried again at thei
 
 Escalation (spec.drain.escalation, opt-in): from a step's afterSeconds past drainStartTime on, the pods eviction has not
 removed are deleted instead, bypassing their budgets (ForceDeletePods: with grace period 0, those still terminating
-too), never a mirror or a DaemonSet pod; status.escalatedPods names each once. onTimeout HandBack ends a drain at its
-timeout with the hand-back a deletion does (``drain.handback``).
+too), never a mirror or a DaemonSet pod, nor one the drain rules hold (a later order, WaitCompleted, an annotation that
+protects it); status.escalatedPods names each once. onTimeout HandBack ends a drain at its timeout with the hand-back a
+deletion does (``drain.handback``).
 """
 
 from __future__ import annotations
@@ -174,6 +175,7 @@ class Step:
 
     removals: list[Removal] = field(default_factory=list)
     blocked: dict[str, str] = field(default_factory=dict)  # pod ref -> budget holding it
+    held: set[str] = field(default_factory=set)  # uids of the pods the drain rules hold (a later order, WaitCompleted, misannotated)
     errors: dict[str, str] = field(default_factory=dict)  # pod ref -> last error
     recheck_in: float | None = None
 
@@ -198,6 +200,7 @@ def removals(m: Maintenance, to_go: list[Facts], coverage: budgets.Coverage, now
         if pod.leaving:
             continue  # on its way out
         if pod.uid in held:  # a later order, or a pod left to complete by itself
+            step.held.add(pod.uid)
             if held[pod.uid]:
                 step.errors[pod.ref] = held[pod.uid]
             continue
@@ -245,12 +248,13 @@ def _removal(m: Maintenance, pod: Facts, budget: str | None, version: str = "") 
 def deletions(m: Maintenance, stage: Escalation, to_go: list[Facts], step: Step, attempts: Mapping[str, Attempt],
               clock: float, escalated: list[dict[str, Any]]) -> list[Removal]:
     """The pods ``stage`` deletes now: those the drain waits for that eviction has not removed and no eviction goes for in
-    this step (for ForceDeletePods, those still terminating too), never a mirror or a DaemonSet pod. A pod already
-    deleted by this stage is not deleted again, unless that deletion failed (then at its retry time)."""
+    this step (for ForceDeletePods, those still terminating too), never a mirror or a DaemonSet pod, nor one the drain
+    rules hold (``step.held``: the ladder bypasses budgets, never the rules). A pod already deleted by this stage is not
+    deleted again, unless that deletion failed (then at its retry time)."""
     going = {r.uid for r in step.removals}
     chosen = []
     for pod in to_go:
-        if pod.uid in going or pod.finished or not pods.escalable(pod.pod):
+        if pod.uid in going or pod.uid in step.held or pod.finished or not pods.escalable(pod.pod):
             continue
         attempt = attempts.get(pod.uid)
         meta = pod.pod["metadata"]

@@ -61,6 +61,11 @@ def started(seconds_ago: int, **stored: Any) -> dict[str, Any]:
 DELETED = "pod app/web-0 deleted by escalation DeletePods 30s after the drain started, bypassing PodDisruptionBudget app/web"
 BATCH = Rule.of({"podSelector": {"matchLabels": {"app": "batch"}}, "behavior": "WaitCompleted"})
 LAST = Rule.of({"podSelector": {"matchLabels": {"app": "db"}}, "order": 10})
+KEEP = Rule.of({"podSelector": {"matchLabels": {"app": "keep"}}, "behavior": "Skip"})
+BATCH_0, DB_0 = scene_pod("batch-0", labels={"app": "batch"}), scene_pod("db-0", labels={"app": "db"})
+MISSPELT = scene_pod("misspelt-0", annotations={"nodemaintenance.kubevirt.io/drain": "skp"})
+DB_BUDGET = budget("db", namespace="app", generation=2, resource_version="1", labels={"app": "db"}, observed=2, healthy=1, desired=1,
+                   expected=1, allowed=0)
 LADDER_ROWS = [
     row("nothing is deleted before the first step, and the drain wakes at its time",
         (scene(maintenance(started(10), escalation=LADDER), pods=[WEB], budgets=[zero_budget()]),
@@ -98,11 +103,17 @@ LADDER_ROWS = [
                            escalation=LADDER), pods=[WEB], budgets=[zero_budget()],
                attempts={"uid-web-0": Attempt(not_before=NOW.timestamp() - 1, error="removal failed: boom", failures=1)}),
          shows(escalated=[("web-0", DELETE_PODS, None, "app/web")], events=[], escalated_names=[("web-0", DELETE_PODS)]))),
-    row("pods the drain rules hold back are escalated too",
-        # docs/troubleshooting.md: a later order and WaitCompleted are deleted at the step's time as well.
-        (scene(maintenance(started(30), escalation=LADDER, terms=policy_terms(rules=(BATCH, LAST))),
-               pods=[scene_pod("batch-0", labels={"app": "batch"}), scene_pod("db-0", labels={"app": "db"}), WEB], budgets=[zero_budget()]),
-         shows(escalated=[("batch-0", DELETE_PODS, None, None), ("db-0", DELETE_PODS, None, None), ("web-0", DELETE_PODS, None, "app/web")]))),
+    row("pods the drain rules keep, wait for or hold for a later order are never escalated",
+        # The ladder bypasses budgets, not the rules: a Skip pod stays, a WaitCompleted one and one whose annotation is
+        # neither skip nor wait-completed are left alone, at every step; a later order's pod waits for its turn.
+        (scene(maintenance(started(61), escalation=LADDER, terms=policy_terms(rules=(BATCH, LAST, KEEP))),
+               pods=[BATCH_0, DB_0, scene_pod("keep-0", labels={"app": "keep"}), MISSPELT, WEB], budgets=[zero_budget()]),
+         shows(escalated=[("web-0", FORCE_DELETE_PODS, 0, "app/web")], escalated_names=[("web-0", FORCE_DELETE_PODS)],
+               error=Text("batch-0 is left to complete by itself", "'skp' is neither skip nor wait-completed"))),
+        # Once web-0 is gone, db-0's order comes, and with it the ladder, past its budget; the others are still left alone.
+        (again(pods=[BATCH_0, DB_0, MISSPELT], budgets=[zero_budget(), DB_BUDGET],
+               now=NOW + datetime.timedelta(seconds=5)),
+         shows(escalated=[("db-0", FORCE_DELETE_PODS, 0, "app/db")], evicted=[]))),
     row("the steps count from drainStartTime: time spent in the queue does not count",
         # Waiting for its slot for an hour, it takes its node now: the first step comes 30 s from now.
         (scene(maintenance({"phase": "Pending", "lastError": ""}, escalation=LADDER), node=scene_node(), pods=[WEB], budgets=[zero_budget()]),
