@@ -10,7 +10,8 @@ Escalation (spec.drain.escalation, opt-in): from a step's afterSeconds past drai
 removed are deleted instead, bypassing their budgets (ForceDeletePods: with grace period 0, those still terminating
 too), never a mirror or a DaemonSet pod, nor one the drain rules hold (a later order, WaitCompleted, an annotation that
 protects it); status.escalatedPods names each once. onTimeout HandBack ends a drain at its timeout with the hand-back a
-deletion does (``drain.handback``).
+deletion does (``drain.handback``). Both end with the drain: once it has succeeded, pods that land on the node later are
+evicted, paced by their budgets, never escalated nor timed out (``status.drained_once``).
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ class Scene:
     to_evict: int
     attempts: Mapping[str, Attempt]
     in_flight: Mapping[str, budgets.InFlight]
+    # The drain has succeeded before: the pods to go came later, and the timeout and the ladder no longer apply.
+    drained: bool
 
     @classmethod
     def of(cls, m: Maintenance, taken: Taken, index: PodIndex, coverage: budgets.Coverage, now: datetime.datetime, *,
@@ -56,7 +59,7 @@ class Scene:
         return cls(maintenance=m, taken=taken, index=index, coverage=coverage, to_go=to_go, now=now,
                    started=timestamps.parse(started_text) if started_text else now,
                    total=previous["totalpods"] if keep else len(index), to_evict=previous["evictionPods"] if keep else len(to_go),
-                   attempts=attempts, in_flight=in_flight)
+                   attempts=attempts, in_flight=in_flight, drained=status.drained_once(previous))
 
     @property
     def elapsed(self) -> float:
@@ -75,7 +78,7 @@ def drain(scene: Scene) -> Plan:
         told = (_event(events.Type.NORMAL, "SucceedMaintenance", f"node {m.node_name} drained"),) if done else ()
         return _holding(scene, status.Phase.SUCCEEDED, _status(scene, status.Phase.SUCCEEDED, "", []), scene.taken.events + told,
                         drained_after=scene.elapsed if done else None)
-    if m.timeout and scene.elapsed > m.timeout:
+    if m.timeout and scene.elapsed > m.timeout and not scene.drained:
         return _timed_out(scene)
     if m.terms.hold:  # the policy holds the drain (its preDrain Job, a conflict, a window's end): nothing is evicted
         phase = status.Phase.FAILED if m.terms.hold_failed else status.Phase.RUNNING
@@ -108,19 +111,20 @@ def _running(scene: Scene) -> Plan:
     step = removals(m, scene.to_go, scene.coverage, scene.now, scene.attempts, scene.in_flight)
     escalated: list[dict[str, Any]] = list(m.status.get("escalatedPods") or [])
     told = list(scene.taken.events)
-    stage = next((s for s in reversed(m.escalation) if scene.elapsed >= s.after), None)
+    ladder = () if scene.drained else m.escalation
+    stage = next((s for s in reversed(ladder) if scene.elapsed >= s.after), None)
     if stage is not None:
         for removal in deletions(m, stage, scene.to_go, step, scene.attempts, scene.now.timestamp(), escalated):
             step.removals.append(removal)
             if not _recorded(escalated, removal.namespace, removal.name, stage.action):
                 escalated.append(_escalated(removal, scene.now))
                 told.extend(_escalation_events(removal, stage))
-    upcoming = next((s for s in m.escalation if scene.elapsed < s.after), None)
+    upcoming = next((s for s in ladder if scene.elapsed < s.after), None)
     if upcoming is not None:  # nothing is deleted before its time, and the drain wakes then
         step.wake_in(upcoming.after - scene.elapsed)
     if m.terms.hold_recheck_in is not None:
         step.wake_in(m.terms.hold_recheck_in)
-    if m.timeout:
+    if m.timeout and not scene.drained:
         step.wake_in(m.timeout - scene.elapsed + 1)
     entries, deadlocks = _blocked_by(scene, step.removals, step.blocked)
     return _holding(scene, status.Phase.RUNNING, _status(scene, status.Phase.RUNNING, step.text(), entries, escalated), (*told, *deadlocks),
@@ -145,7 +149,7 @@ def _status(scene: Scene, phase: status.Phase, error: str, entries: list[dict[st
     kept = list(previous.get("escalatedPods") or []) if escalated is None else list(escalated)
     built = status.build({**previous, "escalatedPods": kept}, phase=phase, total=scene.total, eviction_pods=scene.to_evict,
                          pending=scene.pending, last_error=error, generation=m.generation, now=moment,
-                         drain_started=timestamps.rfc3339(scene.started), blocking_budgets=entries)
+                         drain_started=timestamps.rfc3339(scene.started), blocking_budgets=entries, late=scene.drained)
     lease = (remediation.condition(scene.taken.lease_state),) if scene.taken.lease_state is not None else ()
     built["conditions"] = conditions.with_conditions(built["conditions"], m.terms.conditions + lease + also, generation=m.generation, now=moment)
     if m.terms.records_evicted:

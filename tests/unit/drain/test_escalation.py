@@ -149,8 +149,37 @@ ON_TIMEOUT_ROWS = [
          shows(handback=None, holds=True, error=Text("stays cordoned"), timed_out=False))),
 ]
 
+# A drain that has succeeded is over for its timeout and its ladder: a pod bound to the node later (started two
+# minutes ago, past any timeout or step below) is evicted through the Eviction API, its budget asked; the phase is
+# Running while it leaves, and Succeeded again after.
+LATE = scene_pod("late", owner=None)
+LATE_ROWS = [
+    row("a pod that lands after the drain succeeded never makes onTimeout HandBack give the node back",
+        (scene(maintenance(started(120), timeout=60, on_timeout=OnTimeout.HAND_BACK)), shows(phase=status.Phase.SUCCEEDED, holds=True)),
+        (again(pods=[LATE], now=NOW + datetime.timedelta(seconds=30)),
+         shows(phase=status.Phase.RUNNING, holds=True, handback=None, timed_out=False, removals=(scene_removal("late"),),
+               conditions={"Drained": ("False", "LatePods")}, recheck=None)),
+        (again(pods=[], now=NOW + datetime.timedelta(seconds=40)),
+         shows(phase=status.Phase.SUCCEEDED, holds=True, handback=None, conditions={"Drained": ("True", "Drained")}))),
+    row("a pod that lands after the drain succeeded is evicted, and the maintenance does not turn Failed",
+        (scene(maintenance(started(120), timeout=60)), shows(phase=status.Phase.SUCCEEDED)),
+        (again(pods=[LATE]), shows(phase=status.Phase.RUNNING, holds=True, error="", removals=(scene_removal("late"),), events=[])),
+        # Held by its policy meanwhile (a second policy selects the node), then let go: still no timeout.
+        (again(terms=policy_terms(hold="a conflict", hold_failed=True)), shows(phase=status.Phase.FAILED, removals=(), error="a conflict")),
+        (again(terms=policy_terms()), shows(phase=status.Phase.RUNNING, removals=(scene_removal("late"),),
+                                             conditions={"Drained": ("False", "LatePods")})),
+        (again(pods=[]), shows(phase=status.Phase.SUCCEEDED, events=[(False, events.Type.NORMAL, "SucceedMaintenance")]))),
+    row("a pod that lands after the drain succeeded is never escalated: its budget paces it",
+        (scene(maintenance(started(120), escalation=LADDER)), shows(phase=status.Phase.SUCCEEDED)),
+        (again(pods=[WEB], budgets=[zero_budget()]),
+         shows(phase=status.Phase.RUNNING, removals=(), escalated_pods=None, recheck=None,
+               error="app/web-0 waits on PodDisruptionBudget app/web")),
+        (again(budgets=[zero_budget(allowed=1, resource_version="2")]),
+         shows(removals=(scene_removal("web-0", budget="app/web", budget_version="2"),), escalated_pods=None))),
+]
 
-@pytest.mark.parametrize("steps", [*LADDER_ROWS, *ON_TIMEOUT_ROWS])
+
+@pytest.mark.parametrize("steps", [*LADDER_ROWS, *ON_TIMEOUT_ROWS, *LATE_ROWS])
 def test_a_drain_that_does_not_finish(steps: list[tuple[Scene | Again, dict[str, Any]]]) -> None:
     for shown, expected in outcomes(steps):
         assert shown == expected
@@ -195,6 +224,8 @@ def test_plan_escalation_names_the_pods_each_step_would_delete_and_when() -> Non
         {"action": FORCE_DELETE_PODS, "afterSeconds": 60, "at": ago(-50),
          "pods": [{"namespace": "app", "name": "web-0", "gracePeriodSeconds": 0, "budget": "app/web"}]},
     ]
+    drained = plan.escalation({**body, "status": {"phase": status.Phase.SUCCEEDED, "drainStartTime": ago(10)}}, [WEB], [zero_budget()], None, NOW)
+    assert [step["pods"] for step in drained] == [[], []]  # over once the drain has succeeded: a late pod is only evicted
     would_be = plan.escalation(nm(drain={"escalation": [{"afterSeconds": 30, "action": DELETE_PODS}]}), [WEB], [zero_budget()], None, NOW)
     assert would_be[0]["at"] is None and [p["name"] for p in would_be[0]["pods"]] == ["web-0"]
     document = {**plan.build("n1", [WEB], [zero_budget()], [WEB]), "escalation": ladder}
