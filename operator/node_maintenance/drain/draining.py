@@ -8,8 +8,10 @@ Pods without a budget go at once; refused or failed ones are tried again at thei
 
 Escalation (spec.drain.escalation, opt-in): from a step's afterSeconds past drainStartTime on, the pods eviction has not
 removed are deleted instead, bypassing their budgets (ForceDeletePods: with grace period 0, those still terminating
-too), never a mirror or a DaemonSet pod; status.escalatedPods names each once. onTimeout HandBack ends a drain at its
-timeout with the hand-back a deletion does (``drain.handback``).
+too), never a mirror or a DaemonSet pod, nor one the drain rules hold (a later order, WaitCompleted, an annotation that
+protects it); status.escalatedPods names each once. onTimeout HandBack ends a drain at its timeout with the hand-back a
+deletion does (``drain.handback``). Both end with the drain: once it has succeeded, pods that land on the node later are
+evicted, paced by their budgets, never escalated nor timed out (``status.drained_once``).
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ class Scene:
     to_evict: int
     attempts: Mapping[str, Attempt]
     in_flight: Mapping[str, budgets.InFlight]
+    # The drain has succeeded before: the pods to go came later, and the timeout and the ladder no longer apply.
+    drained: bool
 
     @classmethod
     def of(cls, m: Maintenance, taken: Taken, index: PodIndex, coverage: budgets.Coverage, now: datetime.datetime, *,
@@ -55,7 +59,7 @@ class Scene:
         return cls(maintenance=m, taken=taken, index=index, coverage=coverage, to_go=to_go, now=now,
                    started=timestamps.parse(started_text) if started_text else now,
                    total=previous["totalpods"] if keep else len(index), to_evict=previous["evictionPods"] if keep else len(to_go),
-                   attempts=attempts, in_flight=in_flight)
+                   attempts=attempts, in_flight=in_flight, drained=status.drained_once(previous))
 
     @property
     def elapsed(self) -> float:
@@ -74,7 +78,7 @@ def drain(scene: Scene) -> Plan:
         told = (_event(events.Type.NORMAL, "SucceedMaintenance", f"node {m.node_name} drained"),) if done else ()
         return _holding(scene, status.Phase.SUCCEEDED, _status(scene, status.Phase.SUCCEEDED, "", []), scene.taken.events + told,
                         drained_after=scene.elapsed if done else None)
-    if m.timeout and scene.elapsed > m.timeout:
+    if m.timeout and scene.elapsed > m.timeout and not scene.drained:
         return _timed_out(scene)
     if m.terms.hold:  # the policy holds the drain (its preDrain Job, a conflict, a window's end): nothing is evicted
         phase = status.Phase.FAILED if m.terms.hold_failed else status.Phase.RUNNING
@@ -107,19 +111,20 @@ def _running(scene: Scene) -> Plan:
     step = removals(m, scene.to_go, scene.coverage, scene.now, scene.attempts, scene.in_flight)
     escalated: list[dict[str, Any]] = list(m.status.get("escalatedPods") or [])
     told = list(scene.taken.events)
-    stage = next((s for s in reversed(m.escalation) if scene.elapsed >= s.after), None)
+    ladder = () if scene.drained else m.escalation
+    stage = next((s for s in reversed(ladder) if scene.elapsed >= s.after), None)
     if stage is not None:
         for removal in deletions(m, stage, scene.to_go, step, scene.attempts, scene.now.timestamp(), escalated):
             step.removals.append(removal)
             if not _recorded(escalated, removal.namespace, removal.name, stage.action):
                 escalated.append(_escalated(removal, scene.now))
                 told.extend(_escalation_events(removal, stage))
-    upcoming = next((s for s in m.escalation if scene.elapsed < s.after), None)
+    upcoming = next((s for s in ladder if scene.elapsed < s.after), None)
     if upcoming is not None:  # nothing is deleted before its time, and the drain wakes then
         step.wake_in(upcoming.after - scene.elapsed)
     if m.terms.hold_recheck_in is not None:
         step.wake_in(m.terms.hold_recheck_in)
-    if m.timeout:
+    if m.timeout and not scene.drained:
         step.wake_in(m.timeout - scene.elapsed + 1)
     entries, deadlocks = _blocked_by(scene, step.removals, step.blocked)
     return _holding(scene, status.Phase.RUNNING, _status(scene, status.Phase.RUNNING, step.text(), entries, escalated), (*told, *deadlocks),
@@ -144,7 +149,7 @@ def _status(scene: Scene, phase: status.Phase, error: str, entries: list[dict[st
     kept = list(previous.get("escalatedPods") or []) if escalated is None else list(escalated)
     built = status.build({**previous, "escalatedPods": kept}, phase=phase, total=scene.total, eviction_pods=scene.to_evict,
                          pending=scene.pending, last_error=error, generation=m.generation, now=moment,
-                         drain_started=timestamps.rfc3339(scene.started), blocking_budgets=entries)
+                         drain_started=timestamps.rfc3339(scene.started), blocking_budgets=entries, late=scene.drained)
     lease = (remediation.condition(scene.taken.lease_state),) if scene.taken.lease_state is not None else ()
     built["conditions"] = conditions.with_conditions(built["conditions"], m.terms.conditions + lease + also, generation=m.generation, now=moment)
     if m.terms.records_evicted:
@@ -174,6 +179,7 @@ class Step:
 
     removals: list[Removal] = field(default_factory=list)
     blocked: dict[str, str] = field(default_factory=dict)  # pod ref -> budget holding it
+    held: set[str] = field(default_factory=set)  # uids of the pods the drain rules hold (a later order, WaitCompleted, misannotated)
     errors: dict[str, str] = field(default_factory=dict)  # pod ref -> last error
     recheck_in: float | None = None
 
@@ -198,6 +204,7 @@ def removals(m: Maintenance, to_go: list[Facts], coverage: budgets.Coverage, now
         if pod.leaving:
             continue  # on its way out
         if pod.uid in held:  # a later order, or a pod left to complete by itself
+            step.held.add(pod.uid)
             if held[pod.uid]:
                 step.errors[pod.ref] = held[pod.uid]
             continue
@@ -245,12 +252,13 @@ def _removal(m: Maintenance, pod: Facts, budget: str | None, version: str = "") 
 def deletions(m: Maintenance, stage: Escalation, to_go: list[Facts], step: Step, attempts: Mapping[str, Attempt],
               clock: float, escalated: list[dict[str, Any]]) -> list[Removal]:
     """The pods ``stage`` deletes now: those the drain waits for that eviction has not removed and no eviction goes for in
-    this step (for ForceDeletePods, those still terminating too), never a mirror or a DaemonSet pod. A pod already
-    deleted by this stage is not deleted again, unless that deletion failed (then at its retry time)."""
+    this step (for ForceDeletePods, those still terminating too), never a mirror or a DaemonSet pod, nor one the drain
+    rules hold (``step.held``: the ladder bypasses budgets, never the rules). A pod already deleted by this stage is not
+    deleted again, unless that deletion failed (then at its retry time)."""
     going = {r.uid for r in step.removals}
     chosen = []
     for pod in to_go:
-        if pod.uid in going or pod.finished or not pods.escalable(pod.pod):
+        if pod.uid in going or pod.uid in step.held or pod.finished or not pods.escalable(pod.pod):
             continue
         attempt = attempts.get(pod.uid)
         meta = pod.pod["metadata"]

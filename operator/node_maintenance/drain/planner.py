@@ -7,7 +7,7 @@ situation a drain meets is a table row in the unit tests.
 
 A step first takes the node (``taking``: the checks at takeover, the Lease, the node's patch), then drains it
 (``draining``: the removals, paced by budgets, the escalation ladder, the timeout and the status). A maintenance
-that onTimeout HandBack ended plans nothing ever again.
+that onTimeout HandBack ended plans nothing ever again; one whose drain has succeeded has no timeout or ladder any more.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from node_maintenance.coordination import quorum, remediation
-from node_maintenance.drain import draining, taking
+from node_maintenance.drain import draining, status, taking
 from node_maintenance.drain.budgets import Coverage, InFlight
 from node_maintenance.drain.plans import Attempt, Escalation, Maintenance, Plan, Removal
 from node_maintenance.drain.podindex import PodIndex
@@ -62,12 +62,14 @@ def plan(
 def escalations(m: Maintenance, node_pods: list[dict[str, Any]], budgets: list[dict[str, Any]], started: datetime.datetime, *,
                 daemonsets: Mapping[str, bool] | None = None) -> list[tuple[Escalation, datetime.datetime, tuple[Removal, ...]]]:
     """What each escalation step of ``m`` deletes, and when (``started``: the drain's start), were the pods and the
-    budgets to stay as they are now: the plan's own choice at each step's time (``kubectl nm plan --escalation``)."""
+    budgets to stay as they are now: the plan's own choice at each step's time (``kubectl nm plan --escalation``); nothing,
+    once the drain has succeeded."""
     coverage = Coverage(budgets)
+    over = status.drained_once(m.status)
     to_go = PodIndex.of(node_pods).facts(m.selector, m.terms.rules, daemonsets or {}, coverage)
     ladder = []
     for stage in m.escalation:
         at = started + datetime.timedelta(seconds=stage.after)
         step = draining.removals(m, to_go, coverage, at, {}, {})
-        ladder.append((stage, at, tuple(draining.deletions(m, stage, to_go, step, {}, at.timestamp(), []))))
+        ladder.append((stage, at, () if over else tuple(draining.deletions(m, stage, to_go, step, {}, at.timestamp(), []))))
     return ladder

@@ -21,11 +21,21 @@ class Phase(enum.StrEnum):
 
 # The condition of a maintenance its timeout ended by giving the node back (spec.drain.onTimeout HandBack).
 TIMED_OUT, HANDED_BACK = "TimedOut", "HandedBack"
+# The reason Drained is False once the node was drained and pods bound to it later are still to leave.
+LATE_PODS = "LatePods"
 
 
 def timed_out(status: Mapping[str, Any]) -> bool:
     """Whether onTimeout HandBack ended this maintenance: it holds nothing and never takes its node again."""
     return any(c.get("type") == TIMED_OUT and c.get("status") == "True" for c in status.get("conditions") or [])
+
+
+def drained_once(status: Mapping[str, Any]) -> bool:
+    """Whether this maintenance's drain has succeeded: Succeeded, or still draining pods that came after that (Drained
+    says so, whatever the phase). Its timeout and escalation ladder are then over, and pods that land later are evicted
+    as any drain evicts them: a drained node is never handed back, nor a late pod deleted, by the clock."""
+    return status.get("phase") == Phase.SUCCEEDED or any(
+        c.get("type") == "Drained" and c.get("reason") == LATE_PODS for c in status.get("conditions") or [])
 
 
 def progress(eviction_pods: int, pending: int) -> int:
@@ -48,18 +58,22 @@ def build(
     drain_started: str | None = None,
     blocking_budgets: list[dict[str, Any]] | None = None,
     waiting: Condition | None = None,
+    late: bool = False,
 ) -> dict[str, Any]:
     """The full status; ``pending`` holds (namespace, name) of the pods still to go.
 
     ``drain_started`` is when the node was taken (None while it is not); ``blocking_budgets`` lists the
     PodDisruptionBudgets holding the drain back (see ``blocking``), None while nothing is drained;
-    ``waiting`` is the condition a maintenance waits on before it may take its node (a policy's queue).
+    ``waiting`` is the condition a maintenance waits on before it may take its node (a policy's queue); ``late``, that
+    the drain has succeeded before and the pods still to go came after (``drained_once`` reads it back).
     """
     drained = phase == Phase.SUCCEEDED and not pending
     if waiting is not None:
         reason, message = waiting.reason, waiting.message
     elif drained:
         reason, message = "Drained", "every pod to evict has left the node"
+    elif late:
+        reason, message = LATE_PODS, f"the node was drained; {len(pending)} pod(s) bound to it since still to leave"
     elif phase == Phase.FAILED:
         reason, message = "MaintenanceFailed", last_error
     else:

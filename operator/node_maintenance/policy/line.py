@@ -22,6 +22,7 @@ granted meanwhile to another, which may be taking its node at that moment.
 from __future__ import annotations
 
 import datetime
+import re
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
@@ -31,9 +32,16 @@ from node_maintenance.policy import hooks, model, windows
 from node_maintenance.policy.verdicts import Decision, Summary, Verdict, VerdictKind
 
 
-def _order(maintenance: Mapping[str, Any]) -> tuple[str, str]:
+def _order(maintenance: Mapping[str, Any]) -> tuple[str, tuple[str | int, ...], str]:
+    """Creation order; the API stamps creation to the second, so maintenances created together (w-9, w-10) go in the
+    order their names count, digit runs read as numbers, and then by name (w-09 before w-9)."""
     meta = maintenance["metadata"]
-    return meta.get("creationTimestamp") or "", meta["name"]
+    return meta.get("creationTimestamp") or "", _natural(meta["name"]), meta["name"]
+
+
+def _natural(name: str) -> tuple[str | int, ...]:
+    """``name`` as text and numbers in turn: text at even places, numbers at odd ones, so any two compare."""
+    return tuple(int(part) if i % 2 else part for i, part in enumerate(re.split(r"(\d+)", name)))
 
 
 def decide(policies: Iterable[model.Policy], node_list: Iterable[Mapping[str, Any]], maintenances: Iterable[Mapping[str, Any]],
@@ -91,7 +99,7 @@ def decide(policies: Iterable[model.Policy], node_list: Iterable[Mapping[str, An
         granted = {m["metadata"]["name"] for m in waiting if m["metadata"]["name"] in admitted and not model.gave_back(m)}
         still = set((recovering or {}).get(policy.name, ())) - held  # a node taken again counts once, as held
         used, out = len(held) + len(still) + len(granted), len(down) + sum(adds[name] for name in granted)
-        for recovering_node in still & by_node.keys():  # its slot is in use in its domains too
+        for recovering_node in still & by_node.keys():  # its slot is in use in its domains too, those that still exist
             domains.take(by_node[recovering_node], 0)
         for m in waiting:
             if m["metadata"]["name"] in granted:
@@ -167,7 +175,11 @@ class _Domains:
         return ""
 
     def take(self, node: Mapping[str, Any], adds: int) -> None:
+        """A slot of ``node`` in use in its domains: only those some selected node is in (a recovering node that left
+        the pool may be alone in its label's value, a domain no more)."""
         for _, domain in self._of(node):
+            if domain not in self.size:
+                continue
             self.used[domain] += 1
             self.out[domain] += adds
 

@@ -61,6 +61,11 @@ def started(seconds_ago: int, **stored: Any) -> dict[str, Any]:
 DELETED = "pod app/web-0 deleted by escalation DeletePods 30s after the drain started, bypassing PodDisruptionBudget app/web"
 BATCH = Rule.of({"podSelector": {"matchLabels": {"app": "batch"}}, "behavior": "WaitCompleted"})
 LAST = Rule.of({"podSelector": {"matchLabels": {"app": "db"}}, "order": 10})
+KEEP = Rule.of({"podSelector": {"matchLabels": {"app": "keep"}}, "behavior": "Skip"})
+BATCH_0, DB_0 = scene_pod("batch-0", labels={"app": "batch"}), scene_pod("db-0", labels={"app": "db"})
+MISSPELT = scene_pod("misspelt-0", annotations={"nodemaintenance.kubevirt.io/drain": "skp"})
+DB_BUDGET = budget("db", namespace="app", generation=2, resource_version="1", labels={"app": "db"}, observed=2, healthy=1, desired=1,
+                   expected=1, allowed=0)
 LADDER_ROWS = [
     row("nothing is deleted before the first step, and the drain wakes at its time",
         (scene(maintenance(started(10), escalation=LADDER), pods=[WEB], budgets=[zero_budget()]),
@@ -98,11 +103,17 @@ LADDER_ROWS = [
                            escalation=LADDER), pods=[WEB], budgets=[zero_budget()],
                attempts={"uid-web-0": Attempt(not_before=NOW.timestamp() - 1, error="removal failed: boom", failures=1)}),
          shows(escalated=[("web-0", DELETE_PODS, None, "app/web")], events=[], escalated_names=[("web-0", DELETE_PODS)]))),
-    row("pods the drain rules hold back are escalated too",
-        # docs/troubleshooting.md: a later order and WaitCompleted are deleted at the step's time as well.
-        (scene(maintenance(started(30), escalation=LADDER, terms=policy_terms(rules=(BATCH, LAST))),
-               pods=[scene_pod("batch-0", labels={"app": "batch"}), scene_pod("db-0", labels={"app": "db"}), WEB], budgets=[zero_budget()]),
-         shows(escalated=[("batch-0", DELETE_PODS, None, None), ("db-0", DELETE_PODS, None, None), ("web-0", DELETE_PODS, None, "app/web")]))),
+    row("pods the drain rules keep, wait for or hold for a later order are never escalated",
+        # The ladder bypasses budgets, not the rules: a Skip pod stays, a WaitCompleted one and one whose annotation is
+        # neither skip nor wait-completed are left alone, at every step; a later order's pod waits for its turn.
+        (scene(maintenance(started(61), escalation=LADDER, terms=policy_terms(rules=(BATCH, LAST, KEEP))),
+               pods=[BATCH_0, DB_0, scene_pod("keep-0", labels={"app": "keep"}), MISSPELT, WEB], budgets=[zero_budget()]),
+         shows(escalated=[("web-0", FORCE_DELETE_PODS, 0, "app/web")], escalated_names=[("web-0", FORCE_DELETE_PODS)],
+               error=Text("batch-0 is left to complete by itself", "'skp' is neither skip nor wait-completed"))),
+        # Once web-0 is gone, db-0's order comes, and with it the ladder, past its budget; the others are still left alone.
+        (again(pods=[BATCH_0, DB_0, MISSPELT], budgets=[zero_budget(), DB_BUDGET],
+               now=NOW + datetime.timedelta(seconds=5)),
+         shows(escalated=[("db-0", FORCE_DELETE_PODS, 0, "app/db")], evicted=[]))),
     row("the steps count from drainStartTime: time spent in the queue does not count",
         # Waiting for its slot for an hour, it takes its node now: the first step comes 30 s from now.
         (scene(maintenance({"phase": "Pending", "lastError": ""}, escalation=LADDER), node=scene_node(), pods=[WEB], budgets=[zero_budget()]),
@@ -138,8 +149,37 @@ ON_TIMEOUT_ROWS = [
          shows(handback=None, holds=True, error=Text("stays cordoned"), timed_out=False))),
 ]
 
+# A drain that has succeeded is over for its timeout and its ladder: a pod bound to the node later (started two
+# minutes ago, past any timeout or step below) is evicted through the Eviction API, its budget asked; the phase is
+# Running while it leaves, and Succeeded again after.
+LATE = scene_pod("late", owner=None)
+LATE_ROWS = [
+    row("a pod that lands after the drain succeeded never makes onTimeout HandBack give the node back",
+        (scene(maintenance(started(120), timeout=60, on_timeout=OnTimeout.HAND_BACK)), shows(phase=status.Phase.SUCCEEDED, holds=True)),
+        (again(pods=[LATE], now=NOW + datetime.timedelta(seconds=30)),
+         shows(phase=status.Phase.RUNNING, holds=True, handback=None, timed_out=False, removals=(scene_removal("late"),),
+               conditions={"Drained": ("False", "LatePods")}, recheck=None)),
+        (again(pods=[], now=NOW + datetime.timedelta(seconds=40)),
+         shows(phase=status.Phase.SUCCEEDED, holds=True, handback=None, conditions={"Drained": ("True", "Drained")}))),
+    row("a pod that lands after the drain succeeded is evicted, and the maintenance does not turn Failed",
+        (scene(maintenance(started(120), timeout=60)), shows(phase=status.Phase.SUCCEEDED)),
+        (again(pods=[LATE]), shows(phase=status.Phase.RUNNING, holds=True, error="", removals=(scene_removal("late"),), events=[])),
+        # Held by its policy meanwhile (a second policy selects the node), then let go: still no timeout.
+        (again(terms=policy_terms(hold="a conflict", hold_failed=True)), shows(phase=status.Phase.FAILED, removals=(), error="a conflict")),
+        (again(terms=policy_terms()), shows(phase=status.Phase.RUNNING, removals=(scene_removal("late"),),
+                                             conditions={"Drained": ("False", "LatePods")})),
+        (again(pods=[]), shows(phase=status.Phase.SUCCEEDED, events=[(False, events.Type.NORMAL, "SucceedMaintenance")]))),
+    row("a pod that lands after the drain succeeded is never escalated: its budget paces it",
+        (scene(maintenance(started(120), escalation=LADDER)), shows(phase=status.Phase.SUCCEEDED)),
+        (again(pods=[WEB], budgets=[zero_budget()]),
+         shows(phase=status.Phase.RUNNING, removals=(), escalated_pods=None, recheck=None,
+               error="app/web-0 waits on PodDisruptionBudget app/web")),
+        (again(budgets=[zero_budget(allowed=1, resource_version="2")]),
+         shows(removals=(scene_removal("web-0", budget="app/web", budget_version="2"),), escalated_pods=None))),
+]
 
-@pytest.mark.parametrize("steps", [*LADDER_ROWS, *ON_TIMEOUT_ROWS])
+
+@pytest.mark.parametrize("steps", [*LADDER_ROWS, *ON_TIMEOUT_ROWS, *LATE_ROWS])
 def test_a_drain_that_does_not_finish(steps: list[tuple[Scene | Again, dict[str, Any]]]) -> None:
     for shown, expected in outcomes(steps):
         assert shown == expected
@@ -184,6 +224,8 @@ def test_plan_escalation_names_the_pods_each_step_would_delete_and_when() -> Non
         {"action": FORCE_DELETE_PODS, "afterSeconds": 60, "at": ago(-50),
          "pods": [{"namespace": "app", "name": "web-0", "gracePeriodSeconds": 0, "budget": "app/web"}]},
     ]
+    drained = plan.escalation({**body, "status": {"phase": status.Phase.SUCCEEDED, "drainStartTime": ago(10)}}, [WEB], [zero_budget()], None, NOW)
+    assert [step["pods"] for step in drained] == [[], []]  # over once the drain has succeeded: a late pod is only evicted
     would_be = plan.escalation(nm(drain={"escalation": [{"afterSeconds": 30, "action": DELETE_PODS}]}), [WEB], [zero_budget()], None, NOW)
     assert would_be[0]["at"] is None and [p["name"] for p in would_be[0]["pods"]] == ["web-0"]
     document = {**plan.build("n1", [WEB], [zero_budget()], [WEB]), "escalation": ladder}

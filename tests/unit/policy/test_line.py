@@ -81,6 +81,16 @@ def test_slots_go_in_creation_order_and_the_rest_wait_in_line() -> None:
     assert decision.summaries["p"].queue == ("d", "b", "a")
 
 
+def test_creation_time_ties_go_by_the_name_s_numbers_then_by_name() -> None:
+    # Created within the same second: w-2b and w-9 were meant before w-10; w-09 and w-9, of the same number, go by name.
+    node_list = [a_node(f"n{i}") for i in range(5)]
+    nms = [an_nm("w-10", "n0", created=at(1)), an_nm("w-9", "n1", created=at(1)), an_nm("w-09", "n2", created=at(1)),
+           an_nm("w-2b", "n3", created=at(1)), an_nm("a", "n4", created=at(2))]
+    decision = line.decide([a_policy(maxParallel=1)], node_list, nms, now=NOW)
+    assert decision.summaries["p"].queue == ("w-09", "w-9", "w-10", "a")
+    assert decision.verdicts["w-2b"].kind == VerdictKind.ADMITTED
+
+
 def test_maintenances_holding_their_node_keep_their_slot_and_count() -> None:
     node_list = [a_node("n0", holder="late", unschedulable=True), a_node("n1"), a_node("n2")]
     nms = [an_nm("early", "n1", created=at(1)), an_nm("late", "n0", created=at(9)), an_nm("middle", "n2", created=at(5))]
@@ -366,3 +376,21 @@ def test_a_slot_granted_before_counts_in_its_domain() -> None:
     nms = [an_nm("m-a1", "a1", created=at(0)), an_nm("m-a0", "a0", created=at(1))]
     decision = line.decide([a_policy(topologyLimits=[{"topologyKey": "zone", "maxParallel": 1}])], node_list, nms, admitted={"m-a0"}, now=NOW)
     assert _kinds(decision) == {"m-a1": (VerdictKind.WAITING, 1), "m-a0": (VerdictKind.ADMITTED, 0)}
+
+
+def test_a_recovering_node_that_left_the_pool_keeps_its_slot_and_its_domain_only_while_the_domain_exists() -> None:
+    # c1 was given back and its workloads are not healthy yet (waitForHealthy); it then left pool a, where it was alone
+    # in zone c. Its slot stays in use pool-wide, zone c is gone, and the decision goes on for every policy.
+    left = a_node("c1", labels={"pool": "b", "zone": "c"})
+    node_list = [zoned("a1", "a"), zoned("a2", "a"), left, a_node("b1", labels={"pool": "b"})]
+    nms = [an_nm("m-a1", "a1", created=at(0)), an_nm("m-b1", "b1", created=at(1))]
+    other = a_policy("q", {"matchLabels": {"pool": "b"}})
+    zones = [{"topologyKey": "zone", "maxParallel": 1}]
+    decision = line.decide([a_policy(maxParallel=2, topologyLimits=zones), other], node_list, nms, recovering={"p": ["c1"]}, now=NOW)
+    assert _kinds(decision) == {"m-a1": (VerdictKind.ADMITTED, 0), "m-b1": (VerdictKind.ADMITTED, 0)}
+    full = line.decide([a_policy(maxParallel=1, topologyLimits=zones), other], node_list, nms, recovering={"p": ["c1"]}, now=NOW)
+    assert _kinds(full) == {"m-a1": (VerdictKind.WAITING, 1), "m-b1": (VerdictKind.ADMITTED, 0)}
+    # In a zone that still holds selected nodes, it keeps its slot there too.
+    moved = [*node_list[:2], a_node("c1", labels={"pool": "b", "zone": "a"}), node_list[3]]
+    in_zone_a = line.decide([a_policy(maxParallel=2, topologyLimits=zones), other], moved, nms, recovering={"p": ["c1"]}, now=NOW)
+    assert _kinds(in_zone_a) == {"m-a1": (VerdictKind.WAITING, 1), "m-b1": (VerdictKind.ADMITTED, 0)}
