@@ -76,8 +76,9 @@ def drain(scene: Scene) -> Plan:
     if not scene.to_go:
         done = m.status.get("phase") != status.Phase.SUCCEEDED
         told = (_event(events.Type.NORMAL, "SucceedMaintenance", f"node {m.node_name} drained"),) if done else ()
+        # The drain's duration is measured once: late pods leaving afterwards are no drain of their own.
         return _holding(scene, status.Phase.SUCCEEDED, _status(scene, status.Phase.SUCCEEDED, "", []), scene.taken.events + told,
-                        drained_after=scene.elapsed if done else None)
+                        drained_after=scene.elapsed if done and not scene.drained else None)
     if m.timeout and scene.elapsed > m.timeout and not scene.drained:
         return _timed_out(scene)
     if m.terms.hold:  # the policy holds the drain (its preDrain Job, a conflict, a window's end): nothing is evicted
