@@ -447,3 +447,34 @@ def test_when_a_window_opens_the_policies_decide_again_and_tell_every_maintenanc
         finally:
             await policies.stop()
     asyncio.run(run())
+
+
+def test_a_node_given_back_while_another_policy_s_status_is_written_stays_recovering() -> None:
+    """A hand-back made while the first policy's status is on its way is written in the next round, not dropped by
+    the current one as a node not judged yet."""
+    api = pool_api(waitForHealthy=True)
+    api.objects[policy_path("other")] = nm_policy("other", generation=1, node_selector={"matchLabels": {"pool": "b"}}, waitForHealthy=True)
+    api.objects[node_path("m1")] = runtime_node("m1", labels={"pool": "b"})
+    api.objects[BUDGET_PATH] = budget("web", namespace="app", generation=1, observed=1, healthy=0, expected=1)
+    held, release = asyncio.Event(), asyncio.Event()
+    patch = api.patch
+
+    async def holding(path: str, body: dict[str, Any], content_type: str | None = None) -> dict[str, Any]:
+        if path == policy_path("pool", "status") and not release.is_set():
+            held.set()
+            await release.wait()
+        return await patch(path, body, content_type)
+
+    api.patch = holding  # type: ignore[method-assign]
+
+    async def body(policies: Policies) -> None:
+        await health_read(policies)
+        writing = asyncio.create_task(write_statuses(policies))
+        await held.wait()  # the first policy's status is on its way
+        recovering = asyncio.create_task(policies.recover("other", "m1", [WEB]))
+        await asyncio.sleep(0.05)  # m1 is given back, and its write waits for the round under way
+        release.set()
+        await asyncio.gather(writing, recovering)
+        written = api.calls_to("PATCH", policy_path("other", "status"))[-1].body["status"]
+        assert [e["node"] for e in written.get("recovering") or ()] == ["m1"]
+    scenario(api, body)
