@@ -9,8 +9,8 @@ only the later ones of that domain waiting, and those of other domains go ahead.
 domain of that key, and that key's limits do not apply to it.
 
 Under maintenance windows, a waiting maintenance takes a slot only while one is open; windows that cannot be read
-are never open. A maintenance that holds its node goes on at the window's end, unless the policy's windowEnd is
-Pause: it then evicts nothing until the next window opens.
+are never open. A maintenance that holds its node, or was granted a slot before the window closed, goes on at the
+window's end, unless the policy's windowEnd is Pause: it then evicts nothing until the next window opens.
 
 A slot once granted stands until its maintenance takes the node, is deleted, or gives the slot back: a
 check made at takeover (another holder's remediation Lease, the etcd-quorum guard) refused the node,
@@ -88,7 +88,7 @@ def decide(policies: Iterable[model.Policy], node_list: Iterable[Mapping[str, An
             if node_name in in_conflict:
                 verdicts[m["metadata"]["name"]] = Verdict(kind=VerdictKind.CONFLICT, policy=policy, policies=selecting[node_name])
             elif holder == m["metadata"]["name"]:
-                verdicts[m["metadata"]["name"]] = _holds(policy, window)
+                verdicts[m["metadata"]["name"]] = with_slot(policy, window)
             elif holder:  # another maintenance holds the node: the drain reports it and touches nothing
                 verdicts[m["metadata"]["name"]] = Verdict(kind=VerdictKind.UNGOVERNED, policy=policy)
             else:
@@ -110,8 +110,8 @@ def decide(policies: Iterable[model.Policy], node_list: Iterable[Mapping[str, An
             name, node_obj = m["metadata"]["name"], by_node[m["spec"]["nodeName"]]
             if model.gave_back(m):  # counts for nothing and keeps nobody waiting
                 verdicts[name] = Verdict(kind=VerdictKind.GIVEN_BACK, policy=policy)
-            elif name in granted:  # granted before, counted above
-                verdicts[name] = Verdict(kind=VerdictKind.ADMITTED, policy=policy)
+            elif name in granted:  # granted before, counted above; under windowEnd Pause it may take its node, not drain it
+                verdicts[name] = with_slot(policy, window)
             elif pool_full or not ((parallel is None or used + 1 <= parallel) and (limit is None or not adds[name] or out + adds[name] <= limit)):
                 pool_full = True  # the first that does not fit the pool keeps every later one waiting
                 queue.append((name, ""))
@@ -184,8 +184,9 @@ class _Domains:
             self.out[domain] += adds
 
 
-def _holds(policy: model.Policy, window: windows.WindowState | None) -> Verdict:
-    """The verdict of a maintenance holding its node: paused while no window is open under windowEnd Pause."""
+def with_slot(policy: model.Policy, window: windows.WindowState | None) -> Verdict:
+    """The verdict of a maintenance holding its node or granted a slot, the policy's windows standing at ``window``:
+    paused while no window is open under windowEnd Pause."""
     if policy.window_end == model.WindowEnd.PAUSE and window is not None and not window.open:
         return Verdict(kind=VerdictKind.ADMITTED, policy=policy, paused=True, why="; ".join(policy.invalid_windows), opens=window.next_opens)
     return Verdict(kind=VerdictKind.ADMITTED, policy=policy)
@@ -200,4 +201,4 @@ def holding(policies: Iterable[model.Policy], node: Mapping[str, Any], now: date
         return None
     if len(selecting) > 1:  # the last of them in name order, as decide's pass over the policies leaves it
         return Verdict(kind=VerdictKind.CONFLICT, policy=selecting[-1], policies=tuple(p.name for p in selecting))
-    return _holds(selecting[0], selecting[0].window(now))
+    return with_slot(selecting[0], selecting[0].window(now))

@@ -14,7 +14,7 @@ from typing import Any
 
 from node_maintenance.drain import nodes
 from node_maintenance.drain.plans import Maintenance, PolicyTerms
-from node_maintenance.policy import hooks, model, wording
+from node_maintenance.policy import hooks, line, model, wording
 from node_maintenance.policy.verdicts import Verdict, VerdictKind
 
 # A hook Job in this state is looked at again this often (its watch may miss nothing, but a Job that
@@ -75,6 +75,8 @@ def _terms(body: Mapping[str, Any], seen: Seen, refused_jobs: Mapping[str, str],
 def _governed(body: Mapping[str, Any], holds: bool, verdict: Verdict, policy: model.Policy, seen: Seen,
               refused_jobs: Mapping[str, str], now: datetime.datetime) -> PolicyTerms:
     """The terms of a maintenance whose policy lets it take or keep its node."""
+    if verdict.kind == VerdictKind.ADMITTED:  # paused or not now: a decision made before a window closed would say not
+        verdict = line.with_slot(policy, policy.window(now))
     node_name = body["spec"]["nodeName"]
     queued = wording.queued_condition(verdict, node_name)
     governed = PolicyTerms(rules=policy.rules, records_evicted=policy.wait_for_healthy, conditions=(queued,))
@@ -87,7 +89,9 @@ def _governed(body: Mapping[str, Any], holds: bool, verdict: Verdict, policy: mo
                                    rejoin=wording.waiting_plan(body, Verdict(VerdictKind.WAITING, policy), now))
     if verdict.kind == VerdictKind.CONFLICT:  # taken before the second policy appeared: evict nothing until it is resolved
         return dataclasses.replace(governed, hold=wording.message(verdict, node_name), hold_failed=True)
-    if holds and verdict.paused:  # windowEnd Pause and no window open: evict nothing until the next opens
+    # windowEnd Pause and no window open: evict nothing until the next opens, even on a node taken only now with a
+    # slot granted before the window closed (it is cordoned, and holds).
+    if verdict.paused:
         return dataclasses.replace(governed, hold=wording.pause(verdict, node_name), hold_recheck_in=wording.until(verdict.opens, now))
     # Under windowEnd Pause, the drain looks again when the open window closes.
     window = policy.window(now) if policy.window_end == model.WindowEnd.PAUSE else None

@@ -39,7 +39,7 @@ class Verdict:
     policies: tuple[str, ...] = ()  # every policy selecting the node, for CONFLICT
     why: str = ""  # what keeps the policies unknown, for UNKNOWN; why its windows cannot be read, for CLOSED
     full: str = ""  # the topology domain that keeps it WAITING ("" for the pool-wide limits)
-    paused: bool = False  # ADMITTED and holding its node, no window open under windowEnd Pause: evicts nothing
+    paused: bool = False  # ADMITTED (holding its node or granted a slot), no window open under windowEnd Pause: evicts nothing
     opens: datetime.datetime | None = None  # when the next window opens, for CLOSED and paused
 
 

@@ -12,9 +12,10 @@ from node_maintenance.api import SERVICE_ACCOUNT
 from node_maintenance.api.conditions import Condition
 from node_maintenance.drain import bookkeeping
 from node_maintenance.drain.nodes import HOLDER
+from node_maintenance.drain.planner import plan
 from node_maintenance.policy import line, model, policy_status, terms, wording
 from node_maintenance.policy.verdicts import Decision, Verdict, VerdictKind
-from tests.unit.builders import hook_template, nm, nm_policy, node, seen_by_policies
+from tests.unit.builders import hook_template, nm, nm_policy, node, scene_pod, seen_by_policies
 
 NOW = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.UTC)
 POOL_A = {"matchLabels": {"pool": "a"}}
@@ -292,6 +293,22 @@ def test_under_window_end_pause_a_holder_evicts_nothing_until_the_next_window() 
     # While the window is open, the drain looks again when it closes (02:00, three hours after 23:00).
     open_step = terms.maintenance(body, seen_by_policies(held, line.holding([policy], held, AT_NIGHT)), {}, AT_NIGHT).terms
     assert not open_step.hold and open_step.hold_recheck_in == pytest.approx(3 * 3600 + wording.WINDOW_MARGIN_SECONDS)
+
+
+def test_under_window_end_pause_a_slot_granted_before_the_window_closed_takes_its_node_and_evicts_nothing() -> None:
+    policy = a_policy(windows=NIGHTLY, windowEnd="Pause")
+    free = a_node("n1", resource_version="7")
+    body = an_nm("m1", "n1", created=at(1), status={})
+    verdict = line.decide([policy], [free], [body], admitted={"m1"}, now=NOW).verdicts["m1"]
+    assert verdict.kind == VerdictKind.ADMITTED and verdict.paused
+    # The decision the slot was granted by, made while the window was open, is no licence to evict after it closed.
+    for seen in (verdict, Verdict(kind=VerdictKind.ADMITTED, policy=policy)):
+        taking = terms.maintenance(body, seen_by_policies(free, seen), {}, NOW)
+        assert taking.terms.hold == ("paused until the next maintenance window of NodeMaintenancePolicy p (windowEnd: Pause): no window is "
+                                     "open and the next opens at 2026-01-01T22:00:00Z; no pod is evicted until then, and node n1 stays cordoned")
+        assert taking.terms.hold_recheck_in == pytest.approx(10 * 3600 + wording.WINDOW_MARGIN_SECONDS)
+        step = plan(taking, free, [scene_pod("web-0")], [], NOW)
+        assert step.node_patch is not None and step.node_patch["spec"]["unschedulable"] is True and not step.removals
 
 
 def test_windows_that_cannot_be_read_never_open_and_the_policy_says_which_field_to_fix() -> None:
