@@ -4,7 +4,8 @@ given back are healthy again, so that its slot may go to the next maintenance.
 A node given back under waitForHealthy stays in its policy's ``status.recovering`` (written before the node is
 given back, so a restart keeps it) and holds a slot until every workload evicted from it is healthy, or until
 waitForHealthySeconds have passed since it was given back. When in doubt it holds: a workload whose status has not
-been read (its watch has not listed, or fails) counts as not healthy yet.
+been read (its watch has not listed, or fails) counts as not healthy yet, and so do a deleted budget and a ReplicaSet
+scaled to zero, since nothing recorded tells how the evicted pods' replacements stand.
 """
 
 from __future__ import annotations
@@ -28,18 +29,25 @@ class Judgement:
     expires_in: float = 0.0  # seconds until the cap passes, while WAITING
 
 
-def unhealthy(kind: str, obj: Mapping[str, Any] | None) -> str:
-    """Why the workload is not healthy yet, "" when it is (or is gone: nothing is left to wait for)."""
+def unhealthy(workload: Workload, obj: Mapping[str, Any] | None) -> str:
+    """Why the workload is not healthy yet, "" when it is. A ReplicaSet or StatefulSet that is gone leaves nothing to
+    wait for. A budget that is gone, and a ReplicaSet scaled to zero (a rollout's new ReplicaSet may hold the evicted
+    pods' replacements), tell nothing of those replacements, and nothing recorded names what to judge them by instead
+    (a drain records a budget's pods by their budget only, and a Deployment's pods by their ReplicaSet): in doubt, they
+    are not healthy, and the slot is held until waitForHealthySeconds."""
+    kind, namespace, name = workload
+    ref = f"{kind} {namespace}/{name}"
     if obj is None:
-        return ""
+        return f"{ref}: deleted, and what owns the pods it covered is not recorded" if kind == Kind.BUDGET else ""
     meta, status = obj["metadata"], obj.get("status") or {}
-    ref = f"{kind} {meta.get('namespace')}/{meta['name']}"
     if status.get("observedGeneration", -1) < meta.get("generation", 0):
         return f"{ref}: its controller has not observed its latest change yet"
     if kind == Kind.BUDGET:  # every pod it expects, not only as many as it requires: those the drain evicted are back
         healthy, expected = int(status.get("currentHealthy") or 0), int(status.get("expectedPods") or 0)
         return "" if healthy >= expected else f"{ref}: {healthy} of {expected} healthy"
     available, wanted = int(status.get("availableReplicas") or 0), int((obj.get("spec") or {}).get("replicas", 1))
+    if kind == Kind.REPLICA_SET and wanted == 0:
+        return f"{ref}: scaled to zero (a rollout may have replaced it), and its Deployment is not recorded"
     return "" if available >= wanted else f"{ref}: {available} of {wanted} available"
 
 
@@ -47,12 +55,13 @@ def judge(entry: Mapping[str, Any], objects: Mapping[Workload, Mapping[str, Any]
           cap_seconds: int, now: datetime.datetime) -> Judgement:
     """How one ``status.recovering`` entry stands. ``objects``: each workload as watched (None: it does not exist);
     ``unknown``: for each kind whose watch has not listed or fails, why; such a workload counts as not healthy."""
-    workloads = [(w["kind"], w["namespace"], w["name"]) for w in entry.get("workloads") or ()]
+    workloads: list[Workload] = [(w["kind"], w["namespace"], w["name"]) for w in entry.get("workloads") or ()]
     reasons = []
-    for kind, namespace, name in workloads:
+    for workload in workloads:
+        kind, namespace, name = workload
         if kind in unknown:
             reasons.append(f"{kind} {namespace}/{name}: unknown, {unknown[kind]}")
-        elif why := unhealthy(kind, objects.get((kind, namespace, name))):
+        elif why := unhealthy(workload, objects.get(workload)):
             reasons.append(why)
     if not reasons:
         return Judgement(entry["node"], HEALTHY)

@@ -55,7 +55,7 @@ def test_a_drain_under_wait_for_healthy_records_what_it_evicts_and_keeps_it_once
     ("objects", "waiting_for"),
     [
         ({BUDGET: web_budget(healthy=3, expected=3), SET: replicas("db", 2, 2)}, ()),
-        ({BUDGET: None, SET: None}, ()),  # gone: nothing left to wait for
+        ({BUDGET: web_budget(healthy=3, expected=3), SET: None}, ()),  # a set gone: nothing left to wait for
         ({BUDGET: web_budget(healthy=2, desired=2, expected=3), SET: replicas("db", 2, 2)}, ("PodDisruptionBudget app/web: 2 of 3 healthy",)),
         ({BUDGET: web_budget(healthy=3, expected=3), SET: replicas("db", 2, 1)}, ("StatefulSet app/db: 1 of 2 available",)),
         ({BUDGET: web_budget(observed=1, healthy=3, expected=3), SET: replicas("db", 2, 2)},
@@ -67,6 +67,26 @@ def test_a_node_given_back_waits_for_every_workload_evicted_from_it(objects: dic
     assert (judged.state, judged.waiting_for) == ((health.WAITING, waiting_for) if waiting_for else (health.HEALTHY, ()))
     if waiting_for:
         assert judged.expires_in == 590
+
+
+REPLICA_SET = ("ReplicaSet", "app", "web-5d8f")
+
+
+@pytest.mark.parametrize(
+    ("workload", "obj", "why"),
+    [
+        (BUDGET, None, "PodDisruptionBudget app/web: deleted, and what owns the pods it covered is not recorded"),
+        (REPLICA_SET, replicas("web-5d8f", 0, 0), ("ReplicaSet app/web-5d8f: scaled to zero (a rollout may have replaced it), "
+                                                   "and its Deployment is not recorded")),
+    ],
+)
+def test_a_deleted_budget_or_a_replicaset_scaled_to_zero_is_not_healthy_and_holds_until_the_cap(
+        workload: tuple[str, str, str], obj: dict[str, Any] | None, why: str) -> None:
+    """Nothing recorded tells how the evicted pods' replacements stand: the drain records a budget's pods by their budget
+    only, and a Deployment's pods by their ReplicaSet. In doubt, the slot is held until waitForHealthySeconds."""
+    judged = health.judge(entry(workload), {workload: obj}, {}, 600, NOW)
+    assert (judged.state, judged.waiting_for, judged.expires_in) == (health.WAITING, (why,), 590)
+    assert health.judge(entry(workload, since=ago(600)), {workload: obj}, {}, 600, NOW).state == health.GAVE_UP
 
 
 def test_a_workload_not_known_now_is_not_healthy() -> None:
