@@ -2,9 +2,11 @@
 amount of memory or wait forever: any pod of the cluster can reach the webhooks' port.
 
 A body over MAX_REVIEW_BYTES is refused (413) as soon as its Content-Length says so, else once the bytes read pass
-the limit; a body not read whole within READ_SECONDS is refused (408). At most REVIEWS_AT_ONCE bodies are read and
-worked on at once (the work is in a thread: a review of many objects keeps a core busy for a while), and at most
-WAITING_AT_MOST requests wait for their turn, each READ_SECONDS at most; past that, the answer is 503.
+the limit; a body not read whole within READ_SECONDS is refused (408). At most READING_AT_ONCE bodies are read at
+once (a slow client holds one place while it trickles, and little memory; past that the answer is 503 at once). A
+body read whole then waits for one of REVIEWS_AT_ONCE turns to be worked on (the work is in a thread: a review of many
+objects keeps a core busy for a while), at most WAITING_AT_MOST of them, each READ_SECONDS at most; past that, 503.
+So a client that trickles its body never holds a turn that a review ready to be worked on needs.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from aiohttp import web
 MAX_REVIEW_BYTES = 3 * 1024 * 1024
 # The API server waits 10 s for a webhook by default: a body that takes longer to come is of no use.
 READ_SECONDS = 10.0
+READING_AT_ONCE = 64
 REVIEWS_AT_ONCE = 4
-WAITING_AT_MOST = 32
+WAITING_AT_MOST = 16
 
 
 class Intake:
@@ -29,15 +32,23 @@ class Intake:
     def __init__(self) -> None:
         self._turns = asyncio.Semaphore(REVIEWS_AT_ONCE)
         self._waiting = 0
+        self._reading = 0
 
     @contextlib.asynccontextmanager
     async def body(self, request: web.Request) -> AsyncIterator[bytes]:
         """The request's body, read within the limits; the block that works on it holds one of the turns."""
         if request.content_length is not None and request.content_length > MAX_REVIEW_BYTES:
             raise _too_large()
+        if self._reading >= READING_AT_ONCE:
+            raise _busy()
+        self._reading += 1
+        try:
+            body = await _read(request)
+        finally:
+            self._reading -= 1
         await self._turn()
         try:
-            yield await _read(request)
+            yield body
         finally:
             self._turns.release()
 
@@ -75,5 +86,5 @@ def _too_large() -> web.HTTPRequestEntityTooLarge:
 
 
 def _busy() -> web.HTTPServiceUnavailable:
-    return web.HTTPServiceUnavailable(text=f"more than {REVIEWS_AT_ONCE + WAITING_AT_MOST} reviews at once; try again",
+    return web.HTTPServiceUnavailable(text="too many reviews at once; try again",
                                       headers={"Retry-After": "1"})

@@ -136,3 +136,21 @@ def test_past_the_reviews_worked_on_and_waiting_the_next_is_refused_at_once(serv
         finally:
             go_on.set()
         assert [future.result(30)[0] for future in held] == [200] * intake.REVIEWS_AT_ONCE
+
+
+def test_clients_trickling_their_bodies_hold_no_turn_a_ready_review_needs(served: tuple[int, ssl.SSLContext]) -> None:
+    """More clients than there are turns send a head and a few bytes of a body, and stop: a whole review sent
+    meanwhile is answered, since only a body read whole waits for a turn."""
+    port, context = served
+    trickling = []
+    try:
+        for _ in range(intake.REVIEWS_AT_ONCE * 3):
+            plain = socket.create_connection(("127.0.0.1", port), timeout=10)
+            tls = context.wrap_socket(plain, server_hostname="127.0.0.1")
+            tls.sendall(_head("/convert", Content_Length="100000") + b'{"request"')
+            trickling.append(tls)
+        status, answer = _post(served, "/convert", _conversion(1))
+        assert status == 200 and answer["response"]["result"]["status"] == "Success", (status, answer)
+    finally:
+        for connection in trickling:
+            connection.close()
