@@ -116,7 +116,7 @@ def build_operator_image(builder: Builder, root: Path, version: str, reference: 
     install_app(root, version, stage_root, copies[0][1])
     layout = builder.assemble(root, dockerfile, reference, args, stages={BUILD_STAGE: stage_root})
     if cached:
-        _store(layout, cached)
+        store(layout, cached)
     return builder.push_layout(layout, reference)
 
 
@@ -140,7 +140,7 @@ def _inputs_key(root: Path, args: dict[str, str]) -> str:
 KEPT_OPERATOR_IMAGES = 10
 
 
-def _store(layout: Path, cached: Path) -> None:
+def store(layout: Path, cached: Path) -> None:
     """Keep a built layout under ``cached``, whole or not at all (a concurrent build may race us), and
     drop the oldest beyond KEPT_OPERATOR_IMAGES: each source change adds one per release."""
     scratch = cached.with_name(f"{cached.name}.{os.getpid()}.tmp")

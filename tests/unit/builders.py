@@ -501,7 +501,7 @@ class FakeApi:
     # ------------------------------------------------ what the code under test calls
     async def request(self, method: str, path: str, *, query: dict[str, str] | None = None, body: Any = None,
                       content_type: str | None = None, timeout: float | None = None) -> Obj:  # noqa: ASYNC109 - AsyncKube's signature
-        return self._answer(method, path, query, body, content_type, timeout)
+        return self.answer(method, path, query, body, content_type, timeout)
 
     async def get(self, path: str) -> Obj | None:
         try:
@@ -529,7 +529,7 @@ class FakeApi:
             yield copy.deepcopy(event)
 
     # ------------------------------------------------ answering
-    def _answer(self, method: str, path: str, query: dict[str, str] | None, body: Any, content_type: str | None,
+    def answer(self, method: str, path: str, query: dict[str, str] | None, body: Any, content_type: str | None,
                 timeout: float | None = None) -> Obj:
         self.calls.append(Call(method, path, body, dict(query) if query is not None else None, content_type, timeout))
         if self.outage is not None:
@@ -561,7 +561,7 @@ class BlockingFakeApi:
 
     def request(self, method: str, path: str, *, query: dict[str, str] | None = None, body: Any = None,
                 content_type: str | None = None, timeout: float | None = None) -> Obj:
-        return self.api._answer(method, path, query, body, content_type, timeout)
+        return self.api.answer(method, path, query, body, content_type, timeout)
 
     def get(self, path: str, **query: str) -> Obj | None:
         try:

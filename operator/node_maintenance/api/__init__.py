@@ -90,7 +90,7 @@ class Resource:
     def _document(self, version: str) -> dict[str, Any]:
         if version not in self.versions:
             raise KeyError(f"unknown {self.kind} API version {version!r}; known: {', '.join(self.versions)}")
-        return _read(self.schema_dir, version)
+        return read_schema(self.schema_dir, version)
 
 
 NODE_MAINTENANCE = Resource(
@@ -120,7 +120,9 @@ def resource(kind: str) -> Resource:
 
 
 @cache
-def _read(schema_dir: str, version: str) -> dict[str, Any]:
+def read_schema(schema_dir: str, version: str) -> dict[str, Any]:
+    """One schema document as shipped in the package (``schema_dir``: a resource's folder, empty for the NodeMaintenance),
+    read once: every webhook review and every render asks for it."""
     folder = resources.files(__package__).joinpath("schemas")
     if schema_dir:
         folder = folder.joinpath(schema_dir)

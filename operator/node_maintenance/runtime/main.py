@@ -96,7 +96,7 @@ async def run(args: argparse.Namespace) -> int:
                 stopping.cancel()
             holding = asyncio.create_task(elector.hold()) if elector else asyncio.create_task(asyncio.Event().wait())
             try:
-                lost = await _reconcile(kube, holding, shutdown, args.namespace, args.remediation_lease_namespace)
+                lost = await reconcile(kube, holding, shutdown, args.namespace, args.remediation_lease_namespace)
                 lost_lease = lost and holding.done()
             finally:
                 holding.cancel()
@@ -114,7 +114,7 @@ async def run(args: argparse.Namespace) -> int:
             await runner.cleanup()
 
 
-async def _reconcile(kube: Kube, holding: asyncio.Task[Any], shutdown: asyncio.Event, namespace: str,
+async def reconcile(kube: Kube, holding: asyncio.Task[Any], shutdown: asyncio.Event, namespace: str,
                      lease_namespace: str) -> bool:
     """Run kopf in the version the CRD serves best; restart it in v1beta1 once the CRD starts serving it.
 
@@ -149,7 +149,7 @@ async def _reconcile(kube: Kube, holding: asyncio.Task[Any], shutdown: asyncio.E
         stop = threading.Event()
         upgraded = asyncio.create_task(_until_hub_served(kube) if version != HUB else asyncio.Event().wait())
         stopping = asyncio.create_task(shutdown.wait())
-        operator = asyncio.create_task(asyncio.to_thread(_run_kopf, kube, version, stop, namespace, lease_namespace, leading.is_set))
+        operator = asyncio.create_task(asyncio.to_thread(run_kopf, kube, version, stop, namespace, lease_namespace, leading.is_set))
         done, _ = await asyncio.wait([operator, holding, stopping, upgraded], return_when=asyncio.FIRST_COMPLETED)
         leading.clear()
         stop.set()
@@ -167,7 +167,7 @@ async def _reconcile(kube: Kube, holding: asyncio.Task[Any], shutdown: asyncio.E
         return holding in done
 
 
-def _run_kopf(kube: Kube, version: str, stop: threading.Event, namespace: str, lease_namespace: str,
+def run_kopf(kube: Kube, version: str, stop: threading.Event, namespace: str, lease_namespace: str,
               leading: Callable[[], bool]) -> None:
     """kopf on an event loop of its own: when it stops it cancels every task of its loop, and the
     webhooks (which must answer during a restart, for the storage migration above all) are not among them."""

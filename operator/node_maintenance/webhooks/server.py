@@ -104,7 +104,7 @@ def policy_admission_response(review: Any) -> dict[str, Any]:
     return admission_response(uid, reason)
 
 
-async def _facts(kube: BlockingKubeApi, obj: dict[str, Any]) -> admission.Facts:
+async def read_facts(kube: BlockingKubeApi, obj: dict[str, Any]) -> admission.Facts:
     """What the admission rules read. A read the API server asks to be made again later (a 429, as while a
     CRD's storage re-initialises after an upgrade) is made again after its Retry-After, as client-go's clients
     do, within the review's 10 s; in doubt after that, the review is refused and says to try again."""
@@ -189,7 +189,7 @@ async def _nm_admission(kube: BlockingKubeApi, uid: str, req: dict[str, Any] | N
     if refused:
         return admission_response(uid, refused)
     try:
-        facts = await _facts(kube, obj)
+        facts = await read_facts(kube, obj)
     except Exception as error:  # the apiserver must get an answer; failurePolicy Fail would refuse anyway
         log.warning("admission check could not read the cluster: %s", error)
         return admission_response(uid, f"could not check the node: {error}; try again")

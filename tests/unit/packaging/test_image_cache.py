@@ -21,7 +21,7 @@ def test_storing_a_layout_drops_the_oldest_beyond_the_limit(tmp_path: Path) -> N
     (built / "blobs").mkdir(parents=True)
     (built / "index.json").write_text("{}")
 
-    operator_image._store(built, cache / "operator-new")
+    operator_image.store(built, cache / "operator-new")
 
     operators = sorted(p.name for p in cache.glob("operator-*"))
     assert len(operators) == KEPT_OPERATOR_IMAGES

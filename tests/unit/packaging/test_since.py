@@ -138,8 +138,8 @@ def _as_released(node: dict[str, Any], release: semver.Version) -> dict[str, Any
 
 def _reading(monkeypatch: pytest.MonkeyPatch, change: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
     """Make every schema document read as ``change`` turns it."""
-    read = api._read
-    monkeypatch.setattr(api, "_read", lambda schema_dir, version: change(read(schema_dir, version)))
+    read = api.read_schema
+    monkeypatch.setattr(api, "read_schema", lambda schema_dir, version: change(read(schema_dir, version)))
 
 
 @pytest.mark.parametrize("release", RELEASES)

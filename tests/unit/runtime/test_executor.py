@@ -9,13 +9,13 @@ import time
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from node_maintenance.api.paths import node_path, pod_path
 from node_maintenance.client.errors import Conflict, Forbidden, NotFound, TooManyRequests, Unreachable
 from node_maintenance.drain.events import Event, Type
 from node_maintenance.drain.handback import hand_back
 from node_maintenance.drain.plans import Action, Plan, Removal
-from node_maintenance.runtime import metrics
 from node_maintenance.runtime.executor import ACCEPTED_SECONDS, BACKOFF_MAX_SECONDS, Executor, retry_delay
 from tests.unit.builders import FakeApi, held_node, nm, node
 
@@ -147,16 +147,21 @@ def test_a_plan_stopped_midway_ends_only_once_the_writes_sent_are_answered() -> 
     asyncio.run(scenario())
 
 
+def _escalations(action: Action) -> float:
+    """The escalations counted of ``action``, as the metrics endpoint shows them."""
+    return REGISTRY.get_sample_value("node_maintenance_escalations_total", {"action": str(action)}) or 0.0
+
+
 def test_an_escalated_removal_is_a_deletion_with_its_grace_told_on_the_pod_and_counted() -> None:
     api = FakeApi()
     removal = Removal("ns", "a", "uid-a", True, 0, None, escalation=Action.FORCE_DELETE_PODS, bypassed="ns/web")
     told = Event(False, Type.WARNING, Action.FORCE_DELETE_PODS, "m", pod=("ns", "a", "uid-a"))
-    before = metrics.ESCALATIONS.labels(action=Action.FORCE_DELETE_PODS)._value.get()
+    before = _escalations(Action.FORCE_DELETE_PODS)
     outcome, events = _run(api, Plan("Running", STATUS, None, (removal,), (told,)))
     deletion = next(c for c in api.calls if c.method == "DELETE")
     assert deletion.path == pod_path("ns", "a") and deletion.body["gracePeriodSeconds"] == 0
     assert deletion.body["preconditions"] == {"uid": "uid-a"} and outcome.attempts is not None and outcome.attempts["uid-a"].accepted
-    assert metrics.ESCALATIONS.labels(action=Action.FORCE_DELETE_PODS)._value.get() == before + 1
+    assert _escalations(Action.FORCE_DELETE_PODS) == before + 1
     assert events == [("Pod", Action.FORCE_DELETE_PODS)]
 
 

@@ -39,13 +39,13 @@ def test_crd_read_and_migration_wait_out_an_unreachable_api_server(monkeypatch: 
 
     monkeypatch.setattr(main, "read_crd", lambda kube: step(reads) if reads else CRD)
     monkeypatch.setattr(main, "migrate_storage_version", lambda kube: step(migrations))
-    monkeypatch.setattr(main, "_run_kopf", run_kopf)
+    monkeypatch.setattr(main, "run_kopf", run_kopf)
     monkeypatch.setattr(main, "MIGRATION_RETRY_SECONDS", 0.05)
 
     async def reconcile() -> bool:
         # Leadership ends once the reconciler runs: however long the retries took, they came first.
         holding = asyncio.create_task(asyncio.to_thread(running.wait, 15))
-        return await main._reconcile(Kube(Credentials(server="https://unused.invalid")), holding, asyncio.Event(), "", "ns")
+        return await main.reconcile(Kube(Credentials(server="https://unused.invalid")), holding, asyncio.Event(), "", "ns")
 
     assert asyncio.run(asyncio.wait_for(reconcile(), 20)) is True
     assert started == [HUB] and not reads and not migrations

@@ -20,7 +20,7 @@ def test_a_read_answered_429_is_made_again_and_the_review_decided(monkeypatch: p
     monkeypatch.setattr(server, "FACTS_RETRY_MAX_SECONDS", 0.01)
     api = FakeApi({node_path("n1"): node("n1")})
     api.fail("GET", nm_path(), BUSY)
-    facts = asyncio.run(server._facts(api.blocking(), nm("nm", "n1")))
+    facts = asyncio.run(server.read_facts(api.blocking(), nm("nm", "n1")))
     assert facts.node is not None and facts.maintenances == []
     assert len(api.calls_to("GET", nm_path())) == 2
 
@@ -31,5 +31,5 @@ def test_still_busy_after_the_last_try_the_review_is_refused(monkeypatch: pytest
     api = FakeApi({node_path("n1"): node("n1")})
     api.fail("GET", nm_path(), BUSY, times=server.FACTS_TRIES)
     with pytest.raises(TooManyRequests):
-        asyncio.run(server._facts(api.blocking(), nm("nm", "n1")))
+        asyncio.run(server.read_facts(api.blocking(), nm("nm", "n1")))
     assert len(api.calls_to("GET", nm_path())) == server.FACTS_TRIES
