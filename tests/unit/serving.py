@@ -1,15 +1,19 @@
 """Servers on 127.0.0.1 for the tests: a tiny HTTP server for the client tests (what the clients really send, over a
-real socket), and the operator's own webhook server over TLS."""
+real socket), and the operator's own webhook server over TLS, with the one way the tests post to it."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import socket
 import ssl
 import threading
+import urllib.error
+import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 
@@ -50,3 +54,26 @@ def webhooks_served(cert_dir: Path, kube: BlockingKubeApi) -> Iterator[tuple[int
         asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
+
+
+def post(served: tuple[int, ssl.SSLContext], path: str, body: bytes, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+    """POST ``body`` as JSON to ``path`` of the webhook server ``webhooks_served`` yields, as the API server does;
+    the answer's status and body, whatever the status, so a test can hold a refusal to its code and its words.
+    Every webhook test posts through here, so they all speak to the server alike and wait as long (30 s, for a
+    loaded machine)."""
+    port, context = served
+    request = urllib.request.Request(f"https://127.0.0.1:{port}{path}", data=body, headers={"Content-Type": "application/json", **(headers or {})})
+    try:
+        with urllib.request.urlopen(request, context=context, timeout=30) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+
+def review_response(served: tuple[int, ssl.SSLContext], path: str, review: dict[str, Any]) -> dict[str, Any]:
+    """Post ``review`` (an AdmissionReview or a ConversionReview) to ``path`` and return the review's ``response``,
+    having checked it came with a 200: the API server reads no other answer."""
+    status, body = post(served, path, json.dumps(review).encode())
+    assert status == 200, (status, body)
+    response: dict[str, Any] = json.loads(body)["response"]
+    return response

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import ssl
-import urllib.error
-import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -20,7 +18,7 @@ from node_maintenance.api import GROUP, KIND, PLURAL, VERSIONS
 from node_maintenance.api.paths import nm_path, node_path
 from node_maintenance.client.errors import ApiError
 from tests.unit.builders import CONTROL_PLANE_LABEL, FakeApi, etcd_guard, nm, node
-from tests.unit.serving import webhooks_served
+from tests.unit.serving import post, review_response, webhooks_served
 
 GUARD_PATH = "/apis/policy/v1/namespaces/openshift-etcd/poddisruptionbudgets/etcd-guard-pdb"  # OpenShift's etcd guard
 NODES = {
@@ -44,16 +42,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, ssl.
     api = FakeApi({**{node_path(name): obj for name, obj in NODES.items()}, nm_path("holder"): HOLDER, GUARD_PATH: GUARD})
     with webhooks_served(tmp_path_factory.mktemp("certs"), api.blocking()) as (port, context):
         yield port, context, api
-
-
-def _review(server: tuple[int, ssl.SSLContext, FakeApi], review: dict[str, Any]) -> dict[str, Any]:
-    port, context, _ = server
-    request = urllib.request.Request(f"https://127.0.0.1:{port}/validate-nodemaintenance", data=json.dumps(review).encode(),
-                                     headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, context=context, timeout=30) as response:
-        assert response.status == 200
-        answer: dict[str, Any] = json.loads(response.read())["response"]
-        return answer
 
 
 json_values = st.recursive(
@@ -104,7 +92,7 @@ def test_fuzzed_reviews_of_objects_reach_every_admission_rule(server: tuple[int,
                               "resource": {"group": GROUP, "version": case["version"], "resource": PLURAL}}}
         api.outage = ApiError(503, "ServiceUnavailable", "the API server is shutting down") if case["api"] == "failing" else None
         try:
-            response = _review(server, review)
+            response = review_response(server[:2], "/validate-nodemaintenance", review)
         finally:
             api.outage = None
         assert response["uid"] == case["uid"]
@@ -121,28 +109,18 @@ def test_fuzzed_reviews_of_objects_reach_every_admission_rule(server: tuple[int,
     assert set(refused) == set(RULES), f"admission outcomes never reached: {set(RULES) - set(refused)}"
 
 
-def _post(server: tuple[int, ssl.SSLContext, FakeApi], path: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
-    port, context, _ = server
-    request = urllib.request.Request(f"https://127.0.0.1:{port}{path}", data=body, headers={"Content-Type": "application/json", **headers})
-    try:
-        with urllib.request.urlopen(request, context=context, timeout=10) as response:
-            return response.status, response.read()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read()
-
-
 @pytest.mark.parametrize("path", ["/convert", "/validate-nodemaintenance"])
 def test_a_body_that_cannot_be_decoded_is_a_400_naming_the_fix(server: tuple[int, ssl.SSLContext, FakeApi], path: str) -> None:
-    status, answer = _post(server, path, b"not gzip at all", {"Content-Encoding": "gzip"})
+    status, answer = post(server[:2], path, b"not gzip at all", {"Content-Encoding": "gzip"})
     assert status == 400 and b"could not be read" in answer and b"Content-Encoding" in answer, (status, answer)
 
 
 def test_a_deeply_nested_review_is_a_failed_review_not_a_500(server: tuple[int, ssl.SSLContext, FakeApi]) -> None:
-    status, answer = _post(server, "/convert", b"[" * 100_000 + b"]" * 100_000, {})
+    status, answer = post(server[:2], "/convert", b"[" * 100_000 + b"]" * 100_000)
     assert status == 200 and json.loads(answer)["response"]["result"]["status"] == "Failure"
     spec = "[" * 990 + "]" * 990
     deep = (f'{{"request":{{"uid":"d","desiredAPIVersion":"{GROUP}/v1alpha1","objects":[{{"apiVersion":"{GROUP}/v1beta1",'
             f'"kind":"{KIND}","metadata":{{"name":"d"}},"spec":{{"drain":{spec}}}}}]}}}}').encode()
-    status, answer = _post(server, "/convert", deep, {})
+    status, answer = post(server[:2], "/convert", deep)
     result = json.loads(answer)["response"]["result"]
     assert status == 200 and result["status"] == "Failure" and "request" in result["message"], result

@@ -8,14 +8,13 @@ import json
 import logging
 import ssl
 import time
-import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tests.unit.builders import FakeApi, nm
-from tests.unit.serving import webhooks_served
+from tests.unit.serving import review_response, webhooks_served
 
 GROUP = "nodemaintenance.kubevirt.io"
 PARKED = f"conversion.{GROUP}/v1beta1-fields"
@@ -36,18 +35,6 @@ def _parking(obj: dict[str, Any], parked: str, uid: str) -> dict[str, Any]:
     return obj
 
 
-def _convert(server: tuple[int, ssl.SSLContext, FakeApi], objects: list[dict[str, Any]], version: str) -> dict[str, Any]:
-    port, context, _ = server
-    review = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
-              "request": {"uid": "r", "desiredAPIVersion": f"{GROUP}/{version}", "objects": objects}}
-    request = urllib.request.Request(f"https://127.0.0.1:{port}/convert", data=json.dumps(review).encode(),
-                                     headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, context=context, timeout=30) as response:
-        assert response.status == 200
-        answer: dict[str, Any] = json.loads(response.read())["response"]
-        return answer
-
-
 def _events_about(api: FakeApi, name: str) -> list[dict[str, Any]]:
     """The events posted about NodeMaintenance ``name``, once the first has come (they are posted in the background)."""
     deadline = time.monotonic() + 10
@@ -61,8 +48,10 @@ def _events_about(api: FakeApi, name: str) -> list[dict[str, Any]]:
 def test_a_forged_annotation_is_not_stored_and_what_was_dropped_is_told(server: tuple[int, ssl.SSLContext, FakeApi], caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING)
     forged = _parking(nm("forged", "worker-1", version="v1alpha1", status={"phase": "Running"}), FORGED, "u-forged")
+    review = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+              "request": {"uid": "r", "desiredAPIVersion": f"{GROUP}/v1beta1", "objects": [forged]}}
     for _ in range(2):  # read twice in another version: told once
-        response = _convert(server, [forged], "v1beta1")
+        response = review_response(server[:2], "/convert", review)
         assert response["result"] == {"status": "Success"}
         stored = response["convertedObjects"][0]
         assert stored["spec"] == {"nodeName": "worker-1"} and stored["status"] == {"phase": "Running"}

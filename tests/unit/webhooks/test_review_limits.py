@@ -9,8 +9,6 @@ import json
 import socket
 import ssl
 import threading
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -19,7 +17,7 @@ import pytest
 
 from node_maintenance.webhooks import intake, server
 from tests.unit.builders import nm, nm_policy, unreachable_api
-from tests.unit.serving import webhooks_served
+from tests.unit.serving import post, webhooks_served
 
 GROUP = "nodemaintenance.kubevirt.io"
 LIMIT = 3 * 1024 * 1024
@@ -29,16 +27,6 @@ LIMIT = 3 * 1024 * 1024
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, ssl.SSLContext]]:
     with webhooks_served(tmp_path_factory.mktemp("certs"), unreachable_api()) as port_and_context:
         yield port_and_context
-
-
-def _post(served: tuple[int, ssl.SSLContext], path: str, body: bytes) -> tuple[int, Any]:
-    port, context = served
-    request = urllib.request.Request(f"https://127.0.0.1:{port}{path}", data=body, headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, context=context, timeout=10) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
 
 
 def _status_after(served: tuple[int, ssl.SSLContext], head: bytes, parts: Iterable[bytes] = ()) -> tuple[int, bytes]:
@@ -111,15 +99,18 @@ def test_a_review_is_decoded_and_converted_off_the_event_loop(served: tuple[int,
     on_loop, begun, go_on = _blocking(monkeypatch)
     cheap = json.dumps({"request": {"uid": "cheap", "operation": "CREATE", "object": nm_policy("p")}}).encode()
     with ThreadPoolExecutor(1) as pool:
-        big = pool.submit(_post, served, "/convert", _conversion(2000))
+        big = pool.submit(post, served, "/convert", _conversion(2000))
         try:
             assert begun.acquire(timeout=10), "the conversion never began"
             # The conversion holds its thread: a loop it ran on could answer nothing meanwhile.
-            assert _post(served, "/validate-nodemaintenancepolicy", cheap) == (200, server.admission_response("cheap", None))
+            status, answer = post(served, "/validate-nodemaintenancepolicy", cheap)
+            assert status == 200 and json.loads(answer) == server.admission_response("cheap", None), (status, answer)
         finally:
             go_on.set()
         status, answer = big.result(30)
-    assert status == 200 and answer["response"]["result"] == {"status": "Success"} and len(answer["response"]["convertedObjects"]) == 2000
+    assert status == 200, (status, answer)
+    converted = json.loads(answer)["response"]
+    assert converted["result"] == {"status": "Success"} and len(converted["convertedObjects"]) == 2000
     assert on_loop == [False]
 
 
@@ -127,12 +118,12 @@ def test_past_the_reviews_worked_on_and_waiting_the_next_is_refused_at_once(serv
     _, begun, go_on = _blocking(monkeypatch)
     monkeypatch.setattr(intake, "WAITING_AT_MOST", 0)
     with ThreadPoolExecutor(intake.REVIEWS_AT_ONCE) as pool:
-        held = [pool.submit(_post, served, "/convert", _conversion(1)) for _ in range(intake.REVIEWS_AT_ONCE)]
+        held = [pool.submit(post, served, "/convert", _conversion(1)) for _ in range(intake.REVIEWS_AT_ONCE)]
         try:
             for _ in held:
                 assert begun.acquire(timeout=10), "a conversion never began"
-            status, answer = _post(served, "/convert", _conversion(1))
-            assert status == 503 and "reviews at once; try again" in answer, (status, answer)
+            status, answer = post(served, "/convert", _conversion(1))
+            assert status == 503 and "reviews at once; try again" in answer.decode(), (status, answer)
         finally:
             go_on.set()
         assert [future.result(30)[0] for future in held] == [200] * intake.REVIEWS_AT_ONCE
@@ -149,8 +140,8 @@ def test_clients_trickling_their_bodies_hold_no_turn_a_ready_review_needs(served
             tls = context.wrap_socket(plain, server_hostname="127.0.0.1")
             tls.sendall(_head("/convert", Content_Length="100000") + b'{"request"')
             trickling.append(tls)
-        status, answer = _post(served, "/convert", _conversion(1))
-        assert status == 200 and answer["response"]["result"]["status"] == "Success", (status, answer)
+        status, answer = post(served, "/convert", _conversion(1))
+        assert status == 200 and json.loads(answer)["response"]["result"]["status"] == "Success", (status, answer)
     finally:
         for connection in trickling:
             connection.close()

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import json
 import ssl
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -16,7 +15,7 @@ from hypothesis import strategies as st
 from node_maintenance.api import SERVICE_ACCOUNT
 from node_maintenance.webhooks.server import admission_response, conversion_reply
 from tests.unit.builders import hook_template, nm, nm_policy, unreachable_api
-from tests.unit.serving import webhooks_served
+from tests.unit.serving import post, review_response, webhooks_served
 
 GROUP = "nodemaintenance.kubevirt.io"
 
@@ -54,16 +53,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, ssl.
         yield served
 
 
-def _post(server: tuple[int, ssl.SSLContext], path: str, body: bytes) -> tuple[int, object]:
-    port, context = server
-    request = urllib.request.Request(f"https://127.0.0.1:{port}{path}", data=body, headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, context=context, timeout=10) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        return error.code, None
-
-
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4),
@@ -96,8 +85,9 @@ bodies = st.binary(max_size=512) | json_values.map(lambda v: json.dumps(v).encod
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(body=bodies, path=st.sampled_from(["/convert", "/validate-nodemaintenance", "/validate-nodemaintenancepolicy"]))
 def test_fuzzed_reviews_always_get_a_well_formed_answer(server: tuple[int, ssl.SSLContext], body: bytes, path: str) -> None:
-    status, answer = _post(server, path, body)
+    status, reply = post(server, path, body)
     assert status == 200
+    answer = json.loads(reply)
     assert isinstance(answer, dict) and isinstance(answer.get("response"), dict)
     if path == "/convert":
         assert answer["response"]["result"]["status"] in ("Success", "Failure")
@@ -106,11 +96,12 @@ def test_fuzzed_reviews_always_get_a_well_formed_answer(server: tuple[int, ssl.S
 
 
 def test_the_policy_webhook_refuses_a_hook_that_would_run_as_the_operator(server: tuple[int, ssl.SSLContext]) -> None:
-    def review(service_account: str) -> bytes:
+    def review(service_account: str) -> dict[str, Any]:
         policy = nm_policy("rolling", postMaintenance={"jobTemplate": hook_template(serviceAccountName=service_account)})
-        return json.dumps({"request": {"uid": "u", "operation": "UPDATE", "object": policy}}).encode()
+        return {"request": {"uid": "u", "operation": "UPDATE", "object": policy}}
 
-    status, answer = _post(server, "/validate-nodemaintenancepolicy", review(SERVICE_ACCOUNT))
-    assert status == 200 and isinstance(answer, dict) and answer["response"]["allowed"] is False
-    assert "spec.postMaintenance.jobTemplate.spec.template.spec.serviceAccountName" in answer["response"]["status"]["message"]
-    assert _post(server, "/validate-nodemaintenancepolicy", review("storage-admin")) == (200, admission_response("u", None))
+    refused = review_response(server, "/validate-nodemaintenancepolicy", review(SERVICE_ACCOUNT))
+    assert refused["allowed"] is False, refused
+    assert "spec.postMaintenance.jobTemplate.spec.template.spec.serviceAccountName" in refused["status"]["message"]
+    status, answer = post(server, "/validate-nodemaintenancepolicy", json.dumps(review("storage-admin")).encode())
+    assert status == 200 and json.loads(answer) == admission_response("u", None), (status, answer)

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import ssl
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,7 +13,7 @@ import pytest
 
 from node_maintenance.api.paths import nm_path, node_path
 from tests.unit.builders import FakeApi, nm, node
-from tests.unit.serving import webhooks_served
+from tests.unit.serving import review_response, webhooks_served
 
 GROUP = "nodemaintenance.kubevirt.io"
 PARKED = f"conversion.{GROUP}/v1beta1-fields"
@@ -30,30 +28,19 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, ssl.
         yield served
 
 
-def _post(server: tuple[int, ssl.SSLContext], path: str, review: dict[str, Any]) -> tuple[int, dict[str, Any] | None]:
-    port, context = server
-    request = urllib.request.Request(f"https://127.0.0.1:{port}{path}", data=json.dumps(review).encode(),
-                                     headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, context=context, timeout=30) as response:
-            return response.status, json.loads(response.read())["response"]
-    except urllib.error.HTTPError as error:
-        return error.code, None
-
-
 def _create(obj: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "c", "operation": "CREATE", "object": obj}}
 
 
 def test_a_stored_maintenance_that_cannot_be_read_leaves_every_create_decided(server: tuple[int, ssl.SSLContext]) -> None:
-    assert _post(server, "/validate-nodemaintenance", _create(nm("a", "n1", version="v1beta1"))) == (200, {"uid": "c", "allowed": True})
+    assert review_response(server, "/validate-nodemaintenance", _create(nm("a", "n1", version="v1beta1"))) == {"uid": "c", "allowed": True}
 
 
 def test_an_object_whose_node_name_cannot_be_read_is_refused_naming_the_field(server: tuple[int, ssl.SSLContext]) -> None:
     obj = nm("a", None, version="v1beta1")
     obj["spec"]["nodeName"] = {"name": "n1"}
-    status, response = _post(server, "/validate-nodemaintenance", _create(obj))
-    assert status == 200 and response is not None and response["allowed"] is False, (status, response)
+    response = review_response(server, "/validate-nodemaintenance", _create(obj))
+    assert response["allowed"] is False, response
     assert "spec.nodeName is an object, not a string" in response["status"]["message"]
 
 
@@ -62,7 +49,7 @@ def test_a_malformed_parked_annotation_fails_no_conversion_review(server: tuple[
     malformed["metadata"]["annotations"] = {PARKED: "{not json"}
     review = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
               "request": {"uid": "v", "desiredAPIVersion": f"{GROUP}/v1alpha1", "objects": [malformed, nm("fine", "n1", version="v1beta1")]}}
-    status, response = _post(server, "/convert", review)
-    assert status == 200 and response is not None and response["result"] == {"status": "Success"}, response
+    response = review_response(server, "/convert", review)
+    assert response["result"] == {"status": "Success"}, response
     assert [obj["metadata"]["name"] for obj in response["convertedObjects"]] == ["malformed", "fine"]
     assert json.loads(response["convertedObjects"][0]["metadata"]["annotations"][PARKED]) == {"spec": {"drain": {"timeoutSeconds": 5}}}
