@@ -1,4 +1,4 @@
-# Bundle image of node-maintenance-operator 0.5.0. Rendered by nmo-pack; the labels equal bundle/metadata/annotations.yaml.
+# Bundle image of node-maintenance-operator 0.6.0. Rendered by nmo-pack; the labels equal bundle/metadata/annotations.yaml.
 FROM scratch
 
 LABEL operators.operatorframework.io.bundle.mediatype.v1=registry+v1

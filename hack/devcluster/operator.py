@@ -34,6 +34,22 @@ def csv_install_spec(csv_file: Path = CSV_FILE) -> dict[str, Any]:
     return spec
 
 
+# The flags a local process sets itself (its ports); the CSV's values are for a pod of its own.
+_OWN_FLAGS = ("--health-port", "--webhook-port")
+
+
+def csv_args(csv_file: Path = CSV_FILE) -> list[str]:
+    """The operator container's arguments in the CSV's Deployment (``--authorize-authors``, say), but the ports."""
+    container = csv_install_spec(csv_file)["deployments"][0]["spec"]["template"]["spec"]["containers"][0]
+    return [arg for arg in container.get("args") or [] if arg.split("=", 1)[0] not in _OWN_FLAGS]
+
+
+def csv_webhook(path: str, csv_file: Path = CSV_FILE) -> dict[str, Any]:
+    """The CSV's webhook definition served at ``path``: what OLM registers for it."""
+    definitions: list[dict[str, Any]] = yaml.safe_load(csv_file.read_text())["spec"]["webhookdefinitions"]
+    return next(definition for definition in definitions if definition.get("webhookPath") == path)
+
+
 def grant_csv_permissions(cluster: Cluster, namespace: str, csv_file: Path = CSV_FILE) -> Path:
     """Create the CSV's ServiceAccount(s) with exactly its clusterPermissions and permissions, as OLM does;
     return a kubeconfig for the operator's ServiceAccount."""
@@ -149,7 +165,7 @@ class OperatorProcess:
         self.starts += 1
         argv = [sys.executable, "-m", "node_maintenance", f"--namespace={self.namespace}", f"--bind-address={self.bind_address}",
                 f"--webhook-port={self.webhook_port}", f"--webhook-cert-dir={self.cert_dir}", f"--health-port={self.health_port}",
-                f"--leader-elect-identity={self.identity}", *extra]
+                f"--leader-elect-identity={self.identity}", *csv_args(), *extra]
         env = {"POD_NAMESPACE": self.namespace, "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
         if self.in_pod:
             argv, found = self._as_in_a_pod(argv)

@@ -7,6 +7,9 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 from typing import Any
 
+from node_maintenance import api
+from node_maintenance.api import authors
+
 from . import yamlout
 from .clusterserviceversion import CSV_FILE, DEPLOYMENT, HEALTH_PORT, build_csv
 from .crd import build_crds
@@ -16,6 +19,16 @@ from .releases import Release, Releases
 from .templating import Templates
 
 METRICS_SERVICE_FILE = "node-maintenance-operator-metrics_v1_service.yaml"
+
+
+def _author_roles(templates: Templates, release: Release) -> dict[str, dict[str, Any]]:
+    """With authorization, the ClusterRoles an admin binds to let a person request maintenance and escalate."""
+    if not release.has("authorization"):
+        return {}
+    names = {"requester": authors.REQUESTER_ROLE, "escalator": authors.ESCALATOR_ROLE, "group": api.GROUP, "plural": api.PLURAL,
+             "escalate": authors.ESCALATE_VERB}
+    return {f"{name}_rbac.authorization.k8s.io_v1_clusterrole.yaml": templates.yaml("author-roles.yaml.j2", role=name, **names)
+            for name in (authors.REQUESTER_ROLE, authors.ESCALATOR_ROLE)}
 
 
 def bundle_annotations(releases: Releases, release: Release) -> dict[str, str]:
@@ -36,6 +49,7 @@ def bundle_manifests(templates: Templates, releases: Releases, images: ImageRefs
         CSV_FILE: build_csv(templates, releases, images, release),
         **build_crds(release),
         METRICS_SERVICE_FILE: templates.yaml("metrics-service.yaml.j2", deployment=DEPLOYMENT, health_port=HEALTH_PORT),
+        **_author_roles(templates, release),
     }
 
 

@@ -145,15 +145,7 @@ def _webhooks(release: Release) -> list[dict[str, Any]]:
                 "webhookPath": api.VALIDATE_PATH,
                 "failurePolicy": "Fail",
                 "timeoutSeconds": 10,
-                "rules": [
-                    {
-                        "apiGroups": [api.GROUP],
-                        "apiVersions": list(release.served),
-                        "operations": ["CREATE"],
-                        "resources": [api.PLURAL],
-                        "scope": "Cluster",
-                    }
-                ],
+                **_judged(release, release.served, release.storage),
             }
         )
     policy = next((owned for owned in release.crds if owned.resource is api.POLICY), None)
@@ -176,6 +168,18 @@ def _webhooks(release: Release) -> list[dict[str, Any]]:
                         "scope": "Cluster",
                     }
                 ],
+                **({"matchPolicy": "Equivalent"} if release.has("authorization") else {}),
             }
         )
     return hooks
+
+
+def _judged(release: Release, served: tuple[str, ...], storage: str) -> dict[str, Any]:
+    """What the NodeMaintenance webhook is sent: new objects; with authorization also updates (a changed spec asks
+    again), in the storage version whatever version the request was made in (``Equivalent`` converts it), so that
+    the object judged is the one stored."""
+    if not release.has("authorization"):
+        return {"rules": [{"apiGroups": [api.GROUP], "apiVersions": list(served), "operations": ["CREATE"],
+                           "resources": [api.PLURAL], "scope": "Cluster"}]}
+    return {"rules": [{"apiGroups": [api.GROUP], "apiVersions": [storage], "operations": ["CREATE", "UPDATE"],
+                       "resources": [api.PLURAL], "scope": "Cluster"}], "matchPolicy": "Equivalent"}

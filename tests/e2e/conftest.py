@@ -12,10 +12,10 @@ import pytest
 
 from devcluster.cluster import Cluster
 from devcluster.operator import USER as OPERATOR_USER
-from devcluster.operator import OperatorProcess, grant_csv_permissions, point_conversion_at
+from devcluster.operator import OperatorProcess, csv_webhook, grant_csv_permissions, point_conversion_at
 from devcluster.processes import identify, survivors
 from devcluster.toxiproxy import Toxiproxy
-from node_maintenance.api import CRD_NAME
+from node_maintenance.api import CRD_NAME, VALIDATE_PATH
 from node_maintenance.coordination import remediation
 from node_maintenance_packaging.clusterserviceversion import NAMESPACE
 from soak.chaos import Api, Tally
@@ -157,39 +157,19 @@ def operator_factory(cluster: Cluster, operator_kubeconfig: Path, tmp_path: Path
 
 @pytest.fixture
 def admission_webhook(cluster: Cluster, operator: OperatorProcess) -> Iterator[str]:
-    """The validating webhook registered by URL at the session operator; removed afterwards."""
+    """The validating webhook registered by URL at the session operator, with the rules the CSV gives OLM; removed afterwards."""
     import base64
     import json
 
     assert operator.ca_pem is not None, "the operator serves a certificate of its own making"
     name = "node-maintenance-validation"
-    config = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingWebhookConfiguration",
-        "metadata": {"name": name},
-        "webhooks": [
-            {
-                "name": "validate.nodemaintenance.kubevirt.io",
-                "clientConfig": {
-                    "url": operator.webhook_url + "/validate-nodemaintenance",
-                    "caBundle": base64.b64encode(operator.ca_pem).decode(),
-                },
-                "rules": [
-                    {
-                        "apiGroups": ["nodemaintenance.kubevirt.io"],
-                        "apiVersions": ["*"],
-                        "operations": ["CREATE"],
-                        "resources": ["nodemaintenances"],
-                        "scope": "Cluster",
-                    }
-                ],
-                "failurePolicy": "Fail",
-                "sideEffects": "None",
-                "admissionReviewVersions": ["v1"],
-                "timeoutSeconds": 10,
-            }
-        ],
-    }
+    defined = csv_webhook(VALIDATE_PATH)
+    registered = ("rules", "failurePolicy", "sideEffects", "admissionReviewVersions", "timeoutSeconds", "matchPolicy")
+    webhook: dict[str, Any] = {key: defined[key] for key in registered if key in defined}
+    webhook["name"] = "validate.nodemaintenance.kubevirt.io"
+    webhook["clientConfig"] = {"url": operator.webhook_url + VALIDATE_PATH, "caBundle": base64.b64encode(operator.ca_pem).decode()}
+    config = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration", "metadata": {"name": name},
+              "webhooks": [webhook]}
     cluster.kubectl("apply", "-f", "-", input=json.dumps(config))
     yield name
     cluster.kubectl("delete", "validatingwebhookconfiguration", name, "--ignore-not-found")

@@ -450,6 +450,7 @@ class FakeApi:
       then yields the events of the next script queued by ``script_watch``: an
       exception among them is raised when reached, and the end of the list ends the watch as a server
       does. With nothing queued it sets ``idle`` and waits until cancelled.
+    - ``answer_by(method, path, answering)`` answers the unscripted calls of ``method`` to ``path`` by their body.
     - ``outage``, while set, is raised by every call: an API server away or failing.
     - ``calls`` holds a ``Call`` (method, path, body, query, content_type) per call; ``calls_to``,
       ``writes`` and ``remaining`` read them and what is left of the script.
@@ -470,11 +471,17 @@ class FakeApi:
         self.idle = asyncio.Event()
         self._answers: dict[tuple[str, str], deque[Any]] = {}
         self._watches: dict[str, deque[list[Any]]] = {}
+        self._answering: dict[tuple[str, str], Callable[[Any], Obj]] = {}
 
     # ------------------------------------------------ what a test says
     def script(self, method: str, path: str, *answers: Any) -> None:
         """The answers of the next calls of ``method`` to ``path``, one per call: objects, or exceptions to raise."""
         self._answers.setdefault((method, path), deque()).extend(answers)
+
+    def answer_by(self, method: str, path: str, answering: Callable[[Any], Obj]) -> None:
+        """Answer every unscripted call of ``method`` to ``path`` with what ``answering`` makes of its body: a server
+        that decides (a SubjectAccessReview's answer, say)."""
+        self._answering[(method, path)] = answering
 
     def fail(self, method: str, path: str, error: BaseException, *, times: int = 1) -> None:
         """Make the next ``times`` calls of ``method`` to ``path`` raise ``error``."""
@@ -540,6 +547,8 @@ class FakeApi:
             if isinstance(answer, BaseException):
                 raise answer
             return copy.deepcopy(answer)
+        if (method, path) in self._answering:
+            return copy.deepcopy(self._answering[(method, path)](copy.deepcopy(body)))
         if method != "GET":
             return copy.deepcopy(body) if isinstance(body, dict) else {}
         if path in self.objects:

@@ -37,7 +37,7 @@ async def serving(*routes: web.RouteDef) -> AsyncIterator[str]:
 
 
 @contextlib.contextmanager
-def webhooks_served(cert_dir: Path, kube: BlockingKubeApi) -> Iterator[tuple[int, ssl.SSLContext]]:
+def webhooks_served(cert_dir: Path, kube: BlockingKubeApi, *, authorize: bool = False) -> Iterator[tuple[int, ssl.SSLContext]]:
     """The operator's webhook server (API access ``kube``) on a free port, its event loop in a thread,
     until the block ends; yields the port and a client TLS context that trusts the server's certificate."""
     ca = generate_self_signed(cert_dir, ["127.0.0.1"])
@@ -45,7 +45,7 @@ def webhooks_served(cert_dir: Path, kube: BlockingKubeApi) -> Iterator[tuple[int
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     loop = asyncio.new_event_loop()
-    runner = loop.run_until_complete(start_webhook_server(host="127.0.0.1", port=port, cert_dir=cert_dir, kube=kube))
+    runner = loop.run_until_complete(start_webhook_server(host="127.0.0.1", port=port, cert_dir=cert_dir, kube=kube, authorize=authorize))
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
     try:

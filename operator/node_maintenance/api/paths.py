@@ -14,6 +14,7 @@ POLICY_CRD = f"{CRDS}/{POLICY.crd_name}"
 BUDGETS = "/apis/policy/v1/poddisruptionbudgets"
 PODS = "/api/v1/pods"
 NAMESPACES = "/api/v1/namespaces"
+SUBJECT_ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
 
 
 def node_path(name: str = "") -> str:

@@ -64,6 +64,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         default=os.environ.get(remediation.LEASE_NAMESPACE_ENV, remediation.DEFAULT_LEASE_NAMESPACE),
                         help="namespace of the per-node Leases shared with remediation (medik8s); empty turns the "
                              f"coordination off (default: ${remediation.LEASE_NAMESPACE_ENV}, else %(default)s)")
+    # Off by default only because the bundles of earlier releases run this code without the right to ask; every
+    # release since 0.6.0 turns it on in its CSV (and the chart), and the docs say to keep it on.
+    parser.add_argument("--authorize-authors", action=argparse.BooleanOptionalAction, default=False,
+                        help="admit a NodeMaintenance or a policy only if its author may do, themselves, what it asks of the "
+                             "operator (asked of the API server with SubjectAccessReviews)")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     return parser.parse_args(argv)
 
@@ -78,7 +83,7 @@ async def run(args: argparse.Namespace) -> int:
     try:
         if (args.webhook_cert_dir / "tls.crt").exists():
             runners.append(await start_webhook_server(host=args.bind_address, port=args.webhook_port,
-                                                      cert_dir=args.webhook_cert_dir, kube=kube))
+                                                      cert_dir=args.webhook_cert_dir, kube=kube, authorize=args.authorize_authors))
         else:  # releases without webhooks get no certificate mounted
             log.warning("no webhook certificate; webhooks not served", extra={"certDir": str(args.webhook_cert_dir)})
         health.ready = True

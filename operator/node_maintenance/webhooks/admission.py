@@ -6,9 +6,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from node_maintenance.api import schema_check
-from node_maintenance.api.paths import nm_path, node_path
+from node_maintenance.api.paths import nm_path, node_path, policy_path
+from node_maintenance.client.errors import NotFound
 from node_maintenance.client.protocol import BlockingKubeApi
 from node_maintenance.coordination import quorum
+from node_maintenance.policy import model
 
 
 def node_name_of(obj: dict[str, Any]) -> str:
@@ -38,6 +40,7 @@ class Facts:
     maintenances: list[dict[str, Any]]
     etcd_guards: list[dict[str, Any]]
     control_plane: list[dict[str, Any]] = field(default_factory=list)  # every control-plane node, read for one only
+    policy_drains: tuple[dict[str, Any], ...] = ()  # the drain defaults of the policies that select the node, when asked
 
 
 def deny_reason(obj: dict[str, Any], facts: Facts) -> str | None:
@@ -61,14 +64,35 @@ def deny_reason(obj: dict[str, Any], facts: Facts) -> str | None:
     return f"NodeMaintenance {name}: {refused}" if refused else None
 
 
-def gather_facts(kube: BlockingKubeApi, obj: dict[str, Any]) -> Facts:
-    """Read the node and the existing NodeMaintenances, and for a control-plane node the etcd guard
-    budgets and the other control-plane nodes (blocking calls)."""
+def _policy_drains(kube: BlockingKubeApi, node: dict[str, Any] | None) -> tuple[dict[str, Any], ...]:
+    """The drain defaults of the policies that select ``node`` (none before the policy CRD is installed). A policy that
+    cannot be read governs nothing here, as in the decisions, where its own status says why."""
+    if node is None:
+        return ()
+    try:
+        bodies = kube.request("GET", policy_path()).get("items") or []
+    except NotFound:
+        return ()
+    drains = []
+    for body in bodies:
+        try:
+            policy = model.Policy.of(body)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            continue
+        if policy.selects(node):
+            drains.append(dict(policy.drain))
+    return tuple(drains)
+
+
+def gather_facts(kube: BlockingKubeApi, obj: dict[str, Any], *, policies: bool = False) -> Facts:
+    """Read the node and the existing NodeMaintenances, for a control-plane node the etcd guard budgets and the other
+    control-plane nodes, and (``policies``) the drain defaults of the policies that select the node (blocking calls)."""
     node_name = node_name_of(obj)
     node = kube.get(node_path(node_name)) if node_name else None
     maintenances = kube.request("GET", nm_path()).get("items", [])
+    drains = _policy_drains(kube, node) if policies else ()
     if node is None or not quorum.is_control_plane(node):
-        return Facts(node=node, maintenances=maintenances, etcd_guards=[])
+        return Facts(node=node, maintenances=maintenances, etcd_guards=[], policy_drains=drains)
     guards = [
         pdb
         for pdb_name in quorum.ETCD_GUARD_PDBS
@@ -76,4 +100,4 @@ def gather_facts(kube: BlockingKubeApi, obj: dict[str, Any]) -> Facts:
     ]
     members = {n["metadata"]["name"]: n for label in quorum.CONTROL_PLANE_LABELS
                for n in kube.request("GET", node_path(), query={"labelSelector": label}).get("items", [])}
-    return Facts(node=node, maintenances=maintenances, etcd_guards=guards[:1], control_plane=list(members.values()))
+    return Facts(node=node, maintenances=maintenances, etcd_guards=guards[:1], control_plane=list(members.values()), policy_drains=drains)

@@ -24,8 +24,8 @@ from node_maintenance.api import CONVERT_PATH, VALIDATE_PATH, VALIDATE_POLICY_PA
 from node_maintenance.api.conversion import ConversionError, converted, version_of
 from node_maintenance.client.errors import TooManyRequests
 from node_maintenance.client.protocol import BlockingKubeApi
-from node_maintenance.policy import refusals
-from node_maintenance.webhooks import admission
+from node_maintenance.policy import authority, refusals
+from node_maintenance.webhooks import admission, authorization
 from node_maintenance.webhooks.certs import ReloadingTLS
 from node_maintenance.webhooks.dropped_fields import DroppedFields
 from node_maintenance.webhooks.intake import MAX_REVIEW_BYTES, Intake
@@ -104,13 +104,14 @@ def policy_admission_response(review: Any) -> dict[str, Any]:
     return admission_response(uid, reason)
 
 
-async def read_facts(kube: BlockingKubeApi, obj: dict[str, Any]) -> admission.Facts:
+async def read_facts(kube: BlockingKubeApi, obj: dict[str, Any], *, policies: bool = False) -> admission.Facts:
     """What the admission rules read. A read the API server asks to be made again later (a 429, as while a
     CRD's storage re-initialises after an upgrade) is made again after its Retry-After, as client-go's clients
-    do, within the review's 10 s; in doubt after that, the review is refused and says to try again."""
+    do, within the review's 10 s; in doubt after that, the review is refused and says to try again. ``policies``: the
+    policies that select the node are read too, for what a maintenance inherits of their drain defaults."""
     for attempt in range(FACTS_TRIES):
         try:
-            return await asyncio.to_thread(admission.gather_facts, kube, obj)
+            return await asyncio.to_thread(admission.gather_facts, kube, obj, policies=policies)
         except TooManyRequests as busy:
             if attempt == FACTS_TRIES - 1:
                 raise
@@ -138,10 +139,6 @@ def _converted(body: bytes) -> tuple[ConversionReply, bytes]:
         return ConversionReply(review=answer), orjson.dumps(answer)
 
 
-def _policy_answered(body: bytes) -> bytes:
-    return orjson.dumps(policy_admission_response(_decoded(body)))
-
-
 def _admission_request_of(body: bytes) -> tuple[str, dict[str, Any] | None]:
     return _admission_request(_decoded(body))
 
@@ -151,7 +148,7 @@ def _json(encoded: bytes) -> web.Response:
     return web.Response(body=encoded, content_type="application/json")
 
 
-def _app(kube: BlockingKubeApi) -> web.Application:
+def _app(kube: BlockingKubeApi, authorize: bool) -> web.Application:
     dropped_fields = DroppedFields(kube)
     intake = Intake()
 
@@ -165,11 +162,12 @@ def _app(kube: BlockingKubeApi) -> web.Application:
     async def validate_handler(request: web.Request) -> web.Response:
         async with intake.body(request) as body:
             uid, req = await asyncio.to_thread(_admission_request_of, body)
-        return _json(orjson.dumps(await _nm_admission(kube, uid, req)))
+        return _json(orjson.dumps(await _nm_admission(kube, uid, req, authorize)))
 
     async def validate_policy_handler(request: web.Request) -> web.Response:
         async with intake.body(request) as body:
-            return _json(await asyncio.to_thread(_policy_answered, body))
+            uid, req = await asyncio.to_thread(_admission_request_of, body)
+        return _json(orjson.dumps(await _policy_admission(kube, uid, req, authorize)))
 
     app = web.Application(client_max_size=MAX_REVIEW_BYTES)
     app.router.add_post(CONVERT_PATH, convert_handler)
@@ -178,35 +176,73 @@ def _app(kube: BlockingKubeApi) -> web.Application:
     return app
 
 
-async def _nm_admission(kube: BlockingKubeApi, uid: str, req: dict[str, Any] | None) -> dict[str, Any]:
-    """Answer an AdmissionReview of a NodeMaintenance: the rules, on what they read of the cluster."""
+async def _nm_admission(kube: BlockingKubeApi, uid: str, req: dict[str, Any] | None, authorize: bool) -> dict[str, Any]:
+    """Answer an AdmissionReview of a NodeMaintenance: the rules on a new one, on what they read of the cluster, and
+    (``authorize``) whether its author may do what it asks of the operator, on a new one and on a changed spec."""
     if req is None:
         return admission_response(uid, NOT_A_REVIEW)
-    if req.get("operation") != "CREATE":
+    operation = req.get("operation")
+    if operation not in ("CREATE", "UPDATE"):
         return admission_response(uid, None)
     obj = req["object"]
     refused = admission.unreadable(obj)
     if refused:
         return admission_response(uid, refused)
+    creating = operation == "CREATE"
+    asks = authorize and authority.changed(obj, None if creating else req.get("oldObject"))
+    if not creating and not asks:
+        return admission_response(uid, None)
     try:
-        facts = await read_facts(kube, obj)
+        facts = await read_facts(kube, obj, policies=asks)
     except Exception as error:  # the apiserver must get an answer; failurePolicy Fail would refuse anyway
         log.warning("admission check could not read the cluster: %s", error)
         return admission_response(uid, f"could not check the node: {error}; try again")
     try:
-        reason = admission.deny_reason(obj, facts)
+        reason = admission.deny_reason(obj, facts) if creating else None
     except Exception as error:  # a bug: an answer still, or every later CREATE would get a 500 too
         log.exception("admission check failed unexpectedly")
         reason = f"could not check the node: {error!r}; try again, and report it if it persists"
+    if reason is None and asks:
+        needs = authority.maintenance_needs(obj, admission.node_name_of(obj), facts.policy_drains)
+        reason = await _unauthorized(kube, req, f"NodeMaintenance {(obj.get('metadata') or {}).get('name', '')}", needs)
     if reason:
         log.info("refused NodeMaintenance", extra={"nodeMaintenance": obj.get("metadata", {}).get("name"), "reason": reason})
     return admission_response(uid, reason)
 
 
-async def start_webhook_server(*, host: str, port: int, cert_dir: Path, kube: BlockingKubeApi) -> web.AppRunner:
-    """Serve the webhooks over TLS on ``host:port``; the certificate follows rotations of the files."""
+async def _policy_admission(kube: BlockingKubeApi, uid: str, req: dict[str, Any] | None, authorize: bool) -> dict[str, Any]:
+    """Answer an AdmissionReview of a NodeMaintenancePolicy: its rules, then (``authorize``) whether its author may
+    do what its drain defaults ask of the operator for every maintenance it governs."""
+    answer = policy_admission_response({"request": req} if req is not None else None)
+    if req is None or not answer["response"]["allowed"] or req.get("operation") not in ("CREATE", "UPDATE") or not authorize:
+        return answer
+    obj = req["object"]
+    if not authority.changed(obj, req.get("oldObject") if req.get("operation") == "UPDATE" else None):
+        return answer
+    reason = await _unauthorized(kube, req, f"NodeMaintenancePolicy {(obj.get('metadata') or {}).get('name', '')}", authority.policy_needs(obj))
+    if reason:
+        log.info("refused NodeMaintenancePolicy", extra={"reason": reason})
+    return admission_response(uid, reason)
+
+
+async def _unauthorized(kube: BlockingKubeApi, req: dict[str, Any], what: str, needs: tuple[authority.Need, ...]) -> str | None:
+    """Why the review's user may not ask ``needs`` of the operator (the API server asked, in a worker thread), or None."""
+    named = req.get("userInfo")
+    user: dict[str, Any] = named if isinstance(named, dict) else {}
+    try:
+        unmet = await asyncio.to_thread(authorization.unmet, kube, user, needs)
+    except authorization.Unanswered as error:
+        log.warning("admission check could not ask the API server: %s", error)
+        return f"{what}: {error}"
+    return f"{what}: " + "; ".join(need.refusal(str(user.get("username", ""))) for need in unmet) if unmet else None
+
+
+async def start_webhook_server(*, host: str, port: int, cert_dir: Path, kube: BlockingKubeApi, authorize: bool = False) -> web.AppRunner:
+    """Serve the webhooks over TLS on ``host:port``; the certificate follows rotations of the files. ``authorize``: each
+    review asks the API server whether its author may do what the object asks of the operator (the releases whose
+    CSV grants the operator SubjectAccessReviews turn it on; older bundles run this code without that right)."""
     tls = ReloadingTLS(cert_dir)
-    app = _app(kube)
+    app = _app(kube, authorize)
     watcher = asyncio.get_running_loop().create_task(tls.watch())
 
     async def stop_watching(_: web.Application) -> None:

@@ -145,6 +145,20 @@ def test_webhooks_follow_the_declared_features(tmp_path: Path) -> None:
     assert validation["rules"][0]["apiVersions"] == ["v1alpha1", "v1alpha3", "v1beta1"]
 
 
+def test_with_authorization_the_webhooks_judge_creates_and_updates_in_the_stored_version_and_the_roles_ship(tmp_path: Path) -> None:
+    bundle = render_bundle(tmp_path, "0.6.0")
+    csv = load_yaml(bundle / CSV)
+    judged = {h["webhookPath"]: h for h in csv["spec"]["webhookdefinitions"] if h["type"] == "ValidatingAdmissionWebhook"}
+    maintenance, policy = judged["/validate-nodemaintenance"], judged["/validate-nodemaintenancepolicy"]
+    assert maintenance["rules"][0]["operations"] == ["CREATE", "UPDATE"] and maintenance["rules"][0]["apiVersions"] == ["v1beta1"]
+    assert maintenance["matchPolicy"] == policy["matchPolicy"] == "Equivalent"
+    assert "--authorize-authors" in csv["spec"]["install"]["spec"]["deployments"][0]["spec"]["template"]["spec"]["containers"][0]["args"]
+    roles = {load_yaml(path)["metadata"]["name"]: load_yaml(path)["rules"] for path in (bundle / "bundle" / "manifests").glob("*_clusterrole.yaml")}
+    assert roles["node-maintenance-escalator"] == [{"apiGroups": ["nodemaintenance.kubevirt.io"], "resources": ["nodemaintenances"], "verbs": ["escalate"]}]
+    assert {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]} in roles["node-maintenance-requester"]
+    assert not list((render_bundle(tmp_path, "0.5.0") / "bundle" / "manifests").glob("*_clusterrole.yaml")), "earlier releases ship no roles"
+
+
 def test_csv_install_modes_allow_own_namespace_only_without_conversion(tmp_path: Path) -> None:
     for version, own in (("0.1.0", True), ("0.3.0", False)):
         modes = {m["type"]: m["supported"] for m in load_yaml(render_bundle(tmp_path, version) / CSV)["spec"]["installModes"]}
@@ -175,6 +189,7 @@ def test_csv_rbac_is_exactly_the_operators_needs() -> None:
         ("apps", "replicasets", ()): {"list", "watch"},  # waitForHealthy: the evicted pods' workloads
         ("apps", "statefulsets", ()): {"list", "watch"},
         ("", "events", ()): {"create"},
+        ("authorization.k8s.io", "subjectaccessreviews", ()): {"create"},  # whether an author may do what their object asks
         ("apiextensions.k8s.io", "customresourcedefinitions", ()): {"get"},
         ("apiextensions.k8s.io", "customresourcedefinitions/status", ("nodemaintenances.nodemaintenance.kubevirt.io",)): {"patch"},
     }
