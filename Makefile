@@ -9,7 +9,7 @@ export PYTHONPATH := $(CURDIR)/hack
 # Everything the tests need from the OS, installed only when missing.
 SYSTEM_PACKAGES := buildah skopeo umoci docker-registry iproute2 mmdebstrap containerd runc containernetworking-plugins iptables conntrack busybox-static
 
-.PHONY: help venv system-deps tools render check lint test unit demo demo-transcript bench bench-smoke soak clean
+.PHONY: help venv system-deps tools lock render check lint test unit demo demo-transcript bench bench-smoke soak clean
 
 help:
 	@echo "make demo   - OLM installs the operator from our images on a local cluster, which drains a node and hands it back"
@@ -44,6 +44,11 @@ system-deps:
 
 tools: venv
 	$(PY) -m devcluster build
+
+# The operator image's dependencies, pinned with their hashes for every platform the image is built for
+# (hack/install-app.sh installs exactly these); run after changing pyproject.toml's dependencies.
+lock: venv
+	$(VENV)/bin/uv pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes --no-header --quiet -o hack/operator-image.lock
 
 render: venv
 	$(VENV)/bin/nmo-pack all

@@ -3,6 +3,9 @@
 # holds it under PREFIX (default TARGET): the one recipe that both the Dockerfile's build stage and
 # `nmo-pack images` (which needs no container engine) run. Wheels only, no compiler; bytecode is
 # compiled ahead with hash-based invalidation, because the image's root filesystem is read-only.
+# The dependencies are exactly those of hack/operator-image.lock (`make lock` writes it from pyproject.toml),
+# each wheel checked against the lock's hashes when it is downloaded and again when it is installed, from
+# the downloaded wheels alone (no index): nothing of the same name elsewhere can take their place.
 set -eu
 if [ $# -lt 2 ]; then
   echo "usage: install-app.sh VERSION TARGET [PREFIX]  (VERSION: a release in releases.yaml)" >&2
@@ -18,8 +21,13 @@ mkdir "$work/src" "$work/wheels"
 tar -cf - --exclude='__pycache__' --exclude='*.egg-info' pyproject.toml setup.py releases.yaml README.md operator |
   tar -xf - -C "$work/src"
 (cd "$work/src" && NMO_VERSION=$version "$python" -m pip wheel --quiet --no-deps --wheel-dir "$work/wheels" .)
-"$python" -m pip install --quiet --no-compile --no-warn-script-location --only-binary=:all: \
-  --target "$target" --find-links "$work/wheels" "node-maintenance-operator==$version"
+"$python" -m pip download --quiet --only-binary=:all: --require-hashes --dest "$work/deps" -r hack/operator-image.lock
+# The operator's own wheel, built just now, is pinned by its own hash beside the lock's.
+for wheel in "$work/wheels"/*.whl; do
+  echo "$wheel --hash=sha256:$("$python" -c 'import hashlib, sys; print(hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest())' "$wheel")"
+done > "$work/operator.txt"
+"$python" -m pip install --quiet --no-index --require-hashes --only-binary=:all: --no-compile --no-warn-script-location \
+  --target "$target" --find-links "$work/deps" -r hack/operator-image.lock -r "$work/operator.txt"
 # Console scripts name the build machine's interpreter; the image runs `python3 -m node_maintenance`.
 rm -rf "$target/bin"
 "$python" -m compileall -q -j 0 --invalidation-mode unchecked-hash -s "$target" -p "$prefix" "$target" >/dev/null

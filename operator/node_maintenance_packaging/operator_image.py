@@ -100,8 +100,8 @@ def build_operator_image(builder: Builder, root: Path, version: str, reference: 
     """Build the operator image of release ``version`` from the current source, push it, return its digest.
 
     With ``cache`` (a directory), an image already built from the same inputs is pushed as it was built;
-    the build is reproducible, so it has the digest a fresh build would have. Dependencies are resolved
-    when the image is first built, so a release build passes no cache.
+    the build is reproducible, so it has the digest a fresh build would have: its dependencies are those
+    of hack/operator-image.lock, by hash.
     """
     dockerfile = root / "Dockerfile"
     args = {"VERSION": version, "PYTHON_IMAGE": base_image or base_layout()}
@@ -121,7 +121,7 @@ def build_operator_image(builder: Builder, root: Path, version: str, reference: 
 
 
 # What the build stage reads: the files install-app.sh packs, the recipe itself and the Dockerfile.
-_INPUTS = ("Dockerfile", "hack/install-app.sh", "pyproject.toml", "setup.py", "releases.yaml", "README.md", "operator")
+_INPUTS = ("Dockerfile", "hack/install-app.sh", "hack/operator-image.lock", "pyproject.toml", "setup.py", "releases.yaml", "README.md", "operator")
 
 
 def _inputs_key(root: Path, args: dict[str, str]) -> str:
