@@ -43,6 +43,7 @@ def build_csv(templates: Templates, releases: Releases, images: ImageRefs, relea
         webhook_port=WEBHOOK_PORT,
         health_port=HEALTH_PORT,
         crd_name=api.CRD_NAME,
+        owned_crd_names=[owned.resource.crd_name for owned in release.crds],
         policy_plural=api.POLICY.plural if release.owns_kind(api.POLICY.kind) else None,
         lease_namespace_env=remediation.LEASE_NAMESPACE_ENV,
         lease_namespace=remediation.DEFAULT_LEASE_NAMESPACE,

@@ -190,7 +190,8 @@ def test_csv_rbac_is_exactly_the_operators_needs() -> None:
         ("apps", "statefulsets", ()): {"list", "watch"},
         ("", "events", ()): {"create"},
         ("authorization.k8s.io", "subjectaccessreviews", ()): {"create"},  # whether an author may do what their object asks
-        ("apiextensions.k8s.io", "customresourcedefinitions", ()): {"get"},
+        ("apiextensions.k8s.io", "customresourcedefinitions", ("nodemaintenances.nodemaintenance.kubevirt.io",
+                                                             "nodemaintenancepolicies.nodemaintenance.kubevirt.io")): {"get"},
         ("apiextensions.k8s.io", "customresourcedefinitions/status", ("nodemaintenances.nodemaintenance.kubevirt.io",)): {"patch"},
     }
     assert strategy["permissions"][0]["rules"] == [
