@@ -37,7 +37,7 @@ class KubeApi(Protocol):
 
 
 class BlockingKubeApi(Protocol):
-    """Blocking requests, made from a thread (``Kube``): leader election and admission."""
+    """Blocking requests, made from a thread (``Kube``): leader election, admission and the storage migration."""
 
     def request(self, method: str, path: str, *, query: dict[str, str] | None = ..., body: Any = ...,
                 content_type: str = ..., timeout: float = ...) -> dict[str, Any]:
@@ -45,3 +45,6 @@ class BlockingKubeApi(Protocol):
 
     def get(self, path: str, **query: str) -> dict[str, Any] | None:
         """GET, with None for a missing object."""
+
+    def patch(self, path: str, body: dict[str, Any], content_type: str = ...) -> dict[str, Any]:
+        """PATCH, a merge patch unless ``content_type`` says otherwise."""

@@ -16,14 +16,13 @@ from typing import Any, cast
 
 from node_maintenance.api.objects import key_of
 from node_maintenance.client.errors import Gone
+from node_maintenance.client.pages import PAGE
 from node_maintenance.client.protocol import KubeApi
 
 # Server-side duration of one watch request; the next one resumes where it ended.
 WATCH_SECONDS = 290
 RETRY_FIRST_SECONDS = 0.5
 RETRY_MAX_SECONDS = 30.0
-# Objects per page of a listing: a thousand nodes' pods come in pieces, not in one answer held whole twice.
-LIST_PAGE = 500
 log = logging.getLogger(__name__)
 # Told the "namespace/name" of the object that changed ("/name" for a cluster-scoped one), or None after a listing.
 OnChange = Callable[[str | None], None]
@@ -123,11 +122,11 @@ class Mirror:
         await self._list(consistent=not self.from_cache, tell=False)
 
     async def _list(self, consistent: bool, tell: bool = True) -> str:
-        """List page by page (LIST_PAGE objects at most). The first listing is served from the API server's
+        """List page by page (PAGE objects at most). The first listing is served from the API server's
         watch cache (resourceVersion 0), as client-go's reflectors list, sparing etcd a read per watch when many
         start at once; one after a 410 Gone must not go back in time, and reads the latest state, as do the
         listings of a Mirror that decides from its first listing (``from_cache`` False)."""
-        query = {**self.query, "limit": str(LIST_PAGE), **({} if consistent else {"resourceVersion": "0"})}
+        query = {**self.query, "limit": str(PAGE), **({} if consistent else {"resourceVersion": "0"})}
         kept: list[dict[str, Any]] = []  # slimmed page by page: the whole objects of one page at most are held
         while True:
             listing = await self.kube.request("GET", self.path, query=query)
@@ -135,7 +134,7 @@ class Mirror:
             token = (listing.get("metadata") or {}).get("continue")
             if not token:
                 break
-            query = {**self.query, "limit": str(LIST_PAGE), "continue": token}
+            query = {**self.query, "limit": str(PAGE), "continue": token}
         self.objects, self._by_namespace = {}, {}
         for obj in kept:
             self._put(obj)

@@ -11,13 +11,14 @@ from typing import Any, cast
 
 from node_maintenance.api import HUB
 from node_maintenance.api.paths import NODE_MAINTENANCE_CRD, nm_path
+from node_maintenance.client import pages
 from node_maintenance.client.errors import Conflict, NotFound
-from node_maintenance.client.http import Kube
+from node_maintenance.client.protocol import BlockingKubeApi
 
 log = logging.getLogger(__name__)
 
 
-def _rewrite(kube: Kube, name: str) -> bool:
+def _rewrite(kube: BlockingKubeApi, name: str) -> bool:
     """Write the object back unchanged through the storage version; retry on conflicts, skip if gone."""
     while True:
         current = kube.get(nm_path(name))
@@ -50,11 +51,11 @@ def storage_version(crd: dict[str, Any]) -> str:
     return cast(str, next(version["name"] for version in crd["spec"]["versions"] if version.get("storage")))
 
 
-def read_crd(kube: Kube) -> dict[str, Any] | None:
+def read_crd(kube: BlockingKubeApi) -> dict[str, Any] | None:
     return kube.get(NODE_MAINTENANCE_CRD)
 
 
-def migrate_storage_version(kube: Kube) -> int:
+def migrate_storage_version(kube: BlockingKubeApi) -> int:
     """Rewrite all NodeMaintenances in the storage version and set storedVersions; return how many were rewritten.
 
     Idempotent: with storedVersions already ``[v1beta1]`` it does nothing.
@@ -63,7 +64,8 @@ def migrate_storage_version(kube: Kube) -> int:
     stored = crd.get("status", {}).get("storedVersions") or []
     if stored == [HUB]:
         return 0
-    names = [item["metadata"]["name"] for item in kube.request("GET", nm_path()).get("items", [])]
+    # Names only, read a page at a time; an object the API server lists without a name cannot be rewritten anyway.
+    names = [name for item in pages.items(kube, nm_path()) if isinstance(name := (item.get("metadata") or {}).get("name"), str)]
     rewritten = sum(_rewrite(kube, name) for name in names)
     kube.patch(NODE_MAINTENANCE_CRD + "/status", {"status": {"storedVersions": [HUB]}})
     log.info("storage version migration done", extra={"rewritten": rewritten, "previouslyStored": stored})

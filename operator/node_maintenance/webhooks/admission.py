@@ -7,6 +7,7 @@ from typing import Any
 
 from node_maintenance.api import schema_check
 from node_maintenance.api.paths import nm_path, node_path, policy_path
+from node_maintenance.client import pages
 from node_maintenance.client.errors import NotFound
 from node_maintenance.client.protocol import BlockingKubeApi
 from node_maintenance.coordination import quorum
@@ -70,7 +71,7 @@ def _policy_drains(kube: BlockingKubeApi, node: dict[str, Any] | None) -> tuple[
     if node is None:
         return ()
     try:
-        bodies = kube.request("GET", policy_path()).get("items") or []
+        bodies = list(pages.items(kube, policy_path()))
     except NotFound:
         return ()
     drains = []
@@ -89,7 +90,7 @@ def gather_facts(kube: BlockingKubeApi, obj: dict[str, Any], *, policies: bool =
     control-plane nodes, and (``policies``) the drain defaults of the policies that select the node (blocking calls)."""
     node_name = node_name_of(obj)
     node = kube.get(node_path(node_name)) if node_name else None
-    maintenances = kube.request("GET", nm_path()).get("items", [])
+    maintenances = list(pages.items(kube, nm_path()))
     drains = _policy_drains(kube, node) if policies else ()
     if node is None or not quorum.is_control_plane(node):
         return Facts(node=node, maintenances=maintenances, etcd_guards=[], policy_drains=drains)
