@@ -25,5 +25,5 @@ ENV PYTHONDONTWRITEBYTECODE=1
 ENV PYTHONUNBUFFERED=1
 # A numeric non-root user, so runAsNonRoot can verify it without a passwd entry.
 USER 65532:65532
-EXPOSE 9443/tcp 8081/tcp
+EXPOSE 9443/tcp 8081/tcp 8443/tcp
 ENTRYPOINT ["python3", "-m", "node_maintenance"]

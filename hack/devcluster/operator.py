@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import ssl
 import sys
 import urllib.error
 import urllib.request
@@ -16,6 +17,7 @@ from typing import Any
 import yaml
 
 from node_maintenance.api import CRD_NAME, SERVICE_ACCOUNT
+from node_maintenance.api.roles import METRICS_READER_ROLE
 from node_maintenance.client.config import SERVICE_ACCOUNT_DIR
 from node_maintenance_packaging.clusterserviceversion import NAMESPACE
 
@@ -35,13 +37,37 @@ def csv_install_spec(csv_file: Path = CSV_FILE) -> dict[str, Any]:
 
 
 # The flags a local process sets itself (its ports); the CSV's values are for a pod of its own.
-_OWN_FLAGS = ("--health-port", "--webhook-port")
+_OWN_FLAGS = ("--health-port", "--webhook-port", "--metrics-port")
+# Who reads a secured /metrics here: a ServiceAccount bound to the metrics-reader ClusterRole the bundle ships.
+SCRAPER = "metrics-scraper"
+
+
+def _container_args(csv_file: Path) -> list[str]:
+    """The operator container's arguments in the CSV's Deployment."""
+    container = csv_install_spec(csv_file)["deployments"][0]["spec"]["template"]["spec"]["containers"][0]
+    return list(container.get("args") or [])
+
+
+def csv_metrics_port(csv_file: Path = CSV_FILE) -> bool:
+    """Whether the CSV serves /metrics on a port of its own (over HTTPS, to whom may read it)."""
+    return any(arg.startswith("--metrics-port=") for arg in _container_args(csv_file))
+
+
+def scraper_token(cluster: Cluster) -> str:
+    """A token of the ServiceAccount that may read /metrics (it and its binding made once per cluster)."""
+    role = next(CSV_FILE.parent.glob(f"{METRICS_READER_ROLE}_*.yaml"))
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": SCRAPER},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": METRICS_READER_ROLE},
+               "subjects": [{"kind": "ServiceAccount", "name": SCRAPER, "namespace": NAMESPACE}]}
+    cluster.kubectl("apply", "-f", str(role))
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(binding))
+    config = yaml.safe_load(cluster.service_account_kubeconfig(NAMESPACE, SCRAPER).read_text())
+    return str(config["users"][0]["user"]["token"])
 
 
 def csv_args(csv_file: Path = CSV_FILE) -> list[str]:
     """The operator container's arguments in the CSV's Deployment (``--authorize-authors``, say), but the ports."""
-    container = csv_install_spec(csv_file)["deployments"][0]["spec"]["template"]["spec"]["containers"][0]
-    return [arg for arg in container.get("args") or [] if arg.split("=", 1)[0] not in _OWN_FLAGS]
+    return [arg for arg in _container_args(csv_file) if arg.split("=", 1)[0] not in _OWN_FLAGS]
 
 
 def csv_webhook(path: str, csv_file: Path = CSV_FILE) -> dict[str, Any]:
@@ -131,6 +157,9 @@ class OperatorProcess:
         self.webhook_port = webhook_port or free_port()
         self.health_port = health_port or free_port()
         self._health_port_here = cluster.reach(self.health_port)
+        self.metrics_port = free_port() if csv_metrics_port() else 0  # 0: /metrics on the health port, in clear
+        self._metrics_port_here = cluster.reach(self.metrics_port) if self.metrics_port else 0
+        self._scraper_token = ""
         self.identity = identity  # kept across restarts, like a container restarting in the same pod
         self.in_pod = in_pod
         self.process: Process | None = None
@@ -165,7 +194,8 @@ class OperatorProcess:
         self.starts += 1
         argv = [sys.executable, "-m", "node_maintenance", f"--namespace={self.namespace}", f"--bind-address={self.bind_address}",
                 f"--webhook-port={self.webhook_port}", f"--webhook-cert-dir={self.cert_dir}", f"--health-port={self.health_port}",
-                f"--leader-elect-identity={self.identity}", *csv_args(), *extra]
+                f"--leader-elect-identity={self.identity}", *csv_args(),
+                *([f"--metrics-port={self.metrics_port}"] if self.metrics_port else []), *extra]
         env = {"POD_NAMESPACE": self.namespace, "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
         if self.in_pod:
             argv, found = self._as_in_a_pod(argv)
@@ -196,8 +226,33 @@ class OperatorProcess:
                 return int(line.split()[1]) * 1024
         raise ClusterError("VmRSS missing from /proc status")
 
-    def metrics(self) -> str:
-        return self._get("/metrics") or ""
+    def metrics(self, token: str | None = None) -> str:
+        """The /metrics text ("" when not served): over HTTPS with ``token`` (by default a scraper's, allowed to read it)
+        where the CSV secures it, else from the health port."""
+        if not self.metrics_port:
+            return self._get("/metrics") or ""
+        status, text = self.scrape(token)
+        return text if status == 200 else ""
+
+    def scrape(self, token: str | None = None) -> tuple[int, str]:
+        """The secured /metrics' status and text for a request with ``token`` (None: the scraper's; empty: none)."""
+        if token is None:
+            self._scraper_token = self._scraper_token or scraper_token(self.cluster)
+            token = self._scraper_token
+        if self.ca_pem is not None:  # the CA of the certificate made for it
+            context = ssl.create_default_context(cadata=self.ca_pem.decode())
+        else:  # a certificate given by the caller, whose CA it keeps: the endpoint's own checks are what is tried
+            context = ssl.create_default_context()
+            context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+        request = urllib.request.Request(f"https://127.0.0.1:{self._metrics_port_here}/metrics",
+                                         headers={"Authorization": f"Bearer {token}"} if token else {})
+        try:
+            with urllib.request.urlopen(request, context=context, timeout=10) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read().decode()
+        except (urllib.error.URLError, ConnectionError, TimeoutError) as error:
+            return 0, str(error)  # no answer: why, for the failure's message
 
     def kill(self) -> None:
         if self.process and self.process.alive():

@@ -8,10 +8,10 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from node_maintenance import api
-from node_maintenance.api import authors
+from node_maintenance.api import roles
 
 from . import yamlout
-from .clusterserviceversion import CSV_FILE, DEPLOYMENT, HEALTH_PORT, build_csv
+from .clusterserviceversion import CSV_FILE, DEPLOYMENT, HEALTH_PORT, METRICS_PORT, build_csv
 from .crd import build_crds
 from .files import Output, RenderedFile
 from .imagerefs import ImageRefs
@@ -21,14 +21,14 @@ from .templating import Templates
 METRICS_SERVICE_FILE = "node-maintenance-operator-metrics_v1_service.yaml"
 
 
-def _author_roles(templates: Templates, release: Release) -> dict[str, dict[str, Any]]:
-    """With authorization, the ClusterRoles an admin binds to let a person request maintenance and escalate."""
-    if not release.has("authorization"):
-        return {}
-    names = {"requester": authors.REQUESTER_ROLE, "escalator": authors.ESCALATOR_ROLE, "group": api.GROUP, "plural": api.PLURAL,
-             "escalate": authors.ESCALATE_VERB}
-    return {f"{name}_rbac.authorization.k8s.io_v1_clusterrole.yaml": templates.yaml("author-roles.yaml.j2", role=name, **names)
-            for name in (authors.REQUESTER_ROLE, authors.ESCALATOR_ROLE)}
+def _roles(templates: Templates, release: Release) -> dict[str, dict[str, Any]]:
+    """The ClusterRoles an admin binds: with authorization, to let a person request maintenance and escalate; with
+    secure metrics, to let a scraper read /metrics."""
+    names = {"requester": roles.REQUESTER_ROLE, "escalator": roles.ESCALATOR_ROLE, "metrics_reader": roles.METRICS_READER_ROLE,
+             "group": api.GROUP, "plural": api.PLURAL, "escalate": roles.ESCALATE_VERB}
+    shipped = ((roles.REQUESTER_ROLE, roles.ESCALATOR_ROLE) if release.has("authorization") else ()) + (
+        (roles.METRICS_READER_ROLE,) if release.has("secure-metrics") else ())
+    return {f"{name}_rbac.authorization.k8s.io_v1_clusterrole.yaml": templates.yaml("roles.yaml.j2", role=name, **names) for name in shipped}
 
 
 def bundle_annotations(releases: Releases, release: Release) -> dict[str, str]:
@@ -48,8 +48,9 @@ def bundle_manifests(templates: Templates, releases: Releases, images: ImageRefs
     return {
         CSV_FILE: build_csv(templates, releases, images, release),
         **build_crds(release),
-        METRICS_SERVICE_FILE: templates.yaml("metrics-service.yaml.j2", deployment=DEPLOYMENT, health_port=HEALTH_PORT),
-        **_author_roles(templates, release),
+        METRICS_SERVICE_FILE: templates.yaml("metrics-service.yaml.j2", deployment=DEPLOYMENT, secure=release.has("secure-metrics"),
+                                             port=METRICS_PORT if release.has("secure-metrics") else HEALTH_PORT),
+        **_roles(templates, release),
     }
 
 

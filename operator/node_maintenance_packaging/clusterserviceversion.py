@@ -18,6 +18,7 @@ DEPLOYMENT = "node-maintenance-operator"
 NAMESPACE = "node-maintenance-operator"
 WEBHOOK_PORT = 9443
 HEALTH_PORT = 8081
+METRICS_PORT = 8443  # with secure-metrics: /metrics over HTTPS (before, on the health port)
 CSV_FILE = "node-maintenance-operator.clusterserviceversion.yaml"
 # The objects each kind works on, listed in its owned-CRD entry; listing PodDisruptionBudget and Event
 # also tells validators that the RBAC on them targets their v1 APIs, not the removed v1beta1 ones.
@@ -42,6 +43,7 @@ def build_csv(templates: Templates, releases: Releases, images: ImageRefs, relea
         service_account=api.SERVICE_ACCOUNT,
         webhook_port=WEBHOOK_PORT,
         health_port=HEALTH_PORT,
+        metrics_port=METRICS_PORT,
         crd_name=api.CRD_NAME,
         owned_crd_names=[owned.resource.crd_name for owned in release.crds],
         policy_plural=api.POLICY.plural if release.owns_kind(api.POLICY.kind) else None,

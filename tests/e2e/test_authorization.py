@@ -17,7 +17,7 @@ import yaml
 from devcluster.cluster import Cluster
 from devcluster.operator import ROOT, OperatorProcess
 from node_maintenance.api import GROUP, PLURAL
-from node_maintenance.api.authors import ESCALATOR_ROLE, REQUESTER_ROLE
+from node_maintenance.api.roles import ESCALATOR_ROLE, REQUESTER_ROLE
 from node_maintenance.drain.plans import Action
 
 from .helpers import apply, delete_nm, eventually, get, nm, pdb, pod

@@ -1,7 +1,7 @@
 """Least privilege, proved from the API server's audit log: the operator runs under a ServiceAccount bound
 to exactly the CSV's rules, every request it made in this test run was allowed, and every verb the CSV
-grants was needed by the drain, the give-back, the admission webhook, leader election and the
-storage-version migration that this test drives. The Deployment passes the `restricted` Pod Security
+grants was needed by the drain, the give-back, the admission webhook, leader election, the
+storage-version migration and a scrape of the secured /metrics that this test drives. The Deployment passes the `restricted` Pod Security
 Standard its namespace enforces."""
 
 from __future__ import annotations
@@ -137,6 +137,8 @@ def _drive_every_permission(cluster: Cluster, operator: OperatorProcess, namespa
     operator.start()
     eventually(lambda: existing(cluster, "crd", CRD_NAME)["status"]["storedVersions"] == ["v1beta1"], "storage migrated")
     eventually(lambda: get(cluster, "lease", LEASE_NAME, "-n", NAMESPACE), "the Lease created again")
+    # A scrape of /metrics: the caller's token reviewed, and whether its user may get /metrics asked.
+    assert "node_maintenance_active" in operator.metrics()
     delete_nm(cluster, name)
     eventually(lambda: not existing(cluster, "node", target)["spec"].get("unschedulable"), "the node given back")
     cluster.kubectl("delete", f"{POLICY.plural}.{GROUP}", f"lp-{namespace}")

@@ -8,6 +8,7 @@ import urllib.request
 from collections.abc import Callable
 
 import pytest
+import yaml
 
 from devcluster.cluster import Cluster
 from devcluster.operator import OperatorProcess
@@ -40,7 +41,21 @@ def test_events_logs_probes_and_metrics(cluster: Cluster, operator: OperatorProc
     for probe in ("/healthz", "/readyz"):
         with urllib.request.urlopen(operator.health_url + probe, timeout=2) as response:
             assert response.status == 200
-    metrics = operator.metrics()
+    metrics = operator.metrics()  # over HTTPS, as a ServiceAccount bound to the metrics-reader ClusterRole
     assert 'node_maintenance_evictions_total{result="evicted"}' in metrics
     assert "node_maintenance_drain_duration_seconds_count" in metrics
     assert "node_maintenance_active 0.0" in metrics  # the maintenance ended
+
+
+def test_metrics_are_read_only_by_whom_the_api_server_allows(cluster: Cluster, operator: OperatorProcess) -> None:
+    """Over HTTPS, a request without a token is 401, one of a user not allowed to get /metrics 403; the probes'
+    port no longer serves them in clear."""
+    assert operator.metrics_port, "the newest CSV serves /metrics on a port of its own"
+    unauthenticated = operator.scrape("")
+    assert unauthenticated[0] == 401, unauthenticated
+    stranger = yaml.safe_load(cluster.service_account_kubeconfig("default", "not-a-scraper").read_text())["users"][0]["user"]["token"]
+    assert operator.scrape(stranger)[0] == 403
+    assert operator.scrape()[0] == 200
+    with pytest.raises(urllib.error.HTTPError) as clear:
+        urllib.request.urlopen(operator.health_url + "/metrics", timeout=2)
+    assert clear.value.code == 404

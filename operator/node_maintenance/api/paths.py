@@ -15,6 +15,7 @@ BUDGETS = "/apis/policy/v1/poddisruptionbudgets"
 PODS = "/api/v1/pods"
 NAMESPACES = "/api/v1/namespaces"
 SUBJECT_ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
 
 
 def node_path(name: str = "") -> str:

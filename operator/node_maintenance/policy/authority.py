@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from node_maintenance.api import GROUP, PLURAL
-from node_maintenance.api.authors import ESCALATE_VERB, ESCALATOR_ROLE, REQUESTER_ROLE
+from node_maintenance.api.roles import ESCALATE_VERB, ESCALATOR_ROLE, REQUESTER_ROLE
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from node_maintenance.client.config import load_credentials, user_agent
 from node_maintenance.client.errors import KubeError, Unreachable
 from node_maintenance.client.http import AsyncKube, Kube
 from node_maintenance.coordination import remediation
-from node_maintenance.runtime import handlers, logs
+from node_maintenance.runtime import handlers, logs, metrics_endpoint
 from node_maintenance.runtime.budget_watch import BudgetWatch
 from node_maintenance.runtime.cordoned import CordonedNodes
 from node_maintenance.runtime.engine import Shared
@@ -37,6 +37,7 @@ from node_maintenance.runtime.metrics import Active
 from node_maintenance.runtime.policies.view import Policies
 from node_maintenance.runtime.probes import Health
 from node_maintenance.runtime.storage import migrate_storage_version, read_crd, storage_version, working_version
+from node_maintenance.webhooks.certs import CERT_FILE
 from node_maintenance.webhooks.server import start_webhook_server
 
 log = logging.getLogger("node_maintenance")
@@ -55,7 +56,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--webhook-port", type=int, default=9443)
     parser.add_argument("--webhook-cert-dir", type=Path, default=Path("/tmp/k8s-webhook-server/serving-certs"),
                         help="directory with tls.crt and tls.key (reloaded when they change)")
-    parser.add_argument("--health-port", type=int, default=8081, help="/healthz, /readyz and /metrics")
+    parser.add_argument("--health-port", type=int, default=8081, help="/healthz and /readyz (and /metrics without --metrics-port)")
+    parser.add_argument("--metrics-port", type=int, default=0,
+                        help="serve /metrics here over HTTPS (the webhooks' certificate) to callers whose token the API server "
+                             "accepts and whose user may get /metrics; 0 serves it on the health port over HTTP, as the "
+                             "bundles of releases before 0.6.0 scrape it")
     parser.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=True)
     # In a pod the hostname is the pod name: a restarted container keeps its claim, another replica does not.
     parser.add_argument("--leader-elect-identity", default=socket.gethostname(),
@@ -78,13 +83,15 @@ async def run(args: argparse.Namespace) -> int:
     _on_signals(shutdown)
     # The replica's requests name it, so that the API server's audit log tells replicas apart.
     kube = Kube(dataclasses.replace(load_credentials(), user_agent=user_agent(args.leader_elect_identity)))
-    health = Health()
+    health = Health(metrics=not args.metrics_port)
     runners = [await health.start(args.bind_address, args.health_port)]
     try:
-        if (args.webhook_cert_dir / "tls.crt").exists():
+        if (args.webhook_cert_dir / CERT_FILE).exists():
             runners.append(await start_webhook_server(host=args.bind_address, port=args.webhook_port,
                                                       cert_dir=args.webhook_cert_dir, kube=kube, authorize=args.authorize_authors))
-        else:  # releases without webhooks get no certificate mounted
+            if args.metrics_port:
+                runners.append(await metrics_endpoint.start(args.bind_address, args.metrics_port, args.webhook_cert_dir, kube))
+        else:  # releases without webhooks get no certificate mounted; nor are metrics served in clear instead
             log.warning("no webhook certificate; webhooks not served", extra={"certDir": str(args.webhook_cert_dir)})
         health.ready = True
         if await _until_crd_installed(kube, shutdown) is None:

@@ -1,4 +1,5 @@
-"""Liveness, readiness and Prometheus metrics over plain HTTP (kubelet probes and scrapers)."""
+"""Liveness and readiness over plain HTTP, for the kubelet's probes; and /metrics there too for the releases whose
+bundles scrape it so (since 0.6.0 it is served over HTTPS to whom may read it: :mod:`metrics_endpoint`)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 class Health:
     """Ready once the webhooks serve: every replica answers them, leader or not."""
 
-    def __init__(self) -> None:
+    def __init__(self, metrics: bool = True) -> None:
         self.ready = False
+        self.metrics = metrics
 
     def app(self) -> web.Application:
         async def healthz(_: web.Request) -> web.Response:
@@ -25,7 +27,8 @@ class Health:
         app = web.Application()
         app.router.add_get("/healthz", healthz)
         app.router.add_get("/readyz", readyz)
-        app.router.add_get("/metrics", metrics)
+        if self.metrics:
+            app.router.add_get("/metrics", metrics)
         return app
 
     async def start(self, host: str, port: int) -> web.AppRunner:

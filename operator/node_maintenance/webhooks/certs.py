@@ -1,4 +1,5 @@
-"""Serving certificates for the webhooks: read from files (where OLM mounts them), reloaded when rotated."""
+"""Serving certificates for the webhooks (and the secured metrics): read from files (where OLM mounts them),
+reloaded when rotated."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import asyncio
 import logging
 import ssl
 from pathlib import Path
+
+from aiohttp import web
 
 CERT_FILE = "tls.crt"
 KEY_FILE = "tls.key"
@@ -47,3 +50,18 @@ class ReloadingTLS:
             except (OSError, ssl.SSLError) as error:
                 # Mid-rotation the pair can be briefly inconsistent; keep serving the last good one.
                 log.warning("webhook certificate not reloaded yet: %s", error)
+
+
+async def serve(app: web.Application, host: str, port: int, cert_dir: Path) -> web.AppRunner:
+    """Serve ``app`` over TLS on ``host:port`` with the pair in ``cert_dir``, followed as it rotates."""
+    tls = ReloadingTLS(cert_dir)
+    watcher = asyncio.get_running_loop().create_task(tls.watch())
+
+    async def stop_watching(_: web.Application) -> None:
+        watcher.cancel()
+
+    app.on_cleanup.append(stop_watching)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host, port, ssl_context=tls.context).start()
+    return runner

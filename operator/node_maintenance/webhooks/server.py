@@ -25,8 +25,7 @@ from node_maintenance.api.conversion import ConversionError, converted, version_
 from node_maintenance.client.errors import TooManyRequests
 from node_maintenance.client.protocol import BlockingKubeApi
 from node_maintenance.policy import authority, refusals
-from node_maintenance.webhooks import admission, authorization
-from node_maintenance.webhooks.certs import ReloadingTLS
+from node_maintenance.webhooks import admission, authorization, certs
 from node_maintenance.webhooks.dropped_fields import DroppedFields
 from node_maintenance.webhooks.intake import MAX_REVIEW_BYTES, Intake
 
@@ -241,16 +240,6 @@ async def start_webhook_server(*, host: str, port: int, cert_dir: Path, kube: Bl
     """Serve the webhooks over TLS on ``host:port``; the certificate follows rotations of the files. ``authorize``: each
     review asks the API server whether its author may do what the object asks of the operator (the releases whose
     CSV grants the operator SubjectAccessReviews turn it on; older bundles run this code without that right)."""
-    tls = ReloadingTLS(cert_dir)
-    app = _app(kube, authorize)
-    watcher = asyncio.get_running_loop().create_task(tls.watch())
-
-    async def stop_watching(_: web.Application) -> None:
-        watcher.cancel()
-
-    app.on_cleanup.append(stop_watching)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, host, port, ssl_context=tls.context).start()
+    runner = await certs.serve(_app(kube, authorize), host, port, cert_dir)
     log.info("webhooks serving", extra={"address": f"{host}:{port}"})
     return runner

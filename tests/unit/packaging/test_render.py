@@ -190,6 +190,7 @@ def test_csv_rbac_is_exactly_the_operators_needs() -> None:
         ("apps", "statefulsets", ()): {"list", "watch"},
         ("", "events", ()): {"create"},
         ("authorization.k8s.io", "subjectaccessreviews", ()): {"create"},  # whether an author may do what their object asks
+        ("authentication.k8s.io", "tokenreviews", ()): {"create"},  # who a scraper of /metrics is
         ("apiextensions.k8s.io", "customresourcedefinitions", ("nodemaintenances.nodemaintenance.kubevirt.io",
                                                              "nodemaintenancepolicies.nodemaintenance.kubevirt.io")): {"get"},
         ("apiextensions.k8s.io", "customresourcedefinitions/status", ("nodemaintenances.nodemaintenance.kubevirt.io",)): {"patch"},
@@ -215,7 +216,7 @@ def test_csv_deployment_is_restricted_and_probed() -> None:
         {"path": "/healthz", "port": 8081},
         {"path": "/readyz", "port": 8081},
     )
-    assert {p["containerPort"] for p in container["ports"]} == {9443, 8081}
+    assert {p["containerPort"] for p in container["ports"]} == {9443, 8081, 8443}
     assert container["securityContext"] == {
         "runAsNonRoot": True,
         "readOnlyRootFilesystem": True,
