@@ -228,6 +228,10 @@ async def _unauthorized(kube: BlockingKubeApi, req: dict[str, Any], what: str, n
     """Why the review's user may not ask ``needs`` of the operator (the API server asked, in a worker thread), or None."""
     named = req.get("userInfo")
     user: dict[str, Any] = named if isinstance(named, dict) else {}
+    if not needs:
+        return None
+    if not user.get("username") and not user.get("groups"):  # the API server always names one: in doubt, refused
+        return f"{what}: request.userInfo names no user, so whether they may do what it asks cannot be asked; send the review the API server sends"
     try:
         unmet = await asyncio.to_thread(authorization.unmet, kube, user, needs)
     except authorization.Unanswered as error:

@@ -121,6 +121,10 @@ json_values = st.recursive(
 extra_specs = st.fixed_dictionaries({}, optional={"reason": texts, "drain": json_values, "unknown": json_values})
 
 
+# Who the API server names in the reviews it sends for the cluster's admin: the webhook asks whether they may drain.
+ADMIN = {"username": "admin", "uid": "admin", "groups": ["system:masters", "system:authenticated"]}
+
+
 def _expected(case: dict[str, Any], landscape: dict[str, str]) -> str | None:
     """Which rule must refuse this review (the oracle, from how the case was built)."""
     if case["operation"] != "CREATE":
@@ -153,7 +157,7 @@ def test_admission_reviews_of_real_objects_reach_every_rule(webhook: Webhook, la
         implicit = case["version"] == "v1alpha3" and case["name"].startswith("i")  # v1alpha3 may name the node by metadata.name
         obj = _nm(case["version"], node if implicit else case["name"], None if implicit else node, case["extra"])
         review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                  "request": {"uid": case["uid"], "operation": case["operation"], "object": obj,
+                  "request": {"uid": case["uid"], "operation": case["operation"], "object": obj, "userInfo": ADMIN,
                               "kind": {"group": GROUP, "version": case["version"], "kind": KIND},
                               "resource": {"group": GROUP, "version": case["version"], "resource": PLURAL}}}
         tally["webhook: admission reviews of objects, decided against the API"] += 1

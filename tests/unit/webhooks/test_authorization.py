@@ -97,3 +97,12 @@ def test_when_the_api_server_cannot_say_the_object_is_refused_with_a_message_to_
     assert refused["allowed"] is False
     assert "could not ask the API server whether user 'escalator' may patch nodes/n1" in refused["status"]["message"]
     assert refused["status"]["message"].endswith("try again")
+
+
+def test_a_review_that_names_no_user_is_refused_without_asking(served: tuple[int, ssl.SSLContext], api: FakeApi) -> None:
+    review = _review(nm("nm", "n1", drain={"escalation": []}), "requester")
+    del review["request"]["userInfo"]
+    asked = len(api.calls_to("POST", SUBJECT_ACCESS_REVIEWS))
+    refused = review_response(served, VALIDATE_PATH, review)
+    assert refused["allowed"] is False and "request.userInfo names no user" in refused["status"]["message"]
+    assert len(api.calls_to("POST", SUBJECT_ACCESS_REVIEWS)) == asked
