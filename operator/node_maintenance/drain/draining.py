@@ -99,7 +99,7 @@ def _timed_out(scene: Scene) -> Plan:
         error = f"{left}; the node was given back as it was before this maintenance"
         ended = conditions.Condition(type=status.TIMED_OUT, status="True", reason=status.HANDED_BACK, message=error)
         given = handback.hand_back(m.name, m.node_name, dict(scene.taken.node), scene.taken.coordinated)
-        return Plan(phase=status.Phase.FAILED, status=_status(scene, status.Phase.FAILED, error, entries, also=(ended,)),
+        return Plan(phase=status.Phase.FAILED, report=_status(scene, status.Phase.FAILED, error, entries, also=(ended,)),
                     events=(*told, _event(events.Type.WARNING, status.TIMED_OUT, error)), holds_node=False, handback=given)
     error = f"{left}; the node stays cordoned until this NodeMaintenance is deleted"
     failing = () if m.status.get("phase") == status.Phase.FAILED else (_event(events.Type.WARNING, "FailedMaintenance", error),)
@@ -132,31 +132,28 @@ def _running(scene: Scene) -> Plan:
                     sent=tuple(step.removals), recheck_in=step.recheck_in)
 
 
-def _holding(scene: Scene, phase: status.Phase, built: dict[str, Any], told: tuple[events.Event, ...], *, sent: tuple[Removal, ...] = (),
+def _holding(scene: Scene, phase: status.Phase, report: status.Report, told: tuple[events.Event, ...], *, sent: tuple[Removal, ...] = (),
              recheck_in: float | None = None, drained_after: float | None = None) -> Plan:
     """A step that keeps the node: with what taking it takes (the patch, the Lease) and the policy's Jobs."""
     taken = scene.taken
-    return Plan(phase=phase, status=built, node_patch=taken.node_patch, removals=sent, events=told, recheck_in=recheck_in,
+    return Plan(phase=phase, report=report, node_patch=taken.node_patch, removals=sent, events=told, recheck_in=recheck_in,
                 holds_node=True, drained_after=drained_after, lease_claim=taken.lease_claim, lease_seen=taken.lease_seen,
                 jobs=scene.maintenance.terms.jobs)
 
 
 def _status(scene: Scene, phase: status.Phase, error: str, entries: list[dict[str, Any]], escalated: Sequence[dict[str, Any]] | None = None, *,
-            also: tuple[conditions.Condition, ...] = ()) -> dict[str, Any]:
-    """The whole status of the step: ``entries`` the budgets blocking it, ``escalated`` the pods escalation deleted (None:
+            also: tuple[conditions.Condition, ...] = ()) -> status.Report:
+    """What the step's status says: ``entries`` the budgets blocking it, ``escalated`` the pods escalation deleted (None:
     as before), ``also`` conditions besides the policy's and the Lease's."""
-    m, moment = scene.maintenance, timestamps.rfc3339(scene.now)
-    previous = m.status
-    kept = list(previous.get("escalatedPods") or []) if escalated is None else list(escalated)
-    built = status.build({**previous, "escalatedPods": kept}, phase=phase, total=scene.total, eviction_pods=scene.to_evict,
-                         pending=scene.pending, last_error=error, generation=m.generation, now=moment,
-                         drain_started=timestamps.rfc3339(scene.started), blocking_budgets=entries, late=scene.drained)
+    m = scene.maintenance
     lease = (remediation.condition(scene.taken.lease_state),) if scene.taken.lease_state is not None else ()
-    built["conditions"] = conditions.with_conditions(built["conditions"], m.terms.conditions + lease + also, generation=m.generation, now=moment)
+    recorded = None
     if m.terms.records_evicted:
         going = (w for f in scene.to_go if not f.finished for w in evicted.workloads_of(f.budgets, f.pod))
-        built["evictedWorkloads"] = evicted.recorded(previous.get("evictedWorkloads") or (), going)
-    return built
+        recorded = evicted.recorded(m.status.get("evictedWorkloads") or (), going)
+    return status.Report(phase=phase, last_error=error, total=scene.total, eviction_pods=scene.to_evict, pending=tuple(scene.pending),
+                         drain_started=timestamps.rfc3339(scene.started), blocking_budgets=entries, late=scene.drained,
+                         conditions=m.terms.conditions + lease + also, escalated=escalated, evicted_workloads=recorded)
 
 
 def _blocked_by(scene: Scene, sent: Sequence[Removal], held: Mapping[str, str]) -> tuple[list[dict[str, Any]], tuple[events.Event, ...]]:

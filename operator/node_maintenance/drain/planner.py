@@ -52,11 +52,16 @@ def plan(
     """
     taken = taking.take(maintenance, node, now, holder_exists=holder_exists, lease=lease, members=members)
     if isinstance(taken, Plan):
-        return taken
-    index = node_pods if isinstance(node_pods, PodIndex) else PodIndex.of(node_pods)
-    kept = coverage.over(budgets) if coverage is not None else Coverage(budgets)
-    return draining.drain(draining.Scene.of(maintenance, taken, index, kept, now, daemonsets=daemonsets or {}, attempts=attempts or {},
-                                            in_flight=in_flight or {}))
+        decided = taken
+    else:
+        index = node_pods if isinstance(node_pods, PodIndex) else PodIndex.of(node_pods)
+        kept = coverage.over(budgets) if coverage is not None else Coverage(budgets)
+        decided = draining.drain(draining.Scene.of(maintenance, taken, index, kept, now, daemonsets=daemonsets or {}, attempts=attempts or {},
+                                                   in_flight=in_flight or {}))
+    # The status the step reports is written out once, here, over the stored one.
+    if decided.report is None:
+        return decided
+    return decided.written(status.render(maintenance.status, decided.report, generation=maintenance.generation, now=now))
 
 
 def escalations(m: Maintenance, node_pods: list[dict[str, Any]], budgets: list[dict[str, Any]], started: datetime.datetime, *,

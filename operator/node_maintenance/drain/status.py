@@ -1,11 +1,18 @@
-"""The NodeMaintenance status a user reads: pure functions from what the drain saw to the status object."""
+"""The NodeMaintenance status a user reads: pure functions from what the drain saw to the status object.
+
+The planner's parts say what a step's status is to say in a :class:`Report`; :func:`render` writes it out, once per
+step, over the stored status, so that every status field and condition a step writes is written in one place.
+"""
 
 from __future__ import annotations
 
+import datetime
 import enum
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from node_maintenance.api import timestamps
 from node_maintenance.api.conditions import Condition, set_condition, with_conditions
 from node_maintenance.drain import blocking
 
@@ -102,6 +109,41 @@ def build(
         built["drainStartTime"] = drain_started
     if previous.get("escalatedPods"):  # kept for good: which pods escalation deleted
         built["escalatedPods"] = previous["escalatedPods"]
+    return built
+
+
+@dataclass(frozen=True)
+class Report:
+    """What one step's status says, before it is written out over the stored one (see :func:`build` for the fields it
+    shares): ``conditions`` are set after the drain's own (the policy's, the Lease's, TimedOut); ``escalated`` is
+    status.escalatedPods (None: as stored); ``evicted_workloads`` status.evictedWorkloads (None: not recorded)."""
+
+    phase: Phase
+    last_error: str = ""
+    total: int = 0
+    eviction_pods: int = 0
+    pending: tuple[tuple[str, str], ...] = ()
+    drain_started: str | None = None
+    blocking_budgets: Sequence[dict[str, Any]] | None = None
+    waiting: Condition | None = None
+    late: bool = False
+    conditions: tuple[Condition, ...] = ()
+    escalated: Sequence[dict[str, Any]] | None = None
+    evicted_workloads: list[dict[str, str]] | None = None
+
+
+def render(previous: Mapping[str, Any], report: Report, *, generation: int, now: datetime.datetime) -> dict[str, Any]:
+    """The whole status a step writes: ``report`` over the stored ``previous``, at ``now``."""
+    moment = timestamps.rfc3339(now)
+    kept = previous.get("escalatedPods") if report.escalated is None else report.escalated
+    built = build({**previous, "escalatedPods": list(kept or [])}, phase=report.phase, total=report.total, eviction_pods=report.eviction_pods,
+                  pending=list(report.pending), last_error=report.last_error, generation=generation, now=moment,
+                  drain_started=report.drain_started,
+                  blocking_budgets=None if report.blocking_budgets is None else list(report.blocking_budgets),
+                  waiting=report.waiting, late=report.late)
+    built["conditions"] = with_conditions(built["conditions"], report.conditions, generation=generation, now=moment)
+    if report.evicted_workloads is not None:
+        built["evictedWorkloads"] = report.evicted_workloads
     return built
 
 

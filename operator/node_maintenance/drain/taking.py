@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from node_maintenance.api import conditions, timestamps
+from node_maintenance.api import conditions
 from node_maintenance.coordination import quorum, remediation
 from node_maintenance.drain import events, status
 from node_maintenance.drain.nodes import begin_patch, has_taint, holder_of
@@ -47,22 +47,22 @@ def take(m: Maintenance, node: Mapping[str, Any] | None, now: datetime.datetime,
     if status.timed_out(m.status):  # handed back at its timeout: it has ended, and never takes the node again
         return Plan(phase=str(m.status.get("phase") or ""), status=dict(m.status))
     if node is None:
-        return _failed(m, now, f"node {m.node_name!r} not found; the maintenance starts when a node of that name exists", None)
+        return _failed(m, f"node {m.node_name!r} not found; the maintenance starts when a node of that name exists", None)
     holder = holder_of(dict(node))
     if holder and holder != m.name and holder_exists:
-        return _failed(m, now, f"node {m.node_name!r} is already in maintenance by NodeMaintenance {holder}; "
+        return _failed(m, f"node {m.node_name!r} is already in maintenance by NodeMaintenance {holder}; "
                        f"delete this NodeMaintenance, or delete {holder} to take over", NODE_HELD_RECHECK_SECONDS)
     fresh = holder != m.name
     if fresh and members is not None:
         refused = _quorum_refusal(m, node, members)
         if refused:
-            return _held_back(m, now, quorum.held_back(refused), QUORUM_RECHECK_SECONDS)
+            return _held_back(m, quorum.held_back(refused), QUORUM_RECHECK_SECONDS)
     # The Lease is held before the node is taken, and kept while it is: claimed when due, unless another holder owns it.
     seen = remediation.seen(lease, now) if lease is not None else None
     claim = remediation.claim(lease, dict(node), now) if lease is not None and seen is None else None
     state = _lease_state(lease, seen)
     if fresh and state is not None and state.other:  # just read, or known from an earlier read: either holds the node back
-        return _failed(m, now, remediation.held_message(state.namespace, m.node_name, state.other), state.recheck_in, state)
+        return _failed(m, remediation.held_message(state.namespace, m.node_name, state.other), state.recheck_in, state)
     if fresh and m.terms.rejoin is not None:  # the checks pass now: back in the policy's queue, not yet taken
         return m.terms.rejoin
     if fresh and claim is not None and lease is not None and (lease.known is None or lease.known.other):
@@ -104,30 +104,24 @@ def _begun(m: Maintenance) -> tuple[events.Event, ...]:
             events.Event(on_node=True, type=events.Type.NORMAL, reason="BeginMaintenance", message=f"{message} (NodeMaintenance {m.name})"))
 
 
-def _held_back(m: Maintenance, now: datetime.datetime, condition: conditions.Condition, recheck: float) -> Plan:
+def _held_back(m: Maintenance, condition: conditions.Condition, recheck: float) -> Plan:
     """Not taken, and waiting: a check made at takeover refused, ``condition`` says why; the node is untouched."""
     previous = m.status
     before: Mapping[str, Any] = next((c for c in previous.get("conditions") or [] if c.get("type") == condition.type), {})
     told = () if previous.get("phase") == status.Phase.PENDING and before.get("message") == condition.message else (
         events.Event(on_node=False, type=events.Type.WARNING, reason=condition.reason, message=condition.message),)
-    moment = timestamps.rfc3339(now)
-    built = status.build(dict(previous), phase=status.Phase.PENDING, total=0, eviction_pods=0, pending=[], last_error=condition.message,
-                         generation=m.generation, now=moment, waiting=condition)
     refused = m.terms.conditions + ((m.terms.given_back,) if m.terms.given_back else ())
-    built["conditions"] = conditions.with_conditions(built["conditions"], refused, generation=m.generation, now=moment)
-    return Plan(phase=status.Phase.PENDING, status=built, events=told, recheck_in=recheck, holds_node=False)
+    report = status.Report(phase=status.Phase.PENDING, last_error=condition.message, waiting=condition, conditions=refused)
+    return Plan(phase=status.Phase.PENDING, events=told, recheck_in=recheck, holds_node=False, report=report)
 
 
-def _failed(m: Maintenance, now: datetime.datetime, error: str, recheck: float | None, lease: remediation.LeaseState | None = None) -> Plan:
+def _failed(m: Maintenance, error: str, recheck: float | None, lease: remediation.LeaseState | None = None) -> Plan:
     """Failed before taking the node: nothing drained, nothing held."""
     previous = m.status
     told = () if previous.get("phase") == status.Phase.FAILED and previous.get("lastError") == error else (
         events.Event(on_node=False, type=events.Type.WARNING, reason="FailedMaintenance", message=error),)
-    moment = timestamps.rfc3339(now)
-    built = status.build(dict(previous), phase=status.Phase.FAILED, total=0, eviction_pods=0, pending=[], last_error=error,
-                         generation=m.generation, now=moment)
     # Refused by another's Lease at takeover, a maintenance under a policy gives its slot back.
     refused = m.terms.conditions + (
         (remediation.condition(lease),) + ((m.terms.given_back,) if m.terms.given_back else ()) if lease is not None else ())
-    built["conditions"] = conditions.with_conditions(built["conditions"], refused, generation=m.generation, now=moment)
-    return Plan(phase=status.Phase.FAILED, status=built, events=told, recheck_in=recheck, holds_node=False, lease_seen=lease)
+    report = status.Report(phase=status.Phase.FAILED, last_error=error, conditions=refused)
+    return Plan(phase=status.Phase.FAILED, events=told, recheck_in=recheck, holds_node=False, lease_seen=lease, report=report)
