@@ -154,12 +154,19 @@ def seen(view: LeaseView, now: datetime.datetime) -> LeaseState | None:
     """Another holder owning the Lease that was just read, with when to look again; None otherwise."""
     if not view.due:
         return None
-    holder = other_holder(dict(view.read) if view.read is not None else None, now)
+    holder, due = lease_rules.holding(view.read, HOLDER_IDENTITY, now)
     if not holder:
         return None
-    due = lease_rules.expires_at(view.read)
     wait = LEASE_HELD_RECHECK_SECONDS if due is None else min(LEASE_HELD_RECHECK_SECONDS, max(0.5, (due - now).total_seconds()))
     return LeaseState(view.namespace, view.node_name, other=holder, recheck_in=wait)
+
+
+def known(view: LeaseView, seen: LeaseState | None) -> LeaseState | None:
+    """What is known of the Lease: a fresh read replaces what was known of another holder (a Lease another holder let
+    go no longer holds the node back), and a claim of ours that stands stays known as held."""
+    if view.due:
+        return seen or (view.known if view.known is not None and view.known.held else None)
+    return view.known
 
 
 def claim(view: LeaseView, node: dict[str, Any], now: datetime.datetime) -> LeaseClaim | None:

@@ -85,10 +85,12 @@ def build(
         reason, message = "MaintenanceFailed", last_error
     else:
         reason, message = "Draining", f"{len(pending)} pod(s) still to leave the node"
+    # A maintenance that failed before taking its node (missing, or held by another) drained nothing.
+    share = 0 if waiting is not None or (phase == Phase.FAILED and not eviction_pods) else progress(eviction_pods, len(pending))
+    blocked = blocking.condition(blocking_budgets) if blocking_budgets is not None else None
     built: dict[str, Any] = {
         "phase": phase,
-        # A maintenance that failed before taking its node (missing, or held by another) drained nothing.
-        "drainProgress": 0 if waiting is not None or (phase == Phase.FAILED and not eviction_pods) else progress(eviction_pods, len(pending)),
+        "drainProgress": share,
         "totalpods": total,
         "evictionPods": eviction_pods,
         "pendingPods": [name for _, name in pending],
@@ -102,8 +104,8 @@ def build(
     if waiting is None:
         built["blockingBudgets"] = blocking_budgets or []
     # DrainBlocked appears once a budget held the drain back, and then says when none does any more.
-    if blocking_budgets or (blocking_budgets is not None and any(c.get("type") == blocking.CONDITION for c in built["conditions"])):
-        built["conditions"] = set_condition(built["conditions"], blocking.CONDITION, *blocking.condition(blocking_budgets),
+    if blocked is not None and (blocking_budgets or any(c.get("type") == blocking.CONDITION for c in built["conditions"])):
+        built["conditions"] = set_condition(built["conditions"], blocking.CONDITION, *blocked,
                                             generation=generation, now=now)
     if drain_started:
         built["drainStartTime"] = drain_started
