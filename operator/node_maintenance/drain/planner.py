@@ -64,6 +64,14 @@ def plan(
     return decided.written(status.render(maintenance.status, decided.report, generation=maintenance.generation, now=now))
 
 
+def waiting(m: Maintenance, now: datetime.datetime) -> Plan:
+    """The plan of a maintenance its policy keeps waiting (``m.terms.waiting``), with the status it reports written out
+    over the stored one, as :func:`plan` writes a drain step's."""
+    decided = m.terms.waiting
+    assert decided is not None and decided.report is not None
+    return decided.written(status.render(m.status, decided.report, generation=m.generation, now=now))
+
+
 def escalations(m: Maintenance, node_pods: list[dict[str, Any]], budgets: list[dict[str, Any]], started: datetime.datetime, *,
                 daemonsets: Mapping[str, bool] | None = None) -> list[tuple[Escalation, datetime.datetime, tuple[Removal, ...]]]:
     """What each escalation step of ``m`` deletes, and when (``started``: the drain's start), were the pods and the
