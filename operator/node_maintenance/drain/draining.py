@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from node_maintenance.api import conditions, timestamps
-from node_maintenance.coordination import remediation
 from node_maintenance.drain import blocking, budgets, events, evicted, handback, pods, rules, status
 from node_maintenance.drain.plans import Action, Attempt, Escalation, Maintenance, OnTimeout, Plan, Removal
 from node_maintenance.drain.podindex import Facts, PodIndex
@@ -146,7 +145,7 @@ def _status(scene: Scene, phase: status.Phase, error: str, entries: list[dict[st
     """What the step's status says: ``entries`` the budgets blocking it, ``escalated`` the pods escalation deleted (None:
     as before), ``also`` conditions besides the policy's and the Lease's."""
     m = scene.maintenance
-    lease = (remediation.condition(scene.taken.lease_state),) if scene.taken.lease_state is not None else ()
+    lease = (scene.taken.lease_condition,) if scene.taken.lease_condition is not None else ()
     recorded = None
     if m.terms.records_evicted:
         going = (w for f in scene.to_go if not f.finished for w in evicted.workloads_of(f.budgets, f.pod))
@@ -194,7 +193,9 @@ def removals(m: Maintenance, to_go: list[Facts], coverage: budgets.Coverage, now
              attempts: Mapping[str, Attempt], in_flight: Mapping[str, budgets.InFlight]) -> Step:
     """The pods eviction (or, for finished ones, deletion) removes now, paced by their budgets and the drain rules."""
     step = Step()
+    # What the drain rules and the budgets say of each pod, read before the pods are gone through.
     held = rules.held((f.pod, f.treatment) for f in to_go if f.treatment is not None) if m.terms.rules is not None else {}
+    paced = {f.uid for f in to_go if not f.finished and len(f.budgets) == 1 and not budgets.passes(f.asks, coverage.budgets[f.budgets[0]])}
     clock = now.timestamp()
     left: dict[str, int] = {}
     for pod in to_go:
@@ -209,9 +210,10 @@ def removals(m: Maintenance, to_go: list[Facts], coverage: budgets.Coverage, now
         if attempt and attempt.accepted and attempt.not_before > clock:
             step.wake_in(attempt.not_before - clock)  # accepted: the watch shows it terminating soon
             continue
-        covering = () if pod.finished else pod.budgets
-        if len(covering) == 1 and not budgets.passes(pod.asks, budget := coverage.budgets[covering[0]]):
-            name, version = covering[0], budget["metadata"].get("resourceVersion", "")
+        if pod.uid in paced:  # its one budget paces it
+            name = pod.budgets[0]
+            budget = coverage.budgets[name]
+            version = budget["metadata"].get("resourceVersion", "")
             flight = in_flight.get(name)
             if name not in left:
                 left[name] = _allowed(budget) - (flight.count if flight else 0)

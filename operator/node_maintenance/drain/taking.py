@@ -36,7 +36,7 @@ class Taken:
     events: tuple[events.Event, ...]  # BeginMaintenance, when taken at this step
     lease_claim: remediation.LeaseClaim | None  # take or renew the node's remediation Lease
     lease_seen: remediation.LeaseState | None  # what was concluded of the Lease just read
-    lease_state: remediation.LeaseState | None  # what is known of the Lease: its condition in the status
+    lease_condition: conditions.Condition | None  # what is known of the Lease, as its condition in the status says it
     coordinated: bool  # Leases are held: a hand-back lets the node's go
 
 
@@ -62,6 +62,7 @@ def take(m: Maintenance, node: Mapping[str, Any] | None, now: datetime.datetime,
     # The Lease is held before the node is taken, and kept while it is: claimed when due, unless another holder owns it.
     seen = remediation.seen(lease, now) if lease is not None else None
     state = remediation.known(lease, seen) if lease is not None else None
+    held = remediation.condition(state) if state is not None else None
     claim = remediation.claim(lease, dict(node), now) if lease is not None and seen is None else None
     if refused:
         return _held_back(m, quorum.held_back(refused), QUORUM_RECHECK_SECONDS)
@@ -73,7 +74,7 @@ def take(m: Maintenance, node: Mapping[str, Any] | None, now: datetime.datetime,
         # Never claimed yet: claim first, and take the node on the next step, knowing what the claim met.
         return Plan(phase=str(m.status.get("phase") or ""), status=dict(m.status), lease_claim=claim, recheck_in=0.0)
     return Taken(node=node, fresh=fresh, node_patch=patch, events=_begun(m) if fresh else (),
-                 lease_claim=claim, lease_seen=seen, lease_state=state, coordinated=lease is not None)
+                 lease_claim=claim, lease_seen=seen, lease_condition=held, coordinated=lease is not None)
 
 
 def _held_by_others(m: Maintenance, members: quorum.Members) -> set[str]:

@@ -172,7 +172,7 @@ class Engine:
         self.memory, recheck = memory.remember(self.memory, decided, outcome, memory.Clock(time.time(), time.monotonic()), carried,
                                                self.shared.version)
         self.wanted = memory.watch_mode(ended=reading.maintenance is None, waits=reading.waits, plan=decided)
-        return bookkeeping.sooner(recheck, self._look_again(reading))
+        return memory.sooner(recheck, self._look_again(reading))
 
     def _look_again(self, reading: Reading) -> float | None:
         """When to look again whatever the plan said: in line, at the pace of the line; drained, for late pods; for a
@@ -184,8 +184,8 @@ class Engine:
         if self.wanted == WatchMode.DRAINED:  # no budget paces anything here any more, so none wakes it
             self.caches = Caches()
         recheck = LATE_PODS_SECONDS if self.wanted == WatchMode.DRAINED else None
-        recheck = bookkeeping.sooner(recheck, memory.ERROR_RETRY_SECONDS if reading.taking and self.daemonsets.unknown else None)
-        return bookkeeping.sooner(recheck, self.lease.due_in() if self.lease and self.lease.known is not None else None)
+        recheck = memory.sooner(recheck, memory.ERROR_RETRY_SECONDS if reading.taking and self.daemonsets.unknown else None)
+        return memory.sooner(recheck, self.lease.due_in() if self.lease and self.lease.known is not None else None)
 
     async def read(self, shown_body: dict[str, Any]) -> Reading | float | None:
         """What this step decides from (``shown_body``: the NodeMaintenance as last seen, in the working version), or when
