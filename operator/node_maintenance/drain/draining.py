@@ -160,7 +160,11 @@ def _blocked_by(scene: Scene, sent: Sequence[Removal], held: Mapping[str, str]) 
     blocks seen for the first time."""
     going = {r.uid for r in sent} | {uid for uid, a in scene.attempts.items() if a.accepted}
     moving = {r.budget for r in sent if r.budget} | set(scene.in_flight)
-    entries = blocking.blocking(blocking.waiting_pods(scene.to_go, going), held, scene.coverage, scene.index, moving)
+    # The pods still to go that ask a budget, less those on their way out and ``going``; one under two budgets is never
+    # evicted, so it always waits. What holds them back is the budgets' analysis, told as the status's entries.
+    waiting = [f for f in scene.to_go if not (f.leaving or f.finished) and (len(f.budgets) > 1 or (len(f.budgets) == 1 and f.uid not in going))]
+    analysis = budgets.assess(waiting, scene.coverage, scene.index.selected)
+    entries = blocking.blocking(analysis, held, scene.coverage, moving)
     fresh = blocking.new_deadlocks(scene.maintenance.status.get("blockingBudgets") or [], entries)
     return entries, tuple(_event(events.Type.WARNING, blocking.Reason.DEADLOCK, entry["message"]) for entry in fresh)
 

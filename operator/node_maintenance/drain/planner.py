@@ -38,7 +38,7 @@ def plan(
     members: quorum.Members | None = None,
     coverage: Coverage | None = None,
 ) -> Plan:
-    """Decide the next step of ``maintenance``.
+    """Decide the next step of ``maintenance``: the wait its policy asks for (see :func:`waiting`), or its drain's.
 
     ``node_pods`` are the pods bound to the node (a :class:`~node_maintenance.drain.podindex.PodIndex` of them, when
     the caller plans step after step and keeps one), ``budgets`` the PodDisruptionBudgets of their
@@ -50,6 +50,8 @@ def plan(
     long the maintenance waited); ``coverage`` which of ``budgets`` select each pod (``budgets.Coverage``: a caller
     planning step after step keeps it, so the matching is not done again).
     """
+    if maintenance.terms.waiting is not None:  # its policy keeps it waiting: the wait is carried out instead of a drain
+        return waiting(maintenance, now)
     taken = taking.take(maintenance, node, now, holder_exists=holder_exists, lease=lease, members=members)
     if isinstance(taken, Plan):
         decided = taken
@@ -66,7 +68,7 @@ def plan(
 
 def waiting(m: Maintenance, now: datetime.datetime) -> Plan:
     """The plan of a maintenance its policy keeps waiting (``m.terms.waiting``), with the status it reports written out
-    over the stored one, as :func:`plan` writes a drain step's."""
+    over the stored one, as a drain step's is."""
     decided = m.terms.waiting
     assert decided is not None and decided.report is not None
     return decided.written(status.render(m.status, decided.report, generation=m.generation, now=now))

@@ -88,14 +88,12 @@ class Reading:
 
 
 def plan(reading: Reading) -> Plan:
-    """The step's plan: the ended status written again, the policies' waiting plan, or the drain's plan."""
+    """The step's plan: the ended status written again, or the planner's (the policies' waiting plan, or the drain's: a
+    maintenance in line has no pods read)."""
     m = reading.maintenance
     if m is None:
         return Plan(phase=str(reading.body["status"].get("phase") or ""), status=dict(reading.body["status"]))
-    if reading.waits and m.terms.waiting is not None:
-        return planner.waiting(m, reading.now)
-    assert reading.pods is not None
-    return planner.plan(m, reading.node, reading.pods, reading.disruption_budgets, reading.now, holder_exists=reading.holder_exists,
+    return planner.plan(m, reading.node, reading.pods if reading.pods is not None else [], reading.disruption_budgets, reading.now, holder_exists=reading.holder_exists,
                         daemonsets=reading.daemonsets, attempts=reading.attempts, in_flight=reading.in_flight, lease=reading.lease,
                         members=reading.members, coverage=reading.coverage)
 
