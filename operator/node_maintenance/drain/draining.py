@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from node_maintenance.api import conditions, timestamps
-from node_maintenance.drain import blocking, budgets, events, evicted, handback, pods, rules, status
+from node_maintenance.drain import blocking, budgets, events, evicted, handback, rules, status
 from node_maintenance.drain.plans import Action, Attempt, Escalation, Maintenance, OnTimeout, Plan, Removal
 from node_maintenance.drain.podindex import Facts, PodIndex
 from node_maintenance.drain.taking import Taken
@@ -262,7 +262,7 @@ def deletions(m: Maintenance, stage: Escalation, to_go: list[Facts], step: Step,
     going = {r.uid for r in step.removals}
     chosen = []
     for pod in to_go:
-        if pod.uid in going or pod.uid in step.held or pod.finished or not pods.escalable(pod.pod):
+        if pod.uid in going or pod.uid in step.held or pod.finished or not pod.escalable:
             continue
         attempt = attempts.get(pod.uid)
         meta = pod.pod["metadata"]
