@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from node_maintenance.api import conditions, timestamps
-from node_maintenance.drain import blocking, budgets, events, evicted, handback, rules, status
+from node_maintenance.drain import blocking, budgets, events, handback, rules, status
 from node_maintenance.drain.plans import Action, Attempt, Escalation, Maintenance, OnTimeout, Plan, Removal
 from node_maintenance.drain.podindex import Facts, PodIndex
 from node_maintenance.drain.taking import Taken
@@ -146,13 +146,10 @@ def _status(scene: Scene, phase: status.Phase, error: str, entries: list[dict[st
     as before), ``also`` conditions besides the policy's and the Lease's."""
     m = scene.maintenance
     lease = (scene.taken.lease_condition,) if scene.taken.lease_condition is not None else ()
-    recorded = None
-    if m.terms.records_evicted:
-        going = (w for f in scene.to_go if not f.finished for w in evicted.workloads_of(f.budgets, f.pod))
-        recorded = evicted.recorded(m.status.get("evictedWorkloads") or (), going)
+    evicting = tuple((f.budgets, f.pod) for f in scene.to_go if not f.finished) if m.terms.records_evicted else None
     return status.Report(phase=phase, last_error=error, total=scene.total, eviction_pods=scene.to_evict, pending=tuple(scene.pending),
                          drain_started=timestamps.rfc3339(scene.started), blocking_budgets=entries, late=scene.drained,
-                         conditions=m.terms.conditions + lease + also, escalated=escalated, evicted_workloads=recorded)
+                         conditions=m.terms.conditions + lease + also, escalated=escalated, evicting=evicting)
 
 
 def _blocked_by(scene: Scene, sent: Sequence[Removal], held: Mapping[str, str]) -> tuple[list[dict[str, Any]], tuple[events.Event, ...]]:

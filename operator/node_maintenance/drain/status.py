@@ -14,7 +14,7 @@ from typing import Any
 
 from node_maintenance.api import timestamps
 from node_maintenance.api.conditions import Condition, set_condition, with_conditions
-from node_maintenance.drain import blocking
+from node_maintenance.drain import blocking, evicted
 
 
 class Phase(enum.StrEnum):
@@ -118,7 +118,8 @@ def build(
 class Report:
     """What one step's status says, before it is written out over the stored one (see :func:`build` for the fields it
     shares): ``conditions`` are set after the drain's own (the policy's, the Lease's, TimedOut); ``escalated`` is
-    status.escalatedPods (None: as stored); ``evicted_workloads`` status.evictedWorkloads (None: not recorded)."""
+    status.escalatedPods (None: as stored); ``evicting`` the pods the drain makes leave, with the budgets covering each,
+    whose workloads status.evictedWorkloads records (None: not recorded)."""
 
     phase: Phase
     last_error: str = ""
@@ -131,7 +132,7 @@ class Report:
     late: bool = False
     conditions: tuple[Condition, ...] = ()
     escalated: Sequence[dict[str, Any]] | None = None
-    evicted_workloads: list[dict[str, str]] | None = None
+    evicting: tuple[tuple[tuple[str, ...], Mapping[str, Any]], ...] | None = None
 
 
 def render(previous: Mapping[str, Any], report: Report, *, generation: int, now: datetime.datetime) -> dict[str, Any]:
@@ -144,8 +145,9 @@ def render(previous: Mapping[str, Any], report: Report, *, generation: int, now:
                   blocking_budgets=None if report.blocking_budgets is None else list(report.blocking_budgets),
                   waiting=report.waiting, late=report.late)
     built["conditions"] = with_conditions(built["conditions"], report.conditions, generation=generation, now=moment)
-    if report.evicted_workloads is not None:
-        built["evictedWorkloads"] = report.evicted_workloads
+    if report.evicting is not None:  # added to what was recorded before
+        going = (w for covering, pod in report.evicting for w in evicted.workloads_of(covering, pod))
+        built["evictedWorkloads"] = evicted.recorded(previous.get("evictedWorkloads") or (), going)
     return built
 
 

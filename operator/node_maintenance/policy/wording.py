@@ -56,7 +56,7 @@ def left_line(stored: Mapping[str, Any]) -> tuple[Condition, ...]:
 def waiting_plan(body: Mapping[str, Any], verdict: Verdict, now: datetime.datetime) -> Plan:
     """Phase Pending while the maintenance waits for a slot, for a conflict to end or for the policies to be
     readable: the node is untouched; looked at again in ``recheck_in`` (its place in line may have moved). Its status is
-    reported, and written out by the planner (``planner.waiting``) as every step's is.
+    reported, and written out by the planner (``planner.plan``) as every step's is.
 
     An event marks the start of the wait and each change of its cause, not every move up the queue."""
     previous = body.get("status") or {}

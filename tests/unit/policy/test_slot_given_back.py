@@ -8,7 +8,7 @@ from functools import partial
 from typing import Any
 
 from node_maintenance.coordination import quorum, remediation
-from node_maintenance.drain.planner import plan, waiting
+from node_maintenance.drain.planner import plan
 from node_maintenance.drain.plans import Maintenance, Plan
 from node_maintenance.policy import line, model, terms
 from node_maintenance.policy.verdicts import Decision, Verdict, VerdictKind
@@ -46,7 +46,7 @@ def _step(body: dict[str, Any], decision: Decision, node_obj: dict[str, Any], **
     step = _terms(body, decision, node_obj)
     if step.terms.undecided:
         return None
-    return waiting(step, NOW) if step.terms.waiting else plan(step, node_obj, [], [], NOW, holder_exists=False, **inputs)
+    return plan(step, node_obj, [], [], NOW, holder_exists=False, **inputs)
 
 
 def _queued(status: dict[str, Any]) -> tuple[str, str]:
