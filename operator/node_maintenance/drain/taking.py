@@ -60,10 +60,9 @@ def take(m: Maintenance, node: Mapping[str, Any] | None, now: datetime.datetime,
         refused = quorum.refusal(dict(node), members.control_plane, others, list(members.etcd_guards))
     patch = nodes.taken_patch(dict(node), m.name, fresh=fresh, coordinated=lease is not None)
     # The Lease is held before the node is taken, and kept while it is: claimed when due, unless another holder owns it.
-    seen = remediation.seen(lease, now) if lease is not None else None
-    state = remediation.known(lease, seen) if lease is not None else None
+    lease_now = remediation.standing(lease, dict(node), now) if lease is not None else remediation.Standing()
+    seen, state, claim = lease_now.seen, lease_now.state, lease_now.claim
     held = remediation.condition(state) if state is not None else None
-    claim = remediation.claim(lease, dict(node), now) if lease is not None and seen is None else None
     if refused:
         return _held_back(m, quorum.held_back(refused), QUORUM_RECHECK_SECONDS)
     if fresh and state is not None and state.other:  # just read, or known from an earlier read: either holds the node back
