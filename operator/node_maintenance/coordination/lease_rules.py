@@ -27,26 +27,29 @@ def holder_of(lease: Mapping[str, Any] | None) -> str:
     return str(spec_of(lease).get("holderIdentity") or "")
 
 
-def expires_at(lease: Mapping[str, Any] | None) -> datetime.datetime | None:
+def _span(lease: Mapping[str, Any] | None) -> tuple[datetime.datetime, datetime.datetime] | None:
+    """When the Lease was last renewed and when that renewal expires; None when it was never renewed."""
     spec = spec_of(lease)
     renewed, duration = spec.get("renewTime"), spec.get("leaseDurationSeconds")
     if not renewed or duration is None:
         return None
-    return timestamps.parse(renewed) + datetime.timedelta(seconds=duration)
+    start = timestamps.parse(renewed)
+    return start, start + datetime.timedelta(seconds=duration)
 
 
-def is_valid(lease: Mapping[str, Any] | None, now: datetime.datetime) -> bool:
-    """Whether the Lease holds now as medik8s judges it: renewed not in the future, and not expired."""
-    due = expires_at(lease)
-    return due is not None and timestamps.parse(spec_of(lease)["renewTime"]) <= now <= due
+def holding(lease: Mapping[str, Any] | None, identity: str, now: datetime.datetime) -> tuple[str | None, datetime.datetime | None]:
+    """The holder that owns ``lease`` now, if that is not ``identity`` (None when it may be taken or kept), and when
+    the Lease expires (None: never renewed): both from one reading of its times."""
+    holder = holder_of(lease)
+    span = _span(lease)
+    if lease is None or holder == identity or span is None or not span[0] <= now <= span[1]:
+        return None, span[1] if span else None
+    return holder or "an unnamed holder", span[1]
 
 
 def other_holder(lease: Mapping[str, Any] | None, identity: str, now: datetime.datetime) -> str | None:
     """The holder that owns ``lease`` now, if that is not ``identity``; None when it may be taken or kept."""
-    holder = holder_of(lease)
-    if lease is None or holder == identity or not is_valid(lease, now):
-        return None
-    return holder or "an unnamed holder"
+    return holding(lease, identity, now)[0]
 
 
 @dataclass(frozen=True)

@@ -150,21 +150,27 @@ class LeaseClaim:
     create: bool
 
 
-def seen(view: LeaseView, now: datetime.datetime) -> LeaseState | None:
-    """Another holder owning the Lease that was just read, with when to look again; None otherwise."""
-    if not view.due:
-        return None
-    holder = other_holder(dict(view.read) if view.read is not None else None, now)
-    if not holder:
-        return None
-    due = lease_rules.expires_at(view.read)
-    wait = LEASE_HELD_RECHECK_SECONDS if due is None else min(LEASE_HELD_RECHECK_SECONDS, max(0.5, (due - now).total_seconds()))
-    return LeaseState(view.namespace, view.node_name, other=holder, recheck_in=wait)
+@dataclass(frozen=True)
+class Standing:
+    """What the node's Lease means for one drain step (:func:`standing`)."""
+
+    seen: LeaseState | None = None  # another holder owns the Lease just read: who, and when to look again
+    state: LeaseState | None = None  # what is known of the Lease: its condition in the status
+    claim: LeaseClaim | None = None  # the write that takes or renews it, when one is due and no other holder owns it
 
 
-def claim(view: LeaseView, node: dict[str, Any], now: datetime.datetime) -> LeaseClaim | None:
-    """The write that takes or renews the Lease, when one is due."""
+def standing(view: LeaseView, node: dict[str, Any], now: datetime.datetime) -> Standing:
+    """What the node's Lease means at ``now``. When a claim or renewal is due, the Lease just read either belongs to
+    another holder, which replaces what was known (a Lease another holder let go no longer holds the node back), or is
+    claimed, and a claim of ours that stands stays known as held; otherwise what the last claim met stands."""
     if not view.due:
-        return None
+        return Standing(state=view.known)
     read = dict(view.read) if view.read is not None else None
-    return LeaseClaim(view.namespace, view.node_name, claimed(read, node, view.namespace, now), create=read is None)
+    body = claimed(read, node, view.namespace, now)
+    holder, due = lease_rules.holding(read, HOLDER_IDENTITY, now)
+    if holder:
+        wait = LEASE_HELD_RECHECK_SECONDS if due is None else min(LEASE_HELD_RECHECK_SECONDS, max(0.5, (due - now).total_seconds()))
+        seen = LeaseState(view.namespace, view.node_name, other=holder, recheck_in=wait)
+        return Standing(seen=seen, state=seen)
+    known = view.known if view.known is not None and view.known.held else None
+    return Standing(state=known, claim=LeaseClaim(view.namespace, view.node_name, body, create=read is None))

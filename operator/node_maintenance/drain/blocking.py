@@ -13,7 +13,6 @@ from collections.abc import Iterable, Mapping, Set
 from typing import Any
 
 from node_maintenance.drain import budgets
-from node_maintenance.drain.podindex import Facts, PodIndex
 
 CONDITION = "DrainBlocked"
 
@@ -33,17 +32,15 @@ class Kind(enum.StrEnum):
     TEMPORARY = "Temporary"
 
 
-def blocking(waiting: list[Facts], held: Mapping[str, str], coverage: budgets.Coverage,
-             index: PodIndex, moving: Set[str] = frozenset()) -> list[dict[str, Any]]:
-    """The status entries of the budgets holding ``waiting`` back, by namespace/name.
+def blocking(analysis: budgets.Analysis, held: Mapping[str, str], coverage: budgets.Coverage,
+             moving: Set[str] = frozenset()) -> list[dict[str, Any]]:
+    """The status entries of the budgets holding the drain back, by namespace/name.
 
-    ``coverage`` holds the budgets of the pods' namespaces, ``index`` the node's pods. ``waiting`` are the node's pods
-    still to go that no removal was sent for in this step; ``held``
-    maps the pods the drain waits on a budget for (namespace/name) to that budget. A budget in
-    ``moving`` has an eviction under way: it paces the drain, it does not block it (unless it is
-    structural, which no eviction under way changes).
+    ``analysis`` is the budgets' of the node's pods still to go that no removal was sent for in this step, ``coverage``
+    holds the budgets of the pods' namespaces; ``held`` maps the pods the drain waits on a budget for (namespace/name)
+    to that budget. A budget in ``moving`` has an eviction under way: it paces the drain, it does not block it (unless
+    it is structural, which no eviction under way changes).
     """
-    analysis = budgets.assess(waiting, coverage, index.selected)
     found: dict[str, tuple[budgets.Blocker, set[str]]] = {}
     for ref, blockers in analysis.blockers.items():
         for blocker in blockers:
@@ -90,10 +87,3 @@ def new_deadlocks(previous: Iterable[dict[str, Any]], entries: list[dict[str, An
     """The structural blocks in ``entries`` that the previous status did not show as structural."""
     before = {(e.get("namespace"), e.get("name")) for e in previous if e.get("block") == Kind.STRUCTURAL}
     return [e for e in entries if e["block"] == Kind.STRUCTURAL and (e["namespace"], e["name"]) not in before]
-
-
-def waiting_pods(to_go: list[Facts], going: set[str]) -> list[Facts]:
-    """The pods still to go that ask a budget, less those on their way out and ``going`` (uids whose
-    removal was sent or accepted); a pod under two budgets is never evicted, so it always waits."""
-    return [f for f in to_go if not (f.leaving or f.finished)
-            and (len(f.budgets) > 1 or (len(f.budgets) == 1 and f.uid not in going))]

@@ -1,17 +1,17 @@
-"""What a drain remembers from one step to the next, decided by pure functions: the attempts of its
-removals, the evictions it counts against budgets, and when its status is written.
+"""How a drain step is carried out, decided by pure functions: the evictions it counts against budgets, whether
+someone else wrote the status, and when its status is written.
 
-The engine keeps the state; these functions say how it changes, so each rule is a unit test.
+The engine keeps the state; these functions decide from it, so each rule is a unit test (what the drain remembers
+afterwards is ``memory``'s).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from node_maintenance.api.conversion import status_fields
-from node_maintenance.drain import status
 from node_maintenance.drain.plans import Attempt, Removal
 
 # While the phase stays the same, the status is written at most this often (a drain of many pods
@@ -46,38 +46,6 @@ def uncounted(removals: Iterable[Removal], results: Mapping[str, Attempt | None]
             if r.budget and not (results is not None and (a := results.get(r.uid)) is not None and a.accepted)]
 
 
-def merge_attempts(attempts: Mapping[str, Attempt], removals: Iterable[Removal], results: Mapping[str, Attempt | None],
-                   live: Collection[str]) -> dict[str, Attempt]:
-    """The attempts after a step: each removal's result replaces its pod's entry (None forgets it), and
-    pods no longer on the node (``live``: the uids still there) are forgotten."""
-    merged = dict(attempts)
-    for removal in removals:
-        result = results.get(removal.uid)
-        if result is None:
-            merged.pop(removal.uid, None)
-        else:
-            merged[removal.uid] = result
-    return {uid: a for uid, a in merged.items() if uid in live}
-
-
-def next_try_in(attempts: Mapping[str, Attempt], clock: float) -> float | None:
-    """Seconds until the earliest attempt may be tried again, so that a removal that failed is retried
-    even when no watch reports anything meanwhile; None when nothing waits on time."""
-    waits = [a.not_before - clock for a in attempts.values() if a.not_before > clock]
-    return min(waits) if waits else None
-
-
-def sooner(a: float | None, b: float | None) -> float | None:
-    """The earlier of two times to look again (None: never)."""
-    return b if a is None else a if b is None else min(a, b)
-
-
-def merge_refusals(known: Mapping[str, str], results: Mapping[str, str | None]) -> dict[str, str]:
-    """Why hook Jobs were refused: a Job created since forgets its refusal (None), a refused one records why."""
-    merged = {**known, **{name: why for name, why in results.items() if why is not None}}
-    return {name: why for name, why in merged.items() if not (name in results and results[name] is None)}
-
-
 def status_due(phase: str, stored: Mapping[str, Any], seconds_since_write: float, has_events: bool,
                interval: float = NM_STATUS_INTERVAL_SECONDS) -> bool:
     """Whether a step writes its status now: a new phase, an event (whose cause is recorded at once, so it
@@ -107,9 +75,3 @@ def foreign_status(observed: Mapping[str, Any], written: Iterable[Mapping[str, A
     return bool(recent) and not any(
         all(observed.get(key) == value for key, value in ours.items() if key in held and key != "lastUpdate") for ours in recent
     )
-
-
-def differs(stored: Mapping[str, Any], new: Mapping[str, Any], version: str) -> bool:
-    """Whether a status differs from the one stored in what ``version`` holds (``lastUpdate`` aside)."""
-    held = status_fields(version)
-    return not status.same({k: v for k, v in stored.items() if k in held}, {k: v for k, v in new.items() if k in held})

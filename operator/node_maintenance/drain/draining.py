@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from node_maintenance.api import conditions, timestamps
-from node_maintenance.coordination import remediation
-from node_maintenance.drain import blocking, budgets, events, evicted, handback, pods, rules, status
+from node_maintenance.drain import blocking, budgets, events, handback, rules, status
 from node_maintenance.drain.plans import Action, Attempt, Escalation, Maintenance, OnTimeout, Plan, Removal
 from node_maintenance.drain.podindex import Facts, PodIndex
 from node_maintenance.drain.taking import Taken
@@ -99,7 +98,7 @@ def _timed_out(scene: Scene) -> Plan:
         error = f"{left}; the node was given back as it was before this maintenance"
         ended = conditions.Condition(type=status.TIMED_OUT, status="True", reason=status.HANDED_BACK, message=error)
         given = handback.hand_back(m.name, m.node_name, dict(scene.taken.node), scene.taken.coordinated)
-        return Plan(phase=status.Phase.FAILED, status=_status(scene, status.Phase.FAILED, error, entries, also=(ended,)),
+        return Plan(phase=status.Phase.FAILED, report=_status(scene, status.Phase.FAILED, error, entries, also=(ended,)),
                     events=(*told, _event(events.Type.WARNING, status.TIMED_OUT, error)), holds_node=False, handback=given)
     error = f"{left}; the node stays cordoned until this NodeMaintenance is deleted"
     failing = () if m.status.get("phase") == status.Phase.FAILED else (_event(events.Type.WARNING, "FailedMaintenance", error),)
@@ -132,31 +131,25 @@ def _running(scene: Scene) -> Plan:
                     sent=tuple(step.removals), recheck_in=step.recheck_in)
 
 
-def _holding(scene: Scene, phase: status.Phase, built: dict[str, Any], told: tuple[events.Event, ...], *, sent: tuple[Removal, ...] = (),
+def _holding(scene: Scene, phase: status.Phase, report: status.Report, told: tuple[events.Event, ...], *, sent: tuple[Removal, ...] = (),
              recheck_in: float | None = None, drained_after: float | None = None) -> Plan:
     """A step that keeps the node: with what taking it takes (the patch, the Lease) and the policy's Jobs."""
     taken = scene.taken
-    return Plan(phase=phase, status=built, node_patch=taken.node_patch, removals=sent, events=told, recheck_in=recheck_in,
+    return Plan(phase=phase, report=report, node_patch=taken.node_patch, removals=sent, events=told, recheck_in=recheck_in,
                 holds_node=True, drained_after=drained_after, lease_claim=taken.lease_claim, lease_seen=taken.lease_seen,
                 jobs=scene.maintenance.terms.jobs)
 
 
 def _status(scene: Scene, phase: status.Phase, error: str, entries: list[dict[str, Any]], escalated: Sequence[dict[str, Any]] | None = None, *,
-            also: tuple[conditions.Condition, ...] = ()) -> dict[str, Any]:
-    """The whole status of the step: ``entries`` the budgets blocking it, ``escalated`` the pods escalation deleted (None:
+            also: tuple[conditions.Condition, ...] = ()) -> status.Report:
+    """What the step's status says: ``entries`` the budgets blocking it, ``escalated`` the pods escalation deleted (None:
     as before), ``also`` conditions besides the policy's and the Lease's."""
-    m, moment = scene.maintenance, timestamps.rfc3339(scene.now)
-    previous = m.status
-    kept = list(previous.get("escalatedPods") or []) if escalated is None else list(escalated)
-    built = status.build({**previous, "escalatedPods": kept}, phase=phase, total=scene.total, eviction_pods=scene.to_evict,
-                         pending=scene.pending, last_error=error, generation=m.generation, now=moment,
-                         drain_started=timestamps.rfc3339(scene.started), blocking_budgets=entries, late=scene.drained)
-    lease = (remediation.condition(scene.taken.lease_state),) if scene.taken.lease_state is not None else ()
-    built["conditions"] = conditions.with_conditions(built["conditions"], m.terms.conditions + lease + also, generation=m.generation, now=moment)
-    if m.terms.records_evicted:
-        going = (w for f in scene.to_go if not f.finished for w in evicted.workloads_of(f.budgets, f.pod))
-        built["evictedWorkloads"] = evicted.recorded(previous.get("evictedWorkloads") or (), going)
-    return built
+    m = scene.maintenance
+    lease = (scene.taken.lease_condition,) if scene.taken.lease_condition is not None else ()
+    evicting = tuple((f.budgets, f.pod) for f in scene.to_go if not f.finished) if m.terms.records_evicted else None
+    return status.Report(phase=phase, last_error=error, total=scene.total, eviction_pods=scene.to_evict, pending=tuple(scene.pending),
+                         drain_started=timestamps.rfc3339(scene.started), blocking_budgets=entries, late=scene.drained,
+                         conditions=m.terms.conditions + lease + also, escalated=escalated, evicting=evicting)
 
 
 def _blocked_by(scene: Scene, sent: Sequence[Removal], held: Mapping[str, str]) -> tuple[list[dict[str, Any]], tuple[events.Event, ...]]:
@@ -164,7 +157,11 @@ def _blocked_by(scene: Scene, sent: Sequence[Removal], held: Mapping[str, str]) 
     blocks seen for the first time."""
     going = {r.uid for r in sent} | {uid for uid, a in scene.attempts.items() if a.accepted}
     moving = {r.budget for r in sent if r.budget} | set(scene.in_flight)
-    entries = blocking.blocking(blocking.waiting_pods(scene.to_go, going), held, scene.coverage, scene.index, moving)
+    # The pods still to go that ask a budget, less those on their way out and ``going``; one under two budgets is never
+    # evicted, so it always waits. What holds them back is the budgets' analysis, told as the status's entries.
+    waiting = [f for f in scene.to_go if not (f.leaving or f.finished) and (len(f.budgets) > 1 or (len(f.budgets) == 1 and f.uid not in going))]
+    analysis = budgets.assess(waiting, scene.coverage, scene.index.selected)
+    entries = blocking.blocking(analysis, held, scene.coverage, moving)
     fresh = blocking.new_deadlocks(scene.maintenance.status.get("blockingBudgets") or [], entries)
     return entries, tuple(_event(events.Type.WARNING, blocking.Reason.DEADLOCK, entry["message"]) for entry in fresh)
 
@@ -197,7 +194,9 @@ def removals(m: Maintenance, to_go: list[Facts], coverage: budgets.Coverage, now
              attempts: Mapping[str, Attempt], in_flight: Mapping[str, budgets.InFlight]) -> Step:
     """The pods eviction (or, for finished ones, deletion) removes now, paced by their budgets and the drain rules."""
     step = Step()
+    # What the drain rules and the budgets say of each pod, read before the pods are gone through.
     held = rules.held((f.pod, f.treatment) for f in to_go if f.treatment is not None) if m.terms.rules is not None else {}
+    paced = {f.uid for f in to_go if not f.finished and len(f.budgets) == 1 and not budgets.passes(f.asks, coverage.budgets[f.budgets[0]])}
     clock = now.timestamp()
     left: dict[str, int] = {}
     for pod in to_go:
@@ -212,9 +211,10 @@ def removals(m: Maintenance, to_go: list[Facts], coverage: budgets.Coverage, now
         if attempt and attempt.accepted and attempt.not_before > clock:
             step.wake_in(attempt.not_before - clock)  # accepted: the watch shows it terminating soon
             continue
-        covering = () if pod.finished else pod.budgets
-        if len(covering) == 1 and not budgets.passes(pod.asks, budget := coverage.budgets[covering[0]]):
-            name, version = covering[0], budget["metadata"].get("resourceVersion", "")
+        if pod.uid in paced:  # its one budget paces it
+            name = pod.budgets[0]
+            budget = coverage.budgets[name]
+            version = budget["metadata"].get("resourceVersion", "")
             flight = in_flight.get(name)
             if name not in left:
                 left[name] = _allowed(budget) - (flight.count if flight else 0)
@@ -259,7 +259,7 @@ def deletions(m: Maintenance, stage: Escalation, to_go: list[Facts], step: Step,
     going = {r.uid for r in step.removals}
     chosen = []
     for pod in to_go:
-        if pod.uid in going or pod.uid in step.held or pod.finished or not pods.escalable(pod.pod):
+        if pod.uid in going or pod.uid in step.held or pod.finished or not pod.escalable:
             continue
         attempt = attempts.get(pod.uid)
         meta = pod.pod["metadata"]

@@ -1,5 +1,6 @@
 """What a drain remembers from one step to the next, and what it watches: a frozen :class:`Memory` changed only by
-the pure :func:`remember`, and the :class:`WatchMode` chosen by the pure :func:`watch_mode`.
+the pure :func:`remember` (with the rules it follows: the attempts of the removals, the hook Jobs refused, whether the
+status written differs), and the :class:`WatchMode` chosen by the pure :func:`watch_mode`.
 
 The engine keeps the memory; these functions say how it changes, so each rule is a unit test.
 """
@@ -7,13 +8,14 @@ The engine keeps the memory; these functions say how it changes, so each rule is
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from node_maintenance.api.conversion import status_fields
 from node_maintenance.coordination.remediation import LeaseState
-from node_maintenance.drain import bookkeeping
-from node_maintenance.drain.plans import Attempt, Plan
+from node_maintenance.drain import status
+from node_maintenance.drain.plans import Attempt, Plan, Removal
 from node_maintenance.drain.status import Phase
 
 # A step that met an API error, or a status write that failed, looks again after this long.
@@ -88,24 +90,62 @@ class Carried:
     live: frozenset[str] | None = None
 
 
+def merge_attempts(attempts: Mapping[str, Attempt], removals: Iterable[Removal], results: Mapping[str, Attempt | None],
+                   live: Collection[str]) -> dict[str, Attempt]:
+    """The attempts after a step: each removal's result replaces its pod's entry (None forgets it), and
+    pods no longer on the node (``live``: the uids still there) are forgotten."""
+    merged = dict(attempts)
+    for removal in removals:
+        result = results.get(removal.uid)
+        if result is None:
+            merged.pop(removal.uid, None)
+        else:
+            merged[removal.uid] = result
+    return {uid: a for uid, a in merged.items() if uid in live}
+
+
+def next_try_in(attempts: Mapping[str, Attempt], clock: float) -> float | None:
+    """Seconds until the earliest attempt may be tried again, so that a removal that failed is retried
+    even when no watch reports anything meanwhile; None when nothing waits on time."""
+    waits = [a.not_before - clock for a in attempts.values() if a.not_before > clock]
+    return min(waits) if waits else None
+
+
+def sooner(a: float | None, b: float | None) -> float | None:
+    """The earlier of two times to look again (None: never)."""
+    return b if a is None else a if b is None else min(a, b)
+
+
+def merge_refusals(known: Mapping[str, str], results: Mapping[str, str | None]) -> dict[str, str]:
+    """Why hook Jobs were refused: a Job created since forgets its refusal (None), a refused one records why."""
+    merged = {**known, **{name: why for name, why in results.items() if why is not None}}
+    return {name: why for name, why in merged.items() if not (name in results and results[name] is None)}
+
+
+def differs(stored: Mapping[str, Any], new: Mapping[str, Any], version: str) -> bool:
+    """Whether a status differs from the one stored in what ``version`` holds (``lastUpdate`` aside)."""
+    held = status_fields(version)
+    return not status.same({k: v for k, v in stored.items() if k in held}, {k: v for k, v in new.items() if k in held})
+
+
 def remember(memory: Memory, plan: Plan, outcome: Outcome, clock: Clock, carried: Carried, version: str) -> tuple[Memory, float | None]:
     """The memory after ``plan`` was carried out and met ``outcome``, and when to look again (None: on a change only)."""
-    memory = replace(memory, refused_jobs=bookkeeping.merge_refusals(memory.refused_jobs, outcome.refused_jobs))
+    memory = replace(memory, refused_jobs=merge_refusals(memory.refused_jobs, outcome.refused_jobs))
     if outcome.node_conflict:
         return memory, None  # the node watch brings the node that changed
     recheck = plan.recheck_in
     if carried.live is not None:
-        attempts = bookkeeping.merge_attempts(memory.attempts, plan.removals, outcome.attempts or {}, carried.live)
+        attempts = merge_attempts(memory.attempts, plan.removals, outcome.attempts or {}, carried.live)
         memory = replace(memory, attempts=attempts)
-        recheck = bookkeeping.sooner(recheck, bookkeeping.next_try_in(attempts, clock.wall))
+        recheck = sooner(recheck, next_try_in(attempts, clock.wall))
     if plan.handback is not None:  # the node is given back: ended, whether its status is written yet or not
         memory = replace(memory, stored=plan.status)
     if outcome.status_failed:  # written again after a pause, not at once: the API server may be away
-        return memory, bookkeeping.sooner(recheck, ERROR_RETRY_SECONDS)
+        return memory, sooner(recheck, ERROR_RETRY_SECONDS)
     if carried.write or carried.foreign:
         memory = replace(memory, stored=plan.status, written_at=clock.monotonic)
     if outcome.status_written:  # only what was sent tells our writes from someone else's (an empty one matches any)
         memory = replace(memory, written=(*memory.written, plan.status)[-RECENT_WRITES:])
-    elif bookkeeping.differs(memory.stored, plan.status, version):
-        recheck = bookkeeping.sooner(recheck, memory.written_at + carried.interval - clock.monotonic)
+    elif differs(memory.stored, plan.status, version):
+        recheck = sooner(recheck, memory.written_at + carried.interval - clock.monotonic)
     return memory, recheck

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from node_maintenance.api import GROUP
+from node_maintenance.coordination import remediation
 
 HOLDER = f"{GROUP}/holder"
 WAS_UNSCHEDULABLE = f"{GROUP}/was-unschedulable"
@@ -54,6 +55,16 @@ def begin_patch(node: dict[str, Any], holder: str) -> dict[str, Any]:
         "metadata": {"annotations": annotations, "resourceVersion": node["metadata"]["resourceVersion"]},
         "spec": {"unschedulable": True, "taints": taints},
     }
+
+
+def taken_patch(node: dict[str, Any], holder: str, *, fresh: bool, coordinated: bool) -> dict[str, Any] | None:
+    """What holding the node takes: cordon, taint, record the holder, and (Leases coordinated) exclude the node from
+    remediation; when taken now (``fresh``), or when someone undid a part. None: all in place."""
+    if not (fresh or not node.get("spec", {}).get("unschedulable") or not has_taint(node)
+            or (coordinated and not remediation.is_excluded(node))):
+        return None
+    patch = begin_patch(node, holder)
+    return remediation.exclude(node, patch) if coordinated else patch
 
 
 def end_patch(node: dict[str, Any]) -> dict[str, Any]:

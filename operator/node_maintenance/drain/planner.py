@@ -38,7 +38,8 @@ def plan(
     members: quorum.Members | None = None,
     coverage: Coverage | None = None,
 ) -> Plan:
-    """Decide the next step of ``maintenance``.
+    """Decide the next step of ``maintenance``: the wait its policy asks for (``terms.waiting``: its node and pods are
+    not read), or its drain's; the status either reports is written out here.
 
     ``node_pods`` are the pods bound to the node (a :class:`~node_maintenance.drain.podindex.PodIndex` of them, when
     the caller plans step after step and keeps one), ``budgets`` the PodDisruptionBudgets of their
@@ -50,13 +51,21 @@ def plan(
     long the maintenance waited); ``coverage`` which of ``budgets`` select each pod (``budgets.Coverage``: a caller
     planning step after step keeps it, so the matching is not done again).
     """
-    taken = taking.take(maintenance, node, now, holder_exists=holder_exists, lease=lease, members=members)
-    if isinstance(taken, Plan):
-        return taken
-    index = node_pods if isinstance(node_pods, PodIndex) else PodIndex.of(node_pods)
-    kept = coverage.over(budgets) if coverage is not None else Coverage(budgets)
-    return draining.drain(draining.Scene.of(maintenance, taken, index, kept, now, daemonsets=daemonsets or {}, attempts=attempts or {},
-                                            in_flight=in_flight or {}))
+    if maintenance.terms.waiting is not None:  # its policy keeps it waiting: the wait is carried out instead of a drain
+        decided = maintenance.terms.waiting
+    else:
+        taken = taking.take(maintenance, node, now, holder_exists=holder_exists, lease=lease, members=members)
+        if isinstance(taken, Plan):
+            decided = taken
+        else:
+            index = node_pods if isinstance(node_pods, PodIndex) else PodIndex.of(node_pods)
+            kept = coverage.over(budgets) if coverage is not None else Coverage(budgets)
+            decided = draining.drain(draining.Scene.of(maintenance, taken, index, kept, now, daemonsets=daemonsets or {},
+                                                       attempts=attempts or {}, in_flight=in_flight or {}))
+    # The status the step reports is written out once, here, over the stored one.
+    if decided.report is None:
+        return decided
+    return decided.written(status.render(maintenance.status, decided.report, generation=maintenance.generation, now=now))
 
 
 def escalations(m: Maintenance, node_pods: list[dict[str, Any]], budgets: list[dict[str, Any]], started: datetime.datetime, *,

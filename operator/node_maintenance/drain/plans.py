@@ -17,6 +17,7 @@ from node_maintenance.coordination.remediation import LeaseClaim, LeaseState
 from node_maintenance.drain.events import Event
 from node_maintenance.drain.handback import Handback
 from node_maintenance.drain.rules import Rule
+from node_maintenance.drain.status import Report
 
 
 class Action(enum.StrEnum):
@@ -138,10 +139,13 @@ class Removal:
 @dataclass(frozen=True)
 class Plan:
     """Everything one step does, in the order the executor does it: the Lease, the node, the Jobs, the
-    removals, the events, the status. Nothing is added to it or changed after ``planner.plan`` returns."""
+    removals, the events, the status. Nothing is added to it or changed after ``planner.plan`` returns.
+
+    Taking and draining the node say what the status is to say (``report``); the planner writes it out once, at the end
+    (:meth:`written`), so that a plan it returns carries the whole status and no report."""
 
     phase: str  # a status.Phase; a step that changes nothing carries the stored one, which may be empty
-    status: dict[str, Any]  # the whole new status
+    status: dict[str, Any] = field(default_factory=dict)  # the whole new status
     node_patch: dict[str, Any] | None = None
     removals: tuple[Removal, ...] = ()
     events: tuple[Event, ...] = ()
@@ -152,3 +156,10 @@ class Plan:
     lease_seen: LeaseState | None = None  # what this plan concluded of the Lease it was shown (another holder)
     jobs: tuple[Mapping[str, Any], ...] = ()  # hook Jobs to create
     handback: Handback | None = None  # give the node back (onTimeout HandBack), as a deleted maintenance does
+    report: Report | None = None  # the status still to write out (None: ``status`` is written out)
+
+    def written(self, status: dict[str, Any]) -> Plan:
+        """This plan with its report written out as ``status``."""
+        return Plan(phase=self.phase, status=status, node_patch=self.node_patch, removals=self.removals, events=self.events,
+                    recheck_in=self.recheck_in, holds_node=self.holds_node, drained_after=self.drained_after, lease_claim=self.lease_claim,
+                    lease_seen=self.lease_seen, jobs=self.jobs, handback=self.handback)

@@ -29,6 +29,7 @@ class Facts(budgets.Read):
     treatment: rules.Treatment | None  # under drain rules, how they treat it
     finished: bool
     leaving: bool  # being deleted already
+    escalable: bool  # an escalation may delete it (``pods.escalable``)
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,7 @@ class PodIndex:
             treatment is not None and treatment.behavior is rules.Behavior.SKIP)
         meta = pod["metadata"]
         facts = Facts(ref=key, budgets=coverage.names(pod), asks=budgets.asks(pod), pod=pod, uid=meta["uid"], goes=goes, treatment=treatment,
-                      finished=pods.finished(pod), leaving=bool(meta.get("deletionTimestamp")))
+                      finished=pods.finished(pod), leaving=bool(meta.get("deletionTimestamp")), escalable=pods.escalable(pod))
         self._facts[key] = facts
         if goes:
             bisect.insort(self._to_go, key)

@@ -1,13 +1,20 @@
-"""The NodeMaintenance status a user reads: pure functions from what the drain saw to the status object."""
+"""The NodeMaintenance status a user reads: pure functions from what the drain saw to the status object.
+
+The planner's parts say what a step's status is to say in a :class:`Report`; :func:`render` writes it out, once per
+step, over the stored status, so that every status field and condition a step writes is written in one place.
+"""
 
 from __future__ import annotations
 
+import datetime
 import enum
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from node_maintenance.api import timestamps
 from node_maintenance.api.conditions import Condition, set_condition, with_conditions
-from node_maintenance.drain import blocking
+from node_maintenance.drain import blocking, evicted
 
 
 class Phase(enum.StrEnum):
@@ -78,10 +85,12 @@ def build(
         reason, message = "MaintenanceFailed", last_error
     else:
         reason, message = "Draining", f"{len(pending)} pod(s) still to leave the node"
+    # A maintenance that failed before taking its node (missing, or held by another) drained nothing.
+    share = 0 if waiting is not None or (phase == Phase.FAILED and not eviction_pods) else progress(eviction_pods, len(pending))
+    blocked = blocking.condition(blocking_budgets) if blocking_budgets is not None else None
     built: dict[str, Any] = {
         "phase": phase,
-        # A maintenance that failed before taking its node (missing, or held by another) drained nothing.
-        "drainProgress": 0 if waiting is not None or (phase == Phase.FAILED and not eviction_pods) else progress(eviction_pods, len(pending)),
+        "drainProgress": share,
         "totalpods": total,
         "evictionPods": eviction_pods,
         "pendingPods": [name for _, name in pending],
@@ -95,13 +104,50 @@ def build(
     if waiting is None:
         built["blockingBudgets"] = blocking_budgets or []
     # DrainBlocked appears once a budget held the drain back, and then says when none does any more.
-    if blocking_budgets or (blocking_budgets is not None and any(c.get("type") == blocking.CONDITION for c in built["conditions"])):
-        built["conditions"] = set_condition(built["conditions"], blocking.CONDITION, *blocking.condition(blocking_budgets),
+    if blocked is not None and (blocking_budgets or any(c.get("type") == blocking.CONDITION for c in built["conditions"])):
+        built["conditions"] = set_condition(built["conditions"], blocking.CONDITION, *blocked,
                                             generation=generation, now=now)
     if drain_started:
         built["drainStartTime"] = drain_started
     if previous.get("escalatedPods"):  # kept for good: which pods escalation deleted
         built["escalatedPods"] = previous["escalatedPods"]
+    return built
+
+
+@dataclass(frozen=True)
+class Report:
+    """What one step's status says, before it is written out over the stored one (see :func:`build` for the fields it
+    shares): ``conditions`` are set after the drain's own (the policy's, the Lease's, TimedOut); ``escalated`` is
+    status.escalatedPods (None: as stored); ``evicting`` the pods the drain makes leave, with the budgets covering each,
+    whose workloads status.evictedWorkloads records (None: not recorded)."""
+
+    phase: Phase
+    last_error: str = ""
+    total: int = 0
+    eviction_pods: int = 0
+    pending: tuple[tuple[str, str], ...] = ()
+    drain_started: str | None = None
+    blocking_budgets: Sequence[dict[str, Any]] | None = None
+    waiting: Condition | None = None
+    late: bool = False
+    conditions: tuple[Condition, ...] = ()
+    escalated: Sequence[dict[str, Any]] | None = None
+    evicting: tuple[tuple[tuple[str, ...], Mapping[str, Any]], ...] | None = None
+
+
+def render(previous: Mapping[str, Any], report: Report, *, generation: int, now: datetime.datetime) -> dict[str, Any]:
+    """The whole status a step writes: ``report`` over the stored ``previous``, at ``now``."""
+    moment = timestamps.rfc3339(now)
+    kept = previous.get("escalatedPods") if report.escalated is None else report.escalated
+    built = build({**previous, "escalatedPods": list(kept or [])}, phase=report.phase, total=report.total, eviction_pods=report.eviction_pods,
+                  pending=list(report.pending), last_error=report.last_error, generation=generation, now=moment,
+                  drain_started=report.drain_started,
+                  blocking_budgets=None if report.blocking_budgets is None else list(report.blocking_budgets),
+                  waiting=report.waiting, late=report.late)
+    built["conditions"] = with_conditions(built["conditions"], report.conditions, generation=generation, now=moment)
+    if report.evicting is not None:  # added to what was recorded before
+        going = (w for covering, pod in report.evicting for w in evicted.workloads_of(covering, pod))
+        built["evictedWorkloads"] = evicted.recorded(previous.get("evictedWorkloads") or (), going)
     return built
 
 

@@ -13,10 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from node_maintenance.api import conditions, timestamps
+from node_maintenance.api import conditions
 from node_maintenance.coordination import quorum, remediation
-from node_maintenance.drain import events, status
-from node_maintenance.drain.nodes import begin_patch, has_taint, holder_of
+from node_maintenance.drain import events, nodes, status
+from node_maintenance.drain.nodes import holder_of
 from node_maintenance.drain.plans import Maintenance, Plan
 
 # A maintenance the etcd-quorum guard holds back looks again this often (control-plane nodes change rarely).
@@ -36,7 +36,7 @@ class Taken:
     events: tuple[events.Event, ...]  # BeginMaintenance, when taken at this step
     lease_claim: remediation.LeaseClaim | None  # take or renew the node's remediation Lease
     lease_seen: remediation.LeaseState | None  # what was concluded of the Lease just read
-    lease_state: remediation.LeaseState | None  # what is known of the Lease: its condition in the status
+    lease_condition: conditions.Condition | None  # what is known of the Lease, as its condition in the status says it
     coordinated: bool  # Leases are held: a hand-back lets the node's go
 
 
@@ -47,54 +47,38 @@ def take(m: Maintenance, node: Mapping[str, Any] | None, now: datetime.datetime,
     if status.timed_out(m.status):  # handed back at its timeout: it has ended, and never takes the node again
         return Plan(phase=str(m.status.get("phase") or ""), status=dict(m.status))
     if node is None:
-        return _failed(m, now, f"node {m.node_name!r} not found; the maintenance starts when a node of that name exists", None)
+        return _failed(m, f"node {m.node_name!r} not found; the maintenance starts when a node of that name exists", None)
     holder = holder_of(dict(node))
     if holder and holder != m.name and holder_exists:
-        return _failed(m, now, f"node {m.node_name!r} is already in maintenance by NodeMaintenance {holder}; "
+        return _failed(m, f"node {m.node_name!r} is already in maintenance by NodeMaintenance {holder}; "
                        f"delete this NodeMaintenance, or delete {holder} to take over", NODE_HELD_RECHECK_SECONDS)
     fresh = holder != m.name
+    # What each check at takeover reads, and what holding the node takes, are gathered first, then judged in turn.
+    refused = None
     if fresh and members is not None:
-        refused = _quorum_refusal(m, node, members)
-        if refused:
-            return _held_back(m, now, quorum.held_back(refused), QUORUM_RECHECK_SECONDS)
+        others = _held_by_others(m, members)
+        refused = quorum.refusal(dict(node), members.control_plane, others, list(members.etcd_guards))
+    patch = nodes.taken_patch(dict(node), m.name, fresh=fresh, coordinated=lease is not None)
     # The Lease is held before the node is taken, and kept while it is: claimed when due, unless another holder owns it.
-    seen = remediation.seen(lease, now) if lease is not None else None
-    claim = remediation.claim(lease, dict(node), now) if lease is not None and seen is None else None
-    state = _lease_state(lease, seen)
+    lease_now = remediation.standing(lease, dict(node), now) if lease is not None else remediation.Standing()
+    seen, state, claim = lease_now.seen, lease_now.state, lease_now.claim
+    held = remediation.condition(state) if state is not None else None
+    if refused:
+        return _held_back(m, quorum.held_back(refused), QUORUM_RECHECK_SECONDS)
     if fresh and state is not None and state.other:  # just read, or known from an earlier read: either holds the node back
-        return _failed(m, now, remediation.held_message(state.namespace, m.node_name, state.other), state.recheck_in, state)
+        return _failed(m, remediation.held_message(state.namespace, m.node_name, state.other), state.recheck_in, state)
     if fresh and m.terms.rejoin is not None:  # the checks pass now: back in the policy's queue, not yet taken
         return m.terms.rejoin
     if fresh and claim is not None and lease is not None and (lease.known is None or lease.known.other):
         # Never claimed yet: claim first, and take the node on the next step, knowing what the claim met.
         return Plan(phase=str(m.status.get("phase") or ""), status=dict(m.status), lease_claim=claim, recheck_in=0.0)
-    return Taken(node=node, fresh=fresh, node_patch=_patch(m, node, fresh, lease is not None), events=_begun(m) if fresh else (),
-                 lease_claim=claim, lease_seen=seen, lease_state=state, coordinated=lease is not None)
+    return Taken(node=node, fresh=fresh, node_patch=patch, events=_begun(m) if fresh else (),
+                 lease_claim=claim, lease_seen=seen, lease_condition=held, coordinated=lease is not None)
 
 
-def _quorum_refusal(m: Maintenance, node: Mapping[str, Any], members: quorum.Members) -> str | None:
-    """Why the etcd-quorum guard refuses the node now, counting the control-plane nodes other maintenances hold."""
-    taken = {n["metadata"]["name"] for n in members.control_plane if holder_of(dict(n)) not in (None, m.name)}
-    return quorum.refusal(dict(node), members.control_plane, taken, list(members.etcd_guards))
-
-
-def _lease_state(lease: remediation.LeaseView | None, seen: remediation.LeaseState | None) -> remediation.LeaseState | None:
-    """What is known of the Lease: a fresh read replaces what was known of another holder (a Lease another holder let
-    go no longer holds the node back), and a claim of ours that stands stays known as held."""
-    if lease is None:
-        return None
-    if lease.due:
-        return seen or (lease.known if lease.known is not None and lease.known.held else None)
-    return lease.known
-
-
-def _patch(m: Maintenance, node: Mapping[str, Any], fresh: bool, coordinated: bool) -> dict[str, Any] | None:
-    """Cordon, taint, record the holder, and exclude the node from remediation: when taken, or when someone undid a part."""
-    if not (fresh or not node.get("spec", {}).get("unschedulable") or not has_taint(dict(node))
-            or (coordinated and not remediation.is_excluded(dict(node)))):
-        return None
-    patch = begin_patch(dict(node), m.name)
-    return remediation.exclude(dict(node), patch) if coordinated else patch
+def _held_by_others(m: Maintenance, members: quorum.Members) -> set[str]:
+    """The control-plane nodes other maintenances hold, which the etcd-quorum guard counts as gone."""
+    return {n["metadata"]["name"] for n in members.control_plane if holder_of(dict(n)) not in (None, m.name)}
 
 
 def _begun(m: Maintenance) -> tuple[events.Event, ...]:
@@ -104,30 +88,24 @@ def _begun(m: Maintenance) -> tuple[events.Event, ...]:
             events.Event(on_node=True, type=events.Type.NORMAL, reason="BeginMaintenance", message=f"{message} (NodeMaintenance {m.name})"))
 
 
-def _held_back(m: Maintenance, now: datetime.datetime, condition: conditions.Condition, recheck: float) -> Plan:
+def _held_back(m: Maintenance, condition: conditions.Condition, recheck: float) -> Plan:
     """Not taken, and waiting: a check made at takeover refused, ``condition`` says why; the node is untouched."""
     previous = m.status
     before: Mapping[str, Any] = next((c for c in previous.get("conditions") or [] if c.get("type") == condition.type), {})
     told = () if previous.get("phase") == status.Phase.PENDING and before.get("message") == condition.message else (
         events.Event(on_node=False, type=events.Type.WARNING, reason=condition.reason, message=condition.message),)
-    moment = timestamps.rfc3339(now)
-    built = status.build(dict(previous), phase=status.Phase.PENDING, total=0, eviction_pods=0, pending=[], last_error=condition.message,
-                         generation=m.generation, now=moment, waiting=condition)
     refused = m.terms.conditions + ((m.terms.given_back,) if m.terms.given_back else ())
-    built["conditions"] = conditions.with_conditions(built["conditions"], refused, generation=m.generation, now=moment)
-    return Plan(phase=status.Phase.PENDING, status=built, events=told, recheck_in=recheck, holds_node=False)
+    report = status.Report(phase=status.Phase.PENDING, last_error=condition.message, waiting=condition, conditions=refused)
+    return Plan(phase=status.Phase.PENDING, report=report, events=told, recheck_in=recheck, holds_node=False)
 
 
-def _failed(m: Maintenance, now: datetime.datetime, error: str, recheck: float | None, lease: remediation.LeaseState | None = None) -> Plan:
+def _failed(m: Maintenance, error: str, recheck: float | None, lease: remediation.LeaseState | None = None) -> Plan:
     """Failed before taking the node: nothing drained, nothing held."""
     previous = m.status
     told = () if previous.get("phase") == status.Phase.FAILED and previous.get("lastError") == error else (
         events.Event(on_node=False, type=events.Type.WARNING, reason="FailedMaintenance", message=error),)
-    moment = timestamps.rfc3339(now)
-    built = status.build(dict(previous), phase=status.Phase.FAILED, total=0, eviction_pods=0, pending=[], last_error=error,
-                         generation=m.generation, now=moment)
     # Refused by another's Lease at takeover, a maintenance under a policy gives its slot back.
     refused = m.terms.conditions + (
         (remediation.condition(lease),) + ((m.terms.given_back,) if m.terms.given_back else ()) if lease is not None else ())
-    built["conditions"] = conditions.with_conditions(built["conditions"], refused, generation=m.generation, now=moment)
-    return Plan(phase=status.Phase.FAILED, status=built, events=told, recheck_in=recheck, holds_node=False, lease_seen=lease)
+    report = status.Report(phase=status.Phase.FAILED, last_error=error, conditions=refused)
+    return Plan(phase=status.Phase.FAILED, report=report, events=told, recheck_in=recheck, holds_node=False, lease_seen=lease)

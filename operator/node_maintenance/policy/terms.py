@@ -75,13 +75,16 @@ def _terms(body: Mapping[str, Any], seen: Seen, refused_jobs: Mapping[str, str],
 def _governed(body: Mapping[str, Any], holds: bool, verdict: Verdict, policy: model.Policy, seen: Seen,
               refused_jobs: Mapping[str, str], now: datetime.datetime) -> PolicyTerms:
     """The terms of a maintenance whose policy lets it take or keep its node."""
+    # What the stored status and the policy's windows say now, read once before the terms are worded.
+    gave_back = model.gave_back(body)
+    window = policy.window(now)
     if verdict.kind == VerdictKind.ADMITTED:  # paused or not now: a decision made before a window closed would say not
-        verdict = line.with_slot(policy, policy.window(now))
+        verdict = line.with_slot(policy, window)
     node_name = body["spec"]["nodeName"]
     queued = wording.queued_condition(verdict, node_name)
     governed = PolicyTerms(rules=policy.rules, records_evicted=policy.wait_for_healthy, conditions=(queued,))
     # A slot given back stays given back until the decision has seen it: a grant made before must not take the node.
-    if not holds and model.gave_back(body) and verdict.kind != VerdictKind.GIVEN_BACK:
+    if not holds and gave_back and verdict.kind != VerdictKind.GIVEN_BACK:
         return PolicyTerms(undecided=True, hold_recheck_in=GIVEN_BACK_RECHECK_SECONDS)
     given_back = None if holds else wording.queued_condition(Verdict(VerdictKind.GIVEN_BACK, policy), node_name)
     if verdict.kind == VerdictKind.GIVEN_BACK:  # the checks at takeover are made again; passed, it rejoins the queue
@@ -94,8 +97,7 @@ def _governed(body: Mapping[str, Any], holds: bool, verdict: Verdict, policy: mo
     if verdict.paused:
         return dataclasses.replace(governed, hold=wording.pause(verdict, node_name), hold_recheck_in=wording.until(verdict.opens, now))
     # Under windowEnd Pause, the drain looks again when the open window closes.
-    window = policy.window(now) if policy.window_end == model.WindowEnd.PAUSE else None
-    closing = wording.until(window.closes, now) if window else None
+    closing = wording.until(window.closes, now) if window and policy.window_end == model.WindowEnd.PAUSE else None
     if policy.pre_drain is None:
         return dataclasses.replace(governed, given_back=given_back, hold_recheck_in=closing)
     if not holds:

@@ -55,10 +55,11 @@ def left_line(stored: Mapping[str, Any]) -> tuple[Condition, ...]:
 
 def waiting_plan(body: Mapping[str, Any], verdict: Verdict, now: datetime.datetime) -> Plan:
     """Phase Pending while the maintenance waits for a slot, for a conflict to end or for the policies to be
-    readable: the node is untouched; looked at again in ``recheck_in`` (its place in line may have moved).
+    readable: the node is untouched; looked at again in ``recheck_in`` (its place in line may have moved). Its status is
+    reported, and written out by the planner (``planner.plan``) as every step's is.
 
     An event marks the start of the wait and each change of its cause, not every move up the queue."""
-    meta, previous = body["metadata"], body.get("status") or {}
+    previous = body.get("status") or {}
     node_name = body["spec"]["nodeName"]
     condition = queued_condition(verdict, node_name)
     before: dict[str, Any] = next((c for c in previous.get("conditions") or [] if c.get("type") == QUEUED), {})
@@ -66,12 +67,11 @@ def waiting_plan(body: Mapping[str, Any], verdict: Verdict, now: datetime.dateti
     if previous.get("phase") != status.Phase.PENDING or before.get("reason") != condition.reason:
         posted = (events.Event(on_node=False, type=events.Type.NORMAL if verdict.kind in (VerdictKind.WAITING, VerdictKind.CLOSED) else events.Type.WARNING,
                         reason=condition.reason, message=condition.message),)
-    pending = status.build(dict(previous), phase=status.Phase.PENDING, total=0, eviction_pods=0, pending=[], generation=meta.get("generation", 1),
-                           last_error=condition.message if verdict.kind == VerdictKind.CONFLICT else "", now=timestamps.rfc3339(now),
-                           waiting=condition)
+    pending = status.Report(phase=status.Phase.PENDING, last_error=condition.message if verdict.kind == VerdictKind.CONFLICT else "",
+                            waiting=condition)
     # Looked at again (and a moved place in line written) at a pace the whole line can bear, and when a window opens.
-    return Plan(phase=status.Phase.PENDING, status=pending, events=posted,
-                recheck_in=until(verdict.opens, now, bookkeeping.in_line_interval(verdict.queued)))
+    return Plan(phase=status.Phase.PENDING, events=posted, recheck_in=until(verdict.opens, now, bookkeeping.in_line_interval(verdict.queued)),
+                report=pending)
 
 
 def until(moment: datetime.datetime | None, now: datetime.datetime, sooner_than: float | None = None) -> float | None:

@@ -73,7 +73,6 @@ class Reading:
     now: datetime.datetime
     maintenance: Maintenance | None  # the planner's view (None: handed back at its timeout, it has ended)
     node: dict[str, Any] | None
-    interval: float  # the status is written at most this often while the phase stays
     live: frozenset[str] | None = None  # the uids of the node's pods, for a drain step
     waits: bool = False  # in line: the policies' waiting plan is carried out instead of a drain
     pods: PodIndex | None = None
@@ -89,14 +88,12 @@ class Reading:
 
 
 def plan(reading: Reading) -> Plan:
-    """The step's plan: the ended status written again, the policies' waiting plan, or the drain's plan."""
+    """The step's plan: the ended status written again, or the planner's (the policies' waiting plan, or the drain's: a
+    maintenance in line has no pods read)."""
     m = reading.maintenance
     if m is None:
         return Plan(phase=str(reading.body["status"].get("phase") or ""), status=dict(reading.body["status"]))
-    if reading.waits and m.terms.waiting is not None:
-        return m.terms.waiting
-    assert reading.pods is not None
-    return planner.plan(m, reading.node, reading.pods, reading.disruption_budgets, reading.now, holder_exists=reading.holder_exists,
+    return planner.plan(m, reading.node, reading.pods if reading.pods is not None else [], reading.disruption_budgets, reading.now, holder_exists=reading.holder_exists,
                         daemonsets=reading.daemonsets, attempts=reading.attempts, in_flight=reading.in_flight, lease=reading.lease,
                         members=reading.members, coverage=reading.coverage)
 
@@ -169,12 +166,11 @@ class Engine:
         if not isinstance(reading, Reading):
             return reading  # nothing to plan now: look again then
         decided = plan(reading)
-        outcome, write = await self.execute(decided, reading)
-        carried = memory.Carried(write, reading.foreign, reading.interval, reading.live)
+        outcome, carried = await self.execute(decided, reading)
         self.memory, recheck = memory.remember(self.memory, decided, outcome, memory.Clock(time.time(), time.monotonic()), carried,
                                                self.shared.version)
         self.wanted = memory.watch_mode(ended=reading.maintenance is None, waits=reading.waits, plan=decided)
-        return bookkeeping.sooner(recheck, self._look_again(reading))
+        return memory.sooner(recheck, self._look_again(reading))
 
     def _look_again(self, reading: Reading) -> float | None:
         """When to look again whatever the plan said: in line, at the pace of the line; drained, for late pods; for a
@@ -186,8 +182,8 @@ class Engine:
         if self.wanted == WatchMode.DRAINED:  # no budget paces anything here any more, so none wakes it
             self.caches = Caches()
         recheck = LATE_PODS_SECONDS if self.wanted == WatchMode.DRAINED else None
-        recheck = bookkeeping.sooner(recheck, memory.ERROR_RETRY_SECONDS if reading.taking and self.daemonsets.unknown else None)
-        return bookkeeping.sooner(recheck, self.lease.due_in() if self.lease and self.lease.known is not None else None)
+        recheck = memory.sooner(recheck, memory.ERROR_RETRY_SECONDS if reading.taking and self.daemonsets.unknown else None)
+        return memory.sooner(recheck, self.lease.due_in() if self.lease and self.lease.known is not None else None)
 
     async def read(self, shown_body: dict[str, Any]) -> Reading | float | None:
         """What this step decides from (``shown_body``: the NodeMaintenance as last seen, in the working version), or when
@@ -204,7 +200,7 @@ class Engine:
         if status.timed_out(body["status"]):  # handed back at its timeout: it has ended, watches nothing, takes nothing
             self.wanted = WatchMode.NOTHING
             # Not shown as ended yet (its write failed, or has not come back): written again until it is.
-            return None if status.timed_out(shown) else Reading(body, True, timestamps.now(), None, None, bookkeeping.NM_STATUS_INTERVAL_SECONDS)
+            return None if status.timed_out(shown) else Reading(body, True, timestamps.now(), None, None)
         now = timestamps.now()
         node = await self._node()
         if isinstance(node, float):
@@ -217,8 +213,7 @@ class Engine:
             return m.terms.hold_recheck_in
         if m.terms.waiting is not None:  # not the drain's turn: the waiting status a policy asks for is written
             self.shared.active.holding(self.name, False)
-            interval = bookkeeping.status_interval(self.memory.stored, m.terms.waiting.status, _in_line(m))
-            return Reading(body, foreign, now, m, None if seen.node is None else dict(seen.node), interval, waits=True)
+            return Reading(body, foreign, now, m, None if seen.node is None else dict(seen.node), waits=True)
         if in_line:  # the drain needs its own watches: planned again with them
             self.wanted = WatchMode.NODE_AND_PODS
             return 0.0
@@ -258,7 +253,7 @@ class Engine:
         caches.namespaces = {p["metadata"]["namespace"] for p in node_pods.pods}
         in_namespaces = shared.budgets.in_namespaces(caches.namespaces)
         caches.coverage = caches.coverage.over(in_namespaces) if caches.coverage else budgets.Coverage(in_namespaces)
-        return Reading(body, foreign, now, m, node, bookkeeping.NM_STATUS_INTERVAL_SECONDS, frozenset(p["metadata"]["uid"] for p in node_pods.pods),
+        return Reading(body, foreign, now, m, node, frozenset(p["metadata"]["uid"] for p in node_pods.pods),
                        pods=node_pods, disruption_budgets=in_namespaces, coverage=caches.coverage, lease=lease, members=members, daemonsets=daemonsets,
                        in_flight=shared.budgets.in_flight(), attempts=self.memory.attempts, holder_exists=holder_exists,
                        taking=taking)
@@ -273,12 +268,13 @@ class Engine:
         guards = [b for b in shared.budgets.in_namespaces({quorum.ETCD_GUARD_NAMESPACE}) if b["metadata"]["name"] in quorum.ETCD_GUARD_PDBS]
         return quorum.Members(tuple(found.values()), tuple(guards[:1]))
 
-    async def execute(self, decided: Plan, reading: Reading) -> tuple[Outcome, bool]:
-        """Carry out a plan (its status written at most once a ``reading.interval``); what it met, and whether its status
-        was due."""
+    async def execute(self, decided: Plan, reading: Reading) -> tuple[Outcome, memory.Carried]:
+        """Carry out a plan, its status written at most once an interval while the phase stays (in line, and saying nothing
+        new but its messages, at the pace of the line); what it met, and how it was carried out."""
         shared, remembered = self.shared, self.memory
-        write = bookkeeping.status_due(decided.phase, remembered.stored, time.monotonic() - remembered.written_at, bool(decided.events),
-                                       reading.interval)
+        in_line = _in_line(reading.maintenance) if reading.waits and reading.maintenance is not None else None
+        interval = bookkeeping.NM_STATUS_INTERVAL_SECONDS if in_line is None else bookkeeping.status_interval(remembered.stored, decided.status, in_line)
+        write = bookkeeping.status_due(decided.phase, remembered.stored, time.monotonic() - remembered.written_at, bool(decided.events), interval)
         if reading.live is not None:
             shared.active.holding(self.name, decided.holds_node)
         for eviction in bookkeeping.counted(decided.removals):  # counted before any await, so concurrent drains see it
@@ -290,4 +286,4 @@ class Engine:
         lease = outcome.lease or decided.lease_seen
         if self.lease and lease:
             self.lease.remember(lease)
-        return outcome, write
+        return outcome, memory.Carried(write, reading.foreign, interval, reading.live)

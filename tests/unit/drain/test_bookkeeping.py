@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from node_maintenance.drain import bookkeeping
+from node_maintenance.drain import bookkeeping, memory
 from node_maintenance.drain.plans import Attempt, Removal
 
 
@@ -23,16 +23,16 @@ def test_evictions_count_against_their_budget_until_the_api_accepts_or_refuses_t
 
 def test_attempts_take_each_result_and_forget_pods_gone_from_the_node() -> None:
     before = {"uid-a": Attempt(1.0, error="x", failures=1), "uid-gone": Attempt(1.0)}
-    after = bookkeeping.merge_attempts(before, [removal("a"), removal("b")], {"uid-a": None, "uid-b": Attempt(5.0, accepted=True)},
+    after = memory.merge_attempts(before, [removal("a"), removal("b")], {"uid-a": None, "uid-b": Attempt(5.0, accepted=True)},
                                  live={"uid-a", "uid-b"})
     assert after == {"uid-b": Attempt(5.0, accepted=True)}
 
 
 def test_the_next_try_is_the_earliest_attempt_still_ahead() -> None:
     attempts = {"a": Attempt(105.0), "b": Attempt(102.0), "c": Attempt(90.0)}
-    assert bookkeeping.next_try_in(attempts, 100.0) == 2.0
-    assert bookkeeping.next_try_in({"c": Attempt(90.0)}, 100.0) is None
-    assert bookkeeping.sooner(None, 3.0) == 3.0 and bookkeeping.sooner(2.0, None) == 2.0 and bookkeeping.sooner(None, None) is None
+    assert memory.next_try_in(attempts, 100.0) == 2.0
+    assert memory.next_try_in({"c": Attempt(90.0)}, 100.0) is None
+    assert memory.sooner(None, 3.0) == 3.0 and memory.sooner(2.0, None) == 2.0 and memory.sooner(None, None) is None
 
 
 def test_a_status_is_written_on_a_new_phase_an_event_or_after_the_interval() -> None:
@@ -44,10 +44,10 @@ def test_a_status_is_written_on_a_new_phase_an_event_or_after_the_interval() -> 
 
 
 def test_a_refused_job_is_remembered_until_it_is_created() -> None:
-    known = bookkeeping.merge_refusals({}, {"job": "forbidden: serviceAccountName"})
+    known = memory.merge_refusals({}, {"job": "forbidden: serviceAccountName"})
     assert known == {"job": "forbidden: serviceAccountName"}
-    assert bookkeeping.merge_refusals(known, {}) == known
-    assert bookkeeping.merge_refusals(known, {"job": None}) == {}
+    assert memory.merge_refusals(known, {}) == known
+    assert memory.merge_refusals(known, {"job": None}) == {}
 
 
 def test_a_place_in_line_that_moved_is_written_at_most_every_30_s_a_new_reason_at_the_usual_pace() -> None:

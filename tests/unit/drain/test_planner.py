@@ -220,7 +220,7 @@ COORDINATION = [
          shows(phase="Failed", patch=None, holds=False, recheck=5, claim=None, lease_seen=("NodeHealthCheck", "False", "HeldByAnother"),
                error=Text("Lease medik8s-leases/node-worker-1 belongs to NodeHealthCheck"), events=[(False, WARNING, "FailedMaintenance")])),
         # Between reads, what the last one found still holds the node back.
-        (again(lease=remediation.LeaseView(LEASES, "Worker-1", known=remediation.seen(HELD_BY_OTHER, NOW))),
+        (again(lease=remediation.LeaseView(LEASES, "Worker-1", known=remediation.standing(HELD_BY_OTHER, worker_1(), NOW).seen)),
          shows(phase="Failed", patch=None, claim=None, holds=False)),
         # Once the holder lets it expire, the plan claims it first, and takes nothing yet.
         (again(lease=remediation.LeaseView(LEASES, "Worker-1", due=True, read=lease("NodeHealthCheck", 4000))),

@@ -10,9 +10,10 @@ import pytest
 
 from node_maintenance.api import SERVICE_ACCOUNT
 from node_maintenance.api.conditions import Condition
-from node_maintenance.drain import bookkeeping
+from node_maintenance.drain import bookkeeping, status
 from node_maintenance.drain.nodes import HOLDER
 from node_maintenance.drain.planner import plan
+from node_maintenance.drain.plans import Plan
 from node_maintenance.policy import line, model, policy_status, terms, wording
 from node_maintenance.policy.verdicts import Decision, Verdict, VerdictKind
 from tests.unit.builders import hook_template, nm, nm_policy, node, scene_pod, seen_by_policies
@@ -24,6 +25,13 @@ DELETED = "2026-01-01T11:00:00Z"
 # Nodes of pool a, Ready and schedulable unless said otherwise; a node a NodeMaintenance holds is cordoned.
 a_node = partial(node, labels={"pool": "a"}, annotations={}, unschedulable=False, ready=True)
 an_nm = partial(nm, uid="uid-{name}")
+
+
+def _waiting(body: dict[str, Any], verdict: Verdict, now: datetime.datetime = NOW) -> Plan:
+    """The waiting plan of ``body`` under ``verdict``, its status written out as the planner writes it."""
+    decided = wording.waiting_plan(body, verdict, now)
+    assert decided.report is not None
+    return decided.written(status.render(body.get("status") or {}, decided.report, generation=body["metadata"].get("generation", 1), now=now))
 
 
 def at(second: int) -> str:
@@ -190,7 +198,7 @@ def test_waiting_is_phase_pending_with_a_condition_naming_the_policy_and_the_pos
     nms = [an_nm("a", "n0", created=at(1)), an_nm("b", "n1", created=at(2))]
     decision = line.decide([a_policy("rolling", maxParallel=0)], [a_node("n0"), a_node("n1")], nms, now=NOW)
     body = an_nm("b", "n1", created=at(2), status={})
-    plan = wording.waiting_plan(body, decision.verdicts["b"], NOW)
+    plan = _waiting(body, decision.verdicts["b"], NOW)
     assert plan.phase == "Pending" and plan.node_patch is None and not plan.removals and not plan.holds_node
     queued = next(c for c in plan.status["conditions"] if c["type"] == "Queued")
     assert (queued["status"], queued["reason"]) == ("True", "WaitingForSlot")
@@ -198,7 +206,7 @@ def test_waiting_is_phase_pending_with_a_condition_naming_the_policy_and_the_pos
     assert [e.reason for e in plan.events] == ["WaitingForSlot"]
     assert plan.recheck_in == bookkeeping.in_line_interval(2)  # it looks at its place again at the line's pace
     # Moving up the line rewrites the condition but posts no new event.
-    again = wording.waiting_plan({**body, "status": plan.status}, Verdict(VerdictKind.WAITING, decision.verdicts["b"].policy, 1, 1), NOW)
+    again = _waiting({**body, "status": plan.status}, Verdict(VerdictKind.WAITING, decision.verdicts["b"].policy, 1, 1), NOW)
     assert not again.events and "position 1 of 1" in next(c for c in again.status["conditions"] if c["type"] == "Queued")["message"]
 
 
@@ -210,7 +218,7 @@ def test_drain_defaults_fill_only_what_the_maintenance_leaves_out() -> None:
 
 
 def test_a_maintenance_whose_policy_is_gone_stops_saying_it_waits() -> None:
-    waiting = wording.waiting_plan(an_nm("m", "n0", created=at(1), status={}), Verdict(VerdictKind.WAITING, a_policy(), 1, 1), NOW).status
+    waiting = _waiting(an_nm("m", "n0", created=at(1), status={}), Verdict(VerdictKind.WAITING, a_policy(), 1, 1), NOW).status
     assert wording.left_line(waiting) == (Condition("Queued", "False", "NoPolicy", "no NodeMaintenancePolicy selects the node"),)
     assert wording.left_line({}) == ()
 
@@ -259,10 +267,10 @@ def test_in_line_while_no_window_is_open_and_admitted_once_one_opens() -> None:
                                      "2026-01-01T22:00:00Z; position 2 of 3 in its queue")
     assert day.summaries["p"].queue == ("m0", "m1", "m2")
     # Waiting, it looks again when the window opens, if that comes before its next look at its place in line.
-    plan = wording.waiting_plan(an_nm("m1", "n1", created=at(1), status={}), day.verdicts["m1"], NOW)
+    plan = _waiting(an_nm("m1", "n1", created=at(1), status={}), day.verdicts["m1"], NOW)
     assert plan.phase == "Pending" and plan.node_patch is None and [e.reason for e in plan.events] == ["WaitingForWindow"]
     assert plan.recheck_in == bookkeeping.in_line_interval(3)
-    soon = wording.waiting_plan(an_nm("m1", "n1", created=at(1), status={}), day.verdicts["m1"],
+    soon = _waiting(an_nm("m1", "n1", created=at(1), status={}), day.verdicts["m1"],
                                 datetime.datetime(2026, 1, 1, 21, 59, 58, tzinfo=datetime.UTC))
     assert soon.recheck_in == pytest.approx(2 + wording.WINDOW_MARGIN_SECONDS)
     night = line.decide([policy], node_list, nms, now=AT_NIGHT)

@@ -46,7 +46,7 @@ def _step(body: dict[str, Any], decision: Decision, node_obj: dict[str, Any], **
     step = _terms(body, decision, node_obj)
     if step.terms.undecided:
         return None
-    return step.terms.waiting or plan(step, node_obj, [], [], NOW, holder_exists=False, **inputs)
+    return plan(step, node_obj, [], [], NOW, holder_exists=False, **inputs)
 
 
 def _queued(status: dict[str, Any]) -> tuple[str, str]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from node_maintenance.drain import planner
 from node_maintenance.drain.plans import PolicyTerms
 from node_maintenance.policy import model, terms
 from node_maintenance.policy.verdicts import Verdict, VerdictKind
@@ -46,13 +47,13 @@ def test_one_in_line_carries_out_the_wait_and_touches_nothing() -> None:
     verdict = Verdict(kind=VerdictKind.WAITING, policy=policy, position=2, queued=3)
     step = terms.maintenance(nm("nm", "n1", uid="1234", status={}), seen_by_policies(node("n1"), verdict), {}, NOW)
     assert step.terms.waiting is not None and step.terms.waiting.node_patch is None and not step.terms.waiting.removals
-    assert "position 2 of 3" in step.terms.waiting.status["conditions"][0]["message"]
+    assert "position 2 of 3" in planner.plan(step, None, [], [], NOW).status["conditions"][0]["message"]
 
 
 def test_while_the_policies_are_unknown_one_in_line_waits_and_a_holder_evicts_nothing() -> None:
     why = "the nodes have not been listed yet"
     waiting = terms.maintenance(nm("nm", "n1", uid="1234", status={}), terms.Seen(node("n1"), unknown=why, served=True), {}, NOW)
-    assert waiting.terms.waiting is not None and why in waiting.terms.waiting.status["conditions"][0]["message"]
+    assert waiting.terms.waiting is not None and why in planner.plan(waiting, None, [], [], NOW).status["conditions"][0]["message"]
     holder = terms.maintenance(nm("nm", "n1", uid="1234", status={}), terms.Seen(HELD, unknown=why, served=True), {}, NOW)
     assert holder.terms.waiting is None and why in holder.terms.hold and holder.terms.hold_recheck_in == terms.UNKNOWN_RECHECK_SECONDS
     # In line, its node not listed by the policies yet: nothing is done, and it looks again.

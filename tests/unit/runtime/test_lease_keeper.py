@@ -24,7 +24,7 @@ def test_a_lease_name_past_the_limit_is_a_reported_problem() -> None:
     api.fail("POST", lease_path("medik8s-leases"), Invalid(422, "Unprocessable Entity", TOO_LONG))
     keeper = LeaseKeeper(api, "medik8s-leases", LONGEST_NODE_NAME)
     view = asyncio.run(keeper.view())
-    claim = remediation.claim(view, node, datetime.datetime.now(datetime.UTC))
+    claim = remediation.standing(view, node, datetime.datetime.now(datetime.UTC)).claim
     assert view.due and claim is not None and claim.create
     state = asyncio.run(keeper.write(claim))
     assert not state.held and "must be no more than 253 characters" in state.problem

@@ -18,7 +18,7 @@ from node_maintenance.api import SERVICE_ACCOUNT, timestamps
 from node_maintenance.api.paths import POLICY_CRD, POLICY_VERSION, jobs_path, nm_path, node_path, pod_path, policy_path
 from node_maintenance.client import watch
 from node_maintenance.client.errors import Forbidden, NotFound, ServerError, TooManyRequests, Unreachable
-from node_maintenance.drain import nodes
+from node_maintenance.drain import nodes, planner
 from node_maintenance.drain.memory import WatchMode
 from node_maintenance.drain.plans import Maintenance, PolicyTerms
 from node_maintenance.drain.rules import Behavior
@@ -65,7 +65,7 @@ def queued_reason(step: Maintenance) -> str:
     waiting = step.terms.waiting
     assert waiting is not None, step
     assert waiting.node_patch is None and not waiting.removals, "a waiting maintenance touches nothing"
-    return str(next(c for c in waiting.status["conditions"] if c["type"] == "Queued")["reason"])
+    return str(next(c for c in planner.plan(step, None, [], [], NOW).status["conditions"] if c["type"] == "Queued")["reason"])
 
 
 def watches_of(policies: Policies) -> PolicyWatches:
@@ -130,7 +130,7 @@ def test_an_error_reading_the_crd_keeps_the_queue_closed_and_the_running_drain_i
         assert "could not be read" in why and str(error) in why
         for name in POOL[1:]:  # none of the four in line takes its node
             gate = gate_of(policies, api, name)
-            assert queued_reason(gate) == "WaitingForPolicies" and str(error) in gate.terms.waiting.status["conditions"][0]["message"]  # type: ignore[union-attr]
+            assert queued_reason(gate) == "WaitingForPolicies" and str(error) in planner.plan(gate, None, [], [], NOW).status["conditions"][0]["message"]
         running = gate_of(policies, api, "n1")  # the holder keeps the policy's rules
         assert running.terms.waiting is None and running.terms.rules is not None
         assert [r.behavior for r in running.terms.rules] == [Behavior.SKIP]
