@@ -22,12 +22,14 @@ tar -cf - --exclude='__pycache__' --exclude='*.egg-info' pyproject.toml setup.py
   tar -xf - -C "$work/src"
 (cd "$work/src" && NMO_VERSION=$version "$python" -m pip wheel --quiet --no-deps --wheel-dir "$work/wheels" .)
 "$python" -m pip download --quiet --only-binary=:all: --require-hashes --dest "$work/deps" -r hack/operator-image.lock
-# The operator's own wheel, built just now, is pinned by its own hash beside the lock's.
+# The operator's own wheel, built just now, is pinned by its own hash beside the lock's. It is named as a
+# requirement found among the wheels, not by its path: pip would record a path (a temporary one) in the
+# install's direct_url.json, and two builds of the same source would differ.
 for wheel in "$work/wheels"/*.whl; do
-  echo "$wheel --hash=sha256:$("$python" -c 'import hashlib, sys; print(hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest())' "$wheel")"
+  echo "node-maintenance-operator==$version --hash=sha256:$("$python" -c 'import hashlib, sys; print(hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest())' "$wheel")"
 done > "$work/operator.txt"
 "$python" -m pip install --quiet --no-index --require-hashes --only-binary=:all: --no-compile --no-warn-script-location \
-  --target "$target" --find-links "$work/deps" -r hack/operator-image.lock -r "$work/operator.txt"
+  --target "$target" --find-links "$work/deps" --find-links "$work/wheels" -r hack/operator-image.lock -r "$work/operator.txt"
 # Console scripts name the build machine's interpreter; the image runs `python3 -m node_maintenance`.
 rm -rf "$target/bin"
 "$python" -m compileall -q -j 0 --invalidation-mode unchecked-hash -s "$target" -p "$prefix" "$target" >/dev/null
