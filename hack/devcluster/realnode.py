@@ -135,9 +135,12 @@ class RealNode:
     def _members(self, cgroup: str) -> set[int]:
         pids: set[int] = set()
         for hierarchy in self._hierarchies():
-            for procs in (hierarchy / cgroup).rglob("cgroup.procs"):
+            # os.walk, not Path.rglob: a pod's cgroup removed by its shim mid-walk is skipped, where rglob raises.
+            for directory, _, files in os.walk(hierarchy / cgroup):
+                if "cgroup.procs" not in files:
+                    continue
                 try:
-                    pids.update(int(line) for line in procs.read_text().split())
+                    pids.update(int(line) for line in (Path(directory) / "cgroup.procs").read_text().split())
                 except OSError:
                     continue
         return pids
@@ -158,9 +161,8 @@ class RealNode:
             top = hierarchy / (cgroup or self.cgroup)
             if not top.exists():
                 continue
-            for directory in sorted((d for d in top.rglob("*") if d.is_dir()), key=lambda d: len(d.parts), reverse=True):
-                _rmdir(directory)
-            _rmdir(top)
+            for directory, _, _ in os.walk(top, topdown=False):  # the deepest first, top last; one gone meanwhile is skipped
+                _rmdir(Path(directory))
 
     def _remove_orphans(self) -> None:
         """A node whose owner was SIGKILLed had no teardown: its containers and cgroups go now."""
