@@ -3,6 +3,8 @@ waits a cluster admin would do by hand: approve an InstallPlan, watch the CSV, r
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 from pathlib import Path
 from typing import Any, cast
@@ -118,7 +120,31 @@ class Install:
             assert phase != "Failed", f"CSV {version} failed: {(csv or {}).get('status', {}).get('message')}"
             return csv if phase == "Succeeded" else None
 
-        return eventually(succeeded, f"CSV {csv_name(version)} Succeeded", timeout=timeout)
+        csv = eventually(succeeded, f"CSV {csv_name(version)} Succeeded", timeout=timeout)
+        eventually(self._webhooks_trust_the_pods, f"the webhooks of {csv_name(version)} trusting the pair its pods serve", timeout=timeout)
+        return csv
+
+    def _webhooks_trust_the_pods(self) -> bool:
+        """Every webhook OLM configured for this namespace names the CA whose pair the Deployment's pods serve,
+        and no pod of an earlier rollout is left. OLM may issue a new CA while it installs a CSV (when its
+        cache has not seen the Secret it created a moment before, it writes the Secret again with a new pair):
+        the webhooks then name the new CA while the pods of the earlier rollout, until replaced, serve the old
+        pair, and the API server refuses them. For an admin the install is done once that rollout is."""
+        deployment = self._get("deployment", PACKAGE)
+        if deployment is None:
+            return False
+        status, replicas = deployment.get("status") or {}, deployment["spec"].get("replicas", 1)
+        rolled_out = (status.get("observedGeneration", 0) >= deployment["metadata"]["generation"]
+                      and status.get("replicas") == status.get("updatedReplicas") == status.get("availableReplicas") == replicas)
+        served = (deployment["spec"]["template"]["metadata"].get("annotations") or {}).get("olmcahash")
+        configured = get(self.cluster, "validatingwebhookconfigurations,mutatingwebhookconfigurations",
+                          "-l", f"olm.owner.namespace={self.namespace}") or {}
+        bundles = [w["clientConfig"].get("caBundle", "") for c in configured.get("items", []) for w in c.get("webhooks", [])]
+        conversion = ((get(self.cluster, "crd", CRD_NAME) or {}).get("spec", {}).get("conversion") or {}).get("webhook")
+        if conversion and conversion["clientConfig"].get("service", {}).get("namespace") == self.namespace:
+            bundles.append(conversion["clientConfig"].get("caBundle", ""))
+        named = {hashlib.sha256(base64.b64decode(bundle)).hexdigest() for bundle in bundles}
+        return rolled_out and named <= ({served} if served else set())  # a release without webhooks has no CA
 
     def operator_pods(self) -> list[dict[str, Any]]:
         pods = (self._get("pods", "-l", f"app.kubernetes.io/name={PACKAGE}") or {}).get("items", [])
