@@ -228,11 +228,12 @@ class Supervisor(Background):
     def wait_running(self, timeout: float = 120) -> None:
         """Until the operator runs and is ready: the last kill's restart may still be under way."""
 
-        def running() -> bool:
-            process = self.operator.process  # the supervisor replaces it on a restart
-            return process is not None and process.alive() and self.operator.ready()
+        wait_for("the operator to run again", self.running, timeout, details=lambda: self.operator.logs()[-4000:])
 
-        wait_for("the operator to run again", running, timeout, details=lambda: self.operator.logs()[-4000:])
+    def running(self) -> bool:
+        """Whether the operator runs and is ready."""
+        process = self.operator.process  # the supervisor replaces it on a restart
+        return process is not None and process.alive() and self.operator.ready()
 
     def _run(self) -> None:
         started = False
@@ -310,7 +311,7 @@ class Loop:
     tally: Tally
     rng: random.Random
     proxy: Proxy | None = None
-    kill_every: tuple[float, float] | None = (3.0, 7.0)  # seconds between SIGKILLs
+    kill_every: tuple[float, float] | None = (3.0, 7.0)  # seconds from the operator ready to its SIGKILL
     fault_every: tuple[float, float] = (4.0, 10.0)  # seconds between network faults
     step_every: tuple[float, float] = (0.5, 2.0)
     prefix: str = "fault"
@@ -364,8 +365,16 @@ class Loop:
             self.tally.count("op", f"refused ({error.status})")
 
     def _kills(self, stop: threading.Event) -> None:
+        """Each SIGKILL comes ``kill_every`` after the operator is ready again, not after the last kill: on a
+        loaded machine a start can take longer than the interval, and an operator killed before it is ever
+        ready makes no progress at all, so the loop would wait for work that can never be done."""
         assert self.kill_every is not None
-        while not stop.wait(self.rng.uniform(*self.kill_every)):
+        while not stop.is_set():
+            if not self.supervisor.running():
+                stop.wait(0.2)
+                continue
+            if stop.wait(self.rng.uniform(*self.kill_every)):
+                return
             self.supervisor.kill()
 
     def _network(self, stop: threading.Event) -> None:
