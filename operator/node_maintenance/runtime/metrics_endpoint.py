@@ -20,6 +20,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from node_maintenance.api import access_reviews
 from node_maintenance.api.paths import SUBJECT_ACCESS_REVIEWS, TOKEN_REVIEWS
 from node_maintenance.client.errors import KubeError
 from node_maintenance.client.protocol import BlockingKubeApi
@@ -61,10 +62,8 @@ class Scrapers:
         if not reviewed.get("authenticated"):
             return 401
         user: dict[str, Any] = reviewed.get("user") or {}
-        spec: dict[str, Any] = {"user": user.get("username", ""), "nonResourceAttributes": {"path": METRICS_PATH, "verb": "get"}}
-        spec.update({key: user[key] for key in ("uid", "groups", "extra") if user.get(key)})
-        access = self.kube.request("POST", SUBJECT_ACCESS_REVIEWS, body={"apiVersion": "authorization.k8s.io/v1",
-                                                                        "kind": "SubjectAccessReview", "spec": spec})
+        review = access_reviews.subject_access_review(user, nonResourceAttributes={"path": METRICS_PATH, "verb": "get"})
+        access = self.kube.request("POST", SUBJECT_ACCESS_REVIEWS, body=review)
         return 200 if (access.get("status") or {}).get("allowed") else 403
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from node_maintenance.api import access_reviews
 from node_maintenance.api.paths import SUBJECT_ACCESS_REVIEWS
 from node_maintenance.client.errors import KubeError
 from node_maintenance.client.protocol import BlockingKubeApi
@@ -18,18 +19,10 @@ class Unanswered(Exception):
     """The API server could not say whether the user may: the object is refused, with a message to try again."""
 
 
-def _review(user: Mapping[str, Any], access: Access) -> dict[str, Any]:
-    spec: dict[str, Any] = {"user": user.get("username", ""), "resourceAttributes": access.attributes()}
-    for key in ("uid", "groups", "extra"):
-        if user.get(key):
-            spec[key] = user[key]
-    return {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}
-
-
 def allowed(kube: BlockingKubeApi, user: Mapping[str, Any], access: Access) -> bool:
     """Whether ``user`` (an AdmissionReview's ``request.userInfo``) may ``access`` (a blocking call)."""
     try:
-        answer = kube.request("POST", SUBJECT_ACCESS_REVIEWS, body=_review(user, access))
+        answer = kube.request("POST", SUBJECT_ACCESS_REVIEWS, body=access_reviews.subject_access_review(user, resourceAttributes=access.attributes()))
     except KubeError as error:
         raise Unanswered(f"could not ask the API server whether user {user.get('username', '')!r} may {access}: {error}; try again") from error
     return bool((answer.get("status") or {}).get("allowed"))
