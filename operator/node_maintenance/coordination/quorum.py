@@ -38,6 +38,14 @@ def held_back(message: str) -> Condition:
     return Condition(CONDITION, "False", "WouldBreakEtcdQuorum", message)
 
 
+def escalation_guarded(action: str, refused: str | None) -> Condition:
+    """What the guard said when an escalation step (``action``) was due on a control-plane node: no pod is deleted by
+    escalation while it refuses (``refused``: its reason), eviction goes on."""
+    if refused:
+        return Condition(CONDITION, "False", "WouldBreakEtcdQuorum", f"escalation {action} deletes no pod, eviction goes on: {refused}")
+    return Condition(CONDITION, "True", "EtcdQuorumKept", f"escalation {action} may delete pods: the etcd-quorum guard allows it")
+
+
 def is_control_plane(node: dict[str, Any]) -> bool:
     labels = node.get("metadata", {}).get("labels") or {}
     return any(label in labels for label in CONTROL_PLANE_LABELS)

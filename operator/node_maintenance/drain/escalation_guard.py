@@ -1,0 +1,47 @@
+"""The etcd-quorum guard asked again before an escalated deletion on a control-plane node.
+
+An escalation step deletes pods bypassing their budgets, so on a control-plane node it first asks the guard that let
+the node be taken (``taking.quorum_refusal``), with the control plane as this step reads it: while the guard refuses,
+no pod is deleted by escalation, eviction goes on, and the QuorumGuard condition says why in the guard's own words.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from typing import Any
+
+from node_maintenance.api import timestamps
+from node_maintenance.api.conditions import Condition
+from node_maintenance.coordination import quorum
+from node_maintenance.drain import events, status, taking
+from node_maintenance.drain.plans import Escalation, Maintenance
+
+
+def due(m: Maintenance, now: datetime.datetime) -> bool:
+    """Whether a step of ``m``'s ladder is due at ``now`` on a drain under way: on a control-plane node the step asks the
+    guard then, and the runtime reads the control plane for it."""
+    started = m.status.get("drainStartTime")
+    if not started or status.drained_once(m.status):
+        return False
+    return any((now - timestamps.parse(started)).total_seconds() >= s.after for s in m.escalation)
+
+
+def asked(m: Maintenance, taken: taking.Taken, stage: Escalation) -> Condition | None:
+    """What the guard says of ``stage`` deleting pods on the node as taken (None: not a control-plane node, nothing to
+    ask), judged on the control plane this step read (``taken.members``); not read, it refuses: in doubt, nothing is
+    deleted."""
+    node, members = taken.node, taken.members
+    if not quorum.is_control_plane(dict(node)):
+        return None
+    refused = taking.quorum_refusal(m, node, members) if members is not None else (
+        f"node {node['metadata']['name']!r} is a control-plane node and the control-plane nodes were not read for the etcd-quorum guard")
+    return quorum.escalation_guarded(stage.action, refused)
+
+
+def told(guarded: Condition, stored: Mapping[str, Any]) -> tuple[events.Event, ...]:
+    """The guard's refusal told on the NodeMaintenance once, when the status does not say it yet."""
+    before: Mapping[str, Any] = next((c for c in stored.get("conditions") or [] if c.get("type") == guarded.type), {})
+    if before.get("message") == guarded.message:
+        return ()
+    return (events.Event(on_node=False, type=events.Type.WARNING, reason=guarded.reason, message=guarded.message),)
