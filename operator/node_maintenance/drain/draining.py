@@ -9,8 +9,8 @@ Pods without a budget go at once; refused or failed ones are tried again at thei
 Escalation (spec.drain.escalation, opt-in): from a step's afterSeconds past drainStartTime on, the pods eviction has not
 removed are deleted instead, bypassing their budgets (ForceDeletePods: with grace period 0, those still terminating
 too), never a mirror or a DaemonSet pod, nor one the drain rules hold (a later order, WaitCompleted, an annotation that
-protects it); status.escalatedPods names each once; on a control-plane node while the etcd-quorum guard allows
-(``escalation_guard``). onTimeout HandBack ends a drain at its timeout with the hand-back a deletion does
+protects it), nor an etcd guard pod; status.escalatedPods names each once; on a control-plane node while the etcd-quorum
+guard allows (``escalation_guard``). onTimeout HandBack ends a drain at its timeout with the hand-back a deletion does
 (``drain.handback``). Both end with the drain: once it has succeeded, pods that land on the node later are evicted,
 paced by their budgets, never escalated nor timed out (``status.drained_once``).
 """
@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from node_maintenance.api import conditions, timestamps
+from node_maintenance.coordination import quorum
 from node_maintenance.drain import blocking, budgets, escalation_guard, events, handback, rules, status, taking
 from node_maintenance.drain.plans import Action, Attempt, Escalation, Maintenance, OnTimeout, Plan, Removal
 from node_maintenance.drain.podindex import Facts, PodIndex
@@ -114,7 +115,7 @@ def _running(scene: Scene) -> Plan:
     told = list(scene.taken.events)
     ladder = () if scene.drained else m.escalation
     stage = next((s for s in reversed(ladder) if scene.elapsed >= s.after), None)
-    guarded = escalation_guard.asked(m, scene.taken, stage) if stage is not None else None
+    guarded = escalation_guard.asked(m, scene.taken, stage, scene.index.pods, scene.coverage) if stage is not None else None
     if guarded is not None and guarded.status != "True":  # nothing deleted by escalation; looked at again, as at takeover
         step.wake_in(taking.QUORUM_RECHECK_SECONDS)
         told.extend(escalation_guard.told(guarded, m.status))
@@ -257,14 +258,14 @@ def _removal(m: Maintenance, pod: Facts, budget: str | None, version: str = "") 
 
 def deletions(m: Maintenance, stage: Escalation, to_go: list[Facts], step: Step, attempts: Mapping[str, Attempt],
               clock: float, escalated: list[dict[str, Any]]) -> list[Removal]:
-    """The pods ``stage`` deletes now: those the drain waits for that eviction has not removed and no eviction goes for in
-    this step (for ForceDeletePods, those still terminating too), never a mirror or a DaemonSet pod, nor one the drain
-    rules hold (``step.held``: the ladder bypasses budgets, never the rules). A pod already deleted by this stage is not
-    deleted again, unless that deletion failed (then at its retry time)."""
+    """The pods ``stage`` deletes now: those the drain waits for that eviction has not removed and no eviction goes for in this step
+    (for ForceDeletePods, those still terminating too), never a mirror or a DaemonSet pod, nor one the drain rules hold (``step.held``:
+    the ladder bypasses budgets, never the rules), nor an etcd guard pod (``quorum.guards``: its budget alone paces it). A pod
+    already deleted by this stage is not deleted again, unless that deletion failed (then at its retry time)."""
     going = {r.uid for r in step.removals}
     chosen = []
     for pod in to_go:
-        if pod.uid in going or pod.uid in step.held or pod.finished or not pod.escalable:
+        if pod.uid in going or pod.uid in step.held or pod.finished or not pod.escalable or quorum.guards(pod.budgets):
             continue
         attempt = attempts.get(pod.uid)
         meta = pod.pod["metadata"]

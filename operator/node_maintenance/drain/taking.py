@@ -76,9 +76,14 @@ def take(m: Maintenance, node: Mapping[str, Any] | None, now: datetime.datetime,
 
 def quorum_refusal(m: Maintenance, node: Mapping[str, Any], members: quorum.Members) -> str | None:
     """Why the etcd-quorum guard refuses ``m`` its control-plane ``node`` now (None: it allows it), counting the
-    control-plane nodes other maintenances hold as gone: asked at takeover, and again before an escalated deletion."""
-    others = {n["metadata"]["name"] for n in members.control_plane if holder_of(dict(n)) not in (None, m.name)}
-    return quorum.refusal(dict(node), members.control_plane, others, list(members.etcd_guards))
+    control-plane nodes other maintenances hold as gone: asked at takeover."""
+    return quorum.refusal(dict(node), members.control_plane, held_by_others(m, members), list(members.etcd_guards))
+
+
+def held_by_others(m: Maintenance, members: quorum.Members) -> set[str]:
+    """The control-plane nodes maintenances other than ``m`` hold: the guard counts them as gone (``m``'s own node is
+    judged by the rule asking)."""
+    return {n["metadata"]["name"] for n in members.control_plane if holder_of(dict(n)) not in (None, m.name)}
 
 
 def _begun(m: Maintenance) -> tuple[events.Event, ...]:
