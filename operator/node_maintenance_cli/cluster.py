@@ -12,7 +12,7 @@ from typing import Any, cast
 from urllib.parse import quote
 
 from node_maintenance import api
-from node_maintenance.api.paths import daemonset_path, nm_path, node_path
+from node_maintenance.api.paths import daemonset_path, nm_path, node_path, policy_path
 from node_maintenance.client.config import load_credentials
 from node_maintenance.client.credentials import Impersonation
 from node_maintenance.client.errors import ApiError, ConfigError, Conflict, Invalid, NotFound, Unauthorized, Unreachable
@@ -92,6 +92,15 @@ class Cluster:
                 return True
             except NotFound:
                 return False
+
+    def policies(self) -> list[dict[str, Any]]:
+        """The NodeMaintenancePolicies (none where the cluster does not serve them): a drain follows the defaults, rules
+        and escalation cap of the one selecting its node."""
+        with _translated(f"list {api.POLICY.plural}.{api.GROUP}"):
+            try:
+                return _items(self._kube.request("GET", policy_path()))
+            except NotFound:
+                return []
 
     # ------------------------------------------------------------------ what a drain touches
     def node(self, name: str) -> dict[str, Any]:

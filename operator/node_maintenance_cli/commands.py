@@ -136,7 +136,8 @@ def show_plan(cluster: Cluster, args: argparse.Namespace) -> int:
     document = plan.build(args.node, node_pods, pdbs, namespace_pods, args.pod_selector, nodes.holder_of(node), daemonsets)
     if args.escalation is not None:
         maintenance = _escalating(cluster, args, nodes.holder_of(node))
-        document["escalation"] = plan.escalation(maintenance, node_pods, pdbs, daemonsets, _now())
+        policy = plan.governing(node, cluster.policies())
+        document["escalation"] = plan.escalation(maintenance, node_pods, pdbs, daemonsets, _now(), policy=policy)
     if args.output == "table":
         views.console().print(views.plan_view(document))
     else:

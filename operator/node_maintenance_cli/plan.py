@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from node_maintenance.api import timestamps
@@ -15,7 +15,8 @@ from node_maintenance.api.objects import key_of
 from node_maintenance.drain import budgets, pods
 from node_maintenance.drain.budgets import Block
 from node_maintenance.drain.planner import escalations
-from node_maintenance.drain.plans import Maintenance
+from node_maintenance.drain.plans import PolicyTerms
+from node_maintenance.policy import model, terms
 
 WHY_STAY = {
     pods.Action.KEEP_DAEMONSET: "managed by a DaemonSet, which would recreate it on the node (kubectl drain --ignore-daemonsets)",
@@ -87,12 +88,20 @@ def build(
     }
 
 
+def governing(node: Mapping[str, Any], policies: Iterable[Mapping[str, Any]]) -> model.Policy | None:
+    """The NodeMaintenancePolicy whose defaults, rules and escalation cap a drain of ``node`` follows: the one that
+    selects it (none, or more than one, which hold the drain until resolved: none)."""
+    selecting = [p for p in map(model.Policy.of, policies) if p.selects(node)]
+    return selecting[0] if len(selecting) == 1 else None
+
+
 def escalation(maintenance: Mapping[str, Any], node_pods: list[dict[str, Any]], pdbs: list[dict[str, Any]],
-               daemonsets: Mapping[str, bool] | None, now: datetime.datetime) -> list[dict[str, Any]]:
+               daemonsets: Mapping[str, bool] | None, now: datetime.datetime, *, policy: model.Policy | None = None) -> list[dict[str, Any]]:
     """Which pods each escalation step of ``maintenance`` (a NodeMaintenance, or one a drain would be) would delete, and
     when: at drainStartTime + afterSeconds once the drain has started (``at``; None before), were the pods and budgets to
-    stay as they are ``now``. The operator's planner decides it (``planner.escalations``)."""
-    m = Maintenance.of(maintenance)
+    stay as they are ``now``, under ``policy`` (the one governing the node: its drain defaults, its rules, its
+    maxEscalation cap). The operator's planner decides it (``planner.escalations``)."""
+    m = terms.governed(maintenance, policy, PolicyTerms(rules=policy.rules) if policy else PolicyTerms())
     started = m.status.get("drainStartTime")
     ladder = escalations(m, node_pods, pdbs, timestamps.parse(started) if started else now, daemonsets=daemonsets)
     return [{"action": stage.action.value, "afterSeconds": stage.after, "at": timestamps.rfc3339(at) if started else None,

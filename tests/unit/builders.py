@@ -167,9 +167,11 @@ def budget(name: str = "web", *, namespace: str = "ns", generation: int | None =
     return obj
 
 
-def etcd_guard(allowed: int, name: str = "etcd-guard-pdb") -> Obj:
-    """OpenShift's etcd quorum guard budget, as the admission and quorum rules read it."""
-    return budget(name, namespace="openshift-etcd", allowed=allowed)
+def etcd_guard(allowed: int, name: str = "etcd-guard-pdb", *, healthy: int | None = None, desired: int = 2) -> Obj:
+    """OpenShift's etcd quorum guard budget over the guard pods (label app=guard) of three members, keeping ``desired`` of
+    them healthy; ``healthy`` guard pods are (unless given: as many as ``allowed`` disruptions leave)."""
+    return budget(name, namespace="openshift-etcd", generation=1, labels={"app": "guard"}, observed=1, allowed=allowed,
+                  healthy=desired + allowed if healthy is None else healthy, desired=desired)
 
 
 # ---------------------------------------------------------------- NodeMaintenances and NodeMaintenancePolicies

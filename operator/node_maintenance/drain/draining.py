@@ -9,9 +9,10 @@ Pods without a budget go at once; refused or failed ones are tried again at thei
 Escalation (spec.drain.escalation, opt-in): from a step's afterSeconds past drainStartTime on, the pods eviction has not
 removed are deleted instead, bypassing their budgets (ForceDeletePods: with grace period 0, those still terminating
 too), never a mirror or a DaemonSet pod, nor one the drain rules hold (a later order, WaitCompleted, an annotation that
-protects it); status.escalatedPods names each once. onTimeout HandBack ends a drain at its timeout with the hand-back a
-deletion does (``drain.handback``). Both end with the drain: once it has succeeded, pods that land on the node later are
-evicted, paced by their budgets, never escalated nor timed out (``status.drained_once``).
+protects it), nor an etcd guard pod; status.escalatedPods names each once; on a control-plane node while the etcd-quorum
+guard allows (``escalation_guard``). onTimeout HandBack ends a drain at its timeout with the hand-back a deletion does
+(``drain.handback``). Both end with the drain: once it has succeeded, pods that land on the node later are evicted,
+paced by their budgets, never escalated nor timed out (``status.drained_once``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from node_maintenance.api import conditions, timestamps
-from node_maintenance.drain import blocking, budgets, events, handback, rules, status
+from node_maintenance.coordination import quorum
+from node_maintenance.drain import blocking, budgets, escalation_guard, events, handback, rules, status, taking
 from node_maintenance.drain.plans import Action, Attempt, Escalation, Maintenance, OnTimeout, Plan, Removal
 from node_maintenance.drain.podindex import Facts, PodIndex
 from node_maintenance.drain.taking import Taken
@@ -113,7 +115,11 @@ def _running(scene: Scene) -> Plan:
     told = list(scene.taken.events)
     ladder = () if scene.drained else m.escalation
     stage = next((s for s in reversed(ladder) if scene.elapsed >= s.after), None)
-    if stage is not None:
+    guarded = escalation_guard.asked(m, scene.taken, stage, scene.index.pods, scene.coverage) if stage is not None else None
+    if guarded is not None and guarded.status != "True":  # nothing deleted by escalation; looked at again, as at takeover
+        step.wake_in(taking.QUORUM_RECHECK_SECONDS)
+        told.extend(escalation_guard.told(guarded, m.status))
+    elif stage is not None:
         for removal in deletions(m, stage, scene.to_go, step, scene.attempts, scene.now.timestamp(), escalated):
             step.removals.append(removal)
             if not _recorded(escalated, removal.namespace, removal.name, stage.action):
@@ -127,8 +133,8 @@ def _running(scene: Scene) -> Plan:
     if m.timeout and not scene.drained:
         step.wake_in(m.timeout - scene.elapsed + 1)
     entries, deadlocks = _blocked_by(scene, step.removals, step.blocked)
-    return _holding(scene, status.Phase.RUNNING, _status(scene, status.Phase.RUNNING, step.text(), entries, escalated), (*told, *deadlocks),
-                    sent=tuple(step.removals), recheck_in=step.recheck_in)
+    report = _status(scene, status.Phase.RUNNING, step.text(), entries, escalated, also=(guarded,) if guarded else ())
+    return _holding(scene, status.Phase.RUNNING, report, (*told, *deadlocks), sent=tuple(step.removals), recheck_in=step.recheck_in)
 
 
 def _holding(scene: Scene, phase: status.Phase, report: status.Report, told: tuple[events.Event, ...], *, sent: tuple[Removal, ...] = (),
@@ -252,14 +258,14 @@ def _removal(m: Maintenance, pod: Facts, budget: str | None, version: str = "") 
 
 def deletions(m: Maintenance, stage: Escalation, to_go: list[Facts], step: Step, attempts: Mapping[str, Attempt],
               clock: float, escalated: list[dict[str, Any]]) -> list[Removal]:
-    """The pods ``stage`` deletes now: those the drain waits for that eviction has not removed and no eviction goes for in
-    this step (for ForceDeletePods, those still terminating too), never a mirror or a DaemonSet pod, nor one the drain
-    rules hold (``step.held``: the ladder bypasses budgets, never the rules). A pod already deleted by this stage is not
-    deleted again, unless that deletion failed (then at its retry time)."""
+    """The pods ``stage`` deletes now: those the drain waits for that eviction has not removed and no eviction goes for in this step
+    (for ForceDeletePods, those still terminating too), never a mirror or a DaemonSet pod, nor one the drain rules hold (``step.held``:
+    the ladder bypasses budgets, never the rules), nor an etcd guard pod (``quorum.guards``: its budget alone paces it). A pod
+    already deleted by this stage is not deleted again, unless that deletion failed (then at its retry time)."""
     going = {r.uid for r in step.removals}
     chosen = []
     for pod in to_go:
-        if pod.uid in going or pod.uid in step.held or pod.finished or not pod.escalable:
+        if pod.uid in going or pod.uid in step.held or pod.finished or not pod.escalable or quorum.guards(pod.budgets):
             continue
         attempt = attempts.get(pod.uid)
         meta = pod.pod["metadata"]

@@ -48,7 +48,8 @@ def plan(
     name exist (``pods.classify``: one not in it is unknown, and its pods stay); ``lease`` is what is known
     of the node's remediation Lease (None: no coordination with remediation); ``members`` what the
     etcd-quorum guard reads, given when a control-plane node is about to be taken (checked then, however
-    long the maintenance waited); ``coverage`` which of ``budgets`` select each pod (``budgets.Coverage``: a caller
+    long the maintenance waited) and when an escalation step is due on one (``escalation_guard.due``: asked again before
+    any escalated deletion); ``coverage`` which of ``budgets`` select each pod (``budgets.Coverage``: a caller
     planning step after step keeps it, so the matching is not done again).
     """
     if maintenance.terms.waiting is not None:  # its policy keeps it waiting: the wait is carried out instead of a drain

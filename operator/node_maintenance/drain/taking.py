@@ -38,6 +38,7 @@ class Taken:
     lease_seen: remediation.LeaseState | None  # what was concluded of the Lease just read
     lease_condition: conditions.Condition | None  # what is known of the Lease, as its condition in the status says it
     coordinated: bool  # Leases are held: a hand-back lets the node's go
+    members: quorum.Members | None = None  # the control plane as this step read it: the guard asks it again before escalating
 
 
 def take(m: Maintenance, node: Mapping[str, Any] | None, now: datetime.datetime, *, holder_exists: bool,
@@ -54,10 +55,7 @@ def take(m: Maintenance, node: Mapping[str, Any] | None, now: datetime.datetime,
                        f"delete this NodeMaintenance, or delete {holder} to take over", NODE_HELD_RECHECK_SECONDS)
     fresh = holder != m.name
     # What each check at takeover reads, and what holding the node takes, are gathered first, then judged in turn.
-    refused = None
-    if fresh and members is not None:
-        others = _held_by_others(m, members)
-        refused = quorum.refusal(dict(node), members.control_plane, others, list(members.etcd_guards))
+    refused = quorum_refusal(m, node, members) if fresh and members is not None else None
     patch = nodes.taken_patch(dict(node), m.name, fresh=fresh, coordinated=lease is not None)
     # The Lease is held before the node is taken, and kept while it is: claimed when due, unless another holder owns it.
     lease_now = remediation.standing(lease, dict(node), now) if lease is not None else remediation.Standing()
@@ -73,11 +71,18 @@ def take(m: Maintenance, node: Mapping[str, Any] | None, now: datetime.datetime,
         # Never claimed yet: claim first, and take the node on the next step, knowing what the claim met.
         return Plan(phase=str(m.status.get("phase") or ""), status=dict(m.status), lease_claim=claim, recheck_in=0.0)
     return Taken(node=node, fresh=fresh, node_patch=patch, events=_begun(m) if fresh else (),
-                 lease_claim=claim, lease_seen=seen, lease_condition=held, coordinated=lease is not None)
+                 lease_claim=claim, lease_seen=seen, lease_condition=held, coordinated=lease is not None, members=members)
 
 
-def _held_by_others(m: Maintenance, members: quorum.Members) -> set[str]:
-    """The control-plane nodes other maintenances hold, which the etcd-quorum guard counts as gone."""
+def quorum_refusal(m: Maintenance, node: Mapping[str, Any], members: quorum.Members) -> str | None:
+    """Why the etcd-quorum guard refuses ``m`` its control-plane ``node`` now (None: it allows it), counting the
+    control-plane nodes other maintenances hold as gone: asked at takeover."""
+    return quorum.refusal(dict(node), members.control_plane, held_by_others(m, members), list(members.etcd_guards))
+
+
+def held_by_others(m: Maintenance, members: quorum.Members) -> set[str]:
+    """The control-plane nodes maintenances other than ``m`` hold: the guard counts them as gone (``m``'s own node is
+    judged by the rule asking)."""
     return {n["metadata"]["name"] for n in members.control_plane if holder_of(dict(n)) not in (None, m.name)}
 
 

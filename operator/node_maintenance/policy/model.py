@@ -19,6 +19,7 @@ from typing import Any
 
 from node_maintenance.drain import pods, status
 from node_maintenance.drain.nodes import HOLDER, holder_of
+from node_maintenance.drain.plans import Action, Escalation
 from node_maintenance.drain.rules import Rule
 from node_maintenance.policy import health, hooks, windows
 from node_maintenance.policy.windows import Window, WindowState  # by name: a policy's field is called windows
@@ -45,6 +46,19 @@ class WindowEnd(StrEnum):
     PAUSE = "Pause"
 
 
+class MaxEscalation(StrEnum):
+    """spec.drain.maxEscalation: the furthest the escalation ladders of the maintenances a policy governs may go."""
+
+    NONE = "None"  # eviction only: every step is dropped
+    DELETE_PODS = "DeletePods"  # a ForceDeletePods step is dropped
+    FORCE_DELETE_PODS = "ForceDeletePods"  # the whole ladder is followed
+
+
+# The escalation actions each cap leaves in a ladder.
+_ALLOWED = {MaxEscalation.NONE: frozenset[Action](), MaxEscalation.DELETE_PODS: frozenset({Action.DELETE_PODS}),
+            MaxEscalation.FORCE_DELETE_PODS: frozenset(Action)}
+
+
 @dataclass(frozen=True)
 class TopologyLimit:
     """One entry of spec.topologyLimits."""
@@ -65,7 +79,8 @@ class Policy:
     max_unavailable: int | str | None = None
     pre_drain: Mapping[str, Any] | None = None  # the Job template
     post_maintenance: Mapping[str, Any] | None = None
-    drain: Mapping[str, Any] = field(default_factory=dict)
+    drain: Mapping[str, Any] = field(default_factory=dict)  # the drain defaults, maxEscalation left out
+    max_escalation: MaxEscalation | None = None  # None: no cap
     rules: tuple[Rule, ...] = ()
     windows: tuple[Window, ...] = ()
     invalid_windows: tuple[str, ...] = ()  # why each window that cannot be read is refused: then none is ever open
@@ -78,6 +93,8 @@ class Policy:
     def of(cls, body: Mapping[str, Any]) -> Policy:
         spec = body.get("spec") or {}
         templates = hooks.templates(spec)
+        drain = dict(spec.get("drain") or {})
+        cap = drain.pop("maxEscalation", None)
         parsed, invalid = windows.parse(spec.get("windows") or ())
         return cls(
             name=body["metadata"]["name"],
@@ -87,7 +104,8 @@ class Policy:
             max_unavailable=spec.get("maxUnavailable"),
             pre_drain=templates.get(hooks.PRE_DRAIN),
             post_maintenance=templates.get(hooks.POST_MAINTENANCE),
-            drain=spec.get("drain") or {},
+            drain=drain,
+            max_escalation=MaxEscalation(cap) if cap is not None else None,
             rules=tuple(Rule.of(rule) for rule in spec.get("drainRules") or ()),
             windows=parsed,
             invalid_windows=invalid,
@@ -97,6 +115,13 @@ class Policy:
             wait_for_healthy=bool(spec.get("waitForHealthy")),
             wait_for_healthy_seconds=spec.get("waitForHealthySeconds") or health.DEFAULT_WAIT_SECONDS,
         )
+
+    def capped(self, ladder: tuple[Escalation, ...]) -> tuple[Escalation, ...]:
+        """The steps of ``ladder`` (a governed maintenance's own, or inherited from the drain defaults) that its
+        maxEscalation lets through: a cap only ever drops steps, so it narrows what the operator does."""
+        if self.max_escalation is None:
+            return ladder
+        return tuple(step for step in ladder if step.action in _ALLOWED[self.max_escalation])
 
     @property
     def windowed(self) -> bool:

@@ -12,6 +12,7 @@ import datetime
 from collections.abc import Mapping
 from typing import Any
 
+from node_maintenance.api.conditions import Condition
 from node_maintenance.drain import nodes
 from node_maintenance.drain.plans import Maintenance, PolicyTerms
 from node_maintenance.policy import hooks, line, model, wording
@@ -46,7 +47,21 @@ def maintenance(body: Mapping[str, Any], seen: Seen, refused_jobs: Mapping[str, 
     the policy's drain defaults, rules, hold, conditions and Jobs when one governs the node, or the wait to carry out
     instead of a drain. ``refused_jobs``: why the API refused each hook Job at the last try."""
     policy, policy_terms = _terms(body, seen, refused_jobs, now)
-    return dataclasses.replace(Maintenance.of(model.with_defaults(body, policy) if policy else body), terms=policy_terms)
+    return governed(body, policy, policy_terms)
+
+
+def governed(body: Mapping[str, Any], policy: model.Policy | None, policy_terms: PolicyTerms) -> Maintenance:
+    """``body`` as the planner reads it under ``policy`` (None: none governs it) and its terms: the policy's drain defaults
+    filled in, the escalation ladder, its own or inherited, capped by the policy's maxEscalation, and the status told
+    which steps the cap dropped (EscalationCapped)."""
+    m = Maintenance.of(model.with_defaults(body, policy) if policy else body)
+    ladder = policy.capped(m.escalation) if policy else m.escalation
+    if policy and policy.max_escalation and ladder != m.escalation:
+        dropped = tuple(step for step in m.escalation if step not in ladder)
+        told: tuple[Condition, ...] = (wording.escalation_capped(policy.name, policy.max_escalation, dropped),)
+    else:
+        told = wording.escalation_uncapped(m.status)
+    return dataclasses.replace(m, escalation=ladder, terms=dataclasses.replace(policy_terms, conditions=policy_terms.conditions + told))
 
 
 def _terms(body: Mapping[str, Any], seen: Seen, refused_jobs: Mapping[str, str], now: datetime.datetime) -> tuple[model.Policy | None, PolicyTerms]:

@@ -1,6 +1,7 @@
 """What the policies' verdicts and hooks write on a NodeMaintenance, as pure functions: its Queued condition (whose
 type and reasons :mod:`node_maintenance.policy.model` defines, since the decisions read one back), its PreDrain and
-PostMaintenance conditions, and the plan of a maintenance that waits in line without touching its node.
+PostMaintenance conditions, its EscalationCapped condition, and the plan of a maintenance that waits in line without
+touching its node.
 """
 
 from __future__ import annotations
@@ -12,13 +13,15 @@ from typing import Any
 from node_maintenance.api import timestamps
 from node_maintenance.api.conditions import Condition
 from node_maintenance.drain import bookkeeping, events, status
-from node_maintenance.drain.plans import Plan
+from node_maintenance.drain.plans import Escalation, Plan
 from node_maintenance.policy import hooks
-from node_maintenance.policy.model import QUEUED, QueuedReason
+from node_maintenance.policy.model import QUEUED, MaxEscalation, QueuedReason
 from node_maintenance.policy.verdicts import Verdict, VerdictKind
 
 HOOK_CONDITIONS = {hooks.PRE_DRAIN: "PreDrain", hooks.POST_MAINTENANCE: "PostMaintenance"}
 NOT_GOVERNED = Condition(type=QUEUED, status="False", reason=QueuedReason.NO_POLICY, message="no NodeMaintenancePolicy selects the node")
+# The condition saying that a policy's spec.drain.maxEscalation dropped steps of the maintenance's escalation ladder.
+ESCALATION_CAPPED = "EscalationCapped"
 # A look at a window's boundary is made this long after it, so that clocks read there see it passed.
 WINDOW_MARGIN_SECONDS = 0.1
 
@@ -45,6 +48,21 @@ def hook_condition(hook: str, outcome: hooks.JobOutcome) -> Condition:
     reason = {hooks.JobState.SUCCEEDED: "JobSucceeded", hooks.JobState.FAILED: "JobFailed"}.get(outcome.state, "JobRunning")
     return Condition(type=HOOK_CONDITIONS[hook], status="True" if outcome.state == hooks.JobState.SUCCEEDED else "False", reason=reason,
                      message=outcome.message)
+
+
+def escalation_capped(policy: str, cap: MaxEscalation, dropped: tuple[Escalation, ...]) -> Condition:
+    """EscalationCapped: which steps of its ladder the maintenance does not follow, and the policy field that says so."""
+    steps = ", ".join(f"{step.action} after {step.after}s" for step in dropped)
+    return Condition(type=ESCALATION_CAPPED, status="True", reason="CappedByPolicy",
+                     message=f"escalation capped at {cap} by policy {policy} (spec.drain.maxEscalation): {steps} dropped")
+
+
+def escalation_uncapped(stored: Mapping[str, Any]) -> tuple[Condition, ...]:
+    """A maintenance whose ladder a policy capped before, and no longer does, says so instead of still being capped."""
+    capped: dict[str, Any] = next((c for c in stored.get("conditions") or [] if c.get("type") == ESCALATION_CAPPED), {})
+    if capped.get("status") != "True":
+        return ()
+    return (Condition(type=ESCALATION_CAPPED, status="False", reason="NotCapped", message="no policy drops a step of the escalation ladder"),)
 
 
 def left_line(stored: Mapping[str, Any]) -> tuple[Condition, ...]:

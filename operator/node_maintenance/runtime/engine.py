@@ -26,7 +26,7 @@ from node_maintenance.api.paths import node_path
 from node_maintenance.client.errors import KubeError
 from node_maintenance.client.protocol import KubeApi
 from node_maintenance.coordination import quorum, remediation
-from node_maintenance.drain import bookkeeping, budgets, memory, nodes, planner, status
+from node_maintenance.drain import bookkeeping, budgets, escalation_guard, memory, nodes, planner, status
 from node_maintenance.drain.memory import Memory, Outcome, WatchMode
 from node_maintenance.drain.plans import Attempt, Maintenance, Plan
 from node_maintenance.drain.podindex import PodIndex
@@ -241,10 +241,11 @@ class Engine:
         holder_exists = bool(holder and holder != self.name and self.exists(holder))
         # The Lease is read when a claim is due and before the node is taken, the pods' DaemonSets once each; neither
         # for a node another maintenance holds. The etcd-quorum guard looks again when a control-plane node is about
-        # to be taken, however long this waited.
+        # to be taken, however long this waited, and before an escalation step deletes pods on one.
         taking = node is not None and not holder_exists
         lease = await self.lease.view(fresh=holder != self.name) if self.lease and taking else None
-        members = await self._members() if node and holder != self.name and quorum.is_control_plane(node) else None
+        guarded = holder != self.name or escalation_guard.due(m, now)
+        members = await self._members() if node and guarded and quorum.is_control_plane(node) else None
         if caches.index is None:
             caches.index = PodIndex()
         caches.index.update(self.watches.pod_objects())  # only the pods the watch changed are worked out again

@@ -140,9 +140,10 @@ def test_status_table_and_plan_render_with_rich() -> None:
 
 # ---------------------------------------------------------------- verbs and exit codes, with a stand-in cluster
 class FakeCluster:
-    def __init__(self, *maintenances: dict[str, Any], nodes: tuple[str, ...] = ("n1",)) -> None:
+    def __init__(self, *maintenances: dict[str, Any], nodes: tuple[str, ...] = ("n1",), policies: tuple[dict[str, Any], ...] = ()) -> None:
         self.items = {m["metadata"]["name"]: m for m in maintenances}
         self.nodes = nodes
+        self.policy_objects = list(policies)
         self.created: list[dict[str, Any]] = []
         self.deleted: list[str] = []
 
@@ -178,6 +179,9 @@ class FakeCluster:
 
     def daemonsets_exist(self, keys: object) -> dict[str, bool]:
         return {}
+
+    def policies(self) -> list[dict[str, Any]]:
+        return self.policy_objects
 
 
 def run(cluster: FakeCluster, *argv: str) -> int:
@@ -267,6 +271,16 @@ def test_plan_escalation_shows_the_steps_of_the_nodes_maintenance_or_of_a_would_
     (step,) = json.loads(capsys.readouterr().out)["escalation"]
     assert (step["action"], step["afterSeconds"], step["at"]) == ("ForceDeletePods", 120, None)
     assert {p["gracePeriodSeconds"] for p in step["pods"]} == {0}
+
+
+def test_plan_escalation_shows_the_ladder_the_policy_selecting_the_node_caps(capsys: pytest.CaptureFixture[str]) -> None:
+    steps = [{"afterSeconds": 300, "action": "DeletePods"}, {"afterSeconds": 600, "action": "ForceDeletePods"}]
+    capping = FakeCluster(nm(name="mine", node="n1", drain={"escalation": steps}), policies=(builders.nm_policy("rolling", drain={"maxEscalation": "DeletePods"}),))
+    run(capping, "plan", "n1", "--escalation", "-o", "json")
+    assert [step["action"] for step in json.loads(capsys.readouterr().out)["escalation"]] == ["DeletePods"]
+    # A would-be drain's steps are capped the same.
+    run(FakeCluster(policies=tuple(capping.policy_objects)), "plan", "n1", "--escalation", "5m:DeletePods,10m:ForceDeletePods", "-o", "json")
+    assert [step["action"] for step in json.loads(capsys.readouterr().out)["escalation"]] == ["DeletePods"]
 
 
 # ---------------------------------------------------------------- what the cluster says is shown, never obeyed
