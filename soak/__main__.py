@@ -30,7 +30,7 @@ from devcluster.toxiproxy import Toxiproxy
 from node_maintenance.api import CRD_NAME
 from node_maintenance_packaging.clusterserviceversion import NAMESPACE
 
-from .chaos import Api, BudgetMonitor, Loop, Supervisor, Tally, build_workload
+from .chaos import Api, BudgetMonitor, Loop, Supervisor, Tally, build_workload, kills_asked
 from .memory import MemorySampler, comparison_seconds, growth, warm_up_seconds
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,7 +56,9 @@ def soak(minutes: float, seed: int, workdir: Path, logs: Path) -> dict[str, Any]
         with Supervisor(operator, tally) as supervisor, BudgetMonitor(admin, "soak", tally) as monitor:
             loop = Loop(admin, workload, supervisor, tally, random.Random(seed), proxy=proxy, prefix="soak")
             began = time.monotonic()
-            first = loop.run(seconds / 2)
+            # The first half asks one SIGKILL per KILL_SECONDS of it (three at least); each kill comes a few seconds after
+            # the operator is ready again, so on a loaded machine the half runs on until they are done.
+            first = loop.run(seconds / 2, until=lambda: supervisor.kills >= kills_asked(seconds))
             # The second half: one process, no kills; its memory once warm against its memory at the end.
             # Its warm-up counts from when it is ready: the first half's last kill may still be
             # restarting the operator (the supervisor's clock) when the first half ends.

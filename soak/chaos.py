@@ -299,6 +299,12 @@ class Checker:
 
 
 NETWORK_FAULTS = ("latency", "reset", "blackout")
+KILL_SECONDS = 10  # the first half of a soak asks one SIGKILL per this many seconds of it
+
+
+def kills_asked(seconds: float) -> int:
+    """The SIGKILLs the first half of a soak of ``seconds`` asks for (three at least)."""
+    return max(3, int(seconds / 2 / KILL_SECONDS))
 
 
 @dataclass
