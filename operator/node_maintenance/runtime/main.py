@@ -88,7 +88,8 @@ async def run(args: argparse.Namespace) -> int:
     try:
         if (args.webhook_cert_dir / CERT_FILE).exists():
             runners.append(await start_webhook_server(host=args.bind_address, port=args.webhook_port,
-                                                      cert_dir=args.webhook_cert_dir, kube=kube, authorize=args.authorize_authors))
+                                                      cert_dir=args.webhook_cert_dir, kube=kube, authorize=args.authorize_authors,
+                                                      namespace=args.namespace))
             if args.metrics_port:
                 runners.append(await metrics_endpoint.start(args.bind_address, args.metrics_port, args.webhook_cert_dir, kube))
         else:  # releases without webhooks get no certificate mounted; nor are metrics served in clear instead
@@ -194,7 +195,7 @@ def run_kopf(kube: Kube, version: str, stop: threading.Event, namespace: str, le
                 if (running := engines.get(name)) is not None:
                     running.engine.wake()
 
-        # Policies need the 0.4.0 CRD, which serves v1beta1; their hook Jobs run in our own namespace.
+        # Policies need the 0.4.0 CRD, which serves v1beta1; their hook Jobs never run in our own namespace.
         policies = Policies(akube, namespace, wake) if version == HUB else None
         watching = asyncio.create_task(policies.run(), name="policies") if policies else None
         cordoned = CordonedNodes(akube)
