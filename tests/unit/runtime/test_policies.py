@@ -215,6 +215,18 @@ def test_a_post_maintenance_job_is_created_in_its_hook_s_namespace_and_found_the
     scenario(api, body)
 
 
+def test_under_an_older_bundle_hook_jobs_are_watched_in_the_operator_s_namespace_alone() -> None:
+    async def run() -> None:
+        policies = Policies(pool_api(), "operator-ns", lambda _names: None, jobs_namespace="operator-ns")
+        try:
+            await read(policies)
+            jobs = watches_of(policies).mirrors[Watched.JOBS]
+            assert (jobs.path, jobs.query) == (jobs_path("operator-ns"), {"labelSelector": hooks.HOOK_LABEL})
+        finally:
+            await policies.stop()
+    asyncio.run(run())
+
+
 @pytest.mark.parametrize("namespace", [None, "operator-ns"])
 def test_a_post_maintenance_hook_without_a_namespace_or_in_the_operator_s_is_not_run_and_the_node_is_kept(namespace: str | None) -> None:
     api = pool_api(postMaintenance=policy_hook(namespace))

@@ -32,10 +32,12 @@ log = logging.getLogger(__name__)
 
 
 class Policies:
-    def __init__(self, kube: KubeApi, namespace: str, on_change: Callable[[Collection[str] | None], None]) -> None:
-        """``on_change`` is told the maintenances whose say from the policies may have changed (None: any)."""
+    def __init__(self, kube: KubeApi, namespace: str, on_change: Callable[[Collection[str] | None], None], jobs_namespace: str = "") -> None:
+        """``on_change`` is told the maintenances whose say from the policies may have changed (None: any); hook Jobs are
+        watched in ``jobs_namespace`` (empty: every namespace, where they run)."""
         self.kube = kube
         self.namespace = namespace  # the operator's own, where no hook Job runs
+        self.jobs_namespace = jobs_namespace
         self.ready = asyncio.Event()  # set after the first look at the CRD, whatever it found
         self.served = False  # the CRD is served: the watches run
         self.absent = False  # the API server answered that the CRD does not exist: no policy applies
@@ -74,7 +76,7 @@ class Policies:
             self.decisions.on_change(None)
 
     def _start(self) -> None:
-        self.watches = watches = PolicyWatches(self.kube, self.decisions)
+        self.watches = watches = PolicyWatches(self.kube, self.decisions, self.jobs_namespace)
         self.recovery = recovery = Recovery(self.kube, self.decisions.workload_changed)
         self.publisher = publisher = StatusPublisher(self.kube, watches, self.decisions, recovery)
         self.decisions.serve(watches, recovery, publisher.stored)

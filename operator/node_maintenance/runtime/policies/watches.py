@@ -41,13 +41,14 @@ class Listener(Protocol):
 class PolicyWatches:
     """The four watches and what is kept of them between changes."""
 
-    def __init__(self, kube: KubeApi, listener: Listener) -> None:
+    def __init__(self, kube: KubeApi, listener: Listener, jobs_namespace: str) -> None:
+        """Hook Jobs are watched in ``jobs_namespace``; in every namespace when empty."""
         self.listener = listener
         self.mirrors = {
             Watched.POLICIES: Mirror(kube, policy_path(), self._policy_changed, from_cache=False),
             Watched.NODES: Mirror(kube, node_path(), self._node_changed, slim=model.slim_node, from_cache=False),
             Watched.MAINTENANCES: Mirror(kube, nm_path(), self._maintenance_changed, slim=model.slim_maintenance, from_cache=False),
-            Watched.JOBS: Mirror(kube, jobs_path(), self._job_changed, label_selector=hooks.HOOK_LABEL, from_cache=False),
+            Watched.JOBS: Mirror(kube, jobs_path(jobs_namespace), self._job_changed, label_selector=hooks.HOOK_LABEL, from_cache=False),
         }
         self._generations: dict[str, int] = {}  # each policy's metadata.generation as last seen
         self._governing: dict[str, tuple[str, ...]] | None = None  # each node's model.governing, kept between decisions
