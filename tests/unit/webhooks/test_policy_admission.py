@@ -22,7 +22,8 @@ def _review(policy: dict[str, Any], operation: str = "CREATE", old: dict[str, An
 
 
 def _answer(review: dict[str, Any]) -> dict[str, Any]:
-    return policy_admission_response(review, OPERATOR_NAMESPACE)["response"]
+    response: dict[str, Any] = policy_admission_response(review, OPERATOR_NAMESPACE)["response"]
+    return response
 
 
 @pytest.mark.parametrize("operation", ["CREATE", "UPDATE"])
@@ -88,7 +89,8 @@ def test_a_window_that_cannot_be_read_is_refused_naming_the_field_and_the_fix(wi
 ])
 def test_a_hook_naming_no_namespace_or_the_operator_s_is_refused_naming_the_field_and_the_fix(operation: str, hook: str, namespace: str | None,
                                                                                           words: str) -> None:
-    response = _answer(_review(nm_policy("rolling", **{hook: policy_hook(namespace)}), operation))
+    hooks: dict[str, Any] = {hook: policy_hook(namespace)}
+    response = _answer(_review(nm_policy("rolling", **hooks), operation))
     assert response["allowed"] is False and response["status"]["message"] == f"NodeMaintenancePolicy rolling: spec.{hook}.namespace {words}"
 
 
