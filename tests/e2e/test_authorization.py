@@ -112,7 +112,7 @@ def _hook_policy(name: str, selector: dict[str, str], namespace: str) -> dict[st
             "spec": {"nodeSelector": {"matchLabels": selector}, "preDrain": {"namespace": namespace, "jobTemplate": job}}}
 
 
-def test_a_policy_author_has_hook_jobs_run_only_where_they_may_create_jobs(cluster: Cluster, operator: OperatorProcess, admission_webhook: str,
+def test_a_policy_author_has_hook_jobs_run_only_where_they_may_create_jobs(cluster: Cluster, operator: OperatorProcess, policy_admission_webhook: str,
                                                                           policy_crd: str, users: dict[str, str], nodes: Callable[..., list[str]],
                                                                           namespace: str) -> None:
     author, selector = users["author"], {"hook-author": uuid.uuid4().hex[:6]}
