@@ -82,7 +82,7 @@ def _description(templates: Templates, release: Release) -> str:
         conversion=release.has("conversion"),
         validation=release.has("validation"),
         policy_version=policy.storage if policy else None,
-        policy_spec=yamlout.dump(api.POLICY.load(policy.storage)["example"]["spec"]).splitlines() if policy else [],
+        policy_spec=yamlout.dump(api.POLICY.examples(policy.storage, release.version)[0]["spec"]).splitlines() if policy else [],
     )
 
 

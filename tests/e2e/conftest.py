@@ -15,7 +15,7 @@ from devcluster.operator import USER as OPERATOR_USER
 from devcluster.operator import OperatorProcess, csv_webhook, grant_csv_permissions, point_conversion_at
 from devcluster.processes import identify, survivors
 from devcluster.toxiproxy import Toxiproxy
-from node_maintenance.api import CRD_NAME, VALIDATE_PATH
+from node_maintenance.api import CRD_NAME, VALIDATE_PATH, VALIDATE_POLICY_PATH
 from node_maintenance.coordination import remediation
 from node_maintenance_packaging.clusterserviceversion import NAMESPACE
 from soak.chaos import Api, Tally
@@ -157,17 +157,29 @@ def operator_factory(cluster: Cluster, operator_kubeconfig: Path, tmp_path: Path
 
 @pytest.fixture
 def admission_webhook(cluster: Cluster, operator: OperatorProcess) -> Iterator[str]:
-    """The validating webhook registered by URL at the session operator, with the rules the CSV gives OLM; removed afterwards."""
+    """The NodeMaintenance validating webhook registered by URL at the session operator, with the rules the CSV gives OLM;
+    removed afterwards."""
+    yield from _registered(cluster, operator, "node-maintenance-validation", VALIDATE_PATH)
+
+
+@pytest.fixture(scope="module")
+def policy_admission_webhook(cluster: Cluster, operator: OperatorProcess) -> Iterator[str]:
+    """The NodeMaintenancePolicy validating webhook, registered the same way."""
+    yield from _registered(cluster, operator, "node-maintenance-policy-validation", VALIDATE_POLICY_PATH)
+
+
+def _registered(cluster: Cluster, operator: OperatorProcess, name: str, path: str) -> Iterator[str]:
+    """A ValidatingWebhookConfiguration ``name`` for the CSV's webhook served at ``path``, pointing at the session
+    operator by URL; deleted when the caller is done."""
     import base64
     import json
 
     assert operator.ca_pem is not None, "the operator serves a certificate of its own making"
-    name = "node-maintenance-validation"
-    defined = csv_webhook(VALIDATE_PATH)
+    defined = csv_webhook(path)
     registered = ("rules", "failurePolicy", "sideEffects", "admissionReviewVersions", "timeoutSeconds", "matchPolicy")
     webhook: dict[str, Any] = {key: defined[key] for key in registered if key in defined}
-    webhook["name"] = "validate.nodemaintenance.kubevirt.io"
-    webhook["clientConfig"] = {"url": operator.webhook_url + VALIDATE_PATH, "caBundle": base64.b64encode(operator.ca_pem).decode()}
+    webhook["name"] = defined["generateName"]
+    webhook["clientConfig"] = {"url": operator.webhook_url + path, "caBundle": base64.b64encode(operator.ca_pem).decode()}
     config = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration", "metadata": {"name": name},
               "webhooks": [webhook]}
     cluster.kubectl("apply", "-f", "-", input=json.dumps(config))

@@ -46,15 +46,17 @@ from .helpers import (
 pytestmark = pytest.mark.e2e
 
 
-def _policy(name: str, labels: dict[str, str]) -> dict[str, Any]:
-    """A NodeMaintenancePolicy for the nodes with ``labels``, with a Job before the drain and one before the give-back, that
-    waits for the evicted workloads' health (their watches)."""
+def _policy(name: str, labels: dict[str, str], namespace: str) -> dict[str, Any]:
+    """A NodeMaintenancePolicy for the nodes with ``labels``, with a Job before the drain and one before the give-back, both
+    in ``namespace`` (the Jobs of every namespace are watched, and created there), that waits for the evicted workloads'
+    health (their watches)."""
     job = {"spec": {"backoffLimit": 0, "template": {"spec": {
         "restartPolicy": "Never", "securityContext": RESTRICTED_POD,
         "containers": [{"name": "hook", "image": "registry.invalid/hook:1", "securityContext": RESTRICTED_CONTAINER}]}}}}
     return {"apiVersion": f"{GROUP}/{POLICY.versions[-1]}", "kind": POLICY.kind, "metadata": {"name": name},
             "spec": {"nodeSelector": {"matchLabels": labels}, "maxParallel": 1, "waitForHealthy": True,
-                     "preDrain": {"jobTemplate": job}, "postMaintenance": {"jobTemplate": job}}}
+                     "preDrain": {"namespace": namespace, "jobTemplate": job},
+                     "postMaintenance": {"namespace": namespace, "jobTemplate": job}}}
 
 
 @dataclass(frozen=True)
@@ -110,7 +112,7 @@ def _drive_every_permission(cluster: Cluster, operator: OperatorProcess, namespa
     # The target's maintenance goes through a policy: its slot, its Jobs, its status.
     install_policy_crd(cluster)
     cluster.kubectl("label", "node", target, f"lp-policy={namespace}")
-    apply(cluster, _policy(f"lp-{namespace}", {"lp-policy": namespace}))
+    apply(cluster, _policy(f"lp-{namespace}", {"lp-policy": namespace}, namespace))
     cluster.kubectl("cordon", spare)
     # The DaemonSet's pod stays once the operator has read that its DaemonSet exists.
     apply(cluster, deployment("lp", namespace, [target, spare], 2, labels), pdb("lp", namespace, labels, maxUnavailable=1),

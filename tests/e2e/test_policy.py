@@ -131,9 +131,10 @@ def test_a_maintenance_refused_at_takeover_gives_its_slot_to_the_next_in_line(cl
     assert watch.order == [free, held] and watch.most == 1, (watch.order, watch.most)
 
 
-def _job_template(runner: str, backoff_limit: int) -> dict[str, Any]:
-    """A hook Job whose pod meets the `restricted` Pod Security Standard the operator's namespace enforces."""
-    return {"jobTemplate": {"spec": {"backoffLimit": backoff_limit, "template": {"spec": {
+def _job_template(runner: str, backoff_limit: int, namespace: str) -> dict[str, Any]:
+    """A hook whose Job runs in the test's ``namespace`` (never the operator's), its pod meeting the `restricted` Pod
+    Security Standard."""
+    return {"namespace": namespace, "jobTemplate": {"spec": {"backoffLimit": backoff_limit, "template": {"spec": {
         "nodeName": runner, "restartPolicy": "Never",
         "securityContext": RESTRICTED_POD,
         "containers": [{"name": "hook", "image": "registry.invalid/hook:1", "command": ["hook", "$(NODE_NAME)"],
@@ -141,8 +142,8 @@ def _job_template(runner: str, backoff_limit: int) -> dict[str, Any]:
     }}}}}
 
 
-def _hook_pods(cluster: Cluster, hook: str) -> list[dict[str, Any]]:
-    listing = get(cluster, "pods", "-n", OPERATOR_NAMESPACE, "-l", "job-name") or {"items": []}
+def _hook_pods(cluster: Cluster, hook: str, namespace: str) -> list[dict[str, Any]]:
+    listing = get(cluster, "pods", "-n", namespace, "-l", "job-name") or {"items": []}
     return [p for p in listing["items"] if p["metadata"]["labels"]["job-name"].startswith(f"nm-{hook}-")]
 
 
@@ -153,14 +154,14 @@ def _finish(cluster: Cluster, hook_pod: dict[str, Any], exit_code: int) -> None:
         "name": "hook", "image": "registry.invalid/hook:1", "imageID": "", "ready": False, "restartCount": 0,
         "state": {"terminated": {"exitCode": exit_code, "reason": "Completed" if exit_code == 0 else "Error", "startedAt": now, "finishedAt": now}},
     }]}
-    cluster.kubectl("patch", "pod", hook_pod["metadata"]["name"], "-n", OPERATOR_NAMESPACE, "--subresource=status", "--type=merge",
+    cluster.kubectl("patch", "pod", hook_pod["metadata"]["name"], "-n", hook_pod["metadata"]["namespace"], "--subresource=status", "--type=merge",
                     "-p", json.dumps({"status": status}))
 
 
-def _one_hook_pod(cluster: Cluster, hook: str, node_name: str, *, count: int = 1) -> dict[str, Any]:
+def _one_hook_pod(cluster: Cluster, hook: str, node_name: str, namespace: str, *, count: int = 1) -> dict[str, Any]:
     def running() -> dict[str, Any] | None:
-        pods = [p for p in _hook_pods(cluster, hook) if p["status"].get("phase") == "Pending"]
-        everything = _hook_pods(cluster, hook)
+        pods = [p for p in _hook_pods(cluster, hook, namespace) if p["status"].get("phase") == "Pending"]
+        everything = _hook_pods(cluster, hook, namespace)
         return pods[0] if pods and len(everything) == count else None
 
     hook_pod = eventually(running, f"{hook} pod #{count}")
@@ -173,14 +174,15 @@ def test_pre_drain_and_post_maintenance_jobs_gate_the_drain_and_the_handback(clu
                                                                            policies: Callable[..., str], hook_runner: str) -> None:
     pool = a_pool()
     (worker,) = nodes(1, labels=pool)
-    policies(pool, preDrain=_job_template(hook_runner, 0), postMaintenance=_job_template(hook_runner, 0))
+    policies(pool, preDrain=_job_template(hook_runner, 0, namespace), postMaintenance=_job_template(hook_runner, 0, namespace))
     apply(cluster, pod("app", namespace, worker))
     eventually(lambda: any(p["status"].get("phase") == "Running" for p in pods_on(cluster, worker)), "the app pod running")
     name = f"hooks-{worker}"
     create_nm(cluster, name, worker)
 
     # The node is taken, the preDrain Job runs, and nothing is evicted while it does.
-    pre = _one_hook_pod(cluster, "pre-drain", worker)
+    pre = _one_hook_pod(cluster, "pre-drain", worker, namespace)
+    assert _hook_pods(cluster, "pre-drain", OPERATOR_NAMESPACE) == [], "a hook Job ran in the operator's namespace"
     status = eventually(lambda: (s := nm_status(cluster, name)).get("phase") == "Running" and condition(s, "PreDrain") and s, "PreDrain reported")
     assert condition(status, "PreDrain")["reason"] == "JobRunning" and "preDrain Job" in status["lastError"]
     assert existing(cluster, "node", worker)["spec"].get("unschedulable")
@@ -194,7 +196,7 @@ def test_pre_drain_and_post_maintenance_jobs_gate_the_drain_and_the_handback(clu
 
     # Deleting the maintenance runs postMaintenance; the node stays cordoned until it succeeds.
     cluster.kubectl("delete", NM, name, "--wait=false")
-    post = _one_hook_pod(cluster, "post-maintenance", worker)
+    post = _one_hook_pod(cluster, "post-maintenance", worker, namespace)
     time.sleep(2)
     assert existing(cluster, "node", worker)["spec"].get("unschedulable"), "handed back before postMaintenance succeeded"
     assert condition(nm_status(cluster, name), "PostMaintenance")["reason"] == "JobRunning"
@@ -207,17 +209,17 @@ def test_failed_hook_jobs_are_retried_by_their_backoff_limit_then_reported(clust
                                                                            policies: Callable[..., str], hook_runner: str) -> None:
     pool = a_pool()
     (worker,) = nodes(1, labels=pool)
-    policies(pool, preDrain=_job_template(hook_runner, 1), postMaintenance=_job_template(hook_runner, 0))
+    policies(pool, preDrain=_job_template(hook_runner, 1, namespace), postMaintenance=_job_template(hook_runner, 0, namespace))
     apply(cluster, pod("app", namespace, worker))
     eventually(lambda: any(p["status"].get("phase") == "Running" for p in pods_on(cluster, worker)), "the app pod running")
     name = f"fails-{worker}"
     create_nm(cluster, name, worker)
 
-    _finish(cluster, _one_hook_pod(cluster, "pre-drain", worker), 1)
+    _finish(cluster, _one_hook_pod(cluster, "pre-drain", worker, namespace), 1)
     # backoffLimit: 1 — the Job controller runs a second pod; only when that fails too does the Job fail.
     status = eventually(lambda: "1 failed pod(s) so far" in (s := nm_status(cluster, name)).get("lastError", "") and s, "the retry reported")
     assert status["phase"] == "Running"
-    _finish(cluster, _one_hook_pod(cluster, "pre-drain", worker, count=2), 1)
+    _finish(cluster, _one_hook_pod(cluster, "pre-drain", worker, namespace, count=2), 1)
     status = eventually(lambda: (s := nm_status(cluster, name)).get("phase") == "Failed" and s, "Failed once the Job failed", timeout=60)
     assert condition(status, "PreDrain")["reason"] == "JobFailed"
     assert "BackoffLimitExceeded" in status["lastError"] and "delete the Job to run it again" in status["lastError"], status["lastError"]
@@ -226,7 +228,7 @@ def test_failed_hook_jobs_are_retried_by_their_backoff_limit_then_reported(clust
 
     # A failed postMaintenance keeps the node cordoned and the maintenance in place, saying why.
     cluster.kubectl("delete", NM, name, "--wait=false")
-    _finish(cluster, _one_hook_pod(cluster, "post-maintenance", worker), 1)
+    _finish(cluster, _one_hook_pod(cluster, "post-maintenance", worker, namespace), 1)
     status = eventually(lambda: condition(s := nm_status(cluster, name), "PostMaintenance").get("reason") == "JobFailed" and s,
                         "postMaintenance failure reported", timeout=60)
     assert "postMaintenance Job" in status["lastError"] and "BackoffLimitExceeded" in status["lastError"]
@@ -234,9 +236,9 @@ def test_failed_hook_jobs_are_retried_by_their_backoff_limit_then_reported(clust
     assert nm(cluster, name) is not None and existing(cluster, "node", worker)["spec"].get("unschedulable")
 
     # Deleting the failed Job runs it again; this time it succeeds and the node is handed back.
-    failed_job = _hook_pods(cluster, "post-maintenance")[0]["metadata"]["labels"]["job-name"]
-    cluster.kubectl("delete", "job", failed_job, "-n", OPERATOR_NAMESPACE, "--cascade=foreground", "--timeout=60s")
-    _finish(cluster, _one_hook_pod(cluster, "post-maintenance", worker), 0)
+    failed_job = _hook_pods(cluster, "post-maintenance", namespace)[0]["metadata"]["labels"]["job-name"]
+    cluster.kubectl("delete", "job", failed_job, "-n", namespace, "--cascade=foreground", "--timeout=60s")
+    _finish(cluster, _one_hook_pod(cluster, "post-maintenance", worker, namespace), 0)
     eventually(lambda: nm(cluster, name) is None, "the maintenance gone after the rerun succeeded", timeout=60)
     assert not existing(cluster, "node", worker)["spec"].get("unschedulable")
 

@@ -2,7 +2,7 @@
 
 - ``pod``, ``node``, ``budget`` (a PodDisruptionBudget), ``daemonset``, ``nm`` (a NodeMaintenance) and
   ``nm_policy`` (a NodeMaintenancePolicy), as the API server would show them, plus ``etcd_guard``, ``lease``
-  and ``hook_template`` (a policy hook's jobTemplate);
+  ``policy_hook`` (a policy's preDrain or postMaintenance) and ``hook_template`` (a policy hook's jobTemplate);
 - the scenes several test packages share: the drain planner's (``NOW``, ``scene_pod``, ``HELD``,
   ``RUNNING``, ``maintenance``, ``terms``, ``scene_removal``…, and its table rows: a ``scene`` of one step,
   ``again`` for the step after, ``row`` to name them, ``shows`` for what a row expects of each plan,
@@ -208,6 +208,12 @@ def nm_policy(name: str = "p", *, generation: int | None = None, node_selector: 
         meta["generation"] = generation
     selector = {"nodeSelector": copy.deepcopy(node_selector)} if node_selector is not None else {}
     return {"metadata": meta, "spec": {**selector, **copy.deepcopy(spec)}}
+
+
+def policy_hook(namespace: str | None = "storage-hooks", **pod_spec: Any) -> Obj:
+    """A policy hook (preDrain, postMaintenance): its Job runs in ``namespace`` (None: the hook names none, as one
+    stored before 0.6.0); keywords go into the pod spec of its :func:`hook_template`."""
+    return {"jobTemplate": hook_template(**pod_spec), **({"namespace": namespace} if namespace is not None else {})}
 
 
 def hook_template(**pod_spec: Any) -> Obj:
@@ -641,10 +647,10 @@ def _selects(selector: str, obj: Obj) -> bool:
 
 
 # ------------------------------------------------ the seam and the engine's own watches
-def seen_by_policies(node: Obj | None, verdict: Verdict | None = None, *, listed: bool = True, selected: bool = True, namespace: str = "nmo",
+def seen_by_policies(node: Obj | None, verdict: Verdict | None = None, *, listed: bool = True, selected: bool = True, operator_namespace: str = "nmo",
          pre_drain_job: Obj | None = None) -> Seen:
     """What served, readable policies know of a maintenance whose node is ``node``: the decision's ``verdict`` on it."""
-    return Seen(node=node, served=True, synced=True, verdict=verdict, listed=listed, selected=selected, namespace=namespace,
+    return Seen(node=node, served=True, synced=True, verdict=verdict, listed=listed, selected=selected, operator_namespace=operator_namespace,
                 pre_drain_job=pre_drain_job)
 
 

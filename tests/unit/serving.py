@@ -36,6 +36,9 @@ async def serving(*routes: web.RouteDef) -> AsyncIterator[str]:
         await runner.cleanup()
 
 
+OPERATOR_NAMESPACE = "nmo"  # where the served webhooks' operator runs, and no hook Job may
+
+
 @contextlib.contextmanager
 def webhooks_served(cert_dir: Path, kube: BlockingKubeApi, *, authorize: bool = False) -> Iterator[tuple[int, ssl.SSLContext]]:
     """The operator's webhook server (API access ``kube``) on a free port, its event loop in a thread,
@@ -45,7 +48,8 @@ def webhooks_served(cert_dir: Path, kube: BlockingKubeApi, *, authorize: bool = 
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     loop = asyncio.new_event_loop()
-    runner = loop.run_until_complete(start_webhook_server(host="127.0.0.1", port=port, cert_dir=cert_dir, kube=kube, authorize=authorize))
+    runner = loop.run_until_complete(start_webhook_server(host="127.0.0.1", port=port, cert_dir=cert_dir, kube=kube, namespace=OPERATOR_NAMESPACE,
+                                                                authorize=authorize))
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
     try:

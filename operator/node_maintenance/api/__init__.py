@@ -69,11 +69,15 @@ class Resource:
 
     def examples(self, version: str, release: str | None = None) -> list[dict[str, Any]]:
         """The version's example objects (metadata and spec): its first example, then those added since, up
-        to ``release`` when given."""
-        document = self.load(version)
+        to ``release`` when given; in ``release``, the first without the fields added later (a field a release requires
+        of new objects belongs in the example from that release on)."""
+        document = self.load(version, release)
         extra = [example for example in document.get("examples", [])
                  if release is None or _release_key(str(example[SINCE_HINT])) <= _release_key(release)]
-        return [document["example"], *({k: v for k, v in example.items() if k != SINCE_HINT} for example in extra)]
+        first = document["example"]
+        if release is not None:
+            first = {**first, "spec": _declared(first["spec"], document["openAPIV3Schema"]["properties"]["spec"])}
+        return [first, *({k: v for k, v in example.items() if k != SINCE_HINT} for example in extra)]
 
     def since_hints(self, version: str) -> list[tuple[str, str]]:
         """(where, release) for every ``since`` hint of the version: its properties' paths (``spec.windows``,
@@ -159,6 +163,16 @@ def _since_hints(node: dict[str, Any], path: str) -> list[tuple[str, str]]:
         if isinstance(node.get(key), dict):
             found += _since_hints(node[key], path + suffix)
     return found
+
+
+def _declared(value: Any, schema: dict[str, Any]) -> Any:
+    """``value`` without the fields ``schema`` does not declare, at any depth (an object without declared properties,
+    as a preserved Job template, is kept whole)."""
+    if isinstance(value, dict) and isinstance(schema.get("properties"), dict):
+        return {key: _declared(child, schema["properties"][key]) for key, child in value.items() if key in schema["properties"]}
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [_declared(child, schema["items"]) for child in value]
+    return value
 
 
 def _without_hints(node: dict[str, Any]) -> dict[str, Any]:

@@ -38,8 +38,9 @@ def policy_path(name: str = "", subresource: str = "") -> str:
     return _custom(f"/apis/{GROUP}/{POLICY_VERSION}/{POLICY.plural}", name, subresource)
 
 
-def jobs_path(namespace: str) -> str:
-    return f"/apis/batch/v1/namespaces/{quote(namespace)}/jobs"
+def jobs_path(namespace: str = "") -> str:
+    """The Jobs of ``namespace``; of every namespace when empty."""
+    return f"/apis/batch/v1/namespaces/{quote(namespace)}/jobs" if namespace else "/apis/batch/v1/jobs"
 
 
 def events_path(namespace: str) -> str:

@@ -37,13 +37,13 @@ def without_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
 class Mirror:
     """The objects at ``path`` matching ``field_selector``; ``synced`` once the first listing is in."""
 
-    def __init__(self, kube: KubeApi, path: str, on_change: OnChange, *, field_selector: str | None = None,
+    def __init__(self, kube: KubeApi, path: str, on_change: OnChange, *, field_selector: str | None = None, label_selector: str | None = None,
                  slim: Callable[[dict[str, Any]], dict[str, Any]] = without_managed_fields, from_cache: bool = True) -> None:
         self.kube = kube
         self.slim = slim  # what of each object is kept
         self.from_cache = from_cache  # the first listing may come from the API server's watch cache (a few ms behind)
         self.path = path
-        self.query = {"fieldSelector": field_selector} if field_selector else {}
+        self.query = {key: value for key, value in (("fieldSelector", field_selector), ("labelSelector", label_selector)) if value}
         self.on_change = on_change
         self.objects: dict[str, dict[str, Any]] = {}
         self._by_namespace: dict[str, dict[str, dict[str, Any]]] = {}

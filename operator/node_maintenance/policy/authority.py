@@ -5,7 +5,8 @@ Through the operator a person can do what they could do themselves, and no more.
 author what `kubectl drain` of that node asks (patch the node, create evictions), and an escalation ladder, its own or
 inherited from a policy's drain defaults, asks for the right to delete pods past their budgets: ``delete`` on pods, or
 the dedicated verb ``escalate`` on nodemaintenances, which an admin grants on its own (as Kubernetes does with
-``escalate`` and ``bind`` on roles). The admission webhook asks the API server each question with a
+``escalate`` and ``bind`` on roles). A policy's hook asks for the right to create Jobs in the namespace it names, where
+the operator creates its Job. The admission webhook asks the API server each question with a
 SubjectAccessReview of the request's user (:mod:`node_maintenance.webhooks.authorization`).
 """
 
@@ -17,6 +18,7 @@ from typing import Any
 
 from node_maintenance.api import GROUP, PLURAL
 from node_maintenance.api.roles import ESCALATE_VERB, ESCALATOR_ROLE, REQUESTER_ROLE
+from node_maintenance.policy import hooks
 
 
 @dataclass(frozen=True)
@@ -90,11 +92,15 @@ def maintenance_needs(obj: Mapping[str, Any], node: str, policy_drains: Iterable
 
 def policy_needs(obj: Mapping[str, Any]) -> tuple[Need, ...]:
     """What storing the policy ``obj`` asks of its author: drain defaults that escalate make every maintenance it governs
-    escalate, so they ask what an escalation asks."""
-    drain = (obj.get("spec") or {}).get("drain")
-    if not _escalates(drain):
-        return ()
-    return (_escalation("spec.drain.escalation", f"remove spec.drain.escalation, or ask an admin to bind the {ESCALATOR_ROLE} ClusterRole"),)
+    escalate, so they ask what an escalation asks; each hook runs a Job in the namespace it names, so it asks for
+    creating Jobs there."""
+    spec = obj.get("spec") or {}
+    needs = [Need(field=f"spec.{hooks.FIELDS[hook]}.namespace", any_of=(Access("create", "jobs", group="batch", namespace=namespace),),
+                  fix=f"name a namespace where you may create Jobs, or ask an admin to let you create Jobs in namespace {namespace}")
+             for hook, namespace in hooks.namespaces(spec).items() if namespace]
+    if _escalates(spec.get("drain")):
+        needs.append(_escalation("spec.drain.escalation", f"remove spec.drain.escalation, or ask an admin to bind the {ESCALATOR_ROLE} ClusterRole"))
+    return tuple(needs)
 
 
 def changed(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> bool:

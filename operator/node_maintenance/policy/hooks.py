@@ -4,9 +4,12 @@ Pure functions. One Job per maintenance and hook, named after the NodeMaintenanc
 NodeMaintenance for the same node runs its hooks again, and owned by the NodeMaintenance so the garbage
 collector removes it with it. The Job's own backoffLimit decides how often a failed pod is retried.
 
-The Job runs in the operator's namespace, where the operator's own ServiceAccount lives: a template naming
-it would hand its cluster-wide rights to whoever may write a policy, so such a template is refused (by the
-admission webhook, and here for a policy stored before it or past it) and its Job is never built.
+The Job runs in the namespace the hook names, where its author must be allowed to create Jobs (the admission
+webhook asks). Never in the operator's own namespace: a pod there could mount the operator's serving Secret, carry
+its pod labels (and get a share of its webhooks' traffic) or run as its ServiceAccounts; nor as the operator's own
+ServiceAccount, whose cluster-wide rights it would hand to whoever may write a policy. Such a hook, or one naming no
+namespace (stored before the field existed), is refused by the admission webhook and, for a policy stored before it
+or past it, here: its Job is never built.
 """
 
 from __future__ import annotations
@@ -55,6 +58,30 @@ def templates(spec: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     """The jobTemplate of each hook a policy's spec declares."""
     declared = {hook: _mapping(spec.get(field)).get("jobTemplate") for hook, field in FIELDS.items()}
     return {hook: template for hook, template in declared.items() if isinstance(template, Mapping)}
+
+
+def namespaces(spec: Mapping[str, Any]) -> dict[str, str]:
+    """The namespace each hook a policy's spec declares names for its Job ("" when it names none)."""
+    named = {hook: _mapping(spec.get(field)).get("namespace") for hook, field in FIELDS.items() if hook in templates(spec)}
+    return {hook: namespace if isinstance(namespace, str) else "" for hook, namespace in named.items()}
+
+
+def misplaced(hook: str, namespace: str, operator_namespace: str) -> str:
+    """Why ``hook``'s Job may not run in ``namespace`` (the one its policy names), naming the field and the fix; empty
+    when it may. A hook naming none was stored before the field existed: where it would run, nobody was asked."""
+    field = f"spec.{FIELDS[hook]}.namespace"
+    if not namespace:
+        return (f"{field} is not set: a hook Job runs in the namespace its policy names, where the policy's author must be "
+                "allowed to create Jobs; set it to such a namespace")
+    if namespace == operator_namespace:
+        return (f"{field} names the operator's namespace {namespace}, where a hook Job would share the operator's Secrets, "
+                "pod labels and ServiceAccounts; set it to a namespace of the hook's own, where the policy's author may create Jobs")
+    return ""
+
+
+def misplacements(hook_namespaces: Mapping[str, str], operator_namespace: str) -> tuple[str, ...]:
+    """:func:`misplaced` of each hook that is."""
+    return tuple(reason for hook, namespace in hook_namespaces.items() if (reason := misplaced(hook, namespace, operator_namespace)))
 
 
 def borrowed_identity(hook: str, template: Mapping[str, Any]) -> str:
@@ -121,10 +148,11 @@ class JobStep:
 
 
 def assess(hook: str, policy: str, template: Mapping[str, Any], maintenance: Mapping[str, Any], job: Mapping[str, Any] | None,
-           namespace: str, refused: str = "") -> JobStep:
-    """The hook's outcome and the Job to create. A template borrowing the operator's identity fails the hook
-    and builds no Job; a Job the API refused at the last try (``refused``) is a failure, tried again."""
-    borrowed = borrowed_identity(hook, template)
+           namespace: str, operator_namespace: str, refused: str = "") -> JobStep:
+    """The hook's outcome and the Job to create in ``namespace``, the hook's. A hook naming no namespace or the
+    operator's, or a template borrowing the operator's identity, fails the hook and builds no Job; a Job the API
+    refused at the last try (``refused``) is a failure, tried again."""
+    borrowed = misplaced(hook, namespace, operator_namespace) or borrowed_identity(hook, template)
     if borrowed:
         return JobStep(outcome=JobOutcome(state=JobState.FAILED,
                                           message=f"the {FIELDS[hook]} Job of NodeMaintenancePolicy {policy} is not created: {borrowed}"))

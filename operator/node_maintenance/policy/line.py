@@ -46,12 +46,13 @@ def _natural(name: str) -> tuple[str | int, ...]:
 
 def decide(policies: Iterable[model.Policy], node_list: Iterable[Mapping[str, Any]], maintenances: Iterable[Mapping[str, Any]],
            admitted: Collection[str] = (), governed: Mapping[str, tuple[str, ...]] | None = None,
-           recovering: Mapping[str, Collection[str]] | None = None, *, now: datetime.datetime) -> Decision:
+           recovering: Mapping[str, Collection[str]] | None = None, *, now: datetime.datetime, operator_namespace: str = "") -> Decision:
     """Every NodeMaintenance's verdict and every policy's summary at ``now``, from the cluster as it is and the names
     ``admitted`` by the decision before (slots stand until taken, given back or their maintenance is deleted).
     ``governed``: ``governing`` of every node, when the caller keeps it (a node's changes rarely change it).
     ``recovering``: by policy, the nodes given back whose evicted workloads it still waits for (waitForHealthy):
-    each keeps its slot in use."""
+    each keeps its slot in use. ``operator_namespace``: the operator's own, where no hook Job runs (a policy's summary
+    says which of its hooks name it, or no namespace)."""
     policies = sorted(policies, key=lambda p: p.name)
     maintenances = list(maintenances)
     existing = {m["metadata"]["name"] for m in maintenances}
@@ -131,6 +132,7 @@ def decide(policies: Iterable[model.Policy], node_list: Iterable[Mapping[str, An
         summaries[policy.name] = Summary(selected=len(selected), max_parallel=parallel, max_unavailable=limit, in_maintenance=len(held),
                                          unavailable=len(down), queue=tuple(name for name, _ in queue), conflicts=conflicts,
                                          borrowed=hooks.borrowed_identities(policy.hook_templates), window=window,
+                                         misplaced=hooks.misplacements(policy.hook_namespaces, operator_namespace),
                                          invalid_windows=policy.invalid_windows)
     return Decision(verdicts=verdicts, summaries=summaries)
 

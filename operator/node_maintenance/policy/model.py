@@ -79,6 +79,7 @@ class Policy:
     max_unavailable: int | str | None = None
     pre_drain: Mapping[str, Any] | None = None  # the Job template
     post_maintenance: Mapping[str, Any] | None = None
+    hook_namespaces: Mapping[str, str] = field(default_factory=dict)  # where each hook's Job runs ("": none named)
     drain: Mapping[str, Any] = field(default_factory=dict)  # the drain defaults, maxEscalation left out
     max_escalation: MaxEscalation | None = None  # None: no cap
     rules: tuple[Rule, ...] = ()
@@ -104,6 +105,7 @@ class Policy:
             max_unavailable=spec.get("maxUnavailable"),
             pre_drain=templates.get(hooks.PRE_DRAIN),
             post_maintenance=templates.get(hooks.POST_MAINTENANCE),
+            hook_namespaces=hooks.namespaces(spec),
             drain=drain,
             max_escalation=MaxEscalation(cap) if cap is not None else None,
             rules=tuple(Rule.of(rule) for rule in spec.get("drainRules") or ()),
@@ -142,6 +144,10 @@ class Policy:
         """The Job template of each hook the policy declares."""
         declared = {hooks.PRE_DRAIN: self.pre_drain, hooks.POST_MAINTENANCE: self.post_maintenance}
         return {hook: template for hook, template in declared.items() if template is not None}
+
+    def hook_namespace(self, hook: str) -> str:
+        """Where ``hook``'s Job runs ("" when the policy names no namespace for it)."""
+        return self.hook_namespaces.get(hook, "")
 
 
 def resolve(value: int | str | None, total: int) -> int | None:

@@ -1,6 +1,6 @@
 """A NodeMaintenancePolicy's own status, as pure functions of its summary: its counts, its line, its windows, and the
-conditions that tell its author what to fix (a node selected twice, a hook borrowing the operator's identity, a
-window that cannot be read).
+conditions that tell its author what to fix (a node selected twice, a hook borrowing the operator's identity, a hook
+naming no namespace or the operator's, a window that cannot be read).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from node_maintenance.api import conditions, timestamps
 from node_maintenance.policy.verdicts import Summary
 
 BORROWED_IDENTITY = "BorrowedIdentity"  # a policy's condition: a hook template names the operator's ServiceAccount
+MISPLACED_HOOKS = "MisplacedHooks"  # a policy's condition: a hook names no namespace, or the operator's, to run its Job in
 INVALID_WINDOWS = "InvalidWindows"  # a policy's condition: a window cannot be read, so none opens
 
 
@@ -31,6 +32,13 @@ def policy_status(previous: Mapping[str, Any], summary: Summary, generation: int
     else:
         identity = conditions.Condition(type=BORROWED_IDENTITY, status="False", reason="OwnServiceAccounts",
                                         message="no hook Job template names the operator's ServiceAccount")
+    if summary.misplaced:
+        placement = conditions.Condition(type=MISPLACED_HOOKS, status="True", reason="NoNamespaceOfTheirOwn",
+                                         message=f"{'; '.join(summary.misplaced)}; until then that hook fails without running its Job "
+                                                 "and the maintenances needing it hold")
+    else:
+        placement = conditions.Condition(type=MISPLACED_HOOKS, status="False", reason="OwnNamespaces",
+                                         message="every hook Job runs in a namespace its policy names, not the operator's")
     if summary.invalid_windows:
         windows = conditions.Condition(type=INVALID_WINDOWS, status="True", reason="UnreadableWindow",
                                        message=f"{'; '.join(summary.invalid_windows)}; until then no window opens and no queued "
@@ -51,8 +59,8 @@ def policy_status(previous: Mapping[str, Any], summary: Summary, generation: int
         "windowOpen": window is None or window.open,
         "nextWindow": timestamps.rfc3339(window.next_opens) if window and window.next_opens else None,
         "windowCloses": timestamps.rfc3339(window.closes) if window and window.closes else None,
-        "conditions": conditions.with_conditions(list(previous.get("conditions") or []), (conflict, identity, windows), generation=generation,
-                                                 now=now),
+        "conditions": conditions.with_conditions(list(previous.get("conditions") or []), (conflict, identity, placement, windows),
+                                                 generation=generation, now=now),
     }
 
 

@@ -38,7 +38,7 @@ class Seen:
     verdict: Verdict | None = None
     listed: bool = False  # the maintenances' watch has brought it
     selected: bool = False  # a policy selects its node
-    namespace: str = ""  # where hook Jobs run
+    operator_namespace: str = ""  # the operator's own, where no hook Job ever runs
     pre_drain_job: Mapping[str, Any] | None = None  # its preDrain Job, if one exists
 
 
@@ -118,7 +118,8 @@ def _governed(body: Mapping[str, Any], holds: bool, verdict: Verdict, policy: mo
     if not holds:
         return dataclasses.replace(governed, given_back=given_back, hold="the preDrain Job starts once the node is cordoned")
     refused = refused_jobs.get(hooks.job_name(hooks.PRE_DRAIN, body), "")
-    hook = hooks.assess(hooks.PRE_DRAIN, policy.name, policy.pre_drain, body, seen.pre_drain_job, seen.namespace, refused)
+    hook = hooks.assess(hooks.PRE_DRAIN, policy.name, policy.pre_drain, body, seen.pre_drain_job, policy.hook_namespace(hooks.PRE_DRAIN),
+                        seen.operator_namespace, refused)
     outcome = hook.outcome
     conditions = (queued, wording.hook_condition(hooks.PRE_DRAIN, outcome))
     if outcome.state == hooks.JobState.SUCCEEDED:

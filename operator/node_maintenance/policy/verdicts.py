@@ -67,6 +67,7 @@ class Summary:
     borrowed: tuple[str, ...] = ()  # why each hook whose template names the operator's ServiceAccount is refused
     window: WindowState | None = None  # where its windows stand (None: it has none, always open)
     invalid_windows: tuple[str, ...] = ()
+    misplaced: tuple[str, ...] = ()  # why each hook naming no namespace, or the operator's, is refused
 
 
 @dataclass(frozen=True)

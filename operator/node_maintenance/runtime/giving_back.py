@@ -65,7 +65,7 @@ async def before(policies: Policies, body: Mapping[str, Any], executor: Executor
         raise kopf.TemporaryError(message, delay=HOOK_RECHECK_SECONDS[hooks.JobState.FAILED])
     policy = governing[0]
     if policy.post_maintenance is not None:
-        outcome = await _hook(policies, policy.post_maintenance, policy.name, body, executor)
+        outcome = await _hook(policies, policy.post_maintenance, policy, body, executor)
         await _note(body, executor, wording.hook_condition(hooks.POST_MAINTENANCE, outcome))
         if outcome.state != hooks.JobState.SUCCEEDED:
             raise kopf.TemporaryError(outcome.message, delay=HOOK_RECHECK_SECONDS[outcome.state])
@@ -77,16 +77,17 @@ async def before(policies: Policies, body: Mapping[str, Any], executor: Executor
                                       delay=HOOK_RECHECK_SECONDS[hooks.JobState.FAILED]) from error
 
 
-async def _hook(policies: Policies, template: Mapping[str, Any], policy: str, body: Mapping[str, Any], executor: Executor) -> hooks.JobOutcome:
+async def _hook(policies: Policies, template: Mapping[str, Any], policy: model.Policy, body: Mapping[str, Any], executor: Executor) -> hooks.JobOutcome:
     """The postMaintenance Job's outcome, the executor creating the Job when there is none yet (and the template may have one)."""
-    job = policies.job(hooks.job_name(hooks.POST_MAINTENANCE, body))
-    step = hooks.assess(hooks.POST_MAINTENANCE, policy, template, body, job, policies.namespace)
+    namespace = policy.hook_namespace(hooks.POST_MAINTENANCE)
+    job = policies.job(namespace, hooks.job_name(hooks.POST_MAINTENANCE, body))
+    step = hooks.assess(hooks.POST_MAINTENANCE, policy.name, template, body, job, namespace, policies.namespace)
     if step.create is None:
         return step.outcome
     refused = await executor.create_job(step.create)
     if refused:  # a template the API refuses: say which field to fix
-        return hooks.JobOutcome(hooks.JobState.FAILED, hooks.refusal(hooks.POST_MAINTENANCE, policy, refused))
-    return hooks.outcome(hooks.POST_MAINTENANCE, policy, step.create, policies.namespace)
+        return hooks.JobOutcome(hooks.JobState.FAILED, hooks.refusal(hooks.POST_MAINTENANCE, policy.name, refused))
+    return hooks.outcome(hooks.POST_MAINTENANCE, policy.name, step.create, namespace)
 
 
 async def _note(body: Mapping[str, Any], executor: Executor, condition: Condition) -> None:

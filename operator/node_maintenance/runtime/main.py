@@ -74,6 +74,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--authorize-authors", action=argparse.BooleanOptionalAction, default=False,
                         help="admit a NodeMaintenance or a policy only if its author may do, themselves, what it asks of the "
                              "operator (asked of the API server with SubjectAccessReviews)")
+    # Off by default only because the bundles of earlier releases run this code with Jobs allowed in our namespace
+    # alone; every release since 0.6.0 turns it on in its CSV. Off, hook Jobs are watched there, and as no hook Job
+    # runs there any longer, a hook's Job is refused by the API server and its maintenance holds, saying so.
+    parser.add_argument("--hook-namespaces", action=argparse.BooleanOptionalAction, default=False,
+                        help="watch hook Jobs in every namespace, as each runs in the namespace its hook names (needs "
+                             "Jobs list and watch cluster-wide)")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     return parser.parse_args(argv)
 
@@ -88,7 +94,8 @@ async def run(args: argparse.Namespace) -> int:
     try:
         if (args.webhook_cert_dir / CERT_FILE).exists():
             runners.append(await start_webhook_server(host=args.bind_address, port=args.webhook_port,
-                                                      cert_dir=args.webhook_cert_dir, kube=kube, authorize=args.authorize_authors))
+                                                      cert_dir=args.webhook_cert_dir, kube=kube, authorize=args.authorize_authors,
+                                                      namespace=args.namespace))
             if args.metrics_port:
                 runners.append(await metrics_endpoint.start(args.bind_address, args.metrics_port, args.webhook_cert_dir, kube))
         else:  # releases without webhooks get no certificate mounted; nor are metrics served in clear instead
@@ -108,7 +115,8 @@ async def run(args: argparse.Namespace) -> int:
                 stopping.cancel()
             holding = asyncio.create_task(elector.hold()) if elector else asyncio.create_task(asyncio.Event().wait())
             try:
-                lost = await reconcile(kube, holding, shutdown, args.namespace, args.remediation_lease_namespace)
+                lost = await reconcile(kube, holding, shutdown, args.namespace, args.remediation_lease_namespace,
+                                       "" if args.hook_namespaces else args.namespace)
                 lost_lease = lost and holding.done()
             finally:
                 holding.cancel()
@@ -127,8 +135,9 @@ async def run(args: argparse.Namespace) -> int:
 
 
 async def reconcile(kube: Kube, holding: asyncio.Task[Any], shutdown: asyncio.Event, namespace: str,
-                     lease_namespace: str) -> bool:
-    """Run kopf in the version the CRD serves best; restart it in v1beta1 once the CRD starts serving it.
+                     lease_namespace: str, jobs_namespace: str) -> bool:
+    """Run kopf in the version the CRD serves best; restart it in v1beta1 once the CRD starts serving it. Hook Jobs are
+    watched in ``jobs_namespace`` (empty: every namespace).
 
     Returns whether leadership was lost (otherwise the process was asked to stop).
     """
@@ -161,7 +170,8 @@ async def reconcile(kube: Kube, holding: asyncio.Task[Any], shutdown: asyncio.Ev
         stop = threading.Event()
         upgraded = asyncio.create_task(_until_hub_served(kube) if version != HUB else asyncio.Event().wait())
         stopping = asyncio.create_task(shutdown.wait())
-        operator = asyncio.create_task(asyncio.to_thread(run_kopf, kube, version, stop, namespace, lease_namespace, leading.is_set))
+        operator = asyncio.create_task(asyncio.to_thread(run_kopf, kube, version, stop, namespace, lease_namespace, jobs_namespace,
+                                                         leading.is_set))
         done, _ = await asyncio.wait([operator, holding, stopping, upgraded], return_when=asyncio.FIRST_COMPLETED)
         leading.clear()
         stop.set()
@@ -179,7 +189,7 @@ async def reconcile(kube: Kube, holding: asyncio.Task[Any], shutdown: asyncio.Ev
         return holding in done
 
 
-def run_kopf(kube: Kube, version: str, stop: threading.Event, namespace: str, lease_namespace: str,
+def run_kopf(kube: Kube, version: str, stop: threading.Event, namespace: str, lease_namespace: str, jobs_namespace: str,
               leading: Callable[[], bool]) -> None:
     """kopf on an event loop of its own: when it stops it cancels every task of its loop, and the
     webhooks (which must answer during a restart, for the storage migration above all) are not among them."""
@@ -194,8 +204,8 @@ def run_kopf(kube: Kube, version: str, stop: threading.Event, namespace: str, le
                 if (running := engines.get(name)) is not None:
                     running.engine.wake()
 
-        # Policies need the 0.4.0 CRD, which serves v1beta1; their hook Jobs run in our own namespace.
-        policies = Policies(akube, namespace, wake) if version == HUB else None
+        # Policies need the 0.4.0 CRD, which serves v1beta1; their hook Jobs never run in our own namespace.
+        policies = Policies(akube, namespace, wake, jobs_namespace) if version == HUB else None
         watching = asyncio.create_task(policies.run(), name="policies") if policies else None
         cordoned = CordonedNodes(akube)
         shared = Shared(akube, budgets, cordoned, Active(), version, handlers.post_event, policies=policies,

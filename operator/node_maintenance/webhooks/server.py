@@ -90,14 +90,16 @@ def _admission_request(review: Any) -> tuple[str, dict[str, Any] | None]:
     return uid, req if isinstance(req.get("object"), dict) else None
 
 
-def policy_admission_response(review: Any) -> dict[str, Any]:
-    """Answer an AdmissionReview of a NodeMaintenancePolicy being created or updated; pure, so it is tested without a server."""
+def policy_admission_response(review: Any, operator_namespace: str) -> dict[str, Any]:
+    """Answer an AdmissionReview of a NodeMaintenancePolicy being created or updated; pure, so it is tested without a server.
+    ``operator_namespace``: the operator's own, where no hook Job may run."""
     uid, req = _admission_request(review)
     if req is None:
         return admission_response(uid, NOT_A_REVIEW)
     if req.get("operation") not in ("CREATE", "UPDATE"):
         return admission_response(uid, None)
-    reason = refusals.admission_refusal(req["object"])
+    old = req.get("oldObject") if req.get("operation") == "UPDATE" else None
+    reason = refusals.admission_refusal(req["object"], operator_namespace, old if isinstance(old, dict) else None)
     if reason:
         log.info("refused NodeMaintenancePolicy", extra={"reason": reason})
     return admission_response(uid, reason)
@@ -147,7 +149,7 @@ def _json(encoded: bytes) -> web.Response:
     return web.Response(body=encoded, content_type="application/json")
 
 
-def _app(kube: BlockingKubeApi, authorize: bool) -> web.Application:
+def _app(kube: BlockingKubeApi, authorize: bool, namespace: str) -> web.Application:
     dropped_fields = DroppedFields(kube)
     intake = Intake()
 
@@ -166,7 +168,7 @@ def _app(kube: BlockingKubeApi, authorize: bool) -> web.Application:
     async def validate_policy_handler(request: web.Request) -> web.Response:
         async with intake.body(request) as body:
             uid, req = await asyncio.to_thread(_admission_request_of, body)
-        return _json(orjson.dumps(await _policy_admission(kube, uid, req, authorize)))
+        return _json(orjson.dumps(await _policy_admission(kube, uid, req, authorize, namespace)))
 
     app = web.Application(client_max_size=MAX_REVIEW_BYTES)
     app.router.add_post(CONVERT_PATH, convert_handler)
@@ -209,10 +211,10 @@ async def _nm_admission(kube: BlockingKubeApi, uid: str, req: dict[str, Any] | N
     return admission_response(uid, reason)
 
 
-async def _policy_admission(kube: BlockingKubeApi, uid: str, req: dict[str, Any] | None, authorize: bool) -> dict[str, Any]:
+async def _policy_admission(kube: BlockingKubeApi, uid: str, req: dict[str, Any] | None, authorize: bool, namespace: str) -> dict[str, Any]:
     """Answer an AdmissionReview of a NodeMaintenancePolicy: its rules, then (``authorize``) whether its author may
-    do what its drain defaults ask of the operator for every maintenance it governs."""
-    answer = policy_admission_response({"request": req} if req is not None else None)
+    do what its drain defaults and hooks ask of the operator for every maintenance it governs."""
+    answer = policy_admission_response({"request": req} if req is not None else None, namespace)
     if req is None or not answer["response"]["allowed"] or req.get("operation") not in ("CREATE", "UPDATE") or not authorize:
         return answer
     obj = req["object"]
@@ -240,10 +242,12 @@ async def _unauthorized(kube: BlockingKubeApi, req: dict[str, Any], what: str, n
     return f"{what}: " + "; ".join(need.refusal(str(user.get("username", ""))) for need in unmet) if unmet else None
 
 
-async def start_webhook_server(*, host: str, port: int, cert_dir: Path, kube: BlockingKubeApi, authorize: bool = False) -> web.AppRunner:
+async def start_webhook_server(*, host: str, port: int, cert_dir: Path, kube: BlockingKubeApi, namespace: str,
+                               authorize: bool = False) -> web.AppRunner:
     """Serve the webhooks over TLS on ``host:port``; the certificate follows rotations of the files. ``authorize``: each
     review asks the API server whether its author may do what the object asks of the operator (the releases whose
-    CSV grants the operator SubjectAccessReviews turn it on; older bundles run this code without that right)."""
-    runner = await certs.serve(_app(kube, authorize), host, port, cert_dir)
+    CSV grants the operator SubjectAccessReviews turn it on; older bundles run this code without that right).
+    ``namespace``: the operator's own, where no policy's hook Job may run."""
+    runner = await certs.serve(_app(kube, authorize, namespace), host, port, cert_dir)
     log.info("webhooks serving", extra={"address": f"{host}:{port}"})
     return runner

@@ -145,6 +145,14 @@ def test_webhooks_follow_the_declared_features(tmp_path: Path) -> None:
     assert validation["rules"][0]["apiVersions"] == ["v1alpha1", "v1alpha3", "v1beta1"]
 
 
+@pytest.mark.parametrize(("version", "everywhere"), [("0.5.0", False), ("0.6.0", True)])
+def test_hook_jobs_are_created_and_watched_in_every_namespace_from_0_6_0(tmp_path: Path, version: str, everywhere: bool) -> None:
+    strategy = load_yaml(render_bundle(tmp_path, version) / CSV)["spec"]["install"]["spec"]
+    jobs = {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "list", "watch"]}
+    assert (jobs in strategy["clusterPermissions"][0]["rules"], jobs in strategy["permissions"][0]["rules"]) == (everywhere, not everywhere)
+    assert ("--hook-namespaces" in strategy["deployments"][0]["spec"]["template"]["spec"]["containers"][0]["args"]) == everywhere
+
+
 def test_with_authorization_the_webhooks_judge_creates_and_updates_in_the_stored_version_and_the_roles_ship(tmp_path: Path) -> None:
     bundle = render_bundle(tmp_path, "0.6.0")
     csv = load_yaml(bundle / CSV)
@@ -191,13 +199,13 @@ def test_csv_rbac_is_exactly_the_operators_needs() -> None:
         ("", "events", ()): {"create"},
         ("authorization.k8s.io", "subjectaccessreviews", ()): {"create"},  # whether an author may do what their object asks
         ("authentication.k8s.io", "tokenreviews", ()): {"create"},  # who a scraper of /metrics is
+        ("batch", "jobs", ()): {"create", "list", "watch"},  # hook Jobs, in the namespace each hook names (never the operator's)
         ("apiextensions.k8s.io", "customresourcedefinitions", ("nodemaintenances.nodemaintenance.kubevirt.io",
                                                              "nodemaintenancepolicies.nodemaintenance.kubevirt.io")): {"get"},
         ("apiextensions.k8s.io", "customresourcedefinitions/status", ("nodemaintenances.nodemaintenance.kubevirt.io",)): {"patch"},
     }
     assert strategy["permissions"][0]["rules"] == [
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]},
-        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "list", "watch"]},
     ]
     assert "*" not in json.dumps(strategy["clusterPermissions"]) + json.dumps(strategy["permissions"])
 

@@ -16,7 +16,7 @@ from node_maintenance.drain.planner import plan
 from node_maintenance.drain.plans import Plan
 from node_maintenance.policy import line, model, policy_status, terms, wording
 from node_maintenance.policy.verdicts import Decision, Verdict, VerdictKind
-from tests.unit.builders import hook_template, nm, nm_policy, node, scene_pod, seen_by_policies
+from tests.unit.builders import nm, nm_policy, node, policy_hook, scene_pod, seen_by_policies
 
 NOW = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.UTC)
 POOL_A = {"matchLabels": {"pool": "a"}}
@@ -178,9 +178,9 @@ def test_a_node_selected_by_two_policies_is_a_conflict_for_both_and_its_maintena
 
 
 def test_a_policy_whose_hook_would_run_as_the_operator_says_so_in_its_status() -> None:
-    borrowing = a_policy("borrowing", preDrain={"jobTemplate": hook_template(serviceAccountName="storage-admin")},
-                         postMaintenance={"jobTemplate": hook_template(serviceAccount=SERVICE_ACCOUNT)})
-    own = a_policy("own", {"matchLabels": {"pool": "b"}}, preDrain={"jobTemplate": hook_template(serviceAccountName="storage-admin")})
+    borrowing = a_policy("borrowing", preDrain=policy_hook(serviceAccountName="storage-admin"),
+                         postMaintenance=policy_hook(serviceAccount=SERVICE_ACCOUNT))
+    own = a_policy("own", {"matchLabels": {"pool": "b"}}, preDrain=policy_hook(serviceAccountName="storage-admin"))
     decision = line.decide([borrowing, own], [a_node("n0")], [], now=NOW)
     conditions = {c["type"]: c for c in policy_status.policy_status({}, decision.summaries["borrowing"], 1, "2026-01-01T12:00:00Z")["conditions"]}
     condition = conditions[policy_status.BORROWED_IDENTITY]

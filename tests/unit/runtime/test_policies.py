@@ -22,7 +22,7 @@ from node_maintenance.drain import nodes, planner
 from node_maintenance.drain.memory import WatchMode
 from node_maintenance.drain.plans import Maintenance, PolicyTerms
 from node_maintenance.drain.rules import Behavior
-from node_maintenance.policy import line, terms
+from node_maintenance.policy import hooks, line, terms
 from node_maintenance.policy.terms import UNKNOWN_RECHECK_SECONDS
 from node_maintenance.policy.verdicts import VerdictKind
 from node_maintenance.runtime import giving_back
@@ -33,7 +33,7 @@ from node_maintenance.runtime.executor import Executor
 from node_maintenance.runtime.metrics import Active
 from node_maintenance.runtime.policies.view import Policies
 from node_maintenance.runtime.policies.watches import PolicyWatches, Watched
-from tests.unit.builders import FakeApi, budget, hook_template, nm_policy, runtime_nm, runtime_node, runtime_pod
+from tests.unit.builders import FakeApi, budget, nm_policy, policy_hook, runtime_nm, runtime_node, runtime_pod
 
 NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 CRD = {"metadata": {"name": POLICY_CRD.rsplit("/", 1)[1]}, "spec": {"versions": [{"name": POLICY_VERSION, "served": True}]},
@@ -198,15 +198,56 @@ def test_a_failed_watch_keeps_the_queue_closed_until_the_server_accepts_a_watch_
     scenario(api, body)
 
 
+def test_a_post_maintenance_job_is_created_in_its_hook_s_namespace_and_found_there_by_the_cluster_wide_watch() -> None:
+    api = pool_api(postMaintenance=policy_hook("storage-hooks"))
+
+    async def body(policies: Policies) -> None:
+        await read(policies)
+        assert watches_of(policies).mirrors[Watched.JOBS].query == {"labelSelector": hooks.HOOK_LABEL}
+        with pytest.raises(kopf.TemporaryError) as waiting:
+            await giving_back.before(policies, api.objects[nm_path("nm-n1")], handing_back(api))
+        [created] = api.calls_to("POST", jobs_path("storage-hooks"))
+        assert created.body["metadata"]["namespace"] == "storage-hooks" and "storage-hooks/nm-post-maintenance-" in str(waiting.value)
+        assert api.calls_to("POST", jobs_path("operator-ns")) == []
+        done = {**created.body, "status": {"conditions": [{"type": "Complete", "status": "True"}]}}
+        policies.feed(Watched.JOBS, "ADDED", done)
+        await giving_back.before(policies, api.objects[nm_path("nm-n1")], handing_back(api))  # succeeded: given back
+    scenario(api, body)
+
+
+def test_under_an_older_bundle_hook_jobs_are_watched_in_the_operator_s_namespace_alone() -> None:
+    async def run() -> None:
+        policies = Policies(pool_api(), "operator-ns", lambda _names: None, jobs_namespace="operator-ns")
+        try:
+            await read(policies)
+            jobs = watches_of(policies).mirrors[Watched.JOBS]
+            assert (jobs.path, jobs.query) == (jobs_path("operator-ns"), {"labelSelector": hooks.HOOK_LABEL})
+        finally:
+            await policies.stop()
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize("namespace", [None, "operator-ns"])
+def test_a_post_maintenance_hook_without_a_namespace_or_in_the_operator_s_is_not_run_and_the_node_is_kept(namespace: str | None) -> None:
+    api = pool_api(postMaintenance=policy_hook(namespace))
+
+    async def body(policies: Policies) -> None:
+        await read(policies)
+        with pytest.raises(kopf.TemporaryError) as held:
+            await giving_back.before(policies, api.objects[nm_path("nm-n1")], handing_back(api))
+        assert "spec.postMaintenance.namespace" in str(held.value) and not [c for c in api.calls if c.method == "POST" and "/jobs" in c.path]
+    scenario(api, body)
+
+
 def test_a_post_maintenance_job_that_would_run_as_the_operator_is_not_created_and_the_node_is_kept() -> None:
-    api = pool_api(postMaintenance={"jobTemplate": hook_template(serviceAccount=SERVICE_ACCOUNT)})
+    api = pool_api(postMaintenance=policy_hook(serviceAccount=SERVICE_ACCOUNT))
 
     async def body(policies: Policies) -> None:
         await read(policies)
         with pytest.raises(kopf.TemporaryError) as held:
             await giving_back.before(policies, api.objects[nm_path("nm-n1")], handing_back(api))
         assert "spec.postMaintenance.jobTemplate.spec.template.spec.serviceAccount names the operator's ServiceAccount" in str(held.value)
-        assert api.calls_to("POST", jobs_path("operator-ns")) == []
+        assert api.calls_to("POST", jobs_path("storage-hooks")) == [] and api.calls_to("POST", jobs_path("operator-ns")) == []
         [patch] = api.calls_to("PATCH", nm_path("nm-n1", version="v1beta1", subresource="status"))
         condition = next(c for c in patch.body["status"]["conditions"] if c["type"] == "PostMaintenance")
         assert (condition["status"], condition["reason"], condition["message"]) == ("False", "JobFailed", str(held.value))

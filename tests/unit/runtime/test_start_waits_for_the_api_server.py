@@ -45,7 +45,7 @@ def test_crd_read_and_migration_wait_out_an_unreachable_api_server(monkeypatch: 
     async def reconcile() -> bool:
         # Leadership ends once the reconciler runs: however long the retries took, they came first.
         holding = asyncio.create_task(asyncio.to_thread(running.wait, 15))
-        return await main.reconcile(Kube(Credentials(server="https://unused.invalid")), holding, asyncio.Event(), "", "ns")
+        return await main.reconcile(Kube(Credentials(server="https://unused.invalid")), holding, asyncio.Event(), "", "ns", "")
 
     assert asyncio.run(asyncio.wait_for(reconcile(), 20)) is True
     assert started == [HUB] and not reads and not migrations

@@ -14,8 +14,8 @@ import pytest
 from node_maintenance.api import VALIDATE_PATH, VALIDATE_POLICY_PATH
 from node_maintenance.api.paths import SUBJECT_ACCESS_REVIEWS, node_path, policy_path
 from node_maintenance.client.errors import Unreachable
-from tests.unit.builders import FakeApi, nm, nm_policy, node
-from tests.unit.serving import review_response, webhooks_served
+from tests.unit.builders import FakeApi, nm, nm_policy, node, policy_hook
+from tests.unit.serving import OPERATOR_NAMESPACE, review_response, webhooks_served
 
 LADDER = [{"afterSeconds": 60, "action": "DeletePods"}]
 # What each user may do, as (verb, resource, subresource, name); an empty name: any object.
@@ -24,6 +24,8 @@ RIGHTS = {
     "escalator": {("patch", "nodes", "", "n1"), ("create", "pods", "eviction", ""), ("escalate", "nodemaintenances", "", "")},
     "viewer": set(),
 }
+# The namespaces where each user may create Jobs.
+JOBS = {"hook-author": {"storage-hooks"}}
 
 
 def _decide(review: dict[str, Any]) -> dict[str, Any]:
@@ -32,6 +34,8 @@ def _decide(review: dict[str, Any]) -> dict[str, Any]:
     asked = spec["resourceAttributes"]
     key = (asked["verb"], asked["resource"], asked.get("subresource", ""), asked.get("name", ""))
     rights = RIGHTS.get(spec["user"], set())
+    if (asked["verb"], asked.get("group"), asked["resource"]) == ("create", "batch", "jobs"):
+        return {**review, "status": {"allowed": asked.get("namespace") in JOBS.get(spec["user"], set())}}
     return {**review, "status": {"allowed": key in rights or (*key[:3], "") in rights}}
 
 
@@ -89,6 +93,28 @@ def test_a_policy_whose_drain_defaults_escalate_asks_its_author_the_same(served:
     assert not refused["allowed"] and refused["status"]["message"].startswith("NodeMaintenancePolicy p: spec.drain.escalation: user 'requester'")
     assert review_response(served, VALIDATE_POLICY_PATH, _review(escalating, "escalator"))["allowed"] is True
     assert review_response(served, VALIDATE_POLICY_PATH, _review(nm_policy("q"), "viewer"))["allowed"] is True
+
+
+@pytest.mark.parametrize(("namespace", "words"), [
+    ("other", ("spec.preDrain.namespace: user 'hook-author' may not create jobs.batch in namespace other; name a namespace where you may "
+              "create Jobs, or ask an admin to let you create Jobs in namespace other")),
+    (None, "spec.preDrain.namespace is not set"),
+    (OPERATOR_NAMESPACE, f"spec.preDrain.namespace names the operator's namespace {OPERATOR_NAMESPACE}"),
+])
+def test_a_hook_asks_its_author_for_creating_jobs_in_its_namespace(served: tuple[int, ssl.SSLContext], namespace: str | None, words: str) -> None:
+    refused = review_response(served, VALIDATE_POLICY_PATH, _review(nm_policy("p", preDrain=policy_hook(namespace)), "hook-author"))
+    assert not refused["allowed"] and refused["status"]["message"].startswith(f"NodeMaintenancePolicy p: {words}"), refused
+    admitted = nm_policy("p", preDrain=policy_hook("storage-hooks"), postMaintenance=policy_hook("storage-hooks"))
+    assert review_response(served, VALIDATE_POLICY_PATH, _review(admitted, "hook-author"))["allowed"] is True
+
+
+def test_a_hook_whose_author_s_right_cannot_be_asked_is_refused_with_a_message_to_try_again(served: tuple[int, ssl.SSLContext],
+                                                                                          api: FakeApi) -> None:
+    api.fail("POST", SUBJECT_ACCESS_REVIEWS, Unreachable("connection refused"))
+    refused = review_response(served, VALIDATE_POLICY_PATH, _review(nm_policy("p", preDrain=policy_hook("storage-hooks")), "hook-author"))
+    assert refused["allowed"] is False
+    assert "could not ask the API server whether user 'hook-author' may create jobs.batch in namespace storage-hooks" in refused["status"]["message"]
+    assert refused["status"]["message"].endswith("try again")
 
 
 def test_when_the_api_server_cannot_say_the_object_is_refused_with_a_message_to_try_again(served: tuple[int, ssl.SSLContext], api: FakeApi) -> None:

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from node_maintenance.api import SERVICE_ACCOUNT
 from node_maintenance.webhooks.server import admission_response, conversion_reply
-from tests.unit.builders import hook_template, nm, nm_policy, unreachable_api
+from tests.unit.builders import nm, nm_policy, policy_hook, unreachable_api
 from tests.unit.serving import post, review_response, webhooks_served
 
 GROUP = "nodemaintenance.kubevirt.io"
@@ -97,7 +97,7 @@ def test_fuzzed_reviews_always_get_a_well_formed_answer(server: tuple[int, ssl.S
 
 def test_the_policy_webhook_refuses_a_hook_that_would_run_as_the_operator(server: tuple[int, ssl.SSLContext]) -> None:
     def review(service_account: str) -> dict[str, Any]:
-        policy = nm_policy("rolling", postMaintenance={"jobTemplate": hook_template(serviceAccountName=service_account)})
+        policy = nm_policy("rolling", postMaintenance=policy_hook(serviceAccountName=service_account))
         return {"request": {"uid": "u", "operation": "UPDATE", "object": policy}}
 
     refused = review_response(server, "/validate-nodemaintenancepolicy", review(SERVICE_ACCOUNT))

@@ -21,7 +21,9 @@ from node_maintenance.runtime.policies.watches import PolicyWatches, Watched
 
 
 class Known(Protocol):
-    """Whether the policies are served and known now."""
+    """Whether the policies are served and known now, and the operator's namespace, where no hook Job runs."""
+
+    namespace: str
 
     @property
     def served(self) -> bool: ...
@@ -116,7 +118,7 @@ class Decisions:
             self._wake_at_cap(judged.expires_in)
             self._decision = line.decide(policies, self.watches.objects(Watched.NODES).values(),
                                          self.watches.objects(Watched.MAINTENANCES).values(), self._admitted, governing,
-                                         judged.recovering, now=now)
+                                         judged.recovering, now=now, operator_namespace=self.known.namespace)
             self._wake_at_boundary(self._decision, now)
             self._admitted = frozenset(name for name, v in self._decision.verdicts.items() if v.kind == verdicts.VerdictKind.ADMITTED)
             before, after, self._seen = self._seen, self._decision.verdicts, self._decision.verdicts

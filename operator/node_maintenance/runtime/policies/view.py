@@ -32,10 +32,12 @@ log = logging.getLogger(__name__)
 
 
 class Policies:
-    def __init__(self, kube: KubeApi, namespace: str, on_change: Callable[[Collection[str] | None], None]) -> None:
-        """``on_change`` is told the maintenances whose say from the policies may have changed (None: any)."""
+    def __init__(self, kube: KubeApi, namespace: str, on_change: Callable[[Collection[str] | None], None], jobs_namespace: str = "") -> None:
+        """``on_change`` is told the maintenances whose say from the policies may have changed (None: any); hook Jobs are
+        watched in ``jobs_namespace`` (empty: every namespace, where they run)."""
         self.kube = kube
-        self.namespace = namespace  # where hook Jobs run: the operator's own
+        self.namespace = namespace  # the operator's own, where no hook Job runs
+        self.jobs_namespace = jobs_namespace
         self.ready = asyncio.Event()  # set after the first look at the CRD, whatever it found
         self.served = False  # the CRD is served: the watches run
         self.absent = False  # the API server answered that the CRD does not exist: no policy applies
@@ -74,7 +76,7 @@ class Policies:
             self.decisions.on_change(None)
 
     def _start(self) -> None:
-        self.watches = watches = PolicyWatches(self.kube, self.namespace, self.decisions)
+        self.watches = watches = PolicyWatches(self.kube, self.decisions, self.jobs_namespace)
         self.recovery = recovery = Recovery(self.kube, self.decisions.workload_changed)
         self.publisher = publisher = StatusPublisher(self.kube, watches, self.decisions, recovery)
         self.decisions.serve(watches, recovery, publisher.stored)
@@ -116,7 +118,7 @@ class Policies:
         why = self.unknown()
         watches = self.watches
         if watches is None or not self.served or shown is None:
-            return terms.Seen(node=shown, unknown=why, namespace=self.namespace)
+            return terms.Seen(node=shown, unknown=why, operator_namespace=self.namespace)
         policies = watches.policies()
         kept = watches.maintenance(name)
         # One that holds its node, as the policies' watches show them, is decided on its own: no line decides it.
@@ -125,8 +127,9 @@ class Policies:
         if not why or (watches.synced() and nodes.holder_of(dict(shown)) == name):  # a holder keeps the rules last read
             verdict = line.holding(policies, own, now) if holds and own is not None else self.decisions.decision().verdicts.get(name)
         return terms.Seen(node=shown, unknown=why, served=True, synced=watches.synced(), verdict=verdict, listed=kept is not None,
-                          selected=any(p.selects(shown) for p in policies), namespace=self.namespace,
-                          pre_drain_job=watches.job(hooks.job_name(hooks.PRE_DRAIN, body)))
+                          selected=any(p.selects(shown) for p in policies), operator_namespace=self.namespace,
+                          pre_drain_job=watches.job(verdict.policy.hook_namespace(hooks.PRE_DRAIN), hooks.job_name(hooks.PRE_DRAIN, body))
+                          if verdict is not None and verdict.policy is not None else None)
 
     # ----------------------------------------------------------------- for the hand-back
     def governing(self, node_name: str, holder: str) -> list[model.Policy] | None:
@@ -136,8 +139,8 @@ class Policies:
             return None
         return [p for p in self.watches.policies() if p.selects(node)]
 
-    def job(self, name: str) -> dict[str, Any] | None:
-        return self.watches.job(name) if self.watches is not None else None
+    def job(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.watches.job(namespace, name) if self.watches is not None else None
 
     async def recover(self, policy: str, node: str, workloads: Iterable[Mapping[str, Any]]) -> None:
         """Under waitForHealthy, the node's slot stays in use once it is given back: its policy's status records it

@@ -1,7 +1,7 @@
 """The watches the policy decisions read, and their fan-out: which maintenances a change of one object touches.
 
-Four watches, one each for the whole cluster: the policies, the nodes, the NodeMaintenances and the hook Jobs in the
-operator's namespace. Each is read from etcd, not from the watch cache: which node may be taken is decided from the
+Four watches, one each for the whole cluster: the policies, the nodes, the NodeMaintenances and the hook Jobs (of
+every namespace, selected by their hook label: each runs in the namespace its hook names). Each is read from etcd, not from the watch cache: which node may be taken is decided from the
 first listing. What the decisions read of them is kept here between changes: the policies as parsed (until a spec
 changes), which policies govern each node (a node's changes rarely change that), and which maintenances name each node.
 """
@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from node_maintenance.api.paths import jobs_path, nm_path, node_path, policy_path
 from node_maintenance.client.protocol import KubeApi
 from node_maintenance.client.watch import Mirror
-from node_maintenance.policy import model
+from node_maintenance.policy import hooks, model
 
 
 class Watched(enum.StrEnum):
@@ -41,14 +41,14 @@ class Listener(Protocol):
 class PolicyWatches:
     """The four watches and what is kept of them between changes."""
 
-    def __init__(self, kube: KubeApi, namespace: str, listener: Listener) -> None:
-        self.namespace = namespace  # where hook Jobs run
+    def __init__(self, kube: KubeApi, listener: Listener, jobs_namespace: str) -> None:
+        """Hook Jobs are watched in ``jobs_namespace``; in every namespace when empty."""
         self.listener = listener
         self.mirrors = {
             Watched.POLICIES: Mirror(kube, policy_path(), self._policy_changed, from_cache=False),
             Watched.NODES: Mirror(kube, node_path(), self._node_changed, slim=model.slim_node, from_cache=False),
             Watched.MAINTENANCES: Mirror(kube, nm_path(), self._maintenance_changed, slim=model.slim_maintenance, from_cache=False),
-            Watched.JOBS: Mirror(kube, jobs_path(namespace), self._job_changed, from_cache=False),
+            Watched.JOBS: Mirror(kube, jobs_path(jobs_namespace), self._job_changed, label_selector=hooks.HOOK_LABEL, from_cache=False),
         }
         self._generations: dict[str, int] = {}  # each policy's metadata.generation as last seen
         self._governing: dict[str, tuple[str, ...]] | None = None  # each node's model.governing, kept between decisions
@@ -95,9 +95,9 @@ class PolicyWatches:
     def maintenance(self, name: str) -> dict[str, Any] | None:
         return self.objects(Watched.MAINTENANCES).get(f"/{name}")
 
-    def job(self, name: str) -> dict[str, Any] | None:
-        """A hook Job of the operator's namespace, by name."""
-        return self.objects(Watched.JOBS).get(f"{self.namespace}/{name}")
+    def job(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A hook Job, by namespace and name."""
+        return self.objects(Watched.JOBS).get(f"{namespace}/{name}")
 
     def policy_bodies(self) -> Iterable[dict[str, Any]]:
         return list(self.objects(Watched.POLICIES).values())
