@@ -39,6 +39,28 @@ class Members:
     etcd_guards: tuple[dict[str, Any], ...] = ()
 
 
+@dataclass(frozen=True)
+class _Count:
+    """The etcd members as the count of control-plane nodes sees them, ``node`` among them: how many there are, and how
+    many others are Ready and not in maintenance (the members left once ``node`` goes). Takeover and escalation ask the
+    same question of it: do the others keep a majority of all?"""
+
+    total: int
+    others_up: int
+
+    @property
+    def majority(self) -> int:
+        return self.total // 2 + 1
+
+    @classmethod
+    def of(cls, node: dict[str, Any], control_plane: Iterable[dict[str, Any]], in_maintenance: set[str]) -> _Count:
+        name = node["metadata"]["name"]
+        members = {n["metadata"]["name"]: n for n in control_plane}
+        members[name] = node
+        up = sum(1 for n, obj in members.items() if n != name and is_ready(obj) and n not in in_maintenance)
+        return cls(total=len(members), others_up=up)
+
+
 def held_back(message: str) -> Condition:
     return Condition(CONDITION, "False", "WouldBreakEtcdQuorum", message)
 
@@ -80,22 +102,15 @@ def refusal(node: dict[str, Any], control_plane: Iterable[dict[str, Any]], in_ma
                     "taking it would break etcd quorum; wait until every etcd member is healthy and no other "
                     "control-plane node is in maintenance")
         return None
-    members = {n["metadata"]["name"]: n for n in control_plane}
-    members[name] = node
-    total = len(members)
-    if total < 2:
-        return None
-    available = sorted(n for n, obj in members.items() if is_ready(obj) and n not in in_maintenance)
-    if name not in available:
-        return None  # already unready or taken: its maintenance costs etcd no member it still has
-    majority = total // 2 + 1
-    left = len(available) - 1
-    if left >= majority:
+    count = _Count.of(node, control_plane, in_maintenance)
+    if count.total < 2 or not (is_ready(node) and name not in in_maintenance):
+        return None  # no majority to keep; or already unready or taken: its maintenance costs etcd no member it still has
+    if count.others_up >= count.majority:
         return None
     return (f"node {name!r} is a control-plane node and, judged by the count of Ready control-plane nodes (the cluster "
-            f"has no etcd guard PodDisruptionBudget in {ETCD_GUARD_NAMESPACE}), {len(available)} of {total} are Ready and not "
-            f"in maintenance; taking it would leave {left}, fewer than the majority of {majority} etcd quorum needs; "
-            "wait until the other control-plane nodes are Ready and out of maintenance")
+            f"has no etcd guard PodDisruptionBudget in {ETCD_GUARD_NAMESPACE}), {count.others_up + 1} of {count.total} are "
+            f"Ready and not in maintenance; taking it would leave {count.others_up}, fewer than the majority of "
+            f"{count.majority} etcd quorum needs; wait until the other control-plane nodes are Ready and out of maintenance")
 
 
 def guards(budget_names: Iterable[str]) -> bool:
@@ -138,16 +153,10 @@ def escalation_refusal(node: dict[str, Any], control_plane: Iterable[dict[str, A
                     f"member is unhealthy too (currentHealthy {healthy}, desiredHealthy {desired}); wait until the other "
                     "etcd members are healthy")
         return None
-    members = {n["metadata"]["name"]: n for n in control_plane}
-    members[name] = node
-    total = len(members)
-    if total < 2:
-        return None
-    left = sum(1 for n, obj in members.items() if n != name and is_ready(obj) and n not in in_maintenance)
-    majority = total // 2 + 1
-    if left >= majority:
+    count = _Count.of(node, control_plane, in_maintenance)
+    if count.total < 2 or count.others_up >= count.majority:
         return None
     return (f"node {name!r} is a control-plane node in maintenance and, judged by the count of Ready control-plane nodes (the "
-            f"cluster has no etcd guard PodDisruptionBudget in {ETCD_GUARD_NAMESPACE}), {left} of the other {total - 1} "
-            f"control-plane nodes are Ready and not in maintenance, fewer than the majority of {majority} etcd quorum needs; "
-            "wait until the other control-plane nodes are Ready and out of maintenance")
+            f"cluster has no etcd guard PodDisruptionBudget in {ETCD_GUARD_NAMESPACE}), {count.others_up} of the other "
+            f"{count.total - 1} control-plane nodes are Ready and not in maintenance, fewer than the majority of "
+            f"{count.majority} etcd quorum needs; wait until the other control-plane nodes are Ready and out of maintenance")
