@@ -153,13 +153,26 @@ def _parse(doc: dict[str, Any]) -> Releases:
         package=_field(doc, "package", str),
         registry=_field(doc, "registry", str).rstrip("/"),
         images=dict(images),
-        catalog_tag=str(_field(doc, "catalogTag", str)),
+        catalog_tag=_catalog_tag(str(_field(doc, "catalogTag", str)), max(releases, key=lambda r: r.semver)),
         min_kube_version=min_kube,
         channels=channels,
         default_channel=default_channel,
         releases=releases,
         stepwise_channels=stepwise,
     )
+
+
+def _catalog_tag(pattern: str, current: Release) -> str:
+    """The catalog tag ``pattern`` names for the newest release (``{major}``: its major version); never a moving tag
+    that could carry a Subscription across major versions."""
+    try:
+        tag = pattern.format(major=current.semver.major)
+    except (KeyError, IndexError, ValueError) as error:
+        raise PackagingError(f"releases.yaml: catalogTag: {pattern!r} cannot be formatted ({error}); "
+                             "write a versioned tag, e.g. v{major}") from None
+    if tag == "latest" or not re.fullmatch(r"[\w][\w.-]{0,127}", tag):
+        raise PackagingError(f"releases.yaml: catalogTag: {pattern!r} gives {tag!r}; write a versioned image tag, e.g. v{{major}}")
+    return tag
 
 
 def _parse_release(raw: Any, channels: tuple[str, ...], images: dict[str, str]) -> Release:

@@ -103,6 +103,16 @@ def test_a_replaced_release_missing_from_the_channel_is_refused(tmp_path: Path, 
     assert "release 0.3.0: replaces: 0.2.0 is not in channel stable" in err
 
 
+@pytest.mark.parametrize(("tag", "message"), [
+    ("latest", "gives 'latest'; write a versioned image tag, e.g. v{major}"),
+    ("v{minor}", "cannot be formatted ('minor'); write a versioned tag, e.g. v{major}"),
+])
+def test_a_catalog_tag_that_is_not_versioned_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], tag: str, message: str) -> None:
+    code, err = render_edited(tmp_path, lambda t: t.replace("catalogTag: v{major}\n", f"catalogTag: {tag}\n"), capsys)
+    assert code == 2
+    assert f"releases.yaml: catalogTag: {tag!r} {message}" in err
+
+
 def test_the_shipped_releases_pass_every_check(tmp_path: Path) -> None:
     shutil.copy(ROOT / "releases.yaml", tmp_path / "releases.yaml")
     assert cli.main(["crd", "--root", str(tmp_path)]) == 0

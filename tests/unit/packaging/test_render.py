@@ -318,7 +318,7 @@ def test_registry_flag_renames_every_image(tmp_path: Path) -> None:
     assert cli.main(["all", "--root", str(root), "--registry", "registry.example/team"]) == 0
     rendered = "".join(p.read_text() for p in root.rglob("*.yaml"))
     assert "ghcr.io/node-maintenance-operator/node-maintenance-operator" not in rendered
-    assert re.search(r"registry\.example/team/node-maintenance-operator-catalog:latest", rendered)
+    assert re.search(r"registry\.example/team/node-maintenance-operator-catalog:v0", rendered)
 
 
 @pytest.mark.parametrize(
