@@ -7,6 +7,7 @@ LABEL operators.operatorframework.io.bundle.metadata.v1=metadata/
 LABEL operators.operatorframework.io.bundle.package.v1=node-maintenance-operator
 LABEL operators.operatorframework.io.bundle.channels.v1=stable,candidate
 LABEL operators.operatorframework.io.bundle.channel.default.v1=stable
+LABEL com.redhat.openshift.versions=v4.17
 
 COPY bundle/manifests /manifests/
 COPY bundle/metadata /metadata/

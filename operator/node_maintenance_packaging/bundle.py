@@ -7,12 +7,15 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 from typing import Any
 
+import semver
+
 from node_maintenance import api
 from node_maintenance.api import roles
 
 from . import yamlout
 from .clusterserviceversion import CSV_FILE, DEPLOYMENT, HEALTH_PORT, METRICS_PORT, build_csv
 from .crd import build_crds
+from .errors import PackagingError
 from .files import Output, RenderedFile
 from .imagerefs import ImageRefs
 from .releases import Release, Releases
@@ -31,8 +34,20 @@ def _roles(templates: Templates, release: Release) -> dict[str, dict[str, Any]]:
     return {f"{name}_rbac.authorization.k8s.io_v1_clusterrole.yaml": templates.yaml("roles.yaml.j2", role=name, **names) for name in shipped}
 
 
+def openshift_versions(min_kube_version: str) -> str:
+    """The OpenShift releases a bundle may be listed in (``com.redhat.openshift.versions``): from the one that ships
+    ``min_kube_version`` on (OpenShift 4.N ships Kubernetes 1.(N+13), since 4.1 shipped 1.13), as ``v4.N``, which
+    OpenShift's pipelines read as that release and every later one."""
+    kube = semver.Version.parse(min_kube_version)
+    if kube.major != 1 or kube.minor < 14:
+        raise PackagingError(f"releases.yaml: minKubeVersion: {min_kube_version} predates OpenShift 4.1 (Kubernetes 1.13); "
+                             "raise it to 1.14.0 or later")
+    return f"v4.{kube.minor - 13}"
+
+
 def bundle_annotations(releases: Releases, release: Release) -> dict[str, str]:
     """metadata/annotations.yaml, which the bundle image also carries as labels."""
+    listing = {"com.redhat.openshift.versions": openshift_versions(releases.min_kube_version)} if release.has("listing") else {}
     return {
         "operators.operatorframework.io.bundle.mediatype.v1": "registry+v1",
         "operators.operatorframework.io.bundle.manifests.v1": "manifests/",
@@ -40,6 +55,7 @@ def bundle_annotations(releases: Releases, release: Release) -> dict[str, str]:
         "operators.operatorframework.io.bundle.package.v1": releases.package,
         "operators.operatorframework.io.bundle.channels.v1": ",".join(release.channels),
         "operators.operatorframework.io.bundle.channel.default.v1": releases.default_channel,
+        **listing,
     }
 
 

@@ -11,7 +11,7 @@ from node_maintenance.coordination import remediation
 from . import assets, yamlout
 from .checks import check_related_images
 from .imagerefs import ImageRefs
-from .releases import Release, Releases
+from .releases import OwnedCrd, Release, Releases
 from .templating import Templates
 
 DEPLOYMENT = "node-maintenance-operator"
@@ -51,10 +51,11 @@ def build_csv(templates: Templates, releases: Releases, images: ImageRefs, relea
         lease_namespace=remediation.DEFAULT_LEASE_NAMESPACE,
         operator_image=images.ref("operator", release),
         alm_examples=json.dumps(_examples(release), indent=2),
+        namespace_template=json.dumps(templates.yaml("deploy/nm-ns.yaml.j2", namespace=NAMESPACE)) if release.has("listing") else None,
         description=_description(templates, release),
         icon=assets.icon_svg(),
         icon_mediatype=assets.ICON_MEDIATYPE,
-        owned_crds=[_owned(owned.resource, version, release.version) for owned in release.crds for version in owned.served],
+        owned_crds=[_owned(owned.resource, version, release.version) for owned in release.crds for version in _listed(release, owned)],
         webhook_definitions=_webhooks(release),
         related_images=[{"name": role, "image": images.ref(role, release)} for role in release.related_images],
     )
@@ -66,9 +67,18 @@ def _examples(release: Release) -> list[dict[str, Any]]:
     return [
         {"apiVersion": f"{api.GROUP}/{version}", "kind": owned.resource.kind, **example}
         for owned in release.crds
-        for version in owned.served
+        for version in _listed(release, owned)
         for example in owned.resource.examples(version, release.version)
     ]
+
+
+def _listed(release: Release, owned: OwnedCrd) -> tuple[str, ...]:
+    """The API versions a CRD's examples and owned entries list, in order: as served; with ``listing``, the stored one
+    first and the others newest first, since the console shows the first example and the scorecard reads the first
+    owned entry of a kind, which should be the version a user writes today, not a deprecated one."""
+    if not release.has("listing"):
+        return owned.served
+    return (owned.storage, *reversed([version for version in owned.served if version != owned.storage]))
 
 
 def _description(templates: Templates, release: Release) -> str:

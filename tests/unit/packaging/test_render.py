@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from node_maintenance.coordination import remediation
-from node_maintenance_packaging import cli
+from node_maintenance_packaging import bundle, cli
 from node_maintenance_packaging.errors import PackagingError
 from node_maintenance_packaging.render import load_inputs, render_all
 from node_maintenance_packaging.templating import DEFAULT_TEMPLATES
@@ -250,6 +250,44 @@ def test_csv_lists_an_example_and_descriptors_for_every_served_version() -> None
     assert csv["metadata"]["annotations"]["olm.skipRange"] == NEWEST.skip_range
     assert csv["spec"]["replaces"] == f"node-maintenance-operator.v{NEWEST.replaces}"
     assert base64.b64decode(csv["spec"]["icon"][0]["base64data"]).startswith(b"<svg")
+
+
+@pytest.mark.parametrize(("version", "first"), [("0.5.0", "v1alpha1"), ("0.6.0", "v1beta1")])
+def test_from_0_6_0_the_csv_lists_the_stored_version_first(tmp_path: Path, version: str, first: str) -> None:
+    csv = load_yaml(render_bundle(tmp_path, version) / CSV)
+    examples = json.loads(csv["metadata"]["annotations"]["alm-examples"])
+    owned = csv["spec"]["customresourcedefinitions"]["owned"]
+    assert examples[0]["apiVersion"] == f"nodemaintenance.kubevirt.io/{first}" and owned[0]["version"] == first
+    if first == "v1beta1":  # the deprecated versions after it, the newest first
+        assert [o["version"] for o in owned if o["kind"] == "NodeMaintenance"] == ["v1beta1", "v1alpha3", "v1alpha1"]
+        assert any(d["path"] == "drain" for d in owned[0]["specDescriptors"]), "the first owned entry describes every example field"
+
+
+def test_the_suggested_namespace_template_is_the_namespace_the_deploy_manifests_create(tmp_path: Path) -> None:
+    annotations = load_yaml(render_bundle(tmp_path, "0.6.0") / CSV)["metadata"]["annotations"]
+    template = json.loads(annotations["operatorframework.io/suggested-namespace-template"])
+    assert template == load_yaml(ROOT / "olm-deploy-manifests/kubernetes/nm-ns.yaml")
+    assert template["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    assert template["metadata"]["name"] == annotations["operatorframework.io/suggested-namespace"]
+    earlier = load_yaml(render_bundle(tmp_path, "0.5.0") / CSV)["metadata"]["annotations"]
+    assert "operatorframework.io/suggested-namespace-template" not in earlier
+
+
+@pytest.mark.parametrize(("min_kube", "versions"), [("1.30.0", "v4.17"), ("1.31.2", "v4.18"), ("1.14.0", "v4.1")])
+def test_the_openshift_versions_follow_min_kube_version(min_kube: str, versions: str) -> None:
+    assert bundle.openshift_versions(min_kube) == versions
+
+
+def test_a_min_kube_version_older_than_any_openshift_4_is_refused() -> None:
+    with pytest.raises(PackagingError, match=r"minKubeVersion: 1.13.0 predates OpenShift 4.1 \(Kubernetes 1.13\); raise it to 1.14.0"):
+        bundle.openshift_versions("1.13.0")
+
+
+def test_from_0_6_0_the_bundle_names_the_openshift_versions(tmp_path: Path) -> None:
+    annotations = {version: load_yaml(render_bundle(tmp_path, version) / "bundle/metadata/annotations.yaml")["annotations"]
+                   for version in ("0.5.0", "0.6.0")}
+    assert annotations["0.6.0"]["com.redhat.openshift.versions"] == "v4.17"  # minKubeVersion 1.30.0
+    assert "com.redhat.openshift.versions" not in annotations["0.5.0"]
 
 
 def test_catalog_channels_have_one_head_and_bundles_embed_their_manifests() -> None:
