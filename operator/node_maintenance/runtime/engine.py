@@ -31,7 +31,7 @@ from node_maintenance.drain.memory import Memory, Outcome, WatchMode
 from node_maintenance.drain.plans import Attempt, Maintenance, Plan
 from node_maintenance.drain.podindex import PodIndex
 from node_maintenance.policy import terms
-from node_maintenance.runtime import metrics
+from node_maintenance.runtime import giving_back, metrics
 from node_maintenance.runtime.budget_watch import BudgetWatch
 from node_maintenance.runtime.cordoned import CordonedNodes
 from node_maintenance.runtime.daemonsets import DaemonSetLookup
@@ -166,6 +166,11 @@ class Engine:
         if not isinstance(reading, Reading):
             return reading  # nothing to plan now: look again then
         decided = plan(reading)
+        # onTimeout HandBack gives the node back as a deletion does: under waitForHealthy, once recorded as recovering.
+        policies = self.shared.policies
+        if decided.handback is not None and policies and (why := await giving_back.recovering(policies, {**reading.body, "status": decided.status})):
+            self.log.warning("%s", why)  # the node is kept meanwhile
+            return memory.ERROR_RETRY_SECONDS
         outcome, carried = await self.execute(decided, reading)
         self.memory, recheck = memory.remember(self.memory, decided, outcome, memory.Clock(time.time(), time.monotonic()), carried,
                                                self.shared.version)

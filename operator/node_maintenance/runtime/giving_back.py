@@ -1,7 +1,7 @@
 """Giving the node back when a NodeMaintenance is deleted (the drain itself is ``engine``'s job): the postMaintenance
 Job of the policy governing the node first, then, under waitForHealthy, the node recorded as recovering in its policy's
-status; then read the node, decide (:func:`drain.handback.hand_back`), carry it out; a node that changed meanwhile is
-read again.
+status (:func:`recovering`, which onTimeout HandBack goes through too); then read the node, decide
+(:func:`drain.handback.hand_back`), carry it out; a node that changed meanwhile is read again.
 """
 
 from __future__ import annotations
@@ -69,12 +69,26 @@ async def before(policies: Policies, body: Mapping[str, Any], executor: Executor
         await _note(body, executor, wording.hook_condition(hooks.POST_MAINTENANCE, outcome))
         if outcome.state != hooks.JobState.SUCCEEDED:
             raise kopf.TemporaryError(outcome.message, delay=HOOK_RECHECK_SECONDS[outcome.state])
-    if policy.wait_for_healthy:  # its policy's status records the node first (a restart keeps it); until then, not given back
-        try:
-            await policies.recover(policy.name, body["spec"]["nodeName"], (body.get("status") or {}).get("evictedWorkloads") or ())
-        except KubeError as error:
-            raise kopf.TemporaryError(f"the node is given back once NodeMaintenancePolicy {policy.name} records it as recovering: {error}",
-                                      delay=HOOK_RECHECK_SECONDS[hooks.JobState.FAILED]) from error
+    if why := await recovering(policies, body):
+        raise kopf.TemporaryError(why, delay=HOOK_RECHECK_SECONDS[hooks.JobState.FAILED])
+
+
+async def recovering(policies: Policies, body: Mapping[str, Any]) -> str:
+    """Why the node ``body`` holds is not given back yet ("" once it may be). Under the waitForHealthy of a policy
+    governing it, the node keeps its slot until the workloads evicted from it (its status.evictedWorkloads) are healthy:
+    its policy's status records it as recovering first (a restart keeps it). A deletion and onTimeout HandBack give the
+    node back alike; once given back, the node is no longer held and a later deletion records nothing again (the wait's
+    clock runs on from the hand-back)."""
+    if why := policies.unknown():
+        return f"the node is given back once NodeMaintenancePolicies are read: {why}"
+    node_name = body["spec"]["nodeName"]
+    for policy in policies.governing(node_name, body["metadata"]["name"]) or ():
+        if policy.wait_for_healthy:
+            try:
+                await policies.recover(policy.name, node_name, (body.get("status") or {}).get("evictedWorkloads") or ())
+            except KubeError as error:
+                return f"the node is given back once NodeMaintenancePolicy {policy.name} records it as recovering: {error}"
+    return ""
 
 
 async def _hook(policies: Policies, template: Mapping[str, Any], policy: model.Policy, body: Mapping[str, Any], executor: Executor) -> hooks.JobOutcome:

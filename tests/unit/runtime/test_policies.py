@@ -33,7 +33,7 @@ from node_maintenance.runtime.executor import Executor
 from node_maintenance.runtime.metrics import Active
 from node_maintenance.runtime.policies.view import Policies
 from node_maintenance.runtime.policies.watches import PolicyWatches, Watched
-from tests.unit.builders import FakeApi, budget, nm_policy, policy_hook, runtime_nm, runtime_node, runtime_pod
+from tests.unit.builders import FakeApi, budget, nm_policy, policy_hook, runtime_nm, runtime_node, runtime_pod, stand_in_watches
 
 NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 CRD = {"metadata": {"name": POLICY_CRD.rsplit("/", 1)[1]}, "spec": {"versions": [{"name": POLICY_VERSION, "served": True}]},
@@ -519,3 +519,97 @@ def test_a_node_given_back_while_another_policy_s_status_is_written_stays_recove
         written = api.calls_to("PATCH", policy_path("other", "status"))[-1].body["status"]
         assert [e["node"] for e in written.get("recovering") or ()] == ["m1"]
     scenario(api, body)
+
+
+# nm-n1's drain, started long ago under a timeout of one second and onTimeout HandBack, has evicted what the budget
+# web covers, and a pod is still to go: its next step hands n1 back.
+GIVEN_BACK = runtime_node("n1", labels={"pool": "a"})
+HELD = {**GIVEN_BACK, "metadata": {**GIVEN_BACK["metadata"], "annotations": {nodes.HOLDER: "nm-n1"}},
+        "spec": {"unschedulable": True, "taints": [{"key": "kubevirt.io/drain", "effect": "NoSchedule"}]}}
+
+
+def timing_out_api() -> FakeApi:
+    """The pool under waitForHealthy (capped at 60 s), nm-n1's drain about to time out, the budget web not healthy."""
+    api = pool_api(waitForHealthy=True, waitForHealthySeconds=60)
+    api.objects[nm_path("nm-n1")] = runtime_nm("nm-n1", "n1", drain={"timeoutSeconds": 1, "onTimeout": "HandBack"},
+                                               status={"phase": "Running", "drainStartTime": "2020-01-01T00:00:00Z", "evictedWorkloads": [WEB]})
+    api.objects[BUDGET_PATH] = budget("web", namespace="app", generation=1, observed=1, healthy=0, expected=1)
+    return api
+
+
+def timing_out(api: FakeApi, policies: Policies) -> Engine:
+    """nm-n1's drain engine, watching n1 as it holds it and the pod still to go."""
+    shared = Shared(api, BudgetWatch(api), CordonedNodes(api), Active(), "v1beta1", lambda *_: None, policies=policies)
+    body = api.objects[nm_path("nm-n1")]
+    engine = Engine(shared, lambda: body, logging.LoggerAdapter(logging.getLogger("test"), {}), exists=lambda _: False)
+    stand_in_watches(engine, HELD, [runtime_pod("web-0")])
+    return engine
+
+
+def test_a_node_handed_back_at_its_timeout_is_kept_until_its_policy_records_it_as_recovering() -> None:
+    api = timing_out_api()
+
+    async def body(policies: Policies) -> None:
+        await health_read(policies)
+        engine = timing_out(api, policies)
+        api.fail("PATCH", policy_path("pool", "status"), Unreachable("connection refused"))
+        await engine.step()
+        assert api.calls_to("PATCH", node_path("n1")) == [], "the node is given back only once its policy records it"
+        await engine.step()
+        assert api.calls_to("PATCH", node_path("n1"))[-1].body["metadata"]["annotations"][nodes.HOLDER] is None
+        [entry] = written_status(api)["recovering"]
+        ended = api.calls_to("PATCH", nm_path("nm-n1", subresource="status"))[-1].body["status"]
+        assert (entry["node"], entry["workloads"], entry["waitingFor"]) == ("n1", ended["evictedWorkloads"], ["PodDisruptionBudget app/web: 0 of 1 healthy"])
+        assert WEB in entry["workloads"]
+    scenario(api, body)
+
+
+@pytest.mark.parametrize("freed_by", ["healthy", "cap"])
+def test_a_node_handed_back_at_its_timeout_keeps_its_slot_until_its_evicted_workloads_are_healthy(
+        freed_by: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """onTimeout HandBack gives the node back as a deletion does: under waitForHealthy its slot stays taken, across a
+    restart, until the workloads evicted from it are healthy or waitForHealthySeconds have passed, and the deletion of
+    the ended maintenance later changes nothing of that wait."""
+    api = timing_out_api()
+    clock = [timestamps.now()]
+    monkeypatch.setattr(timestamps, "now", lambda: clock[0])
+
+    def next_in_line(policies: Policies) -> VerdictKind:
+        return policies.decisions.decision().verdicts["nm-n2"].kind
+
+    async def run() -> None:
+        policies = Policies(api, "operator-ns", lambda _names: None)
+        try:
+            await health_read(policies)
+            await timing_out(api, policies).step()  # its drain times out: the node is given back
+            assert api.calls_to("PATCH", node_path("n1"))[-1].body["metadata"]["annotations"][nodes.HOLDER] is None
+            ended = {**api.objects[nm_path("nm-n1")], "status": api.calls_to("PATCH", nm_path("nm-n1", subresource="status"))[-1].body["status"]}
+            policies.feed(Watched.NODES, "MODIFIED", GIVEN_BACK)
+            policies.feed(Watched.MAINTENANCES, "MODIFIED", ended)
+            assert next_in_line(policies) == VerdictKind.WAITING
+        finally:
+            await policies.stop()
+        # The operator restarts: the cluster holds what it wrote.
+        api.objects.update({node_path("n1"): GIVEN_BACK, nm_path("nm-n1"): ended})
+        api.objects[policy_path("pool")]["status"] = written_status(api)
+        [entry] = written_status(api)["recovering"]
+        policies = Policies(api, "operator-ns", lambda _names: None)
+        try:
+            await health_read(policies)
+            assert next_in_line(policies) == VerdictKind.WAITING
+            deleted = {**ended, "metadata": {**ended["metadata"], "deletionTimestamp": timestamps.rfc3339(clock[0])}}
+            await giving_back.before(policies, deleted, handing_back(api))
+            await write_statuses(policies)
+            assert written_status(api)["recovering"] == [entry], "the deletion adds no entry and keeps the wait's start"
+            assert next_in_line(policies) == VerdictKind.WAITING
+            if freed_by == "healthy":
+                assert policies.recovery is not None
+                healthy = budget("web", namespace="app", generation=1, observed=1, healthy=1, expected=1)
+                policies.recovery.mirrors["PodDisruptionBudget"].take({"type": "MODIFIED", "object": healthy})
+            else:
+                clock[0] += datetime.timedelta(seconds=61)
+                policies.decisions.invalidate()
+            assert next_in_line(policies) == VerdictKind.ADMITTED
+        finally:
+            await policies.stop()
+    asyncio.run(asyncio.wait_for(run(), 10))
