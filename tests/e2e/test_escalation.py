@@ -102,7 +102,7 @@ def test_hand_back_at_the_timeout_restores_the_node_and_takes_it_never_again(clu
     timed_out = next(c for c in stored["conditions"] if c["type"] == status.TIMED_OUT)
     assert timed_out["reason"] == status.HANDED_BACK and f"{namespace}/blocked" in timed_out["message"]
     assert stored["phase"] == "Failed"
-    assert _as_before(before, node(cluster, target))
+    eventually(lambda: _as_before(before, node(cluster, target)), "the node given back once its status says so")
     replan(cluster, name)  # it has ended: planning again changes nothing
     assert _as_before(before, node(cluster, target))
     assert _pod(cluster, namespace) is not None  # nothing escalated: the pod stays

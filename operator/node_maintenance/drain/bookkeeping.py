@@ -53,6 +53,12 @@ def status_due(phase: str, stored: Mapping[str, Any], seconds_since_write: float
     return has_events or phase != stored.get("phase") or seconds_since_write >= interval
 
 
+def records_more(stored: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
+    """Whether ``status`` records workloads of pods the step makes leave that ``stored`` does not (evictedWorkloads): it is
+    written before they leave, whatever the interval, or a restart would forget them."""
+    return bool(status.get("evictedWorkloads")) and status.get("evictedWorkloads") != stored.get("evictedWorkloads")
+
+
 def in_line_interval(queued: int) -> float:
     """How often a maintenance in a line of ``queued`` writes its place in line at most."""
     return max(IN_LINE_STATUS_INTERVAL_SECONDS, queued / IN_LINE_WRITES_PER_SECOND)

@@ -33,3 +33,10 @@ def hand_back(name: str, node_name: str, node: dict[str, Any] | None, coordinate
             *((events.Event(on_node=True, type=events.Type.NORMAL, reason="Uncordon", message=f"node {node_name} is schedulable again"),)
               if uncordons else ()))
     return Handback(node_patch=remediation.restore(node, end_patch(node)), release_lease=coordinated, events=told, uncordons=uncordons)
+
+
+def unfinished(name: str, node_name: str, node: dict[str, Any] | None, coordinated: bool) -> Handback | None:
+    """What is left of the hand-back of maintenance ``name`` once its status says its timeout gave the node back (the
+    status is written first): the whole hand-back while the node still names it as its holder (cut short, or a restart
+    or a new leader came between); None once it does not, when neither the node nor its Lease is this one's to touch."""
+    return hand_back(name, node_name, node, coordinated) if node is not None and holder_of(node) == name else None

@@ -131,15 +131,15 @@ def differs(stored: Mapping[str, Any], new: Mapping[str, Any], version: str) -> 
 def remember(memory: Memory, plan: Plan, outcome: Outcome, clock: Clock, carried: Carried, version: str) -> tuple[Memory, float | None]:
     """The memory after ``plan`` was carried out and met ``outcome``, and when to look again (None: on a change only)."""
     memory = replace(memory, refused_jobs=merge_refusals(memory.refused_jobs, outcome.refused_jobs))
-    if outcome.node_conflict:
-        return memory, None  # the node watch brings the node that changed
+    if plan.handback is not None and not outcome.status_failed:  # its status stored, it has ended: the node is given back now or next
+        memory = replace(memory, stored=plan.status)
+    if outcome.node_conflict:  # the node watch brings the node that changed; an ended maintenance reads it again at once
+        return memory, None if plan.handback is None else 0.0
     recheck = plan.recheck_in
     if carried.live is not None:
         attempts = merge_attempts(memory.attempts, plan.removals, outcome.attempts or {}, carried.live)
         memory = replace(memory, attempts=attempts)
         recheck = sooner(recheck, next_try_in(attempts, clock.wall))
-    if plan.handback is not None:  # the node is given back: ended, whether its status is written yet or not
-        memory = replace(memory, stored=plan.status)
     if outcome.status_failed:  # written again after a pause, not at once: the API server may be away
         return memory, sooner(recheck, ERROR_RETRY_SECONDS)
     if carried.write or carried.foreign:

@@ -138,8 +138,9 @@ class Removal:
 
 @dataclass(frozen=True)
 class Plan:
-    """Everything one step does, in the order the executor does it: the Lease, the node, the Jobs, the
-    removals, the events, the status. Nothing is added to it or changed after ``planner.plan`` returns.
+    """Everything one step does, in the order the executor does it: the Lease, the node, the events, the status, then,
+    once the status that records them is stored, the hand-back, the Jobs and the removals. Nothing is added to it or
+    changed after ``planner.plan`` returns.
 
     Taking and draining the node say what the status is to say (``report``); the planner writes it out once, at the end
     (:meth:`written`), so that a plan it returns carries the whole status and no report."""

@@ -26,7 +26,7 @@ from node_maintenance.api.paths import node_path
 from node_maintenance.client.errors import KubeError
 from node_maintenance.client.protocol import KubeApi
 from node_maintenance.coordination import quorum, remediation
-from node_maintenance.drain import bookkeeping, budgets, escalation_guard, memory, nodes, planner, status
+from node_maintenance.drain import bookkeeping, budgets, escalation_guard, handback, memory, nodes, planner, status
 from node_maintenance.drain.memory import Memory, Outcome, WatchMode
 from node_maintenance.drain.plans import Attempt, Maintenance, Plan
 from node_maintenance.drain.podindex import PodIndex
@@ -85,14 +85,16 @@ class Reading:
     attempts: Mapping[str, Attempt] = field(default_factory=dict)  # what the last removals met
     holder_exists: bool = False
     taking: bool = False  # a drain step for a node no other maintenance holds
+    coordinated: bool = False  # Leases are held: a hand-back lets the node's go (read for an ended maintenance)
 
 
 def plan(reading: Reading) -> Plan:
-    """The step's plan: the ended status written again, or the planner's (the policies' waiting plan, or the drain's: a
-    maintenance in line has no pods read)."""
+    """The step's plan: the ended status written again with what is left of the hand-back it records, or the planner's
+    (the policies' waiting plan, or the drain's: a maintenance in line has no pods read)."""
     m = reading.maintenance
     if m is None:
-        return Plan(phase=str(reading.body["status"].get("phase") or ""), status=dict(reading.body["status"]))
+        left = handback.unfinished(reading.body["metadata"]["name"], reading.body["spec"]["nodeName"], reading.node, reading.coordinated)
+        return Plan(phase=str(reading.body["status"].get("phase") or ""), status=dict(reading.body["status"]), handback=left)
     return planner.plan(m, reading.node, reading.pods if reading.pods is not None else [], reading.disruption_budgets, reading.now, holder_exists=reading.holder_exists,
                         daemonsets=reading.daemonsets, attempts=reading.attempts, in_flight=reading.in_flight, lease=reading.lease,
                         members=reading.members, coverage=reading.coverage)
@@ -203,9 +205,8 @@ class Engine:
         shown = body.get("status") or {}
         body["status"] = {**shown, **remembered.stored}
         if status.timed_out(body["status"]):  # handed back at its timeout: it has ended, watches nothing, takes nothing
-            self.wanted = WatchMode.NOTHING
-            # Not shown as ended yet (its write failed, or has not come back): written again until it is.
-            return None if status.timed_out(shown) else Reading(body, True, timestamps.now(), None, None)
+            self.wanted, self.caches = WatchMode.NOTHING, Caches()
+            return await self._ended(body, shown)
         now = timestamps.now()
         node = await self._node()
         if isinstance(node, float):
@@ -223,6 +224,14 @@ class Engine:
             self.wanted = WatchMode.NODE_AND_PODS
             return 0.0
         return await self._read_drain(body, foreign, now, m, node)
+
+    async def _ended(self, body: dict[str, Any], shown: dict[str, Any]) -> Reading | None:
+        """An ended maintenance reads its node, whose hand-back its status records may have been cut short (a node changed under
+        it, a restart, a new leader); its status not shown as ended is written again until it is. None: nothing left to do."""
+        node, coordinated = await self.shared.kube.get(node_path(self.node_name)), self.lease is not None
+        if status.timed_out(shown) and handback.unfinished(self.name, self.node_name, node, coordinated) is None:
+            return None
+        return Reading(body, not status.timed_out(shown), timestamps.now(), None, node, coordinated=coordinated)
 
     async def _node(self) -> dict[str, Any] | float | None:
         """The node as this drain sees it now (None: not there, or in line: not watched); a float: look again then."""
@@ -280,7 +289,8 @@ class Engine:
         shared, remembered = self.shared, self.memory
         in_line = _in_line(reading.maintenance) if reading.waits and reading.maintenance is not None else None
         interval = bookkeeping.NM_STATUS_INTERVAL_SECONDS if in_line is None else bookkeeping.status_interval(remembered.stored, decided.status, in_line)
-        write = bookkeeping.status_due(decided.phase, remembered.stored, time.monotonic() - remembered.written_at, bool(decided.events), interval)
+        due = bookkeeping.status_due(decided.phase, remembered.stored, time.monotonic() - remembered.written_at, bool(decided.events), interval)
+        write = due or bookkeeping.records_more(remembered.stored, decided.status)  # the workloads of pods about to leave: recorded first
         if reading.live is not None:
             shared.active.holding(self.name, decided.holds_node)
         for eviction in bookkeeping.counted(decided.removals):  # counted before any await, so concurrent drains see it

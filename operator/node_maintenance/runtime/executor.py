@@ -1,6 +1,6 @@
 """Carries out what the pure decisions say: a drain step's :class:`plans.Plan` (the Lease, the node
-patch, the Jobs, the pod removals, the events, the status) and a deletion's :class:`handback.Handback`, with
-the postMaintenance Job and the condition a policy's hook records before it.
+patch, the events, the status, then what the status records: the hand-back, the Jobs, the pod removals) and a
+deletion's :class:`handback.Handback`, with the postMaintenance Job and the condition a policy's hook records before it.
 
 What each removal met comes back as an :class:`plans.Attempt` for the next plan. Retries of pods
 no budget paces wait ``max(Retry-After, backoff)`` with jitter.
@@ -79,20 +79,22 @@ class Executor:
                 await self.kube.patch(node_path(self.node_name), plan.node_patch)
             except (Conflict, NotFound):
                 return Outcome(node_conflict=True, lease=lease)
-        if plan.handback is not None and not await self._hand_back(plan.handback, node):
-            return Outcome(node_conflict=True, lease=lease)
-        refused = {job["metadata"]["name"]: await self.create_job(job) for job in plan.jobs}
         self._post(plan.events, node, logged=True)
-        results = await asyncio.gather(*(self._remove(r, attempts.get(r.uid)) for r in plan.removals))
+        # The status records what follows (the node given back, the workloads of the pods removed) before it is done: a
+        # failed write, a restart or a new leader, which read only the stored status and the node, then lose nothing done.
         try:
-            written, status_failed = await self._write_status(stored, plan.status), False
-        except KubeError as error:  # what the removals met stands; the status is written at a later step
-            self.log.warning("writing the status failed; trying again: %s", error)
-            written, status_failed = False, True
+            written = await self._write_status(stored, plan.status)
+        except KubeError as error:  # nothing it was to record is done: the next step writes it again, then does it
+            self.log.warning("writing the status failed; trying again before going on: %s", error)
+            return Outcome(lease=lease, status_failed=True)
+        if plan.handback is not None and not await self._hand_back(plan.handback, node):
+            return Outcome(node_conflict=True, lease=lease, status_written=written)
+        refused = {job["metadata"]["name"]: await self.create_job(job) for job in plan.jobs}
+        results = await asyncio.gather(*(self._remove(r, attempts.get(r.uid)) for r in plan.removals))
         if plan.drained_after is not None:
             metrics.DRAIN_SECONDS.observe(plan.drained_after)
         return Outcome(attempts=dict(zip((r.uid for r in plan.removals), results, strict=True)), lease=lease, refused_jobs=refused,
-                       status_written=written, status_failed=status_failed)
+                       status_written=written)
 
     async def hand_back(self, handback: Handback, node: dict[str, Any] | None) -> bool:
         """Carry out a hand-back whole (:func:`whole`); False when the node changed under its patch (decide again on

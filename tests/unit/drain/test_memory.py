@@ -1,6 +1,6 @@
 """What a drain remembers between steps and what it watches, as pure functions: a status written once its phase
 changes and not again until it differs, attempts merged and forgotten with their pods, a hand-back remembered as ended
-even when its status write failed, and the watch mode each step leads to."""
+once its status is written, and the watch mode each step leads to."""
 
 from __future__ import annotations
 
@@ -31,8 +31,11 @@ def carried(*, write: bool = True, foreign: bool = False, live: frozenset[str] |
     pytest.param(Memory.of({}), Plan(phase=Phase.RUNNING, status=RUNNING, recheck_in=30.0), Outcome(status_failed=True), carried(),
                  {}, (), ERROR_RETRY_SECONDS, id="a status write that failed is tried again after a pause, not at once"),
     pytest.param(Memory.of(RUNNING), Plan(phase=Phase.FAILED, status=SUCCEEDED, handback=Handback(node_patch=None, release_lease=False, events=(), uncordons=False)),
-                 Outcome(status_failed=True), carried(), SUCCEEDED, (RUNNING,), ERROR_RETRY_SECONDS,
-                 id="a hand-back is remembered as ended even when its status write failed"),
+                 Outcome(status_failed=True), carried(), RUNNING, (RUNNING,), ERROR_RETRY_SECONDS,
+                 id="a hand-back whose status could not be written was not carried out: decided again after a pause"),
+    pytest.param(Memory.of(RUNNING), Plan(phase=Phase.FAILED, status=SUCCEEDED, handback=Handback(node_patch={}, release_lease=False, events=(), uncordons=False)),
+                 Outcome(node_conflict=True, status_written=True), carried(), SUCCEEDED, (RUNNING,), 0.0,
+                 id="a hand-back whose status was written is remembered as ended; a node changed under it is read again at once"),
     pytest.param(Memory.of(RUNNING), Plan(phase=Phase.RUNNING, status=RUNNING), Outcome(node_conflict=True), carried(),
                  RUNNING, (RUNNING,), None, id="a node that changed under the patch is planned again when its watch brings it"),
 ])

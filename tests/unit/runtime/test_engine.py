@@ -73,9 +73,9 @@ def test_a_drain_goes_from_start_to_succeeded_through_the_plan_alone() -> None:
 
     async def scenario() -> None:
         await engine.step()
-        assert api.writes() == [("PATCH", node_path("n1")), ("POST", pod_path("app", "web-0") + "/eviction"),
-                                ("PATCH", nm_path("nm1", subresource="status"))]
-        assert api.calls[-1][2]["status"]["phase"] == "Running"
+        assert api.writes() == [("PATCH", node_path("n1")), ("PATCH", nm_path("nm1", subresource="status")),
+                                ("POST", pod_path("app", "web-0") + "/eviction")]
+        assert api.calls_to("PATCH", nm_path("nm1", subresource="status"))[-1].body["status"]["phase"] == "Running"
         assert ("NodeMaintenance", "BeginMaintenance") in events
         # The watches show what the first step did: the node taken, the pod gone.
         own_node(engine).objects = {"/n1": taken(node)}
@@ -200,8 +200,8 @@ def test_daemonset_pods_go_by_what_a_read_of_their_daemonset_says() -> None:
         await engine.step()
         # Read: the two DaemonSets of unfinished pods, not the finished pod's.
         assert sorted(c.path for c in api.calls_to("GET")) == [daemonset_path("app", "agent"), daemonset_path("app", "gone")]
-        assert api.writes() == [("PATCH", node_path("n1")), ("POST", pod_path("app", "orphan") + "/eviction"),
-                                ("DELETE", pod_path("app", "spent")), ("PATCH", nm_path("nm1", subresource="status"))]
+        assert api.writes() == [("PATCH", node_path("n1")), ("PATCH", nm_path("nm1", subresource="status")),
+                                ("POST", pod_path("app", "orphan") + "/eviction"), ("DELETE", pod_path("app", "spent"))]
         assert api.calls_to("PATCH", nm_path("nm1", subresource="status"))[-1].body["status"]["pendingPods"] == ["orphan", "spent"]
         own_node(engine).objects = {"/n1": taken(node)}
         api.calls.clear()
@@ -263,7 +263,11 @@ def test_a_status_the_server_could_not_take_is_written_again_after_a_pause_not_a
     run(scenario)
 
 
-def test_a_maintenance_handed_back_at_its_timeout_never_takes_the_node_again_even_if_its_status_write_failed() -> None:
+TIMED_OUT = {"phase": "Failed", "drainStartTime": "2020-01-01T00:00:00Z", "lastError": "drain timed out after 1s",
+             "conditions": [{"type": "TimedOut", "status": "True", "reason": "HandedBack", "message": "drain timed out after 1s"}]}
+
+
+def test_a_maintenance_timed_out_gives_its_node_back_once_its_status_says_so_and_never_takes_it_again() -> None:
     api, events = FakeApi(), list[tuple[str, str]]()
     node = taken(runtime_node())
     drain = {"timeoutSeconds": 1, "onTimeout": "HandBack"}
@@ -272,16 +276,41 @@ def test_a_maintenance_handed_back_at_its_timeout_never_takes_the_node_again_eve
     api.fail("PATCH", nm_path("nm1", subresource="status"), Unreachable("Cannot connect to host"))
 
     async def scenario() -> None:
+        # The status that records the hand-back could not be written: the node is not given back, nor any pod evicted.
         assert await engine.step() == ERROR_RETRY_SECONDS
-        assert api.writes() == [("PATCH", node_path("n1")), ("PATCH", nm_path("nm1", subresource="status"))]
-        assert api.calls[0].body["metadata"]["annotations"][nodes.HOLDER] is None and ("Node", "Uncordon") in events
+        assert api.writes() == [("PATCH", nm_path("nm1", subresource="status"))] and ("Node", "Uncordon") not in events
+        api.calls.clear()
+        assert await engine.step() is None
+        assert api.writes() == [("PATCH", nm_path("nm1", subresource="status")), ("PATCH", node_path("n1"))]
+        written = api.calls[0].body["status"]
+        assert written["conditions"][-1]["type"] == "TimedOut" and written["drainStartTime"] == "2020-01-01T00:00:00Z"
+        assert api.calls[1].body["metadata"]["annotations"][nodes.HOLDER] is None and ("Node", "Uncordon") in events
         # The node as given back: the next steps write the ended status until it is shown, and never touch the node.
-        own_node(engine).objects = {"/n1": runtime_node()}
+        api.objects[node_path("n1")] = own_node(engine).objects["/n1"] = runtime_node()
         api.calls.clear()
         assert await engine.step() is None and engine.wanted == WatchMode.NOTHING
         assert api.writes() == [("PATCH", nm_path("nm1", subresource="status"))]
-        assert api.calls[-1].body["status"]["conditions"][-1]["type"] == "TimedOut"
-        body["status"] = api.calls[-1].body["status"]  # kopf shows it now
+        assert api.calls_to("PATCH")[-1].body["status"]["conditions"][-1]["type"] == "TimedOut"
+        body["status"] = api.calls_to("PATCH")[-1].body["status"]  # kopf shows it now
+        api.calls.clear()
+        assert await engine.step() is None and api.writes() == []
+
+    run(scenario)
+
+
+def test_a_maintenance_whose_status_records_its_timeout_hand_back_gives_back_the_node_it_still_holds() -> None:
+    # The status saying so was written, then the operator restarted (or another replica took the lead) before the node
+    # was given back: the next engine, reading only that status and the node, finishes the hand-back, and takes nothing.
+    api, events = FakeApi(), list[tuple[str, str]]()
+    body = runtime_nm("nm1", drain={"timeoutSeconds": 1, "onTimeout": "HandBack"}, status=TIMED_OUT)
+    api.objects[node_path("n1")] = taken(runtime_node())
+    engine = an_engine(api, body, taken(runtime_node()), [runtime_pod("web-0")], events)
+
+    async def scenario() -> None:
+        assert await engine.step() is None and engine.wanted == WatchMode.NOTHING
+        assert api.writes() == [("PATCH", node_path("n1"))]  # given back; no status written anew (no new drainStartTime)
+        assert api.calls_to("PATCH")[0].body["metadata"]["annotations"][nodes.HOLDER] is None and ("Node", "Uncordon") in events
+        api.objects[node_path("n1")] = runtime_node()
         api.calls.clear()
         assert await engine.step() is None and api.writes() == []
 

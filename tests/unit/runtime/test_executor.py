@@ -20,6 +20,7 @@ from node_maintenance.runtime.executor import ACCEPTED_SECONDS, BACKOFF_MAX_SECO
 from tests.unit.builders import FakeApi, held_node, nm, node
 
 BODY = nm("nm", "n1", version="v1alpha1", uid="u")
+STATUS_PATH = "/apis/nodemaintenance.kubevirt.io/v1alpha1/nodemaintenances/nm/status"
 STATUS = {"phase": "Running", "totalpods": 2, "evictionPods": 2, "pendingPods": ["a"], "lastError": "",
           "conditions": [], "drainStartTime": "2026-01-01T00:00:00Z", "lastUpdate": "2026-01-01T00:00:01Z"}
 
@@ -28,9 +29,9 @@ def _eviction(name: str) -> str:
     return pod_path("ns", name) + "/eviction"
 
 
-def _run(api: FakeApi, plan: Plan, stored: dict[str, Any] | None = None) -> Any:
+def _run(api: FakeApi, plan: Plan, stored: dict[str, Any] | None = None, version: str = "v1alpha1") -> Any:
     events: list[tuple[str, str]] = []
-    executor = Executor(api, BODY, "v1alpha1", lambda obj, type_, reason, message: events.append((obj["kind"], reason)),
+    executor = Executor(api, BODY, version, lambda obj, type_, reason, message: events.append((obj["kind"], reason)),
                         logging.LoggerAdapter(logging.getLogger("test"), {}))
     outcome = asyncio.run(executor.run(plan, node("n1", uid="nu"), {}, stored or {}))
     return outcome, events
@@ -74,7 +75,7 @@ def test_status_goes_through_the_working_version_with_only_what_it_holds() -> No
     _, events = _run(api, Plan("Running", STATUS, None, (), (Event(True, Type.NORMAL, "BeginMaintenance", "m"),)))
     last = api.calls[-1]
     method, path, body = last.method, last.path, last.body
-    assert (method, path) == ("PATCH", "/apis/nodemaintenance.kubevirt.io/v1alpha1/nodemaintenances/nm/status")
+    assert (method, path) == ("PATCH", STATUS_PATH)
     assert set(body["status"]) == {"phase", "totalpods", "evictionPods", "pendingPods", "lastError"}
     assert events == [("Node", "BeginMaintenance")]
 
@@ -104,14 +105,26 @@ def test_a_429_the_budget_did_not_send_is_tried_again_not_charged_to_the_budget(
     assert before + 3 <= attempt.not_before and "try again later" in attempt.error
 
 
-def test_a_failed_status_write_loses_none_of_the_removals_outcomes() -> None:
-    # A keep-alive connection dropped under the status write: the evictions already accepted or refused stand.
+def test_a_status_that_could_not_be_written_holds_every_removal_and_the_hand_back() -> None:
+    # A keep-alive connection dropped under the status write: nothing the status was to record is done, so that a
+    # restart or a new leader, which reads only the stored status and the node, loses nothing that was done.
     api = FakeApi()
-    api.fail("POST", _eviction("b"), TooManyRequests(429, "TooManyRequests", "budget", 0, by_budget=True))
-    api.fail("PATCH", "/apis/nodemaintenance.kubevirt.io/v1alpha1/nodemaintenances/nm/status", Unreachable("server disconnected"))
-    outcome, _ = _run(api, Plan("Running", STATUS, None, (_removal("a"), _removal("b", "ns/web"))))
-    assert outcome.attempts["uid-a"].accepted and outcome.attempts["uid-b"].refused_by == (("ns/web", "7"),)
+    api.fail("PATCH", STATUS_PATH, Unreachable("server disconnected"), times=2)
+    outcome, _ = _run(api, Plan("Running", STATUS, None, (_removal("a"), _removal("done", delete=True))))
     assert outcome.status_failed and not outcome.status_written
+    handback = hand_back("nm", "n1", held_node("nm"), coordinated=False)
+    handed, _ = _run(api, Plan("Failed", STATUS, handback=handback, events=(Event(False, Type.WARNING, "TimedOut", "m"),)))
+    assert handed.status_failed and not handed.node_conflict
+    assert api.writes() == [("PATCH", STATUS_PATH)] * 2  # no eviction, no deletion, the node not given back
+
+
+def test_the_status_recording_the_evicted_workloads_is_written_before_their_pods_are_removed() -> None:
+    api = FakeApi()
+    recorded = {**STATUS, "evictedWorkloads": [{"kind": "ReplicaSet", "namespace": "ns", "name": "web"}]}
+    _run(api, Plan("Running", recorded, None, (_removal("a"), _removal("done", delete=True))), stored=STATUS, version="v1beta1")
+    status_path = STATUS_PATH.replace("v1alpha1", "v1beta1")
+    assert api.writes()[0] == ("PATCH", status_path) and api.calls[0].body["status"]["evictedWorkloads"] == recorded["evictedWorkloads"]
+    assert sorted(api.writes()[1:]) == [("DELETE", pod_path("ns", "done")), ("POST", _eviction("a"))]
 
 
 def test_a_hook_job_the_server_could_not_take_is_not_a_refused_template() -> None:
@@ -165,12 +178,12 @@ def test_an_escalated_removal_is_a_deletion_with_its_grace_told_on_the_pod_and_c
     assert events == [("Pod", Action.FORCE_DELETE_PODS)]
 
 
-def test_a_plan_handing_the_node_back_patches_it_as_a_deletion_would_then_writes_the_status() -> None:
+def test_a_plan_handing_the_node_back_writes_the_status_then_patches_the_node_as_a_deletion_would() -> None:
     api = FakeApi()
     held = held_node("nm")
     handback = hand_back("nm", "n1", held, coordinated=False)
     outcome, events = _run(api, Plan("Failed", STATUS, handback=handback, events=(Event(False, Type.WARNING, "TimedOut", "m"),)))
-    assert [(c.method, c.path) for c in api.calls][:1] == [("PATCH", node_path("n1"))] and api.calls[0].body == handback.node_patch
+    assert api.writes() == [("PATCH", STATUS_PATH), ("PATCH", node_path("n1"))] and api.calls[1].body == handback.node_patch
     assert outcome.status_written and not outcome.node_conflict
     assert ("NodeMaintenance", "TimedOut") in events and ("Node", "Uncordon") in events
 
@@ -179,4 +192,4 @@ def test_a_node_changed_under_the_hand_back_is_decided_again() -> None:
     api = FakeApi()
     api.fail("PATCH", node_path("n1"), Conflict(409, "Conflict", "changed"))
     outcome, _ = _run(api, Plan("Failed", STATUS, handback=hand_back("nm", "n1", held_node("nm"), coordinated=False)))
-    assert outcome.node_conflict and [c.method for c in api.calls] == ["PATCH"]
+    assert outcome.node_conflict and api.writes() == [("PATCH", STATUS_PATH), ("PATCH", node_path("n1"))]

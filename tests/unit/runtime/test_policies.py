@@ -33,7 +33,7 @@ from node_maintenance.runtime.executor import Executor
 from node_maintenance.runtime.metrics import Active
 from node_maintenance.runtime.policies.view import Policies
 from node_maintenance.runtime.policies.watches import PolicyWatches, Watched
-from tests.unit.builders import FakeApi, budget, nm_policy, policy_hook, runtime_nm, runtime_node, runtime_pod, stand_in_watches
+from tests.unit.builders import FakeApi, budget, nm_policy, own_pods, policy_hook, runtime_nm, runtime_node, runtime_pod, stand_in_watches
 
 NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 CRD = {"metadata": {"name": POLICY_CRD.rsplit("/", 1)[1]}, "spec": {"versions": [{"name": POLICY_VERSION, "served": True}]},
@@ -462,6 +462,34 @@ def test_the_node_is_given_back_once_its_policy_records_it_as_recovering() -> No
         await giving_back.before(policies, api.objects[nm_path("nm-n1")], handing_back(api))
         [entry] = written_status(api)["recovering"]
         assert (entry["node"], entry["workloads"], entry["waitingFor"]) == ("n1", [WEB], ["PodDisruptionBudget app/web: 0 of 1 healthy"])
+    scenario(api, body)
+
+
+def test_a_pod_of_a_workload_not_recorded_yet_leaves_only_once_the_status_records_it() -> None:
+    # A pod bound to the node right after a status write, of a workload the drain has not evicted from yet: its
+    # eviction waits for no interval between writes, and goes out only once status.evictedWorkloads names its
+    # workload, so that a failed write or a restart never leaves a workload the policy does not wait for.
+    api = pool_api(waitForHealthy=True)
+    held = {**api.objects[node_path("n1")], "spec": {"unschedulable": True, "taints": [dict(nodes.TAINT)]}}
+    status_path = nm_path("nm-n1", subresource="status")
+
+    async def body(policies: Policies) -> None:
+        await read(policies)
+        shared = Shared(api, BudgetWatch(api), CordonedNodes(api), Active(), "v1beta1", lambda *_: None, policies=policies)
+        nm_body = api.objects[nm_path("nm-n1")]
+        engine = Engine(shared, lambda: nm_body, logging.LoggerAdapter(logging.getLogger("test"), {}), exists=lambda holder: holder == "nm-n1")
+        stand_in_watches(engine, held, [runtime_pod("web-0", owner_name="web")])
+        await engine.step()
+        assert ("POST", pod_path("app", "web-0") + "/eviction") in api.writes()
+        nm_body["status"] = api.calls_to("PATCH", status_path)[-1].body["status"]  # kopf shows it now
+        own_pods(engine).objects["app/db-0"] = runtime_pod("db-0", owner_name="db")
+        api.calls.clear()
+        await engine.step()
+        writes = api.writes()
+        assert ("PATCH", status_path) in writes, "the status recording db-0's workload was not written"
+        assert writes.index(("PATCH", status_path)) < writes.index(("POST", pod_path("app", "db-0") + "/eviction"))
+        recorded = api.calls_to("PATCH", status_path)[-1].body["status"]["evictedWorkloads"]
+        assert {"kind": "ReplicaSet", "namespace": "app", "name": "db"} in recorded
     scenario(api, body)
 
 
