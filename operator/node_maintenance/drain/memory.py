@@ -53,6 +53,7 @@ class Outcome:
     refused_jobs: Mapping[str, str | None] = field(default_factory=dict)  # hook Job name -> why it was refused (None: created)
     status_written: bool = False  # the plan's status was sent (it differed from the one stored)
     status_failed: bool = False  # sending it failed: it is still to be written
+    handback_held: str = ""  # why the hand-back the stored status records is not done yet: the next step does it
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,7 @@ class Memory:
     written_at: float = 0.0  # monotonic
     attempts: Mapping[str, Attempt] = field(default_factory=dict)
     refused_jobs: Mapping[str, str] = field(default_factory=dict)  # hook Job name -> why the API refused it
+    given_back: bool = False  # its hand-back done by this drain: the ended maintenance has nothing left to read
 
     @classmethod
     def of(cls, status: Mapping[str, Any]) -> Memory:
@@ -135,6 +137,10 @@ def remember(memory: Memory, plan: Plan, outcome: Outcome, clock: Clock, carried
         memory = replace(memory, stored=plan.status)
     if outcome.node_conflict:  # the node watch brings the node that changed; an ended maintenance reads it again at once
         return memory, None if plan.handback is None else 0.0
+    if outcome.handback_held:  # ended, its node still to be given back: after a pause, the policies or the API may be away
+        return memory, ERROR_RETRY_SECONDS
+    if plan.handback is not None and not outcome.status_failed:
+        memory = replace(memory, given_back=True)
     recheck = plan.recheck_in
     if carried.live is not None:
         attempts = merge_attempts(memory.attempts, plan.removals, outcome.attempts or {}, carried.live)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import functools
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -168,11 +169,6 @@ class Engine:
         if not isinstance(reading, Reading):
             return reading  # nothing to plan now: look again then
         decided = plan(reading)
-        # onTimeout HandBack gives the node back as a deletion does: under waitForHealthy, once recorded as recovering.
-        policies = self.shared.policies
-        if decided.handback is not None and policies and (why := await giving_back.recovering(policies, {**reading.body, "status": decided.status})):
-            self.log.warning("%s", why)  # the node is kept meanwhile
-            return memory.ERROR_RETRY_SECONDS
         outcome, carried = await self.execute(decided, reading)
         self.memory, recheck = memory.remember(self.memory, decided, outcome, memory.Clock(time.time(), time.monotonic()), carried,
                                                self.shared.version)
@@ -228,6 +224,8 @@ class Engine:
     async def _ended(self, body: dict[str, Any], shown: dict[str, Any]) -> Reading | None:
         """An ended maintenance reads its node, whose hand-back its status records may have been cut short (a node changed under
         it, a restart, a new leader); its status not shown as ended is written again until it is. None: nothing left to do."""
+        if status.timed_out(shown) and self.memory.given_back:
+            return None  # given back by this drain: nothing is left to read
         node, coordinated = await self.shared.kube.get(node_path(self.node_name)), self.lease is not None
         if status.timed_out(shown) and handback.unfinished(self.name, self.node_name, node, coordinated) is None:
             return None
@@ -296,7 +294,11 @@ class Engine:
         for eviction in bookkeeping.counted(decided.removals):  # counted before any await, so concurrent drains see it
             shared.budgets.sent(eviction.budget, eviction.pod)
         stored = {} if reading.foreign else remembered.stored if write else decided.status
-        outcome = await self.executor.run(decided, reading.node, remembered.attempts, dict(stored))
+        # onTimeout HandBack gives the node back as a deletion does: under waitForHealthy, once recorded as recovering.
+        policies = shared.policies
+        ready = (functools.partial(giving_back.recovering, policies, {**reading.body, "status": decided.status})
+                 if policies and decided.handback is not None else None)
+        outcome = await self.executor.run(decided, reading.node, remembered.attempts, dict(stored), ready)
         for eviction in bookkeeping.uncounted(decided.removals, outcome.attempts if not outcome.node_conflict else None):
             shared.budgets.returned(eviction.budget, eviction.pod)
         lease = outcome.lease or decided.lease_seen

@@ -13,7 +13,7 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from typing import Any, TypeVar
 
 from node_maintenance.api.conversion import status_fields
@@ -39,6 +39,8 @@ LOG_LINES = {"BeginMaintenance": "began maintenance", "SucceedMaintenance": "nod
 
 # (object, type, reason, message): posts a Kubernetes Event about a NodeMaintenance, a Node or a Pod.
 EventSink = Callable[[dict[str, Any], str, str, str], None]
+# Asked once the status recording a hand-back is stored, before the node is given back: why not yet ("": go on).
+Readiness = Callable[[], Awaitable[str]]
 
 
 def retry_delay(failures: int, retry_after: float, jitter: float) -> float:
@@ -67,12 +69,15 @@ class Executor:
         self.log = log
         self._slots = asyncio.Semaphore(MAX_CONCURRENT_REMOVALS)
 
-    async def run(self, plan: Plan, node: dict[str, Any] | None, attempts: Mapping[str, Attempt], stored: dict[str, Any]) -> Outcome:
+    async def run(self, plan: Plan, node: dict[str, Any] | None, attempts: Mapping[str, Attempt], stored: dict[str, Any],
+                  ready: Readiness | None = None) -> Outcome:
         """Carry out ``plan`` whole (:func:`whole`) on ``node`` as last seen; ``stored`` is the status as last written
-        (or as read): an unchanged status is not written again."""
-        return await whole(self._run(plan, node, attempts, stored))
+        (or as read): an unchanged status is not written again. ``ready`` is asked before a hand-back (a policy's
+        waitForHealthy records the node as recovering first)."""
+        return await whole(self._run(plan, node, attempts, stored, ready))
 
-    async def _run(self, plan: Plan, node: dict[str, Any] | None, attempts: Mapping[str, Attempt], stored: dict[str, Any]) -> Outcome:
+    async def _run(self, plan: Plan, node: dict[str, Any] | None, attempts: Mapping[str, Attempt], stored: dict[str, Any],
+                   ready: Readiness | None) -> Outcome:
         lease = await self.lease.write(plan.lease_claim) if self.lease and plan.lease_claim else None
         if plan.node_patch is not None:
             try:
@@ -87,8 +92,16 @@ class Executor:
         except KubeError as error:  # nothing it was to record is done: the next step writes it again, then does it
             self.log.warning("writing the status failed; trying again before going on: %s", error)
             return Outcome(lease=lease, status_failed=True)
-        if plan.handback is not None and not await self._hand_back(plan.handback, node):
-            return Outcome(node_conflict=True, lease=lease, status_written=written)
+        if plan.handback is not None:
+            try:
+                if why := await ready() if ready else "":
+                    self.log.warning("%s", why)
+                    return Outcome(lease=lease, status_written=written, handback_held=why)
+                if not await self._hand_back(plan.handback, node):
+                    return Outcome(node_conflict=True, lease=lease, status_written=written)
+            except KubeError as error:  # the stored status records the hand-back: the next step finishes it
+                self.log.warning("giving the node back failed; trying again: %s", error)
+                return Outcome(lease=lease, status_written=written, handback_held=f"giving the node back failed: {error}")
         refused = {job["metadata"]["name"]: await self.create_job(job) for job in plan.jobs}
         results = await asyncio.gather(*(self._remove(r, attempts.get(r.uid)) for r in plan.removals))
         if plan.drained_after is not None:

@@ -293,7 +293,32 @@ def test_a_maintenance_timed_out_gives_its_node_back_once_its_status_says_so_and
         assert api.calls_to("PATCH")[-1].body["status"]["conditions"][-1]["type"] == "TimedOut"
         body["status"] = api.calls_to("PATCH")[-1].body["status"]  # kopf shows it now
         api.calls.clear()
-        assert await engine.step() is None and api.writes() == []
+        assert await engine.step() is None and api.calls == [], "given back by this drain: a wake reads nothing"
+
+    run(scenario)
+
+
+def test_a_hand_back_cut_short_by_the_api_after_its_status_is_stored_is_finished_and_the_node_never_taken_again() -> None:
+    # The status recording the timeout is written, then giving the node back fails; kopf has not shown that status
+    # yet (the API is away): the next step finishes the hand-back from what it wrote, and takes nothing.
+    api, events = FakeApi(), list[tuple[str, str]]()
+    node = taken(runtime_node())
+    api.objects[node_path("n1")] = node
+    body = runtime_nm("nm1", drain={"timeoutSeconds": 1, "onTimeout": "HandBack"},
+                      status={"phase": "Running", "drainStartTime": "2020-01-01T00:00:00Z"})
+    engine = an_engine(api, body, node, [runtime_pod("web-0")], events)
+    api.fail("PATCH", node_path("n1"), Unreachable("Cannot connect to host"))
+
+    async def scenario() -> None:
+        assert await engine.step() == ERROR_RETRY_SECONDS
+        assert api.writes() == [("PATCH", nm_path("nm1", subresource="status")), ("PATCH", node_path("n1"))]
+        api.calls.clear()
+        assert await engine.step() is None and engine.wanted == WatchMode.NOTHING
+        # The ended status is written again until kopf shows it, the same: no new drainStartTime, no pod evicted.
+        assert api.writes() == [("PATCH", nm_path("nm1", subresource="status")), ("PATCH", node_path("n1"))]
+        written = api.calls_to("PATCH")[0].body["status"]
+        assert written["conditions"][-1]["type"] == "TimedOut" and written["drainStartTime"] == "2020-01-01T00:00:00Z"
+        assert api.calls_to("PATCH")[1].body["metadata"]["annotations"][nodes.HOLDER] is None and ("Node", "Uncordon") in events
 
     run(scenario)
 

@@ -592,6 +592,21 @@ def test_a_node_handed_back_at_its_timeout_is_kept_until_its_policy_records_it_a
     scenario(api, body)
 
 
+def test_a_timeout_whose_status_is_not_stored_records_no_recovering_node_and_keeps_the_node() -> None:
+    # The policy counts the node as recovering only once the maintenance's own status records the timeout: else a
+    # drain going on after a failed write would hold its node and a recovering entry whose wait started too early.
+    api = timing_out_api()
+
+    async def body(policies: Policies) -> None:
+        await health_read(policies)
+        engine = timing_out(api, policies)
+        api.fail("PATCH", nm_path("nm-n1", subresource="status"), Unreachable("connection refused"))
+        await engine.step()
+        recorded = [e["node"] for call in api.calls_to("PATCH", policy_path("pool", "status")) for e in call.body["status"].get("recovering") or ()]
+        assert recorded == [] and api.calls_to("PATCH", node_path("n1")) == []
+    scenario(api, body)
+
+
 @pytest.mark.parametrize("freed_by", ["healthy", "cap"])
 def test_a_node_handed_back_at_its_timeout_keeps_its_slot_until_its_evicted_workloads_are_healthy(
         freed_by: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -625,6 +640,7 @@ def test_a_node_handed_back_at_its_timeout_keeps_its_slot_until_its_evicted_work
         try:
             await health_read(policies)
             assert next_in_line(policies) == VerdictKind.WAITING
+            clock[0] += datetime.timedelta(seconds=30)  # deleted later: the wait still counts from the hand-back
             deleted = {**ended, "metadata": {**ended["metadata"], "deletionTimestamp": timestamps.rfc3339(clock[0])}}
             await giving_back.before(policies, deleted, handing_back(api))
             await write_statuses(policies)
@@ -635,7 +651,7 @@ def test_a_node_handed_back_at_its_timeout_keeps_its_slot_until_its_evicted_work
                 healthy = budget("web", namespace="app", generation=1, observed=1, healthy=1, expected=1)
                 policies.recovery.mirrors["PodDisruptionBudget"].take({"type": "MODIFIED", "object": healthy})
             else:
-                clock[0] += datetime.timedelta(seconds=61)
+                clock[0] += datetime.timedelta(seconds=31)  # 61 s after the hand-back, 31 s after the deletion
                 policies.decisions.invalidate()
             assert next_in_line(policies) == VerdictKind.ADMITTED
         finally:
