@@ -21,7 +21,7 @@ help:
 	@echo "             (report in bench/results: report.json, report.txt, PNG charts)"
 	@echo "make soak   - NodeMaintenances at random for 30 min (SOAK_MINUTES) while the operator is killed and its"
 	@echo "             link to the API server faulted; report in build/soak (report.json, report.txt)"
-	@echo "make render - re-render CRD, bundle, catalog and OLM deploy manifests; make check verifies them"
+	@echo "make render - re-render CRD, bundle, catalog, OLM deploy manifests, API docs and monitoring files; make check verifies them"
 	@echo "make lint   - import layers, types and style (also the first step of make test)"
 
 # uv resolves and installs the test environment from its cache in seconds (pip took a minute); pip stays in

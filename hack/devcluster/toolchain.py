@@ -1,4 +1,4 @@
-"""Build the upstream Go tools (Kubernetes, etcd, KWOK, opm, operator-sdk, OLM, Helm, Toxiproxy) from pinned modules.
+"""Build the upstream Go tools (Kubernetes, etcd, KWOK, opm, operator-sdk, OLM, Helm, Toxiproxy, promtool) from pinned modules.
 
 Each tool module under ``hack/tools/<name>/`` pins its upstream release in ``go.mod``/``go.sum`` and
 lists the binaries it provides as ``tool`` directives. Binaries are cached outside the work tree,
@@ -85,6 +85,8 @@ MODULES: dict[str, ToolModule] = {
         ToolModule("grpc-health-probe", cgo=False, renames=(("grpc-health-probe", "grpc_health_probe"),)),
         # Network faults between the operator and the API server in the fault tests and the soak.
         ToolModule("toxiproxy", renames=(("server", "toxiproxy"),)),
+        # Checks and unit-tests the shipped alert rules; statically linked with the tags Prometheus's release uses.
+        ToolModule("promtool", tags="netgo builtinassets", cgo=False),
     )
 }
 
@@ -108,6 +110,7 @@ BINARIES: dict[str, str] = {
     "grpc_health_probe": "grpc-health-probe",
     "coredns": "coredns",
     "toxiproxy": "toxiproxy",
+    "promtool": "promtool",
 }
 
 

@@ -59,13 +59,20 @@ def bundle_annotations(releases: Releases, release: Release) -> dict[str, str]:
     }
 
 
+def metrics_service(templates: Templates, release: Release) -> dict[str, Any]:
+    """The Service in front of the operator's /metrics, which the shipped ServiceMonitor selects."""
+    secure = release.has("secure-metrics")
+    service: dict[str, Any] = templates.yaml("metrics-service.yaml.j2", deployment=DEPLOYMENT, secure=secure,
+                                             port=METRICS_PORT if secure else HEALTH_PORT)
+    return service
+
+
 def bundle_manifests(templates: Templates, releases: Releases, images: ImageRefs, release: Release) -> dict[str, dict[str, Any]]:
     """The objects in manifests/, by file name; the catalog embeds the same objects."""
     return {
         CSV_FILE: build_csv(templates, releases, images, release),
         **build_crds(release),
-        METRICS_SERVICE_FILE: templates.yaml("metrics-service.yaml.j2", deployment=DEPLOYMENT, secure=release.has("secure-metrics"),
-                                             port=METRICS_PORT if release.has("secure-metrics") else HEALTH_PORT),
+        METRICS_SERVICE_FILE: metrics_service(templates, release),
         **_roles(templates, release),
     }
 

@@ -1,4 +1,4 @@
-"""nmo-pack: render and check the CRD, bundles, catalog, OLM deploy manifests and API reference."""
+"""nmo-pack: render and check the CRD, bundles, catalog, OLM deploy manifests, API reference and monitoring files."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from .render import (
     deploy_output,
     docs_output,
     load_inputs,
+    monitoring_output,
 )
 
 
@@ -65,7 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
     command("catalog", "render the file-based catalog of every release and catalog.Dockerfile", lambda i, a: catalog_output(i))
     deploy = command("deploy", "render olm-deploy-manifests/ for Kubernetes and OpenShift", lambda i, a: deploy_output(i, _deploy(i, a)))
     command("docs", "render docs/api.md from the API schemas", lambda i, a: docs_output(i))
-    everything = command("all", "render everything above (the current bundle, catalog, deploy manifests, docs)", lambda i, a: all_output(i, _deploy(i, a)))
+    command("monitoring", "render monitoring/: the ServiceMonitor, the alerts (PrometheusRule) and a Grafana dashboard",
+            lambda i, a: monitoring_output(i))
+    everything = command("all", "render everything above (the current bundle, catalog, deploy manifests, docs, monitoring)", lambda i, a: all_output(i, _deploy(i, a)))
     for cmd in (deploy, everything):
         cmd.add_argument("--catalog-image", help="catalog image the CatalogSource runs (default: from releases.yaml)")
         cmd.add_argument("--version", help="release the Subscription starts at (default: the newest)")

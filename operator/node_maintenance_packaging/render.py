@@ -17,6 +17,7 @@ from .crd import build_crds
 from .deploy import DeployParameters, render_deploy
 from .files import Output, RenderedFile, write
 from .imagerefs import ImageRefs
+from .monitoring import render_monitoring
 from .releases import Releases
 from .templating import DEFAULT_TEMPLATES, Templates
 
@@ -76,9 +77,13 @@ def docs_output(inputs: Inputs) -> Output:
     return render_docs(inputs.templates, inputs.releases)
 
 
+def monitoring_output(inputs: Inputs) -> Output:
+    return render_monitoring(inputs.templates, inputs.releases)
+
+
 def all_output(inputs: Inputs, deploy: DeployParameters | None = None) -> Output:
-    """The current bundle (its CRD included), the catalog, the deploy manifests and the API reference."""
-    return bundle_output(inputs) + catalog_output(inputs) + deploy_output(inputs, deploy) + docs_output(inputs)
+    """The current bundle (its CRD included), the catalog, the deploy manifests, the API reference and the monitoring files."""
+    return bundle_output(inputs) + catalog_output(inputs) + deploy_output(inputs, deploy) + docs_output(inputs) + monitoring_output(inputs)
 
 
 def render_all(
