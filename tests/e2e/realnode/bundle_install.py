@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -93,17 +94,33 @@ def _serve_webhooks(cluster: Cluster, namespace: str, name: str, deployment: dic
         cluster.kubectl("patch", "crd", CRD_NAME, "--type=merge", "-p", json.dumps(patch))
 
 
-def wait_ready(cluster: Cluster, installed: Installed, timeout: float = 120) -> dict[str, Any]:
-    """Wait until the Deployment has rolled out and its pod of the current template is Ready; return that pod."""
+def wait_ready(cluster: Cluster, installed: Installed, timeout: float = 120, pull_timeout: float = 600) -> dict[str, Any]:
+    """Wait until the Deployment has rolled out and its pod of the current template is Ready; return that pod.
+
+    ``timeout`` counts from the moment the pod's container started, which is what the operator answers for; pulling its
+    image before is the node's work, bounded apart by ``pull_timeout`` (on a loaded machine a pull from the local
+    registry took a minute and a half, and a single deadline over both failed a release whose start was on time)."""
     spec = installed.csv["spec"]["install"]["spec"]["deployments"][0]["spec"]
     image = spec["template"]["spec"]["containers"][0]["image"]
     selector = ",".join(f"{k}={v}" for k, v in spec["selector"]["matchLabels"].items())
-    for _ in polls(timeout):
+    started: float | None = None
+    for _ in polls(pull_timeout + timeout):
         pods = json.loads(cluster.kubectl("get", "pods", "-n", installed.namespace, "-l", selector, "-o", "json").stdout)["items"]
         current = [p for p in pods if p["spec"]["containers"][0]["image"] == image and not p["metadata"].get("deletionTimestamp")]
         ready = [p for p in current if any(c["type"] == "Ready" and c["status"] == "True" for c in p.get("status", {}).get("conditions", []))]
         if ready and len(pods) == len(current):  # the previous release's pod is gone
             return cast(dict[str, Any], ready[0])
+        if started is None and any(_started(p) for p in current):
+            started = time.monotonic()
+        if started is not None and time.monotonic() > started + timeout:
+            break
     events = cluster.kubectl("get", "events", "-n", installed.namespace, check=False).stdout
     logs = cluster.kubectl("logs", "-n", installed.namespace, f"deployment/{installed.deployment}", "--tail=40", check=False).stdout
-    raise AssertionError(f"operator pod not Ready within {timeout:.0f}s\nevents:\n{events}\nlogs:\n{logs}")
+    when = "its container's start" if started is not None else f"its image's pull (no container started in {pull_timeout + timeout:.0f}s)"
+    raise AssertionError(f"operator pod not Ready within {timeout:.0f}s of {when}\nevents:\n{events}\nlogs:\n{logs}")
+
+
+def _started(pod: dict[str, Any]) -> bool:
+    """Whether the pod's container has started (its image pulled): running now, or run before and restarted."""
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    return any("running" in (c.get("state") or {}) or "terminated" in (c.get("lastState") or {}) for c in statuses)
