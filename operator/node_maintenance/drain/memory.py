@@ -133,13 +133,14 @@ def differs(stored: Mapping[str, Any], new: Mapping[str, Any], version: str) -> 
 def remember(memory: Memory, plan: Plan, outcome: Outcome, clock: Clock, carried: Carried, version: str) -> tuple[Memory, float | None]:
     """The memory after ``plan`` was carried out and met ``outcome``, and when to look again (None: on a change only)."""
     memory = replace(memory, refused_jobs=merge_refusals(memory.refused_jobs, outcome.refused_jobs))
-    if plan.handback is not None and not outcome.status_failed:  # its status stored, it has ended: the node is given back now or next
+    ended = plan.handback is not None and not outcome.status_failed  # its status stored: the node is given back now or next
+    if ended:
         memory = replace(memory, stored=plan.status)
     if outcome.node_conflict:  # the node watch brings the node that changed; an ended maintenance reads it again at once
         return memory, None if plan.handback is None else 0.0
     if outcome.handback_held:  # ended, its node still to be given back: after a pause, the policies or the API may be away
         return memory, ERROR_RETRY_SECONDS
-    if plan.handback is not None and not outcome.status_failed:
+    if ended:
         memory = replace(memory, given_back=True)
     recheck = plan.recheck_in
     if carried.live is not None:

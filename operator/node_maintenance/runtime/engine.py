@@ -224,12 +224,13 @@ class Engine:
     async def _ended(self, body: dict[str, Any], shown: dict[str, Any]) -> Reading | None:
         """An ended maintenance reads its node, whose hand-back its status records may have been cut short (a node changed under
         it, a restart, a new leader); its status not shown as ended is written again until it is. None: nothing left to do."""
-        if status.timed_out(shown) and self.memory.given_back:
+        shown_ended = status.timed_out(shown)
+        if shown_ended and self.memory.given_back:
             return None  # given back by this drain: nothing is left to read
         node, coordinated = await self.shared.kube.get(node_path(self.node_name)), self.lease is not None
-        if status.timed_out(shown) and handback.unfinished(self.name, self.node_name, node, coordinated) is None:
+        if shown_ended and handback.unfinished(self.name, self.node_name, node, coordinated) is None:
             return None
-        return Reading(body, not status.timed_out(shown), timestamps.now(), None, node, coordinated=coordinated)
+        return Reading(body, not shown_ended, timestamps.now(), None, node, coordinated=coordinated)
 
     async def _node(self) -> dict[str, Any] | float | None:
         """The node as this drain sees it now (None: not there, or in line: not watched); a float: look again then."""
