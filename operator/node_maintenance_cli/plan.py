@@ -90,8 +90,10 @@ def build(
 
 def governing(node: Mapping[str, Any], policies: Iterable[Mapping[str, Any]]) -> model.Policy | None:
     """The NodeMaintenancePolicy whose defaults, rules and escalation cap a drain of ``node`` follows: the one that
-    selects it (none, or more than one, which hold the drain until resolved: none)."""
-    selecting = [p for p in map(model.Policy.of, policies) if p.selects(node)]
+    governs it (none, or more than one, which hold the drain until resolved: none)."""
+    parsed = [model.Policy.of(p) for p in policies]
+    names = model.governing(parsed, node)
+    selecting = [p for p in parsed if p.name in names]
     return selecting[0] if len(selecting) == 1 else None
 
 

@@ -35,7 +35,7 @@ from node_maintenance.client.watch import Mirror
 from node_maintenance.coordination import remediation
 from node_maintenance.drain import planner
 from node_maintenance.drain.memory import WatchMode
-from node_maintenance.drain.nodes import HOLDER, TAINT, WAS_TAINTED, WAS_UNSCHEDULABLE
+from node_maintenance.drain.nodes import HOLDER, POLICY, TAINT, WAS_TAINTED, WAS_UNSCHEDULABLE
 from node_maintenance.drain.plans import Maintenance, Plan, PolicyTerms, Removal
 from node_maintenance.drain.status import timed_out
 from node_maintenance.policy.terms import Seen
@@ -95,11 +95,12 @@ def daemonset(name: str = "agent", *, namespace: str = "ns") -> Obj:
 
 # ---------------------------------------------------------------- nodes
 def node(name: str = "n1", *, uid: str | None = None, resource_version: str | None = None, labels: dict[str, str] | None = None,
-         annotations: dict[str, str] | None = None, holder: str | None = None, was_unschedulable: bool | None = None,
+         annotations: dict[str, str] | None = None, holder: str | None = None, policy: str | None = None, was_unschedulable: bool | None = None,
          was_tainted: bool = False, spec: Obj | None = None, unschedulable: bool | None = None, taints: Iterable[Obj] | None = None,
          status: Obj | None = None, ready: bool | None = None, conditions: list[Obj] | None = None) -> Obj:
-    """A node. ``uid`` may say ``{name}``; ``holder``, ``was_unschedulable`` and ``was_tainted`` write the annotations of a
-    node a NodeMaintenance holds (a drain taint is recorded only when it was there before); ``spec`` is there (even
+    """A node. ``uid`` may say ``{name}``; ``holder``, ``policy``, ``was_unschedulable`` and ``was_tainted`` write the
+    annotations of a node a NodeMaintenance holds (the policy it took it under; a drain taint is recorded only when it
+    was there before); ``spec`` is there (even
     empty) when given or when ``unschedulable`` or ``taints`` are; ``ready`` writes a lone Ready condition,
     ``conditions`` any list of them."""
     meta: Obj = {"name": name}
@@ -109,10 +110,12 @@ def node(name: str = "n1", *, uid: str | None = None, resource_version: str | No
         meta["resourceVersion"] = resource_version
     if labels is not None:
         meta["labels"] = dict(labels)
-    if annotations is not None or holder is not None or was_unschedulable is not None or was_tainted:
+    if annotations is not None or holder is not None or policy is not None or was_unschedulable is not None or was_tainted:
         meta["annotations"] = dict(annotations or {})
         if holder is not None:
             meta["annotations"][HOLDER] = holder
+        if policy is not None:
+            meta["annotations"][POLICY] = policy
         if was_unschedulable is not None:
             meta["annotations"][WAS_UNSCHEDULABLE] = "true" if was_unschedulable else "false"
         if was_tainted:

@@ -1,7 +1,10 @@
-"""The Node side of a maintenance: who holds the node, whether it was cordoned or tainted before, our taint.
+"""The Node side of a maintenance: who holds the node, under which policy, whether it was cordoned or tainted before,
+our taint.
 
-The holder, the earlier schedulability and an earlier drain taint are recorded on the Node itself, so the state survives
-operator restarts and a second NodeMaintenance for the same node can see the node is taken.
+The holder, the policy it was taken under, the earlier schedulability and an earlier drain taint are recorded on the
+Node itself, so the state survives operator restarts and a second NodeMaintenance for the same node can see the node
+is taken. The policy recorded keeps pacing and ruling the drain when the node's labels, or the policy's selector,
+change while it is held: a node relabelled out of its pool does not escape the limits it was taken under.
 Pure functions build the patches; each carries the node's resourceVersion, so a patch against a node
 that changed meanwhile is refused and decided again on fresh state.
 """
@@ -14,6 +17,7 @@ from node_maintenance.api import GROUP
 from node_maintenance.coordination import remediation
 
 HOLDER = f"{GROUP}/holder"
+POLICY = f"{GROUP}/policy"  # the NodeMaintenancePolicy that governed the holder when it took the node
 WAS_UNSCHEDULABLE = f"{GROUP}/was-unschedulable"
 WAS_TAINTED = f"{GROUP}/was-tainted"  # the drain taint was on the node before: it stays when the node is given back
 TAINT = {"key": "kubevirt.io/drain", "effect": "NoSchedule"}
@@ -32,6 +36,12 @@ def holder_of(node: dict[str, Any]) -> str | None:
     return (node.get("metadata", {}).get("annotations") or {}).get(HOLDER)
 
 
+def policy_of(node: dict[str, Any]) -> str | None:
+    """The policy the node's holder took it under; None when nobody holds it, or it was taken under none."""
+    annotations = node.get("metadata", {}).get("annotations") or {}
+    return annotations.get(POLICY) if annotations.get(HOLDER) else None
+
+
 def _taints(node: dict[str, Any]) -> list[dict[str, Any]]:
     return list(node.get("spec", {}).get("taints") or [])
 
@@ -40,12 +50,14 @@ def has_taint(node: dict[str, Any]) -> bool:
     return any(t.get("key") == TAINT["key"] and t.get("effect") == TAINT["effect"] for t in _taints(node))
 
 
-def begin_patch(node: dict[str, Any], holder: str) -> dict[str, Any]:
-    """Cordon, taint and record the holder; remember schedulability and an earlier drain taint only when
-    nobody held the node.
+def begin_patch(node: dict[str, Any], holder: str, policy: str | None = None) -> dict[str, Any]:
+    """Cordon, taint and record the holder and the policy it takes the node under (None: none, and any earlier record
+    goes); remember schedulability and an earlier drain taint only when nobody held the node.
 
     Taking over from a holder that is gone keeps its record: the cordon and the taint on the node are that holder's."""
-    annotations = {HOLDER: holder}
+    annotations: dict[str, str | None] = {HOLDER: holder}
+    if policy or POLICY in (node.get("metadata", {}).get("annotations") or {}):
+        annotations[POLICY] = policy
     if holder_of(node) is None or WAS_UNSCHEDULABLE not in (node.get("metadata", {}).get("annotations") or {}):
         annotations[WAS_UNSCHEDULABLE] = "true" if node.get("spec", {}).get("unschedulable") else "false"
     if holder_of(node) is None and has_taint(node):
@@ -57,13 +69,14 @@ def begin_patch(node: dict[str, Any], holder: str) -> dict[str, Any]:
     }
 
 
-def taken_patch(node: dict[str, Any], holder: str, *, fresh: bool, coordinated: bool) -> dict[str, Any] | None:
-    """What holding the node takes: cordon, taint, record the holder, and (Leases coordinated) exclude the node from
-    remediation; when taken now (``fresh``), or when someone undid a part. None: all in place."""
+def taken_patch(node: dict[str, Any], holder: str, *, fresh: bool, coordinated: bool, policy: str | None = None) -> dict[str, Any] | None:
+    """What holding the node takes: cordon, taint, record the holder and ``policy``, the one governing it now, and
+    (Leases coordinated) exclude the node from remediation; when taken now (``fresh``), or when someone undid a part,
+    which keeps the policy recorded at takeover. None: all in place."""
     if not (fresh or not node.get("spec", {}).get("unschedulable") or not has_taint(node)
             or (coordinated and not remediation.is_excluded(node))):
         return None
-    patch = begin_patch(node, holder)
+    patch = begin_patch(node, holder, policy if fresh else policy_of(node))
     return remediation.exclude(node, patch) if coordinated else patch
 
 
@@ -71,10 +84,11 @@ def end_patch(node: dict[str, Any]) -> dict[str, Any]:
     """Remove our records, and our taint unless it was there before; uncordon unless the node was unschedulable before."""
     annotations = node.get("metadata", {}).get("annotations") or {}
     was_unschedulable = annotations.get(WAS_UNSCHEDULABLE) == "true"
+    records = [HOLDER, *([POLICY] if POLICY in annotations else []), WAS_UNSCHEDULABLE, WAS_TAINTED]
     taints = _taints(node) if annotations.get(WAS_TAINTED) == "true" else \
         [t for t in _taints(node) if not (t.get("key") == TAINT["key"] and t.get("effect") == TAINT["effect"])]
     return {
-        "metadata": {"annotations": {HOLDER: None, WAS_UNSCHEDULABLE: None, WAS_TAINTED: None},
+        "metadata": {"annotations": dict.fromkeys(records),
                      "resourceVersion": node["metadata"]["resourceVersion"]},
         "spec": {"unschedulable": True if was_unschedulable else None, "taints": taints or None},
     }

@@ -57,6 +57,7 @@ class PolicyTerms:
     # Its drain rules (None: no policy, and pod annotations count for nothing), and why no pod may be evicted yet
     # (its preDrain Job, a conflict, a window's end), failed or still to come.
     rules: tuple[Rule, ...] | None = None
+    policy: str | None = None  # its name, recorded on the node when the drain takes it
     hold: str = ""
     hold_failed: bool = False
     hold_recheck_in: float | None = None  # when to look again: at the hold (a hook Job's progress), or a window's end

@@ -56,7 +56,7 @@ def take(m: Maintenance, node: Mapping[str, Any] | None, now: datetime.datetime,
     fresh = holder != m.name
     # What each check at takeover reads, and what holding the node takes, are gathered first, then judged in turn.
     refused = quorum_refusal(m, node, members) if fresh and members is not None else None
-    patch = nodes.taken_patch(dict(node), m.name, fresh=fresh, coordinated=lease is not None)
+    patch = nodes.taken_patch(dict(node), m.name, fresh=fresh, coordinated=lease is not None, policy=m.terms.policy)
     # The Lease is held before the node is taken, and kept while it is: claimed when due, unless another holder owns it.
     lease_now = remediation.standing(lease, dict(node), now) if lease is not None else remediation.Standing()
     seen, state, claim = lease_now.seen, lease_now.state, lease_now.claim

@@ -45,10 +45,11 @@ def _natural(name: str) -> tuple[str | int, ...]:
 
 
 def decide(policies: Iterable[model.Policy], node_list: Iterable[Mapping[str, Any]], maintenances: Iterable[Mapping[str, Any]],
-           admitted: Collection[str] = (), governed: Mapping[str, tuple[str, ...]] | None = None,
+           admitted: Mapping[str, str] | None = None, governed: Mapping[str, tuple[str, ...]] | None = None,
            recovering: Mapping[str, Collection[str]] | None = None, *, now: datetime.datetime, operator_namespace: str = "") -> Decision:
-    """Every NodeMaintenance's verdict and every policy's summary at ``now``, from the cluster as it is and the names
-    ``admitted`` by the decision before (slots stand until taken, given back or their maintenance is deleted).
+    """Every NodeMaintenance's verdict and every policy's summary at ``now``, from the cluster as it is and those
+    ``admitted`` by the decision before, each with the policy whose slot it was granted (slots stand until taken, given
+    back or their maintenance is deleted; a slot of one policy is no slot of another, which checks its own limits).
     ``governed``: ``governing`` of every node, when the caller keeps it (a node's changes rarely change it).
     ``recovering``: by policy, the nodes given back whose evicted workloads it still waits for (waitForHealthy):
     each keeps its slot in use. ``operator_namespace``: the operator's own, where no hook Job runs (a policy's summary
@@ -97,7 +98,7 @@ def decide(policies: Iterable[model.Policy], node_list: Iterable[Mapping[str, An
 
         # What taking each node adds to the unavailable count: nothing for a node already out of service.
         adds = {m["metadata"]["name"]: 0 if m["spec"]["nodeName"] in down else 1 for m in waiting}
-        granted = {m["metadata"]["name"] for m in waiting if m["metadata"]["name"] in admitted and not model.gave_back(m)}
+        granted = {m["metadata"]["name"] for m in waiting if (admitted or {}).get(m["metadata"]["name"]) == policy.name and not model.gave_back(m)}
         still = set((recovering or {}).get(policy.name, ())) - held  # a node taken again counts once, as held
         used, out = len(held) + len(still) + len(granted), len(down) + sum(adds[name] for name in granted)
         for recovering_node in still & by_node.keys():  # its slot is in use in its domains too, those that still exist
@@ -196,9 +197,11 @@ def with_slot(policy: model.Policy, window: windows.WindowState | None) -> Verdi
 
 def holding(policies: Iterable[model.Policy], node: Mapping[str, Any], now: datetime.datetime) -> Verdict | None:
     """The verdict of the NodeMaintenance that holds ``node`` (its record names it), as ``decide`` gives it at ``now``
-    (none when no policy selects the node). No line decides it, so it needs no look at every other maintenance: a
+    (none when no policy governs the node). No line decides it, so it needs no look at every other maintenance: a
     draining maintenance steps at every change of its pods, and its step's cost stays apart from the pool's size."""
-    selecting = sorted((p for p in policies if p.selects(node)), key=lambda p: p.name)
+    policies = list(policies)
+    names = model.governing(policies, node)
+    selecting = sorted((p for p in policies if p.name in names), key=lambda p: p.name)
     if not selecting:
         return None
     if len(selecting) > 1:  # the last of them in name order, as decide's pass over the policies leaves it

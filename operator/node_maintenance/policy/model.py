@@ -18,7 +18,7 @@ from enum import StrEnum
 from typing import Any
 
 from node_maintenance.drain import pods, status
-from node_maintenance.drain.nodes import HOLDER, holder_of
+from node_maintenance.drain.nodes import HOLDER, POLICY, holder_of, policy_of
 from node_maintenance.drain.plans import Action, Escalation
 from node_maintenance.drain.rules import Rule
 from node_maintenance.policy import health, hooks, windows
@@ -165,12 +165,13 @@ def resolve(value: int | str | None, total: int) -> int | None:
 
 
 def slim_node(node: dict[str, Any]) -> dict[str, Any]:
-    """What the decisions read of a node: its labels, its holder, whether it is schedulable and Ready.
-    A heartbeat changes none of it, so it wakes no drain."""
+    """What the decisions read of a node: its labels, its holder and the policy it took the node under, whether it is
+    schedulable and Ready. A heartbeat changes none of it, so it wakes no drain."""
     meta = node["metadata"]
-    holder = holder_of(node)
+    holder, policy = holder_of(node), policy_of(node)
     ready = [{"type": "Ready", "status": c.get("status")} for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"]
-    return {"metadata": {"name": meta["name"], "labels": meta.get("labels") or {}, "annotations": {HOLDER: holder} if holder else {}},
+    held = {HOLDER: holder, **({POLICY: policy} if policy else {})} if holder else {}
+    return {"metadata": {"name": meta["name"], "labels": meta.get("labels") or {}, "annotations": held},
             "spec": {"unschedulable": bool((node.get("spec") or {}).get("unschedulable"))}, "status": {"conditions": ready}}
 
 
@@ -201,8 +202,11 @@ def unavailable(node: Mapping[str, Any]) -> bool:
 
 
 def governing(policies: Iterable[Policy], node: Mapping[str, Any]) -> tuple[str, ...]:
-    """The names of the policies that select ``node``, in name order (more than one: a conflict)."""
-    return tuple(sorted(p.name for p in policies if p.selects(node)))
+    """The names of the policies that govern ``node``, in name order (more than one: a conflict): those that select it,
+    and, while a maintenance holds it, the one it was taken under, which keeps counting it and ruling its drain
+    whatever its labels or the policy's selector say now, until it is given back."""
+    recorded = policy_of(dict(node))
+    return tuple(sorted({p.name for p in policies if p.selects(node) or p.name == recorded}))
 
 
 def with_defaults(body: Mapping[str, Any], policy: Policy) -> dict[str, Any]:

@@ -61,7 +61,8 @@ def governed(body: Mapping[str, Any], policy: model.Policy | None, policy_terms:
         told: tuple[Condition, ...] = (wording.escalation_capped(policy.name, policy.max_escalation, dropped),)
     else:
         told = wording.escalation_uncapped(m.status)
-    return dataclasses.replace(m, escalation=ladder, terms=dataclasses.replace(policy_terms, conditions=policy_terms.conditions + told))
+    return dataclasses.replace(m, escalation=ladder, terms=dataclasses.replace(policy_terms, policy=policy.name if policy else None,
+                                                                               conditions=policy_terms.conditions + told))
 
 
 def _terms(body: Mapping[str, Any], seen: Seen, refused_jobs: Mapping[str, str], now: datetime.datetime) -> tuple[model.Policy | None, PolicyTerms]:

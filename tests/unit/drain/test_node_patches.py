@@ -66,3 +66,19 @@ def test_a_holder_that_is_gone_left_its_own_taint_which_is_not_recorded_as_earli
     left = builders.node("n1", resource_version="7", holder="nm-old", was_unschedulable=False, unschedulable=True, taints=[nodes.TAINT])
     assert nodes.WAS_TAINTED not in nodes.begin_patch(left, "nm-new")["metadata"]["annotations"]
     assert nodes.end_patch(left)["spec"]["taints"] is None
+
+
+def test_the_policy_a_node_is_taken_under_is_recorded_until_it_is_given_back() -> None:
+    taken = nodes.taken_patch(a_node(), "nm-1", fresh=True, coordinated=False, policy="rolling")
+    assert taken is not None and taken["metadata"]["annotations"][nodes.POLICY] == "rolling"
+    held = builders.node("n1", resource_version="8", holder="nm-1", policy="rolling", was_unschedulable=False, unschedulable=False,
+                         taints=[nodes.TAINT])
+    assert nodes.policy_of(held) == "rolling"
+    # Cordoned again after someone uncordoned it, under whatever policy selects it now: the record stays.
+    again = nodes.taken_patch(held, "nm-1", fresh=False, coordinated=False, policy="other")
+    assert again is not None and again["metadata"]["annotations"][nodes.POLICY] == "rolling"
+    assert nodes.end_patch(held)["metadata"]["annotations"][nodes.POLICY] is None
+    # Taken over under no policy, the record of the holder that is gone goes too.
+    left = builders.node("n1", resource_version="9", holder="nm-old", policy="rolling", was_unschedulable=False, unschedulable=True)
+    assert nodes.begin_patch(left, "nm-new")["metadata"]["annotations"][nodes.POLICY] is None
+    assert nodes.policy_of(builders.node("n1", policy="rolling")) is None  # a record without a holder governs nothing

@@ -280,7 +280,7 @@ def test_in_line_while_no_window_is_open_and_admitted_once_one_opens() -> None:
 def test_at_the_window_s_end_those_holding_their_node_go_on_and_a_slot_granted_stands() -> None:
     node_list = [a_node("n0", holder="m0", unschedulable=True), a_node("n1"), a_node("n2")]
     nms = [an_nm("m0", "n0", created=at(0)), an_nm("m1", "n1", created=at(1)), an_nm("m2", "n2", created=at(2))]
-    decision = line.decide([a_policy(windows=NIGHTLY)], node_list, nms, admitted={"m1"}, now=NOW)
+    decision = line.decide([a_policy(windows=NIGHTLY)], node_list, nms, admitted={"m1": "p"}, now=NOW)
     assert _kinds(decision) == {"m0": (VerdictKind.ADMITTED, 0), "m1": (VerdictKind.ADMITTED, 0), "m2": (VerdictKind.CLOSED, 1)}
     assert not decision.verdicts["m0"].paused  # windowEnd Continue
 
@@ -307,7 +307,7 @@ def test_under_window_end_pause_a_slot_granted_before_the_window_closed_takes_it
     policy = a_policy(windows=NIGHTLY, windowEnd="Pause")
     free = a_node("n1", resource_version="7")
     body = an_nm("m1", "n1", created=at(1), status={})
-    verdict = line.decide([policy], [free], [body], admitted={"m1"}, now=NOW).verdicts["m1"]
+    verdict = line.decide([policy], [free], [body], admitted={"m1": "p"}, now=NOW).verdicts["m1"]
     assert verdict.kind == VerdictKind.ADMITTED and verdict.paused
     # The decision the slot was granted by, made while the window was open, is no licence to evict after it closed.
     for seen in (verdict, Verdict(kind=VerdictKind.ADMITTED, policy=policy)):
@@ -399,7 +399,7 @@ def test_topology_limits_per_domain(limit: dict[str, Any], node_list: list[dict[
 def test_a_slot_granted_before_counts_in_its_domain() -> None:
     node_list = [zoned("a0", "a"), zoned("a1", "a")]
     nms = [an_nm("m-a1", "a1", created=at(0)), an_nm("m-a0", "a0", created=at(1))]
-    decision = line.decide([a_policy(topologyLimits=[{"topologyKey": "zone", "maxParallel": 1}])], node_list, nms, admitted={"m-a0"}, now=NOW)
+    decision = line.decide([a_policy(topologyLimits=[{"topologyKey": "zone", "maxParallel": 1}])], node_list, nms, admitted={"m-a0": "p"}, now=NOW)
     assert _kinds(decision) == {"m-a1": (VerdictKind.WAITING, 1), "m-a0": (VerdictKind.ADMITTED, 0)}
 
 
@@ -419,3 +419,53 @@ def test_a_recovering_node_that_left_the_pool_keeps_its_slot_and_its_domain_only
     moved = [*node_list[:2], a_node("c1", labels={"pool": "b", "zone": "a"}), node_list[3]]
     in_zone_a = line.decide([a_policy(maxParallel=2, topologyLimits=zones), other], moved, nms, recovering={"p": ["c1"]}, now=NOW)
     assert _kinds(in_zone_a) == {"m-a1": (VerdictKind.WAITING, 1), "m-b1": (VerdictKind.ADMITTED, 0)}
+
+
+# ----------------------------------------------------------------- the policy a node was taken under
+POOL_B = {"matchLabels": {"pool": "b"}}
+CACHE_SKIP = [{"podSelector": {"matchLabels": {"app": "cache"}}, "behavior": "Skip"}]
+
+
+def test_a_node_relabelled_out_of_its_pool_while_held_still_counts_against_the_policy_it_was_taken_under() -> None:
+    # m0 took n0 under p (maxParallel 1); then n0 was relabelled out of pool a. Its maintenance still holds a slot of p.
+    relabelled = a_node("n0", labels={"pool": "gone"}, holder="m0", policy="p", unschedulable=True)
+    nms = [an_nm("m0", "n0", created=at(1)), an_nm("m1", "n1", created=at(2))]
+    decision = line.decide([a_policy(maxParallel=1)], [relabelled, a_node("n1")], nms, now=NOW)
+    assert _kinds(decision) == {"m0": ("Admitted", 0), "m1": ("Waiting", 1)}
+    assert decision.summaries["p"].in_maintenance == 1
+    # Given back (the record goes with the holder), the node is no longer p's and frees the slot.
+    back = a_node("n0", labels={"pool": "gone"})
+    assert line.decide([a_policy(maxParallel=1)], [back, a_node("n1")], nms[1:], now=NOW).verdicts["m1"].kind == VerdictKind.ADMITTED
+
+
+def test_the_drain_of_a_node_relabelled_out_of_its_pool_keeps_its_policy_s_rules() -> None:
+    policy = a_policy(drainRules=CACHE_SKIP)
+    relabelled = a_node("n1", labels={"pool": "gone"}, holder="nm", policy="p", unschedulable=True, resource_version="7",
+                        taints=[{"key": "kubevirt.io/drain", "effect": "NoSchedule"}])
+    verdict = line.holding([policy], relabelled, NOW)
+    assert verdict is not None and verdict.policy == policy
+    body = an_nm("nm", "n1", created=at(1), status={"phase": "Running", "drainStartTime": "2026-01-01T11:59:00Z"})
+    step = terms.maintenance(body, seen_by_policies(relabelled, verdict), {}, NOW)
+    decided = plan(step, relabelled, [scene_pod("cache-0", labels={"app": "cache"}), scene_pod("web-0", labels={"app": "web"})], [], NOW)
+    assert [r.name for r in decided.removals] == ["web-0"]  # the Skip rule keeps the cache pod
+
+
+def test_a_node_relabelled_into_another_pool_while_held_is_a_conflict_that_holds_its_drain() -> None:
+    moved = a_node("n0", labels={"pool": "b"}, holder="m0", policy="p", unschedulable=True)
+    policies = [a_policy("p", maxParallel=1), a_policy("q", POOL_B, maxParallel=1)]
+    decision = line.decide(policies, [moved, a_node("n1", labels={"pool": "b"})], [an_nm("m0", "n0", created=at(1)),
+                                                                                    an_nm("m1", "n1", created=at(2))], now=NOW)
+    assert decision.verdicts["m0"].kind == VerdictKind.CONFLICT and decision.verdicts["m0"].policies == ("p", "q")
+    assert decision.summaries["q"].in_maintenance == 1 and decision.verdicts["m1"].kind == VerdictKind.WAITING
+    assert line.holding(policies, moved, NOW) == decision.verdicts["m0"]
+
+
+def test_a_slot_granted_under_one_policy_is_no_slot_under_another() -> None:
+    # p granted m1 a slot for n1; before m1 took it, n1 was relabelled into pool b, whose policy q is full.
+    moved = a_node("n1", labels={"pool": "b"})
+    policies = [a_policy("p", maxParallel=1), a_policy("q", POOL_B, maxParallel=1)]
+    node_list = [moved, a_node("n2", labels={"pool": "b"}, holder="m2", unschedulable=True)]
+    decision = line.decide(policies, node_list, [an_nm("m1", "n1", created=at(1)), an_nm("m2", "n2", created=at(2))],
+                           admitted={"m1": "p"}, now=NOW)
+    assert decision.verdicts["m1"].kind == VerdictKind.WAITING and decision.verdicts["m1"].policy == policies[1]
+    assert decision.summaries["q"].in_maintenance == 1

@@ -28,9 +28,10 @@ def _nm(name: str, node_name: str, second: int, status: dict[str, Any] | None = 
 
 
 def _decide(maintenances: list[dict[str, Any]], admitted: frozenset[str], node_list: list[dict[str, Any]] = NODES) -> Decision:
-    """The decision as the runtime makes it: from the slim objects its watches keep."""
-    return line.decide([model.Policy.of(POLICY)], [model.slim_node(n) for n in node_list], [model.slim_maintenance(m) for m in maintenances],
-                       admitted, now=NOW)
+    """The decision as the runtime makes it: from the slim objects its watches keep, the slots ``admitted`` granted by the policy."""
+    policy = model.Policy.of(POLICY)
+    return line.decide([policy], [model.slim_node(n) for n in node_list], [model.slim_maintenance(m) for m in maintenances],
+                       dict.fromkeys(admitted, policy.name), now=NOW)
 
 
 def _kinds(decision: Decision) -> dict[str, str]:

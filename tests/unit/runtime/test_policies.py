@@ -358,6 +358,24 @@ def test_which_policy_governs_a_node_follows_its_labels_between_decisions() -> N
     scenario(api, body)
 
 
+def test_a_held_node_relabelled_out_of_its_pool_keeps_its_slot_and_its_drain_the_policy_s_rules() -> None:
+    # nm-n1 took n1 under the pool's policy (the node records it); n1 is then relabelled out of the pool.
+    api = pool_api()
+    api.objects[node_path("n1")]["metadata"]["annotations"][nodes.POLICY] = "pool"
+
+    async def body(policies: Policies) -> None:
+        await read(policies)
+        relabelled = dict(api.objects[node_path("n1")], metadata={**api.objects[node_path("n1")]["metadata"], "labels": {"pool": "b"}})
+        api.objects[node_path("n1")] = relabelled
+        policies.feed(Watched.NODES, "MODIFIED", relabelled)
+        decision = policies.decisions.decision()
+        assert decision.verdicts["nm-n2"].kind == VerdictKind.WAITING  # maxParallel 1 still holds
+        assert decision.summaries["pool"].in_maintenance == 1
+        held = gate_of(policies, api, "n1")
+        assert held.terms.rules is not None and [r.behavior for r in held.terms.rules] == [Behavior.SKIP]
+    scenario(api, body)
+
+
 def test_a_slot_freed_wakes_the_next_in_line_not_every_maintenance_whose_place_moved() -> None:
     """A thousand in line are not all woken each time one is admitted: only those whose standing changed."""
     api, told = pool_api(), list[Collection[str] | None]()

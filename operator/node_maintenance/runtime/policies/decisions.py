@@ -46,7 +46,7 @@ class Decisions:
         self._telling: asyncio.Handle | None = None
         self._boundary: asyncio.TimerHandle | None = None  # decides again when the next window opens or closes
         self._cap: asyncio.TimerHandle | None = None  # decides again when the soonest waitForHealthy cap passes
-        self._admitted: frozenset[str] = frozenset()  # granted a slot by the last decision: it stands until taken or given back
+        self._admitted: dict[str, str] = {}  # granted a slot by the last decision, and by which policy: it stands until taken or given back
         self.watches: PolicyWatches | None = None
         self.recovery: Recovery | None = None
         self.stored_status: Callable[[str], Mapping[str, Any]] = lambda _name: {}
@@ -60,7 +60,7 @@ class Decisions:
             if timer is not None:
                 timer.cancel()
         self._telling = self._boundary = self._cap = None
-        self._decision, self._admitted, self._seen, self._to_tell = None, frozenset(), {}, set()
+        self._decision, self._admitted, self._seen, self._to_tell = None, {}, {}, set()
         self.watches = self.recovery = None
 
     # ----------------------------------------------------------------- hearing of changes
@@ -120,7 +120,8 @@ class Decisions:
                                          self.watches.objects(Watched.MAINTENANCES).values(), self._admitted, governing,
                                          judged.recovering, now=now, operator_namespace=self.known.namespace)
             self._wake_at_boundary(self._decision, now)
-            self._admitted = frozenset(name for name, v in self._decision.verdicts.items() if v.kind == verdicts.VerdictKind.ADMITTED)
+            self._admitted = {name: v.policy.name for name, v in self._decision.verdicts.items()
+                              if v.kind == verdicts.VerdictKind.ADMITTED and v.policy is not None}
             before, after, self._seen = self._seen, self._decision.verdicts, self._decision.verdicts
             if not self._all_told:  # those it moved are told; a decision made after every one was told need not
                 self._tell({n for n in before.keys() | after.keys() if verdicts.acted_on(before.get(n)) != verdicts.acted_on(after.get(n))})

@@ -127,17 +127,18 @@ class Policies:
         if not why or (watches.synced() and nodes.holder_of(dict(shown)) == name):  # a holder keeps the rules last read
             verdict = line.holding(policies, own, now) if holds and own is not None else self.decisions.decision().verdicts.get(name)
         return terms.Seen(node=shown, unknown=why, served=True, synced=watches.synced(), verdict=verdict, listed=kept is not None,
-                          selected=any(p.selects(shown) for p in policies), operator_namespace=self.namespace,
+                          selected=bool(model.governing(policies, shown)), operator_namespace=self.namespace,
                           pre_drain_job=watches.job(verdict.policy.hook_namespace(hooks.PRE_DRAIN), hooks.job_name(hooks.PRE_DRAIN, body))
                           if verdict is not None and verdict.policy is not None else None)
 
     # ----------------------------------------------------------------- for the hand-back
     def governing(self, node_name: str, holder: str) -> list[model.Policy] | None:
-        """The policies selecting the node that ``holder`` holds, as the watches show it; None when it does not hold it."""
+        """The policies governing the node that ``holder`` holds, as the watches show it; None when it does not hold it."""
         node = self.watches.node(node_name) if self.watches is not None else None
         if node is None or nodes.holder_of(node) != holder or self.watches is None:
             return None
-        return [p for p in self.watches.policies() if p.selects(node)]
+        names = self.watches.governing().get(node_name, ())
+        return [p for p in self.watches.policies() if p.name in names]
 
     def job(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self.watches.job(namespace, name) if self.watches is not None else None
