@@ -322,9 +322,9 @@ def test_a_node_selected_by_two_policies_is_reported_everywhere_and_not_touched(
                               f"{policy} reports the conflict")
         assert conflict["conflicts"] == [{"node": worker, "policies": sorted([first, second])}]
     assert not existing(cluster, "node", worker)["spec"].get("unschedulable")
-    # Once only one policy selects the node, the maintenance goes ahead.
+    # Once only one policy selects the node, the maintenance goes ahead: a policy deleted still counts for 30 s.
     cluster.kubectl("delete", NMP, second)
-    status = eventually(lambda: (s := nm_status(cluster, name)).get("phase") == "Succeeded" and s, "drained after the conflict ended")
+    status = eventually(lambda: (s := nm_status(cluster, name)).get("phase") == "Succeeded" and s, "drained after the conflict ended", timeout=120)
     assert condition(status, "Queued")["reason"] == "SlotGranted" and first in condition(status, "Queued")["message"]
     cluster.kubectl("delete", NM, name, "--timeout=60s")
 

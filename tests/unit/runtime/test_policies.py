@@ -32,7 +32,7 @@ from node_maintenance.runtime.engine import Engine, Shared
 from node_maintenance.runtime.executor import Executor
 from node_maintenance.runtime.metrics import Active
 from node_maintenance.runtime.policies.view import Policies
-from node_maintenance.runtime.policies.watches import PolicyWatches, Watched
+from node_maintenance.runtime.policies.watches import DEPARTED_GRACE_SECONDS, PolicyWatches, Watched
 from tests.unit.builders import FakeApi, budget, nm_policy, own_pods, policy_hook, runtime_nm, runtime_node, runtime_pod, stand_in_watches
 
 NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
@@ -675,3 +675,142 @@ def test_a_node_handed_back_at_its_timeout_keeps_its_slot_until_its_evicted_work
         finally:
             await policies.stop()
     asyncio.run(asyncio.wait_for(run(), 10))
+
+
+# ----------------------------------------------------------------- a policy replaced
+def deleted(api: FakeApi, policies: Policies) -> dict[str, Any]:
+    """The pool's policy deleted (its watch's DELETED event): the first half of a replace. Returns it as it was."""
+    gone = api.objects.pop(policy_path("pool"))
+    policies.feed(Watched.POLICIES, "DELETED", gone)
+    return gone
+
+
+def created_again(api: FakeApi, policies: Policies, gone: dict[str, Any]) -> None:
+    """A policy of the same name and spec created (its watch's ADDED event): a new object, a new uid and no status yet."""
+    new = {"metadata": {**gone["metadata"], "uid": "second", "generation": 1}, "spec": gone["spec"]}
+    api.objects[policy_path("pool")] = new
+    policies.feed(Watched.POLICIES, "ADDED", new)
+
+
+def steered_clock(monkeypatch: pytest.MonkeyPatch) -> Callable[[float], None]:
+    """The running loop's clock (what its timers follow) moved on by hand: a wait of half a minute without sleeping it."""
+    loop = asyncio.get_running_loop()
+    real, ahead = loop.time, [0.0]
+    monkeypatch.setattr(loop, "time", lambda: real() + ahead[0])
+
+    def advance(seconds: float) -> None:
+        ahead[0] += seconds
+    return advance
+
+
+def test_a_replaced_policy_keeps_its_line_waiting_between_its_deletion_and_its_creation() -> None:
+    """kubectl replace --force (or a GitOps tool's Replace) deletes the policy and creates it again a moment later:
+    meanwhile nobody in its line takes a node beyond maxParallel."""
+    api = pool_api()
+    api.objects[policy_path("pool")]["metadata"]["uid"] = "first"
+
+    async def body(policies: Policies) -> None:
+        await read(policies)
+        gone = deleted(api, policies)
+        for _ in range(2):  # the decision made as soon as the deletion is seen, and on the loop's next turn
+            assert policies.decisions.decision().verdicts["nm-n2"].kind == VerdictKind.WAITING
+            assert queued_reason(gate_of(policies, api, "n2")) == "WaitingForSlot"
+            await asyncio.sleep(0)
+        created_again(api, policies, gone)
+        assert queued_reason(gate_of(policies, api, "n2")) == "WaitingForSlot"
+    scenario(api, body)
+
+
+def test_a_drain_under_a_replaced_policy_keeps_its_rules_between_its_deletion_and_its_creation() -> None:
+    """The drain under way while its policy is replaced evicts nothing its Skip rules protect: it still sees the policy."""
+    api = pool_api()
+    api.objects[policy_path("pool")]["metadata"]["uid"] = "first"
+
+    async def body(policies: Policies) -> None:
+        await read(policies)
+        gone = deleted(api, policies)
+        for _ in range(2):
+            verdict = policies.seen(api.objects[nm_path("nm-n1")], api.objects[node_path("n1")], NOW).verdict
+            assert verdict is not None and verdict.policy is not None and verdict.policy.name == "pool"
+            assert [r.behavior for r in gate_of(policies, api, "n1").terms.rules or ()] == [Behavior.SKIP]
+            await asyncio.sleep(0)
+        created_again(api, policies, gone)
+        assert [r.behavior for r in gate_of(policies, api, "n1").terms.rules or ()] == [Behavior.SKIP]
+    scenario(api, body)
+
+
+def test_a_deleted_policy_stops_pacing_its_line_once_its_grace_has_passed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A deliberate delete ends the policy's pacing: once DEPARTED_GRACE_SECONDS have passed on the loop's clock with
+    no new policy of its name, every maintenance is told, and those that waited follow no policy."""
+    api, told = pool_api(), list[Collection[str] | None]()
+
+    async def run() -> None:
+        advance = steered_clock(monkeypatch)
+        policies = Policies(api, "operator-ns", told.append)
+        try:
+            await read(policies)
+            deleted(api, policies)
+            advance(DEPARTED_GRACE_SECONDS - 1)
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+            assert queued_reason(gate_of(policies, api, "n2")) == "WaitingForSlot"
+            told.clear()
+            advance(2)
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+            assert None in told  # every maintenance was told
+            assert gate_of(policies, api, "n2").terms == PolicyTerms()
+        finally:
+            await policies.stop()
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize("since_the_restart", ["written", "not written"])
+def test_the_recovering_nodes_of_a_replaced_policy_keep_their_slots_and_pass_to_its_new_object(since_the_restart: str) -> None:
+    """Under waitForHealthy the nodes given back keep their slots while their workloads recover, recorded in the
+    policy's status. A replace keeps them counted meanwhile (also when the operator, restarted, has not written that
+    status yet and knows them from the object deleted alone), writes nothing to the object gone, and the new object's
+    status records them, so that an operator restarted later counts them too."""
+    api = recovering_api(healthy=0)
+    api.objects[policy_path("pool")]["metadata"]["uid"] = "first"
+    refused = [since_the_restart == "not written"]
+    patch = api.patch
+
+    async def refusing(path: str, body: dict[str, Any], content_type: str | None = None) -> dict[str, Any]:
+        if path == policy_path("pool", "status") and refused[0]:
+            raise Unreachable("connection refused")
+        return await patch(path, body, content_type)
+
+    def next_in_line(policies: Policies) -> VerdictKind:
+        return policies.decisions.decision().verdicts["nm-n2"].kind
+
+    async def written_by_an_operator(policies: Policies) -> None:
+        await health_read(policies)
+        await write_statuses(policies)
+
+    scenario(api, written_by_an_operator)
+    api.objects[policy_path("pool")]["status"] = written_status(api)  # the operator restarts: the status holds n1
+    api.patch = refusing  # type: ignore[method-assign]
+
+    async def body(policies: Policies) -> None:
+        await health_read(policies)
+        assert next_in_line(policies) == VerdictKind.WAITING
+        gone = deleted(api, policies)
+        writes = len(api.calls_to("PATCH", policy_path("pool", "status")))
+        assert next_in_line(policies) == VerdictKind.WAITING
+        refused[0] = False
+        await write_statuses(policies)
+        assert len(api.calls_to("PATCH", policy_path("pool", "status"))) == writes, "nothing is written to a policy deleted"
+        created_again(api, policies, gone)
+        assert next_in_line(policies) == VerdictKind.WAITING
+        await write_statuses(policies)
+        written = api.calls_to("PATCH", policy_path("pool", "status"))[writes:]  # to the new object
+        assert written and [e["node"] for e in written[-1].body["status"]["recovering"]] == ["n1"]
+        assert queued_reason(gate_of(policies, api, "n2")) == "WaitingForSlot"
+    scenario(api, body)
+    api.objects[policy_path("pool")]["status"] = written_status(api)  # restarted again: the new object's status holds n1
+
+    async def after_a_restart(policies: Policies) -> None:
+        await health_read(policies)
+        assert next_in_line(policies) == VerdictKind.WAITING
+    scenario(api, after_a_restart)

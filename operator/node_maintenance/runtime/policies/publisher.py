@@ -20,7 +20,7 @@ from node_maintenance.client.protocol import KubeApi
 from node_maintenance.policy import health, policy_status, verdicts
 from node_maintenance.runtime.policies.decisions import Decisions
 from node_maintenance.runtime.policies.recovery import Recovery
-from node_maintenance.runtime.policies.watches import PolicyWatches, Watched
+from node_maintenance.runtime.policies.watches import PolicyWatches
 
 POLICY_STATUS_INTERVAL_SECONDS = 1.0
 log = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ class StatusPublisher:
     def stored(self, name: str) -> Mapping[str, Any]:
         """The policy's status as last written (we are its only writer), else as stored."""
         written = self._written.get(name)
-        return written if written is not None else (self.watches.objects(Watched.POLICIES).get(f"/{name}") or {}).get("status") or {}
+        return written if written is not None else self.watches.status(name)
 
     async def run(self) -> None:
         """Write each policy's status when it changes, at most once a POLICY_STATUS_INTERVAL_SECONDS."""

@@ -89,6 +89,8 @@ class Policies:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self.decisions.stop()
+        if self.watches is not None:
+            self.watches.stop()
         if self.recovery is not None:
             await self.recovery.stop()
         self._tasks, self.served, self.watches, self.recovery, self.publisher = [], False, None, None, None

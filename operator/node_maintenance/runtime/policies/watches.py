@@ -4,6 +4,14 @@ Four watches, one each for the whole cluster: the policies, the nodes, the NodeM
 every namespace, selected by their hook label: each runs in the namespace its hook names). Each is read from etcd, not from the watch cache: which node may be taken is decided from the
 first listing. What the decisions read of them is kept here between changes: the policies as parsed (until a spec
 changes), which policies govern each node (a node's changes rarely change that), and which maintenances name each node.
+
+A policy deleted is kept, as last seen, for DEPARTED_GRACE_SECONDS: the decisions, the drains' rules and the hand-backs
+read it as if it were still there, and the nodes its status records as recovering keep their slots. A replace
+(``kubectl replace --force``, a GitOps tool's Replace) deletes a policy and creates one of the same name a moment later;
+without the grace its line would take every node at once in between and its drains would lose their rules. The new
+object ends the grace at once (its spec governs) and carries the old one's status until it has one of its own; a
+deliberate delete ends the policy's pacing once the grace has passed. The grace is kept in memory only: an operator
+started again knows nothing of a policy deleted before, which leaves a replace's own gap (about a second) unpaced.
 """
 
 from __future__ import annotations
@@ -11,12 +19,18 @@ from __future__ import annotations
 import asyncio
 import enum
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from node_maintenance.api.paths import jobs_path, nm_path, node_path, policy_path
 from node_maintenance.client.protocol import KubeApi
 from node_maintenance.client.watch import Mirror
 from node_maintenance.policy import hooks, model
+
+# How long a policy deleted still paces and protects what it governs: many times the gap of a replace, short enough
+# that a deliberate delete frees its line soon. Counted on the event loop's monotonic clock (a jump of the wall clock
+# neither ends nor prolongs it).
+DEPARTED_GRACE_SECONDS = 30.0
 
 
 class Watched(enum.StrEnum):
@@ -38,6 +52,14 @@ class Listener(Protocol):
         """One object changed (``key``; None: a listing): ``touched`` are the maintenances it concerns."""
 
 
+@dataclass(frozen=True)
+class Departed:
+    """A policy deleted, kept while its grace lasts."""
+
+    body: dict[str, Any]  # as last seen, its status included
+    grace: asyncio.TimerHandle  # ends the grace
+
+
 class PolicyWatches:
     """The four watches and what is kept of them between changes."""
 
@@ -55,9 +77,17 @@ class PolicyWatches:
         self._parsed: list[model.Policy] | None = None  # the policies as decisions read them, kept until a spec changes
         self._on_node: dict[str, set[str]] = {}  # node name -> the NodeMaintenances naming it
         self._node_of: dict[str, str] = {}  # NodeMaintenance name -> the node it names
+        self._seen: dict[str, dict[str, Any]] = {}  # the policies as last seen: what a deletion took away
+        self._departed: dict[str, Departed] = {}  # the policies deleted within their grace, by key
+        self._carried: dict[str, dict[str, Any]] = {}  # the status of the policy a new one of its name replaced, until it has its own
 
     def start(self) -> list[asyncio.Task[None]]:
         return [asyncio.create_task(m.run(), name=f"policy {kind} watch") for kind, m in self.mirrors.items()]
+
+    def stop(self) -> None:
+        for departed in self._departed.values():
+            departed.grace.cancel()
+        self._departed = {}
 
     # ----------------------------------------------------------------- what is known
     def synced(self) -> bool:
@@ -76,8 +106,10 @@ class PolicyWatches:
         return self.mirrors[kind].objects
 
     def policies(self) -> list[model.Policy]:
+        """The policies, those deleted within their grace included."""
         if self._parsed is None:
-            self._parsed = [model.Policy.of(p) for p in self.objects(Watched.POLICIES).values()]
+            bodies = [*self.objects(Watched.POLICIES).values(), *(d.body for d in self._departed.values())]
+            self._parsed = [model.Policy.of(p) for p in bodies]
         return self._parsed
 
     def governing(self) -> dict[str, tuple[str, ...]]:
@@ -100,7 +132,18 @@ class PolicyWatches:
         return self.objects(Watched.JOBS).get(f"{namespace}/{name}")
 
     def policy_bodies(self) -> Iterable[dict[str, Any]]:
+        """The policies' objects that exist (none deleted: nothing is written to those)."""
         return list(self.objects(Watched.POLICIES).values())
+
+    def status(self, name: str) -> Mapping[str, Any]:
+        """The policy's status as stored: its object's; for one deleted within its grace, or created again in it and
+        not written yet, the last one of the object deleted."""
+        key = f"/{name}"
+        live = self.objects(Watched.POLICIES).get(key)
+        if live is not None and live.get("status"):
+            return dict(live["status"])
+        departed = self._departed.get(key)
+        return departed.body["status"] if departed is not None else self._carried.get(key, {})
 
     # ----------------------------------------------------------------- feeding
     def feed(self, kind: Watched, event: str, obj: dict[str, Any]) -> None:
@@ -117,12 +160,33 @@ class PolicyWatches:
         are not woken by a new maxParallel that leaves them in line). A change of its status alone, which the
         policies write themselves every second while maintenances come and go, decides nothing."""
         policies = self.objects(Watched.POLICIES)
+        self._follow_departures(policies)
         policy = policies.get(key) if key is not None else None
         if policy is not None and self._generations.get(key or "") == policy["metadata"].get("generation"):
             return
         self._generations = {k: p["metadata"].get("generation", 0) for k, p in policies.items()}
         self._governing, self._parsed = None, None
         self.listener.changed(key, set())
+
+    def _follow_departures(self, policies: Mapping[str, dict[str, Any]]) -> None:
+        """Those deleted (or no longer listed) begin their grace; those back (created again, or listed) end it and
+        carry its status until they have one of their own. The graces under way go on across a listing."""
+        before, self._seen = self._seen, dict(policies)
+        for key in before.keys() - policies.keys():
+            body = {**before[key], "status": before[key].get("status") or self._carried.get(key, {})}
+            grace = asyncio.get_running_loop().call_later(DEPARTED_GRACE_SECONDS, self._grace_ended, key)
+            self._departed[key] = Departed(body=body, grace=grace)
+        for key in self._departed.keys() & policies.keys():
+            departed = self._departed.pop(key)
+            departed.grace.cancel()
+            self._carried[key] = departed.body["status"]
+        self._carried = {key: status for key, status in self._carried.items() if key in policies and not policies[key].get("status")}
+
+    def _grace_ended(self, key: str) -> None:
+        """A policy deleted and not created again: its maintenances follow no policy, or the one that selects their node now."""
+        del self._departed[key]
+        self._governing, self._parsed = None, None
+        self.listener.changed_all()
 
     def _node_changed(self, key: str | None) -> None:
         """A node changed: its maintenances are told, and those whose standing it changed."""
