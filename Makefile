@@ -63,8 +63,8 @@ unit: venv
 # from pyproject.toml's configuration.
 lint: venv
 	$(VENV)/bin/lint-imports
-	$(VENV)/bin/mypy operator/node_maintenance operator/node_maintenance_cli operator/node_maintenance_packaging tests hack bench soak
-	$(VENV)/bin/ruff check operator hack tests bench soak setup.py
+	$(VENV)/bin/mypy operator/node_maintenance operator/node_maintenance_cli operator/node_maintenance_packaging tests hack bench soak simulation
+	$(VENV)/bin/ruff check operator hack tests bench soak simulation setup.py
 
 # The end-to-end tests mostly wait on controllers: they run in this many processes, each with a control
 # plane of its own (four keep both cores busy); tests/conftest.py keeps the tests of a shared setup (the

@@ -1,4 +1,5 @@
-"""Faults against a working operator, with the invariants (``soak.invariants``) checked after every step.
+"""Faults against a working operator, with the instant invariants (``simulation.holding``, ``simulation.budgets``,
+``simulation.settling``) checked after every step.
 
 Used by the fault tests (tests/e2e/faults) and by ``make soak``: a workload of nodes, Deployments and
 PodDisruptionBudgets; a monitor that watches the budgets from outside the operator; a supervisor that
@@ -28,9 +29,11 @@ from devcluster.toxiproxy import Proxy
 from devcluster.waiting import ClusterError, wait_for
 from node_maintenance import api
 from node_maintenance.api import HUB
+from simulation.budgets import pdb_violations
+from simulation.holding import NodeBefore, node_violations
+from simulation.settling import settled_violations
 
 from .background import Background
-from .invariants import NodeBefore, node_violations, pdb_violations, settled_violations
 
 # A node's state read apart from the NodeMaintenances can look wrong for an instant (one changed in
 # between); a node violation counts only if it is still there when looked at again after this long.

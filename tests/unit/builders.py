@@ -8,6 +8,7 @@
   ``again`` for the step after, ``row`` to name them, ``shows`` for what a row expects of each plan,
   ``outcomes`` for what each shows, ``Text`` for a message that holds given words), the runtime's (``runtime_node``, ``runtime_pod``, ``runtime_nm``) and the watch
   tests' (``script_watch_scene``);
+- a simulated history's actions (``take_patch``, ``give_back_patch``, ``removal``);
 - ``FakeApi``, the one stand-in for the operator's API access.
 
 Each builder writes a field only when asked to (or when a default below says so), so that a test's
@@ -35,12 +36,13 @@ from node_maintenance.client.watch import Mirror
 from node_maintenance.coordination import remediation
 from node_maintenance.drain import planner
 from node_maintenance.drain.memory import WatchMode
-from node_maintenance.drain.nodes import HOLDER, POLICY, TAINT, WAS_TAINTED, WAS_UNSCHEDULABLE
+from node_maintenance.drain.nodes import HOLDER, POLICY, TAINT, WAS_TAINTED, WAS_UNSCHEDULABLE, begin_patch, end_patch
 from node_maintenance.drain.plans import Maintenance, Plan, PolicyTerms, Removal
 from node_maintenance.drain.status import timed_out
 from node_maintenance.policy.terms import Seen
 from node_maintenance.policy.verdicts import Verdict
 from node_maintenance.runtime.engine import Engine
+from simulation.history import Action, ActionKind
 
 Obj = dict[str, Any]
 
@@ -223,6 +225,24 @@ def hook_template(**pod_spec: Any) -> Obj:
     """A policy hook's jobTemplate: a Job of one container; keywords (serviceAccountName, automountServiceAccountToken…)
     go into its pod spec."""
     return {"spec": {"backoffLimit": 0, "template": {"spec": {"containers": [{"name": "hook", "image": "tools:1"}], **copy.deepcopy(pod_spec)}}}}
+
+
+# ---------------------------------------------------------------- a simulated history's actions
+def take_patch(node_obj: Obj, holder: str, policy: str | None = None) -> Action:
+    """The node patch by which NodeMaintenance ``holder`` takes ``node_obj`` (under ``policy``), as the drain sends it."""
+    body = begin_patch({**node_obj, "metadata": {"resourceVersion": "1", **node_obj["metadata"]}}, holder, policy)
+    return Action(kind=ActionKind.NODE_PATCH, key=node_obj["metadata"]["name"], body=body, maintenance=holder)
+
+
+def give_back_patch(node_obj: Obj, holder: str) -> Action:
+    """The node patch by which NodeMaintenance ``holder`` gives ``node_obj`` back, as the drain sends it."""
+    body = end_patch({**node_obj, "metadata": {"resourceVersion": "1", **node_obj["metadata"]}})
+    return Action(kind=ActionKind.NODE_PATCH, key=node_obj["metadata"]["name"], body=body, maintenance=holder)
+
+
+def removal(pod_key: str, *, delete: bool = False, grace: int | None = None, maintenance: str | None = None) -> Action:
+    """An eviction of the pod ("namespace/name"), or its deletion (``delete``)."""
+    return Action(kind=ActionKind.POD_DELETE if delete else ActionKind.EVICTION, key=pod_key, grace=grace, maintenance=maintenance)
 
 
 # ---------------------------------------------------------------- the drain planner's scene

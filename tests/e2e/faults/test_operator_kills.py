@@ -1,5 +1,5 @@
 """The operator SIGKILLed every few seconds while ten nodes drain and NodeMaintenances are created and
-deleted at random; the invariants (soak.invariants) are checked after every step."""
+deleted at random; the invariants (simulation.holding, simulation.budgets) are checked after every step."""
 
 from __future__ import annotations
 

@@ -8,7 +8,9 @@ from typing import Any
 import pytest
 
 from node_maintenance.drain.nodes import TAINT
-from soak.invariants import NodeBefore, desired_healthy, node_violations, pdb_violations, settled_violations
+from simulation.budgets import desired_healthy, pdb_violations
+from simulation.holding import NodeBefore, node_violations
+from simulation.settling import settled_violations
 from tests.unit import builders
 
 OUR_TAINT = dict(TAINT)

@@ -1,0 +1,96 @@
+"""A policy's nodes counted as an admin counts them, in one state: which it governs, which are in maintenance and which
+are unavailable, over its whole pool and within each topology domain a node is in.
+
+Counted from the objects themselves, not from the operator's line (``policy.line``), so that the limits are checked
+against what the cluster shows: a node is in maintenance when its holder record names a NodeMaintenance that exists,
+or while its policy's status lists it as recovering (waitForHealthy keeps its slot); it is unavailable when held,
+unschedulable or not Ready. Limits are resolved as ``policy.model.resolve`` documents (a percentage of the scope's
+nodes rounded down, at least one unless 0%).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from node_maintenance.policy import model
+from simulation.history import State
+
+
+def policies(state: State) -> list[model.Policy]:
+    return [model.Policy.of(body) for _, body in sorted(state.policies.items())]
+
+
+def governed_by(state: State, node_name: str) -> tuple[str, ...]:
+    """The policies governing the node: those selecting it, and the one its holder took it under."""
+    node = state.nodes.get(node_name)
+    return model.governing(policies(state), node) if node is not None else ()
+
+
+def recovering(state: State, policy: str) -> list[str]:
+    """The nodes the policy's status lists as recovering (their workloads not healthy yet)."""
+    body = state.policies.get(policy) or {}
+    return [str(e["node"]) for e in (body.get("status") or {}).get("recovering") or ()]
+
+
+@dataclass(frozen=True)
+class Scope:
+    """One limit's count: a policy's whole pool, or one topology domain (label value) of it."""
+
+    where: str  # as an admin names it: "NodeMaintenancePolicy p", "NodeMaintenancePolicy p, topology domain zone=a"
+    size: int  # its selected nodes: what a percentage is of
+    in_maintenance: tuple[str, ...]  # held, or recovering
+    unavailable: tuple[str, ...]
+    max_parallel: int | None
+    max_unavailable: int | None
+
+    def over(self, *, unavailable: bool = True) -> list[str]:
+        """What this count breaks, worded for an admin (empty: within its limits); ``unavailable`` False leaves
+        maxUnavailable out."""
+        found = []
+        if self.max_parallel is not None and len(self.in_maintenance) > self.max_parallel:
+            found.append(f"{self.where}: {len(self.in_maintenance)} nodes in maintenance ({', '.join(self.in_maintenance)}), "
+                         f"maxParallel allows {self.max_parallel} of its {self.size} nodes")
+        if unavailable and self.max_unavailable is not None and len(self.unavailable) > self.max_unavailable:
+            found.append(f"{self.where}: {len(self.unavailable)} nodes unavailable ({', '.join(self.unavailable)}), "
+                         f"maxUnavailable allows {self.max_unavailable} of its {self.size} nodes")
+        return found
+
+    def room(self, node_name: str) -> bool:
+        """Whether taking the node keeps this count within its limits (an unavailable node adds nothing to maxUnavailable;
+        "" for a node that would)."""
+        parallel = self.max_parallel is None or len(self.in_maintenance) + 1 <= self.max_parallel
+        adds = 0 if node_name in self.unavailable else 1
+        return parallel and (self.max_unavailable is None or len(self.unavailable) + adds <= self.max_unavailable)
+
+
+def scopes(state: State, policy: model.Policy, node_name: str) -> list[Scope]:
+    """The counts whose limits apply to the node under ``policy``: its pool, and each topology domain the node is in
+    (a node without a topology key's label is in none of its domains)."""
+    every = policies(state)
+    selected = {name: n for name, n in state.nodes.items() if policy.name in model.governing(every, n)}
+    held = {name for name in selected if state.holder(name)}
+    listed = [name for name in recovering(state, policy.name) if name not in held]
+    down = held | {name for name, n in selected.items() if model.unavailable(n)}
+    found = [_scope(f"NodeMaintenancePolicy {policy.name}", selected, held, listed, down, policy.max_parallel, policy.max_unavailable)]
+    for limit in policy.topology:
+        value = _label(state.nodes.get(node_name), limit.key)
+        if value is None:
+            continue
+        domain = {name: n for name, n in selected.items() if _label(n, limit.key) == value}
+        in_domain = [name for name in listed if _label(state.nodes.get(name), limit.key) == value]
+        found.append(_scope(f"NodeMaintenancePolicy {policy.name}, topology domain {limit.key}={value}", domain, held & domain.keys(),
+                            in_domain, down & domain.keys(), limit.max_parallel, limit.max_unavailable))
+    return found
+
+
+def _label(node: Mapping[str, Any] | None, key: str) -> str | None:
+    labels = ((node or {}).get("metadata") or {}).get("labels") or {}
+    return str(labels[key]) if key in labels else None
+
+
+def _scope(where: str, selected: Mapping[str, Any], held: set[str], listed: list[str], down: set[str],
+           max_parallel: int | str | None, max_unavailable: int | str | None) -> Scope:
+    return Scope(where=where, size=len(selected), in_maintenance=tuple(sorted(held | set(listed))), unavailable=tuple(sorted(down)),
+                 max_parallel=model.resolve(max_parallel, len(selected)), max_unavailable=model.resolve(max_unavailable, len(selected)))

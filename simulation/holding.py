@@ -1,0 +1,128 @@
+"""A node in maintenance stays cordoned and tainted until its maintenance gives it back, and is then as it was.
+
+:func:`node_violations` holds at every instant (the soak checks it against a real cluster): a node nobody holds is
+exactly as it was before, a node held is cordoned and tainted by a NodeMaintenance that still exists, and a
+NodeMaintenance that reports Succeeded holds its node. :func:`handback_violations` judges one step of a history: a node
+is uncordoned only by the hand-back of the maintenance that holds it, and a maintenance its timeout ended never takes
+its node again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from node_maintenance.drain import nodes, status
+from simulation.history import ActionKind, History, last_free
+
+# Taints the node lifecycle controller manages itself (a cordoned node gets node.kubernetes.io/unschedulable).
+_CONTROLLER_TAINT_PREFIX = "node.kubernetes.io/"
+
+
+@dataclass(frozen=True)
+class NodeBefore:
+    """What a node looked like before any maintenance: what giving it back must restore (a drain taint already there
+    stays: the node records it)."""
+
+    unschedulable: bool
+    taints: frozenset[tuple[str, str, str]]
+    drain_tainted: bool = False
+
+    @classmethod
+    def of(cls, node: Mapping[str, Any]) -> NodeBefore:
+        return cls(bool(node.get("spec", {}).get("unschedulable")), _own_taints(node), nodes.has_taint(dict(node)))
+
+
+def _own_taints(node: Mapping[str, Any]) -> frozenset[tuple[str, str, str]]:
+    """Taints set by whoever owns the node: neither ours nor the lifecycle controller's."""
+    return frozenset(
+        (t.get("key", ""), t.get("value", ""), t.get("effect", ""))
+        for t in node.get("spec", {}).get("taints") or []
+        if not (t.get("key") == nodes.TAINT["key"] and t.get("effect") == nodes.TAINT["effect"])
+        and not t.get("key", "").startswith(_CONTROLLER_TAINT_PREFIX)
+    )
+
+
+def deleting(obj: Mapping[str, Any]) -> bool:
+    return bool(obj["metadata"].get("deletionTimestamp"))
+
+
+def node_violations(node: Mapping[str, Any], before: NodeBefore, maintenances: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Instant invariants of one node against every NodeMaintenance that exists: as it was before while nobody holds
+    it, cordoned and tainted while held (:func:`held_violations`)."""
+    name = node["metadata"]["name"]
+    maintenances = list(maintenances)
+    found: list[str] = []
+    if _own_taints(node) != before.taints:
+        found.append(f"node {name}: taints not ours changed from {sorted(before.taints)} to {sorted(_own_taints(node))}")
+    if nodes.holder_of(dict(node)) is None:
+        unschedulable = bool(node.get("spec", {}).get("unschedulable"))
+        if unschedulable != before.unschedulable:
+            found.append(f"node {name}: {'cordoned' if unschedulable else 'uncordoned'} while no NodeMaintenance holds it")
+        if nodes.has_taint(dict(node)) and not before.drain_tainted:
+            found.append(f"node {name}: carries the drain taint while no NodeMaintenance holds it")
+    return found + held_violations(node, maintenances)
+
+
+def held_violations(node: Mapping[str, Any], maintenances: Iterable[Mapping[str, Any]]) -> list[str]:
+    """A node held is cordoned and tainted by a NodeMaintenance of that node that exists; one that reports Succeeded
+    holds its node."""
+    name = node["metadata"]["name"]
+    existing = {m["metadata"]["name"]: m for m in maintenances}
+    holder = nodes.holder_of(dict(node))
+    found: list[str] = []
+    if holder is not None:
+        if holder not in existing:
+            found.append(f"node {name}: held by NodeMaintenance {holder}, which no longer exists")
+        elif existing[holder]["spec"].get("nodeName") != name:
+            found.append(f"node {name}: held by NodeMaintenance {holder}, which is for node {existing[holder]['spec'].get('nodeName')}")
+        if not node.get("spec", {}).get("unschedulable") or not nodes.has_taint(dict(node)):
+            found.append(f"node {name}: held by {holder} but not cordoned and tainted")
+    for m in existing.values():
+        succeeded = (m.get("status") or {}).get("phase") == status.Phase.SUCCEEDED
+        if m["spec"].get("nodeName") == name and succeeded and not deleting(m) and holder != m["metadata"]["name"]:
+            found.append(f"node {name}: NodeMaintenance {m['metadata']['name']} reports Succeeded but the node is held by {holder}")
+    return found
+
+
+def patched_violations(history: History) -> list[str]:
+    """The nodes the newest step patched, against how each was before its maintenance took it."""
+    newest = history[-1]
+    found = []
+    for name in sorted(newest.patched()):
+        node, free = newest.after.nodes.get(name), last_free(history, name)
+        if node is not None and free is not None:
+            found += node_violations(node, NodeBefore.of(free), newest.after.maintenances.values())
+    return found
+
+
+def handback_violations(history: History) -> list[str]:
+    """In the newest step, a node is uncordoned only by a node patch that gives it back (removes the holder record) on
+    behalf of the maintenance holding it, which is deleted or ended by its timeout; and a maintenance ended by its
+    timeout takes no node."""
+    newest = history[-1]
+    before, after = newest.before, newest.after
+    found = []
+    for action in newest.of_kind(ActionKind.NODE_PATCH):
+        node = before.nodes.get(action.key) or {}
+        written, holder = action.holder_written
+        uncordons = "unschedulable" in (action.body.get("spec") or {}) and not action.body["spec"]["unschedulable"]
+        if not node.get("spec", {}).get("unschedulable") or not uncordons:
+            continue
+        held_by = nodes.holder_of(dict(node))
+        if held_by is None:
+            found.append(f"node {action.key}: uncordoned by the operator although no NodeMaintenance held it")
+        elif not written or holder is not None:
+            found.append(f"node {action.key}: uncordoned while NodeMaintenance {held_by} still holds it (the patch keeps its record)")
+        elif action.maintenance is not None and action.maintenance != held_by:
+            found.append(f"node {action.key}: given back for NodeMaintenance {action.maintenance}, but {held_by} held it")
+        elif (m := after.maintenances.get(held_by) or before.maintenances.get(held_by)) is not None \
+                and not deleting(m) and not status.timed_out(m.get("status") or {}):
+            found.append(f"node {action.key}: given back while NodeMaintenance {held_by} is neither deleted nor ended by its timeout")
+    for take in newest.takes():
+        m = before.maintenances.get(take.maintenance)
+        if m is not None and status.timed_out(m.get("status") or {}):
+            found.append(f"node {take.node}: taken again by NodeMaintenance {take.maintenance}, which its timeout ended "
+                         "(onTimeout HandBack gave the node back for good)")
+    return found

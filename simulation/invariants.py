@@ -1,0 +1,50 @@
+"""Every promise of the operator checked on the newest step of a history: what the simulation calls after each step.
+
+Each check is a pure function of the history so far, judging what the newest step's actions did (the operator's doing,
+not a fault's), and returns sentences an admin would read:
+
+1. limits (:mod:`simulation.limits`): a take never puts more of a policy's nodes in maintenance, or unavailable, than
+   its maxParallel, maxUnavailable and topology limits allow;
+2. removals (:mod:`simulation.removals`): a drain never removes a pod its rules keep, a mirror or DaemonSet pod, and
+   deletes past budgets only when its escalation ladder says so; nor does an eviction leave a budget short
+   (:mod:`simulation.budgets`);
+3. holding (:mod:`simulation.holding`): a node is uncordoned only by its holder's hand-back, stays cordoned and tainted
+   while held, is as it was once given back, and a maintenance its timeout ended never takes it again;
+4. turns (:mod:`simulation.turns`): a take happens only while a window is open, ahead of no older maintenance waiting;
+5. recovery (:mod:`simulation.recovery`): a node given back under waitForHealthy keeps its slot until its workloads are
+   healthy or the cap passes.
+
+Liveness, the sixth, is judged once at the end of a history: :func:`simulation.settling.settled`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from simulation import budgets, holding, limits, recovery, removals, turns
+from simulation.history import ActionKind, History
+
+CHECKS: tuple[Callable[[History], list[str]], ...] = (
+    limits.limit_violations,
+    removals.removal_violations,
+    holding.handback_violations,
+    holding.patched_violations,
+    turns.turn_violations,
+    recovery.recovery_violations,
+)
+
+
+def budget_violations(history: History) -> list[str]:
+    """The budgets covering a pod the newest step evicted, left with fewer healthy pods than they demand."""
+    newest = history[-1]
+    evicted = [newest.before.pods[a.key] for a in newest.of_kind(ActionKind.EVICTION) if a.key in newest.before.pods]
+    touched = [b for b in newest.after.budgets.values()
+               if any(budgets.covers(b, pod) for pod in evicted)]
+    return budgets.pdb_violations(touched, newest.after.pods.values())
+
+
+def violations(history: History) -> list[str]:
+    """What the newest step of ``history`` broke, by every check (empty: every promise holds)."""
+    if not history:
+        return []
+    return [found for check in (*CHECKS, budget_violations) for found in check(history)]

@@ -1,0 +1,49 @@
+"""A node given back under waitForHealthy keeps its slot, listed in its policy's status.recovering, until the workloads
+evicted from it are healthy again or waitForHealthySeconds have passed since it was given back.
+
+Whether a workload is healthy is the operator's documented definition (``policy.health.unhealthy``: a budget's
+currentHealthy reaching expectedPods, a ReplicaSet's or StatefulSet's replicas all available, a deleted budget not
+healthy); when an entry may leave the list is decided here, from the state after the step and the simulated clock. An
+entry also goes with its policy, or when the policy stops waiting for health.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from node_maintenance.api import timestamps
+from node_maintenance.drain.evicted import Kind
+from node_maintenance.policy import health, model
+from simulation.history import History, State
+
+
+def recovery_violations(history: History) -> list[str]:
+    """The recovering entries the newest step dropped before their workloads were healthy or their cap had passed."""
+    newest = history[-1]
+    found = []
+    for name, body in sorted(newest.before.policies.items()):
+        after = newest.after.policies.get(name)
+        if after is None or not model.Policy.of(after).wait_for_healthy:
+            continue
+        cap = model.Policy.of(after).wait_for_healthy_seconds
+        kept = {e["node"] for e in (after.get("status") or {}).get("recovering") or ()}
+        for entry in (body.get("status") or {}).get("recovering") or ():
+            if entry["node"] in kept:
+                continue
+            waited = (newest.after.at - timestamps.parse(entry["since"])).total_seconds()
+            unhealthy = [why for w in entry.get("workloads") or () if (why := health.unhealthy(_workload(w), _object(newest.after, w)))]
+            if unhealthy and waited < cap:
+                found.append(f"node {entry['node']} dropped from NodeMaintenancePolicy {name}'s status.recovering after {waited:.0f}s "
+                             f"of its {cap}s (waitForHealthySeconds) while {'; '.join(unhealthy)}")
+    return found
+
+
+def _workload(entry: Mapping[str, Any]) -> tuple[str, str, str]:
+    return str(entry["kind"]), str(entry["namespace"]), str(entry["name"])
+
+
+def _object(state: State, workload: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The workload as the state holds it, None when it does not exist."""
+    by_kind = {Kind.BUDGET: state.budgets, Kind.REPLICA_SET: state.replicasets, Kind.STATEFUL_SET: state.statefulsets}
+    return by_kind.get(workload["kind"], {}).get(f"{workload['namespace']}/{workload['name']}")

@@ -1,0 +1,106 @@
+"""A drain removes only the pods it may: never one the policy's drain rules keep or wait for, nor a mirror pod, nor a
+DaemonSet's pod, nor a pod outside its podSelector; and it deletes a pod past its budget only once its escalation
+ladder says so.
+
+What a pod is (mirror, DaemonSet, finished, the rule that treats it) is read with the operator's own definitions
+(``drain.pods``, ``drain.rules``), and the maintenance as the planner reads it (the policy's drain defaults filled in,
+its ladder capped by maxEscalation: ``policy.terms.governed``); whether the removal was allowed is decided here, from
+the state before the step and the simulated clock. The drain rules and a pod's drain annotation count only on a node a
+policy governs (docs/policy.md, "Drain defaults and rules"); a DaemonSet pod may go only once its DaemonSet is gone
+(kubectl drain --force), and a finished pod may always go unless a Skip keeps it.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from typing import Any
+
+from node_maintenance.api import timestamps
+from node_maintenance.drain import plans, pods, rules, status
+from node_maintenance.policy import model, terms
+from simulation import counting
+from simulation.history import Action, ActionKind, History, State
+
+
+def removal_violations(history: History) -> list[str]:
+    """The pods the newest step evicted or deleted that the drain had to leave, each sentence naming the pod, its node
+    and what kept it."""
+    newest = history[-1]
+    before = newest.before
+    taken = {take.node: take.maintenance for take in newest.takes()}
+    found = []
+    for removal in newest.of_kind(ActionKind.EVICTION, ActionKind.POD_DELETE):
+        pod = before.pods.get(removal.key)
+        if pod is None:
+            continue
+        node = str((pod.get("spec") or {}).get("nodeName") or "")
+        verb = "evicted" if removal.kind is ActionKind.EVICTION else "deleted"
+        holder = removal.maintenance or before.holder(node) or taken.get(node)
+        body = before.maintenances.get(holder or "")
+        if body is None:
+            found.append(f"pod {removal.key} {verb} from node {node}, which no NodeMaintenance holds")
+            continue
+        governing = [p for p in counting.policies(before) if p.name in counting.governed_by(before, node)]
+        if len(governing) > 1:
+            found.append(f"pod {removal.key} {verb} from node {node} while NodeMaintenancePolicies "
+                         f"{', '.join(p.name for p in governing)} all govern it (a conflict holds the drain)")
+            continue
+        policy = governing[0] if governing else None
+        m = terms.governed(body, policy, plans.PolicyTerms())
+        found += [f"pod {removal.key} {verb} from node {node} by NodeMaintenance {m.name}, but {why}"
+                  for why in _kept(before, m, policy, pod, node)]
+        if removal.kind is ActionKind.POD_DELETE and not pods.finished(pod):
+            found += [f"pod {removal.key} deleted from node {node} past its budgets by NodeMaintenance {m.name}, but {why}"
+                      for why in _unescalated(newest.after.at, m, pod, removal)]
+    return found
+
+
+def _kept(state: State, m: plans.Maintenance, policy: model.Policy | None, pod: Mapping[str, Any], node: str) -> list[str]:
+    """Why the drain had to leave ``pod`` (empty: it could go)."""
+    daemonsets = {key: key in state.daemonsets for p in state.pods.values() if (key := pods.daemonset_of(dict(p)))}
+    action = pods.classify(dict(pod), m.selector, daemonsets)
+    if action is pods.Action.KEEP_MIRROR:
+        return ["it is a mirror pod (the kubelet's)"]
+    if action in (pods.Action.KEEP_DAEMONSET, pods.Action.KEEP_UNKNOWN_DAEMONSET):
+        return [f"it is a pod of DaemonSet {pods.daemonset_of(dict(pod))}"]
+    if action is pods.Action.KEEP_UNSELECTED:
+        return ["it is outside the maintenance's spec.drain.podSelector"]
+    if policy is None:
+        return []
+    treatment = rules.treatment(pod, policy.rules)
+    where = f"NodeMaintenancePolicy {policy.name}"
+    if treatment.behavior is rules.Behavior.SKIP:
+        return [f"{where} keeps it on the node (Skip)"]
+    if pods.finished(pod):
+        return []
+    if treatment.behavior is rules.Behavior.WAIT_COMPLETED:
+        return [f"{where} waits for it to complete by itself (WaitCompleted)"]
+    if treatment.behavior is rules.Behavior.INVALID:
+        return [f"its annotation {rules.ANNOTATION}={_annotation(pod)!r} is neither skip nor wait-completed, which protects it"]
+    current = min((t.order for p in state.pods.values() if (p.get("spec") or {}).get("nodeName") == node
+                   and not pods.finished(p) and pods.must_go(dict(p), m.selector, daemonsets)
+                   and (t := rules.treatment(p, policy.rules)).behavior is rules.Behavior.DRAIN), default=treatment.order)
+    if treatment.order > current:
+        return [f"its drain order {treatment.order} under {where} comes after order {current}, whose pods are still on the node"]
+    return []
+
+
+def _annotation(pod: Mapping[str, Any]) -> str:
+    return str((pod.get("metadata", {}).get("annotations") or {}).get(rules.ANNOTATION))
+
+
+def _unescalated(now: datetime.datetime, m: plans.Maintenance, pod: Mapping[str, Any], removal: Action) -> list[str]:
+    """Why deleting ``pod`` past its budgets was not the escalation ladder's to do at ``now`` (empty: it was)."""
+    if not pods.escalable(dict(pod)):
+        return ["no escalation deletes a mirror pod or a DaemonSet's"]
+    if status.drained_once(m.status):
+        return ["its drain had succeeded, which ends the escalation ladder"]
+    started = m.status.get("drainStartTime")
+    due = [s for s in m.escalation if started and (now - timestamps.parse(started)).total_seconds() >= s.after]
+    if not due:
+        ladder = ", ".join(f"{s.action} after {s.after}s" for s in m.escalation) or "none"
+        return [f"no step of its escalation ladder had come (ladder: {ladder}; drainStartTime {started or 'not set'})"]
+    if removal.grace == 0 and due[-1].action is plans.Action.DELETE_PODS and m.grace != 0:
+        return [f"with grace period 0 while its ladder's step due is DeletePods after {due[-1].after}s, not ForceDeletePods"]
+    return []

@@ -1,0 +1,73 @@
+"""A maintenance takes its node only in its turn: while a window of its policy is open, and ahead of no older
+maintenance of the same policy that was waiting for the slot it took.
+
+"Older" is creation order, and the API stamps creation to the second: maintenances created in the same second are not
+compared here (the operator orders those by name). A maintenance overtaken is one that waited (not holding its node,
+not deleted, not ended, not having given its slot back, its node governed by this policy alone) and that the policy's
+counts had room for before the take and no longer have after it: the take used its slot. Whether the take itself had
+room is :mod:`simulation.limits`' check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from node_maintenance.drain import status
+from node_maintenance.policy import model
+from simulation import counting
+from simulation.history import History, State, Take
+
+
+def turn_violations(history: History) -> list[str]:
+    """The newest step's takes made out of turn: while every window of the policy was closed, or ahead of an older
+    maintenance waiting for that slot."""
+    newest = history[-1]
+    found = []
+    for take in newest.takes():
+        governing = set(counting.governed_by(newest.after, take.node))
+        for policy in (p for p in counting.policies(newest.after) if p.name in governing):
+            if not _window_open(policy, newest.before, newest.after) and not _granted(newest.before.maintenances.get(take.maintenance)):
+                found.append(f"node {take.node} taken by NodeMaintenance {take.maintenance} while no window of "
+                             f"NodeMaintenancePolicy {policy.name} was open")
+            found += [f"node {take.node} taken by NodeMaintenance {take.maintenance} under NodeMaintenancePolicy {policy.name} ahead of "
+                      f"the older NodeMaintenance {older} (node {node}), which waited for the slot it took"
+                      for older, node in _overtaken(newest.before, newest.after, policy, take)]
+    return found
+
+
+def _window_open(policy: model.Policy, before: State, after: State) -> bool:
+    """Whether the policy has no windows, or one is open at the step's start or end (the decision falls between)."""
+    return any(window is None or window.open for window in (policy.window(before.at), policy.window(after.at)))
+
+
+def _granted(maintenance: Mapping[str, Any] | None) -> bool:
+    """Whether the maintenance's status already showed a slot granted (a slot granted while a window was open stands
+    after it closes)."""
+    return any(c.get("type") == model.QUEUED and c.get("reason") == model.QueuedReason.SLOT_GRANTED
+               for c in ((maintenance or {}).get("status") or {}).get("conditions") or ())
+
+
+def _waiting(state: State, policy: str, maintenance: Mapping[str, Any]) -> str | None:
+    """The node the maintenance waits to take under ``policy`` in ``state``, None when it does not wait there."""
+    node = str((maintenance.get("spec") or {}).get("nodeName") or "")
+    ended = maintenance["metadata"].get("deletionTimestamp") or status.timed_out(maintenance.get("status") or {})
+    if ended or model.gave_back(maintenance) or node not in state.nodes or state.holder(node):
+        return None
+    return node if counting.governed_by(state, node) == (policy,) else None
+
+
+def _overtaken(before: State, after: State, policy: model.Policy, take: Take) -> list[tuple[str, str]]:
+    """The older maintenances waiting under ``policy`` that fitted before the take and no longer fit after it."""
+    taker = before.maintenances.get(take.maintenance) or after.maintenances.get(take.maintenance) or {}
+    created = taker.get("metadata", {}).get("creationTimestamp") or ""
+    found = []
+    for name, m in sorted(before.maintenances.items()):
+        older = (m["metadata"].get("creationTimestamp") or "") < created and name != take.maintenance
+        node = _waiting(before, policy.name, m) if older else None
+        if node is None:
+            continue
+        fitted = all(scope.room(node) for scope in counting.scopes(before, policy, node))
+        if fitted and not all(scope.room(node) for scope in counting.scopes(after, policy, node)):
+            found.append((name, node))
+    return found

@@ -1,0 +1,264 @@
+"""The promises over a history: for each, steps where it holds find nothing, and steps that break it find a sentence
+naming the node, pod or policy and the limit broken."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Sequence
+from functools import partial
+from typing import Any
+
+import pytest
+
+from node_maintenance.api import timestamps
+from node_maintenance.drain.nodes import TAINT
+from simulation.history import Action, ActionKind, State, step
+from simulation.invariants import violations
+from simulation.settling import settled
+from tests.unit import builders
+
+T0 = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.UTC)
+POOL = {"role": "w"}
+
+
+def ago(seconds: int) -> str:
+    return timestamps.rfc3339(T0 - datetime.timedelta(seconds=seconds))
+
+
+free = partial(builders.node, labels=POOL, ready=True)
+held = partial(builders.node, labels=POOL, ready=True, unschedulable=True, taints=[dict(TAINT)], was_unschedulable=False, policy="p")
+nm = partial(builders.nm, created=ago(100), finalizers=["nodemaintenance.kubevirt.io/finalizer"])
+pod = partial(builders.pod, node="n1", uid="{name}")
+
+
+def pool(status: dict[str, Any] | None = None, **spec: Any) -> dict[str, Any]:
+    """Policy p over the pool's nodes, with ``spec`` and ``status``."""
+    return {**builders.nm_policy("p", node_selector={"matchLabels": POOL}, **spec), **({"status": status} if status else {})}
+
+
+def taking(nodes: list[dict[str, Any]], node_name: str, holder: str, *, policy: dict[str, Any] | None = None,
+           maintenances: Sequence[dict[str, Any]] = (), **objects: Any) -> list[str]:
+    """The violations of one step in which ``holder`` takes ``node_name`` from a cluster of ``nodes``."""
+    policy = policy if policy is not None else pool()
+    before = State.of(T0, nodes=nodes, policies=[policy], maintenances=[nm(holder, node_name), *maintenances], **objects)
+    node = before.nodes[node_name]
+    taken = held(node_name, holder=holder, labels=node["metadata"].get("labels"), ready=node["status"]["conditions"][0]["status"] == "True")
+    return violations([step(before, before.put(nodes=[taken]), builders.take_patch(dict(node), holder, "p"))])
+
+
+class TestLimits:
+    @pytest.mark.parametrize(("spec", "others", "broken"), [
+        ({"maxParallel": 2}, [held("n1", holder="m1")], ""),
+        ({"maxParallel": 1}, [held("n1", holder="m1")], "NodeMaintenancePolicy p: 2 nodes in maintenance (n1, n2), maxParallel allows 1 of its 3 nodes"),
+        ({"maxParallel": "50%"}, [held("n1", holder="m1")], "maxParallel allows 1 of its 3 nodes"),  # 1.5 rounds down
+        ({"maxParallel": 1}, [held("n1", holder="gone")], ""),  # a record of a deleted maintenance holds no slot
+        ({"maxParallel": 1, "status": {"recovering": [{"node": "n1", "since": ago(5), "workloads": []}]}}, [free("n1")],
+         "2 nodes in maintenance (n1, n2), maxParallel allows 1"),  # a recovering node keeps its slot
+        ({"maxUnavailable": 1}, [free("n1", ready=False)], "2 nodes unavailable (n1, n2), maxUnavailable allows 1 of its 3 nodes"),
+        ({"maxUnavailable": 1}, [free("n1", unschedulable=True)], "2 nodes unavailable (n1, n2)"),
+    ])
+    def test_a_take_keeps_the_pool_within_its_limits(self, spec: dict[str, Any], others: list[dict[str, Any]], broken: str) -> None:
+        found = taking([*others, free("n2"), free("n3")], "n2", "m2", policy=pool(**spec), maintenances=[nm("m1", "n1")])
+        assert [broken in f and "node n2 taken by NodeMaintenance m2" in f for f in found] == ([True] if broken else [])
+
+    def test_a_node_already_unavailable_adds_nothing_to_max_unavailable(self) -> None:
+        nodes = [free("n1", ready=False), free("n2", ready=False), free("n3")]
+        assert taking(nodes, "n2", "m2", policy=pool(maxUnavailable=1)) == []
+        (found,) = taking(nodes, "n3", "m3", policy=pool(maxUnavailable=1))
+        assert "3 nodes unavailable (n1, n2, n3), maxUnavailable allows 1" in found
+
+    @pytest.mark.parametrize(("taken", "broken"), [("n2", "topology domain zone=a: 2 nodes in maintenance (n1, n2), maxParallel allows 1 of its 2 nodes"),
+                                                   ("n3", "")])
+    def test_a_take_keeps_each_topology_domain_within_its_limit(self, taken: str, broken: str) -> None:
+        nodes = [held("n1", holder="m1", labels={**POOL, "zone": "a"}), free("n2", labels={**POOL, "zone": "a"}), free("n3", labels={**POOL, "zone": "b"})]
+        found = taking(nodes, taken, "m2", policy=pool(topologyLimits=[{"topologyKey": "zone", "maxParallel": 1}]), maintenances=[nm("m1", "n1")])
+        assert [broken in f for f in found] == ([True] if broken else [])
+
+    def test_a_node_going_not_ready_by_itself_is_no_take(self) -> None:
+        before = State.of(T0, nodes=[held("n1", holder="m1"), free("n2")], policies=[pool(maxUnavailable=1)], maintenances=[nm("m1", "n1")])
+        assert violations([step(before, before.put(nodes=[free("n2", ready=False)]))]) == []
+
+
+def removing(pods: list[dict[str, Any]], removed: Action, *, policy: dict[str, Any] | None = None, holder: str | None = "m1",
+             status: dict[str, Any] | None = None, at: datetime.datetime = T0, **objects: Any) -> list[str]:
+    """The violations of one step removing a pod from node n1, held by ``holder`` (None: by nobody)."""
+    node = held("n1", holder=holder) if holder else free("n1")
+    before = State.of(at, nodes=[node], pods=pods, policies=[policy or pool()], maintenances=[nm("m1", "n1", status=status or {})], **objects)
+    return violations([step(before, before.put(at), removed)])
+
+
+DS_POD = pod("agent", owner="DaemonSet", owner_name="agent")
+EVICT = builders.removal
+
+
+class TestRemovals:
+    @pytest.mark.parametrize(("pods", "removed", "rules", "kept"), [
+        ([pod("a")], "ns/a", [], ""),
+        ([pod("m", annotations={"kubernetes.io/config.mirror": "x"})], "ns/m", [], "it is a mirror pod"),
+        ([pod("a", labels={"app": "db"})], "ns/a", [{"podSelector": {"matchLabels": {"app": "db"}}, "behavior": "Skip"}],
+         "NodeMaintenancePolicy p keeps it on the node (Skip)"),
+        ([pod("a", labels={"app": "db"}, phase="Succeeded")], "ns/a", [{"podSelector": {"matchLabels": {"app": "db"}}, "behavior": "Skip"}], "(Skip)"),
+        ([pod("a", labels={"app": "job"})], "ns/a", [{"podSelector": {"matchLabels": {"app": "job"}}, "behavior": "WaitCompleted"}],
+         "NodeMaintenancePolicy p waits for it to complete by itself (WaitCompleted)"),
+        ([pod("a", labels={"app": "job"}, phase="Succeeded")], "ns/a", [{"podSelector": {"matchLabels": {"app": "job"}}, "behavior": "WaitCompleted"}], ""),
+        ([pod("a", annotations={"nodemaintenance.kubevirt.io/drain": "skp"})], "ns/a", [], "nodemaintenance.kubevirt.io/drain='skp' is neither skip"),
+        ([pod("a"), pod("b", labels={"app": "late"})], "ns/b", [{"podSelector": {"matchLabels": {"app": "late"}}, "order": 1}],
+         "its drain order 1 under NodeMaintenancePolicy p comes after order 0"),
+        ([pod("a"), pod("b", labels={"app": "late"})], "ns/a", [{"podSelector": {"matchLabels": {"app": "late"}}, "order": 1}], ""),
+    ])
+    def test_the_drain_removes_only_what_it_may(self, pods: list[dict[str, Any]], removed: str, rules: list[dict[str, Any]], kept: str) -> None:
+        found = removing(pods, EVICT(removed), policy=pool(drainRules=rules))
+        assert [f"pod {removed} evicted from node n1 by NodeMaintenance m1, but" in f and kept in f for f in found] == ([True] if kept else [])
+
+    def test_a_daemonset_pod_stays_while_its_daemonset_exists(self) -> None:
+        (found,) = removing([DS_POD], EVICT("ns/agent"), daemonsets=[builders.daemonset("agent")])
+        assert "pod ns/agent evicted from node n1 by NodeMaintenance m1, but it is a pod of DaemonSet ns/agent" in found
+        assert removing([DS_POD], EVICT("ns/agent")) == []  # its DaemonSet is gone: kubectl drain --force evicts it
+
+    def test_the_drain_annotation_counts_only_under_a_policy(self) -> None:
+        skipped = pod("a", annotations={"nodemaintenance.kubevirt.io/drain": "skip"}, labels={"other": "x"})
+        assert removing([skipped], EVICT("ns/a"), policy=pool()) != []
+        assert removing([skipped], EVICT("ns/a"), policy=builders.nm_policy("q", node_selector={"matchLabels": {"role": "db"}})) == []
+
+    def test_no_pod_is_removed_from_a_node_nobody_holds(self) -> None:
+        (found,) = removing([pod("a")], EVICT("ns/a"), holder=None)
+        assert found == "pod ns/a evicted from node n1, which no NodeMaintenance holds"
+
+    @pytest.mark.parametrize(("drain", "status", "grace", "broken"), [
+        ({}, {"drainStartTime": ago(600)}, None, "no step of its escalation ladder had come (ladder: none"),
+        ({"escalation": [{"afterSeconds": 300, "action": "DeletePods"}]}, {"drainStartTime": ago(600)}, None, ""),
+        ({"escalation": [{"afterSeconds": 300, "action": "DeletePods"}]}, {"drainStartTime": ago(60)}, None,
+         "no step of its escalation ladder had come (ladder: DeletePods after 300s; drainStartTime"),
+        ({"escalation": [{"afterSeconds": 300, "action": "DeletePods"}]}, {"drainStartTime": ago(600)}, 0, "with grace period 0 while its ladder's step due is DeletePods"),
+        ({"escalation": [{"afterSeconds": 300, "action": "ForceDeletePods"}]}, {"drainStartTime": ago(600)}, 0, ""),
+        ({"escalation": [{"afterSeconds": 300, "action": "DeletePods"}]}, {"drainStartTime": ago(600), "phase": "Succeeded"}, None,
+         "its drain had succeeded, which ends the escalation ladder"),
+    ])
+    def test_a_deletion_past_the_budgets_only_when_the_ladder_says_so(self, drain: dict[str, Any], status: dict[str, Any], grace: int | None,
+                                                                      broken: str) -> None:
+        found = removing([pod("a")], EVICT("ns/a", delete=True, grace=grace), policy=pool(drain=drain), status=status)
+        assert [broken in f and "pod ns/a deleted from node n1 past its budgets by NodeMaintenance m1" in f for f in found] == ([True] if broken else [])
+
+    def test_the_policy_cap_drops_the_step(self) -> None:
+        capped = pool(drain={"escalation": [{"afterSeconds": 300, "action": "DeletePods"}], "maxEscalation": "None"})
+        (found,) = removing([pod("a")], EVICT("ns/a", delete=True), policy=capped, status={"drainStartTime": ago(600)})
+        assert "(ladder: none" in found
+
+    def test_a_finished_pod_is_deleted_at_any_time(self) -> None:
+        assert removing([pod("a", phase="Failed")], EVICT("ns/a", delete=True), status={"drainStartTime": ago(1)}) == []
+
+    def test_an_eviction_that_leaves_a_budget_short(self) -> None:
+        budget = builders.budget("web", labels={"app": "web"}, expected=2, minAvailable=2)
+        web = [pod("a", labels={"app": "web"}), pod("b", labels={"app": "web"}, node="n2")]
+        before = State.of(T0, nodes=[held("n1", holder="m1")], pods=web, budgets=[budget], policies=[pool()], maintenances=[nm("m1", "n1")])
+        after = before.put(pods=[pod("a", labels={"app": "web"}, deleted_at=ago(0))])
+        assert violations([step(before, after, EVICT("ns/a"))]) == ["PodDisruptionBudget ns/web: 1 healthy pod(s), it demands 2"]
+        assert violations([step(before, before, EVICT("ns/a"))]) == []
+
+
+class TestHandingBack:
+    def giving_back(self, maintenance: dict[str, Any], action: Action | None = None) -> list[str]:
+        node = held("n1", holder="m1")
+        before = State.of(T0, nodes=[node], policies=[pool()], maintenances=[maintenance])
+        after = before.put(nodes=[free("n1")])
+        return violations([step(State.of(T0, nodes=[free("n1")]), before), step(before, after, action or builders.give_back_patch(node, "m1"))])
+
+    def test_a_deleted_maintenance_gives_its_node_back(self) -> None:
+        assert self.giving_back(nm("m1", "n1", deleted_at=ago(1))) == []
+
+    def test_a_timeout_gives_the_node_back(self) -> None:
+        ended = {"conditions": [{"type": "TimedOut", "status": "True", "reason": "HandedBack"}]}
+        assert self.giving_back(nm("m1", "n1", status=ended)) == []
+
+    def test_no_hand_back_while_the_maintenance_stands(self) -> None:
+        (found,) = self.giving_back(nm("m1", "n1"))
+        assert found == "node n1: given back while NodeMaintenance m1 is neither deleted nor ended by its timeout"
+
+    def test_no_uncordon_that_keeps_the_holder(self) -> None:
+        uncordon = Action(kind=ActionKind.NODE_PATCH, key="n1", body={"spec": {"unschedulable": None}}, maintenance="m1")
+        found = self.giving_back(nm("m1", "n1", deleted_at=ago(1)), uncordon)
+        assert "node n1: uncordoned while NodeMaintenance m1 still holds it (the patch keeps its record)" in found
+
+    def test_a_node_given_back_is_as_it_was(self) -> None:
+        node = held("n1", holder="m1")
+        before = State.of(T0, nodes=[node], policies=[pool()], maintenances=[nm("m1", "n1", deleted_at=ago(1))])
+        left_tainted = before.put(nodes=[free("n1", taints=[dict(TAINT)])])
+        (found,) = violations([step(State.of(T0, nodes=[free("n1")]), before), step(before, left_tainted, builders.give_back_patch(node, "m1"))])
+        assert found == "node n1: carries the drain taint while no NodeMaintenance holds it"
+
+    def test_a_maintenance_its_timeout_ended_never_takes_its_node_again(self) -> None:
+        ended = {"conditions": [{"type": "TimedOut", "status": "True", "reason": "HandedBack"}]}
+        found = taking([free("n1")], "n1", "m1", maintenances=[nm("m1", "n1", status=ended)])
+        assert found == ["node n1: taken again by NodeMaintenance m1, which its timeout ended (onTimeout HandBack gave the node back for good)"]
+        assert taking([free("n1")], "n1", "m1") == []
+
+    def test_a_take_that_leaves_the_node_uncordoned(self) -> None:
+        before = State.of(T0, nodes=[free("n1")], policies=[pool()], maintenances=[nm("m1", "n1")])
+        after = before.put(nodes=[free("n1", holder="m1", policy="p", taints=[dict(TAINT)])])
+        assert violations([step(before, after, builders.take_patch(free("n1"), "m1", "p"))]) == ["node n1: held by m1 but not cordoned and tainted"]
+
+
+class TestTurns:
+    NODES = (free("n1"), free("n2"))
+
+    @pytest.mark.parametrize(("taker", "node", "overtaken"), [("m2", "n2", "m1"), ("m1", "n1", "")])
+    def test_the_first_in_line_takes_the_slot(self, taker: str, node: str, overtaken: str) -> None:
+        line = [nm("m1", "n1", created=ago(200)), nm("m2", "n2", created=ago(100))]
+        found = taking(list(self.NODES), node, taker, policy=pool(maxParallel=1), maintenances=[m for m in line if m["metadata"]["name"] != taker])
+        expected = f"taken by NodeMaintenance {taker} under NodeMaintenancePolicy p ahead of the older NodeMaintenance {overtaken} (node n1)"
+        assert [expected in f for f in found] == ([True] if overtaken else [])
+
+    def test_an_older_one_that_still_fits_is_no_overtaking(self) -> None:
+        older = nm("m1", "n1", created=ago(200))
+        assert taking(list(self.NODES), "n2", "m2", policy=pool(maxParallel=2), maintenances=[older]) == []
+
+    @pytest.mark.parametrize(("schedule", "closed"), [("0 11 * * *", False), ("0 6 * * *", True)])
+    def test_a_take_only_while_a_window_is_open(self, schedule: str, closed: bool) -> None:
+        found = taking(list(self.NODES), "n1", "m1", policy=pool(windows=[{"schedule": schedule, "duration": "2h"}]))
+        assert found == (["node n1 taken by NodeMaintenance m1 while no window of NodeMaintenancePolicy p was open"] if closed else [])
+
+
+class TestRecovery:
+    def dropping(self, since: int, replicas: dict[str, int]) -> list[str]:
+        entry = {"node": "n1", "since": ago(since), "workloads": [{"kind": "ReplicaSet", "namespace": "ns", "name": "web"}]}
+        rs = {"metadata": {"name": "web", "namespace": "ns", "generation": 1}, "spec": {"replicas": replicas["wanted"]}, "status": {"observedGeneration": 1, "availableReplicas": replicas["available"]}}
+        before = State.of(T0, nodes=[free("n1")], policies=[pool(waitForHealthy=True, status={"recovering": [entry]})], replicasets=[rs])
+        return violations([step(before, before.put(policies=[pool(waitForHealthy=True, status={"recovering": [{"node": "n9", "since": ago(1), "workloads": []}]})]))])
+
+    @pytest.mark.parametrize(("since", "available", "broken"), [
+        (60, 1, ("node n1 dropped from NodeMaintenancePolicy p's status.recovering after 60s of its 600s (waitForHealthySeconds) "
+                 "while ReplicaSet ns/web: 1 of 3 available")),
+        (60, 3, ""),
+        (700, 1, ""),
+    ])
+    def test_a_recovering_node_keeps_its_slot_until_healthy_or_the_cap(self, since: int, available: int, broken: str) -> None:
+        assert self.dropping(since, {"wanted": 3, "available": available}) == ([broken] if broken else [])
+
+
+class TestSettled:
+    def ending(self, *maintenances: dict[str, Any], nodes: list[dict[str, Any]] | None = None, policy: dict[str, Any] | None = None) -> list[str]:
+        end = State.of(T0, nodes=nodes or [held("n1", holder="m1"), free("n2")], policies=[policy or pool(maxParallel=1)], maintenances=maintenances)
+        return settled([step(end, end)], T0 - datetime.timedelta(seconds=60))
+
+    def test_a_drained_maintenance_and_one_waiting_in_line_are_settled(self) -> None:
+        queued = {"phase": "Pending", "conditions": [{"type": "Queued", "status": "True", "reason": "WaitingForSlot", "message": "1st in line"}]}
+        assert self.ending(nm("m1", "n1", status={"phase": "Succeeded"}), nm("m2", "n2", status=queued)) == []
+
+    def test_a_wait_for_a_slot_the_policy_has(self) -> None:
+        queued = {"phase": "Pending", "conditions": [{"type": "Queued", "status": "True", "reason": "WaitingForSlot", "message": "1st in line"}]}
+        (found,) = self.ending(nm("m2", "n2", status=queued), nodes=[free("n1"), free("n2")])
+        assert found == "NodeMaintenance m2: waits for a slot of NodeMaintenancePolicy p, which has room for node n2, 60s after the last fault"
+
+    @pytest.mark.parametrize(("maintenance", "broken"), [
+        (nm("m1", "n1", deleted_at=ago(5)), "NodeMaintenance m1: deleted but still kept by finalizers"),
+        (nm("m1", "n1", status={"phase": "Running"}), "NodeMaintenance m1: Running on node n1 without saying why"),
+        (nm("m1", "n1", status={"phase": "Running", "lastError": "waiting for budget ns/web"}), ""),
+        (nm("m9", "n1", status={"phase": "Succeeded"}), "node n1: still held by NodeMaintenance m1, which is gone"),
+    ])
+    def test_what_is_left_unfinished(self, maintenance: dict[str, Any], broken: str) -> None:
+        found = self.ending(maintenance)
+        assert [broken in f for f in found] == ([True] if broken else [])
+
+    def test_a_succeeded_maintenance_whose_node_is_not_drained(self) -> None:
+        end = State.of(T0, nodes=[held("n1", holder="m1")], pods=[pod("a")], maintenances=[nm("m1", "n1", status={"phase": "Succeeded"})])
+        assert settled([step(end, end)], T0) == ["NodeMaintenance m1: Succeeded but node n1 not drained, ns/a still there, 0s after the last fault"]
