@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable, Collection
 from typing import Any
 
@@ -51,7 +50,7 @@ class BudgetWatch:
         return [b for namespace in sorted(namespaces) for b in self.mirror.in_namespace(namespace)]
 
     def sent(self, budget: str, pod: str) -> None:
-        self._sent.setdefault(budget, {})[pod] = time.monotonic()
+        self._sent.setdefault(budget, {})[pod] = asyncio.get_running_loop().time()
 
     def returned(self, budget: str, pod: str) -> None:
         """The eviction was refused or never sent: it does not count against the budget."""
@@ -59,15 +58,15 @@ class BudgetWatch:
 
     def in_flight(self) -> dict[str, InFlight]:
         self._forget()
-        now = time.monotonic()
+        now = asyncio.get_running_loop().time()
         return {budget: InFlight(len(pods), IN_FLIGHT_SECONDS - (now - min(pods.values()))) for budget, pods in self._sent.items()}
 
     def _forget(self) -> None:
-        now = time.monotonic()
+        now = asyncio.get_running_loop().time()
         for budget, pods in list(self._sent.items()):
             counted = (self.mirror.objects.get(budget, {}).get("status") or {}).get("disruptedPods") or {}
             for pod, at in list(pods.items()):
-                if pod in counted or now - at > IN_FLIGHT_SECONDS:
+                if pod in counted or now - at >= IN_FLIGHT_SECONDS:  # at the bound, not after: it would be due again at once
                     del pods[pod]
             if not pods:
                 del self._sent[budget]

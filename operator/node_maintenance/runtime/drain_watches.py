@@ -10,7 +10,6 @@ every LATE_PODS_SECONDS, for pods bound to it later.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -55,7 +54,7 @@ class DrainWatches:
             task.cancel()
         await asyncio.gather(*ending, return_exceptions=True)
         if mode == WatchMode.DRAINED:  # the pod watch was current until now
-            self.pods_listed, self.node_changed = time.monotonic(), False
+            self.pods_listed, self.node_changed = asyncio.get_running_loop().time(), False
             self.cordoned.subscribe(self.node_name, self._node_change)
         else:
             self.cordoned.unsubscribe(self.node_name)
@@ -87,8 +86,8 @@ class DrainWatches:
 
     async def late_pods(self) -> None:
         """Drained: list the node's pods when the node changed or LATE_PODS_SECONDS have passed since the last listing."""
-        if self.node_changed or time.monotonic() - self.pods_listed >= LATE_PODS_SECONDS:
-            started, self.node_changed = time.monotonic(), False  # a change from now on asks for the next listing
+        if self.node_changed or asyncio.get_running_loop().time() - self.pods_listed >= LATE_PODS_SECONDS:
+            started, self.node_changed = asyncio.get_running_loop().time(), False  # a change from now on asks for the next listing
             if self.pods is None:
                 self.pods = self.pods_mirror()
             await self.pods.refresh()  # a failure leaves it due

@@ -15,7 +15,6 @@ import contextlib
 import datetime
 import functools
 import logging
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -151,8 +150,11 @@ class Engine:
                     await self.watch(self.wanted)
                     if self.wanted != WatchMode.DRAINED:  # plan again with what is watched now (drained: the step saw it all)
                         continue
+                # asyncio.timeout, not wait_for: on Python 3.11, wait_for loses a cancellation that comes as the
+                # wake does, and a deleted maintenance's engine would then never stop.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._changed.wait(), recheck)
+                    async with asyncio.timeout(recheck):
+                        await self._changed.wait()
         finally:
             shared.budgets.unsubscribe(self.wake)
             await self.watches.stop()
@@ -170,7 +172,7 @@ class Engine:
             return reading  # nothing to plan now: look again then
         decided = plan(reading)
         outcome, carried = await self.execute(decided, reading)
-        self.memory, recheck = memory.remember(self.memory, decided, outcome, memory.Clock(time.time(), time.monotonic()), carried,
+        self.memory, recheck = memory.remember(self.memory, decided, outcome, memory.Clock(timestamps.now().timestamp(), asyncio.get_running_loop().time()), carried,
                                                self.shared.version)
         self.wanted = memory.watch_mode(ended=reading.maintenance is None, waits=reading.waits, plan=decided)
         return memory.sooner(recheck, self._look_again(reading))
@@ -288,7 +290,7 @@ class Engine:
         shared, remembered = self.shared, self.memory
         in_line = _in_line(reading.maintenance) if reading.waits and reading.maintenance is not None else None
         interval = bookkeeping.NM_STATUS_INTERVAL_SECONDS if in_line is None else bookkeeping.status_interval(remembered.stored, decided.status, in_line)
-        due = bookkeeping.status_due(decided.phase, remembered.stored, time.monotonic() - remembered.written_at, bool(decided.events), interval)
+        due = bookkeeping.status_due(decided.phase, remembered.stored, asyncio.get_running_loop().time() - remembered.written_at, bool(decided.events), interval)
         write = due or bookkeeping.records_more(remembered.stored, decided.status)  # the workloads of pods about to leave: recorded first
         if reading.live is not None:
             shared.active.holding(self.name, decided.holds_node)

@@ -12,10 +12,10 @@ import asyncio
 import contextlib
 import logging
 import random
-import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from typing import Any, TypeVar
 
+from node_maintenance.api import timestamps
 from node_maintenance.api.conversion import status_fields
 from node_maintenance.api.paths import jobs_path, nm_path, node_path, pod_path
 from node_maintenance.client.errors import ApiError, Conflict, KubeError, NotFound, ServerError, TooManyRequests, Unreachable
@@ -164,7 +164,7 @@ class Executor:
             options["gracePeriodSeconds"] = removal.grace
         path = pod_path(removal.namespace, removal.name)
         failures = (previous.failures if previous else 0) + 1
-        now = time.time()
+        now = timestamps.now().timestamp()
         try:
             async with self._slots:
                 if removal.delete:

@@ -126,7 +126,7 @@ async def remove(body: kopf.Body, memo: Memo, **_: Any) -> None:
     await _stop(memo, body["metadata"]["name"])
     shared = memo.shared
     given = copy.deepcopy(dict(body))
-    executor = giving_back.executor(shared.kube, given, shared.version, post_event, _logger(body), shared.lease_namespace)
+    executor = giving_back.executor(shared.kube, given, shared.version, shared.event, _logger(body), shared.lease_namespace)
     if shared.policies:  # a policy's postMaintenance Job runs before the node is given back
         await giving_back.before(shared.policies, given, executor)
     await giving_back.end(shared.kube, given, executor, shared.active)

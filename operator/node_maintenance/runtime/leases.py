@@ -7,8 +7,8 @@ claim or renewal is due, so a held Lease costs a read and a write per renewal pe
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import time
 from typing import Any
 
 from node_maintenance.api.paths import NAMESPACES, lease_path
@@ -37,10 +37,10 @@ class LeaseKeeper:
         self.node_name = node_name
         self.path = lease_path(namespace, lease_name(node_name))
         self.known: LeaseState | None = None  # what the last claim (or look) met
-        self._due_at = 0.0  # monotonic time from which the Lease is read and claimed again
+        self._due_at = 0.0  # the event loop's time from which the Lease is read and claimed again
 
     def due_in(self) -> float:
-        return max(0.0, self._due_at - time.monotonic())
+        return max(0.0, self._due_at - asyncio.get_running_loop().time())
 
     async def view(self, fresh: bool = False) -> LeaseView:
         """What a plan is shown: the last known state, and the Lease as it is now when a claim is due or
@@ -56,7 +56,7 @@ class LeaseKeeper:
 
     def remember(self, state: LeaseState) -> None:
         self.known = state
-        self._due_at = time.monotonic() + (state.recheck_in or 0)
+        self._due_at = asyncio.get_running_loop().time() + (state.recheck_in or 0)
 
     async def write(self, claim: LeaseClaim) -> LeaseState:
         """Carry a plan's claim out; what it met."""

@@ -37,8 +37,12 @@ def test_the_lease_is_read_again_before_the_node_is_taken() -> None:
     # plan about to take the node sees it as it is now, not as it was.
     api = FakeApi()
     keeper = LeaseKeeper(api, "medik8s-leases", "w1")
-    keeper.remember(remediation.LeaseState("medik8s-leases", "w1", recheck_in=remediation.RENEW_AFTER_SECONDS))
-    cached = asyncio.run(keeper.view())
-    assert not cached.due and api.calls == []
-    fresh = asyncio.run(keeper.view(fresh=True))
-    assert fresh.due and fresh.read is None and [c.path for c in api.calls] == [lease_path("medik8s-leases", lease_name("w1"))]
+
+    async def scenario() -> None:  # due on the event loop's clock
+        keeper.remember(remediation.LeaseState("medik8s-leases", "w1", recheck_in=remediation.RENEW_AFTER_SECONDS))
+        cached = await keeper.view()
+        assert not cached.due and api.calls == []
+        fresh = await keeper.view(fresh=True)
+        assert fresh.due and fresh.read is None and [c.path for c in api.calls] == [lease_path("medik8s-leases", lease_name("w1"))]
+
+    asyncio.run(scenario())
