@@ -9,7 +9,7 @@ export PYTHONPATH := $(CURDIR)/hack
 # Everything the tests need from the OS, installed only when missing.
 SYSTEM_PACKAGES := buildah skopeo umoci docker-registry iproute2 mmdebstrap containerd runc containernetworking-plugins iptables conntrack busybox-static
 
-.PHONY: help venv system-deps tools lock render check lint test unit demo demo-transcript bench bench-smoke soak clean
+.PHONY: help venv system-deps tools lock render check lint test unit demo demo-transcript bench bench-smoke soak simulate clean
 
 help:
 	@echo "make demo   - OLM installs the operator from our images on a local cluster, which drains a node and hands it back"
@@ -21,6 +21,8 @@ help:
 	@echo "             (report in bench/results: report.json, report.txt, PNG charts)"
 	@echo "make soak   - NodeMaintenances at random for 30 min (SOAK_MINUTES) while the operator is killed and its"
 	@echo "             link to the API server faulted; report in build/soak (report.json, report.txt)"
+	@echo "make simulate - the deterministic simulation searches for histories that break a promise, for 60 min"
+	@echo "             (SIMULATE_MINUTES); report in build/simulation (report.json, report.txt)"
 	@echo "make render - re-render CRD, bundle, catalog, OLM deploy manifests, API docs and monitoring files; make check verifies them"
 	@echo "make lint   - import layers, types and style (also the first step of make test)"
 
@@ -95,6 +97,13 @@ bench-smoke: venv tools
 SOAK_MINUTES ?= 30
 soak: venv tools
 	$(PY) -m soak --minutes $(SOAK_MINUTES) --out $(CURDIR)/build/soak
+
+# The operator's own runtime against a simulated API server and cluster on simulated time, while hypothesis draws
+# users' changes, faults, restarts and clock jumps; every promise is checked after every simulated second.
+# tests/simulation runs a bounded search from fixed seeds in `make test`.
+SIMULATE_MINUTES ?= 60
+simulate: venv
+	$(PY) -m simulation --minutes $(SIMULATE_MINUTES) --report $(CURDIR)/build/simulation
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info

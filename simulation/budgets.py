@@ -15,7 +15,7 @@ from node_maintenance.drain import budgets
 from simulation.holding import deleting
 
 
-def _healthy(pod: Mapping[str, Any]) -> bool:
+def healthy(pod: Mapping[str, Any]) -> bool:
     """Counted by the disruption controller: ready and not on its way out."""
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in (pod.get("status") or {}).get("conditions") or [])
     return ready and not deleting(pod)
@@ -54,7 +54,7 @@ def pdb_violations(budget_list: Iterable[Mapping[str, Any]], pod_list: Iterable[
         desired = desired_healthy(budget)
         if desired is None:
             continue
-        healthy = sum(1 for p in pod_list if covers(budget, p) and _healthy(p))
-        if healthy < desired:
-            found.append(f"PodDisruptionBudget {key_of(budget)}: {healthy} healthy pod(s), it demands {desired}")
+        count = sum(1 for p in pod_list if covers(budget, p) and healthy(p))
+        if count < desired:
+            found.append(f"PodDisruptionBudget {key_of(budget)}: {count} healthy pod(s), it demands {desired}")
     return found

@@ -14,17 +14,20 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from node_maintenance.api.objects import key_of
-from node_maintenance.drain import nodes, pods, status
+from node_maintenance.drain import nodes, pods, rules, status
 from node_maintenance.policy import model
 from simulation import counting
 from simulation.history import History, State
 from simulation.holding import deleting
 
 
-def _left_on(node_name: str, pod_list: Iterable[Mapping[str, Any]]) -> list[str]:
-    """The pods a drain of the node waits for that are still there."""
+def _left_on(node_name: str, pod_list: Iterable[Mapping[str, Any]], kept: Iterable[rules.Rule] = ()) -> list[str]:
+    """The pods a drain of the node waits for that are still there: not those the drain rules ``kept`` (its policy's)
+    or their own annotation leave on the node (Skip, or a misspelt value, which protects)."""
+    kept = tuple(kept)
     return sorted(key_of(p) for p in pod_list if (p.get("spec") or {}).get("nodeName") == node_name
-                  and pods.must_go(dict(p)) and not deleting(p))
+                  and pods.must_go(dict(p)) and not deleting(p)
+                  and rules.treatment(p, kept).behavior not in (rules.Behavior.SKIP, rules.Behavior.INVALID))
 
 
 def settled_violations(node_list: Iterable[Mapping[str, Any]], maintenances: Iterable[Mapping[str, Any]],
@@ -68,7 +71,9 @@ def settled(history: History, quiet_since: datetime.datetime) -> list[str]:
             if end.holder(node_name) == name:
                 found.append(f"NodeMaintenance {name}: ended by its timeout but still holds node {node_name}, {quiet}")
         elif stored.get("phase") == status.Phase.SUCCEEDED:
-            if left := _left_on(node_name, end.pods.values()):
+            governing = set(counting.governed_by(end, node_name))
+            kept = [rule for policy in counting.policies(end) if policy.name in governing for rule in policy.rules]
+            if left := _left_on(node_name, end.pods.values(), kept):
                 found.append(f"NodeMaintenance {name}: Succeeded but node {node_name} not drained, {', '.join(left)} still there, {quiet}")
         else:
             found += _waiting(end, name, m, quiet)

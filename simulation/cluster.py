@@ -1,0 +1,162 @@
+"""The cluster around the operator: what a real one does by itself, as the simulation plays it, once a simulated second.
+
+- the kubelet finishes a pod's graceful deletion once its grace has passed, and makes a new pod Ready a few seconds
+  after it was bound;
+- the ReplicaSet controller keeps each workload at its scale (a pod evicted is replaced at once, unready);
+- the scheduler binds each new pod to a Ready, schedulable node whose NoSchedule taints it tolerates, the least busy
+  first (then by name: one choice per state);
+- the disruption controller counts every PodDisruptionBudget's pods again.
+
+Every pass is a function of the objects alone: nothing here draws at random.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import functools
+from collections.abc import Mapping
+from typing import Any
+
+from node_maintenance.api import timestamps
+from node_maintenance.api.paths import BUDGETS, PODS, node_path, pod_path
+from simulation import budgets, disruption
+from simulation.apiserver import SimulatedApi
+
+# How long after it is bound a pod becomes Ready.
+READY_SECONDS = 5.0
+TICK_SECONDS = 1.0
+Obj = dict[str, Any]
+
+
+def _ready(node: Mapping[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in (node.get("status") or {}).get("conditions") or [])
+
+
+def _tolerates(pod: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
+    for toleration in (pod.get("spec") or {}).get("tolerations") or []:
+        if toleration.get("operator") == "Exists" and not toleration.get("key"):
+            return True
+        if toleration.get("key") == taint.get("key") and toleration.get("effect") in (None, taint.get("effect")):
+            return True
+    return False
+
+
+def schedulable(node: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
+    """Whether the scheduler may bind ``pod`` to ``node``: Ready, not cordoned, and every NoSchedule taint tolerated."""
+    tolerates_all = any(t.get("operator") == "Exists" and not t.get("key") for t in (pod.get("spec") or {}).get("tolerations") or [])
+    cordoned = bool((node.get("spec") or {}).get("unschedulable")) and not tolerates_all
+    taints = [t for t in (node.get("spec") or {}).get("taints") or [] if t.get("effect") in ("NoSchedule", "NoExecute")]
+    return _ready(node) and not cordoned and all(_tolerates(pod, t) for t in taints)
+
+
+class Cluster:
+    """The cluster's actors on one simulated API; ``workloads``: each ReplicaSet-owned workload's scale, by
+    "namespace/name" (its pods are labelled app=<name>)."""
+
+    def __init__(self, api: SimulatedApi) -> None:
+        self.api = api
+        self.workloads: dict[str, int] = {}
+        self._created = 0
+
+    async def run(self) -> None:
+        while True:
+            self.tick()
+            await asyncio.sleep(TICK_SECONDS)
+
+    def tick(self) -> None:
+        now = self.api.clock()
+        pods = self.api.listed(PODS)
+        self._finish_deletions(pods, now)
+        self._replace(self.api.listed(PODS))
+        self._schedule(self.api.listed(PODS), self.api.listed(node_path()))
+        self._become_ready(self.api.listed(PODS), now)
+        self._count_budgets(self.api.listed(PODS))
+
+    # ------------------------------------------------ the kubelet
+    def _finish_deletions(self, pods: list[Obj], now: datetime.datetime) -> None:
+        for pod in pods:
+            meta = pod["metadata"]
+            if meta.get("deletionTimestamp"):
+                ends = timestamps.parse(meta["deletionTimestamp"]) + datetime.timedelta(seconds=meta.get("deletionGracePeriodSeconds") or 0)
+                if ends <= now:
+                    self.api.remove(pod_path(meta["namespace"], meta["name"]))
+
+    def _become_ready(self, pods: list[Obj], now: datetime.datetime) -> None:
+        for pod in pods:
+            meta, status = pod["metadata"], pod.get("status") or {}
+            bound = (pod.get("spec") or {}).get("nodeName")
+            if bound and status.get("phase") == "Pending" and not meta.get("deletionTimestamp") and \
+                    timestamps.parse(meta["creationTimestamp"]) + datetime.timedelta(seconds=READY_SECONDS) <= now:
+                self.api.update(pod_path(meta["namespace"], meta["name"]), _running)
+
+    # ------------------------------------------------ the controllers and the scheduler
+    def _replace(self, pods: list[Obj]) -> None:
+        for workload, scale in sorted(self.workloads.items()):
+            namespace, name = workload.split("/")
+            alive = [p for p in pods if p["metadata"]["namespace"] == namespace and (p["metadata"].get("labels") or {}).get("app") == name
+                     and not p["metadata"].get("deletionTimestamp") and _owner(p) == ("ReplicaSet", name)]
+            for _ in range(scale - len(alive)):
+                self._created += 1
+                self.api.create(pod_path(namespace, ""), new_pod(f"{name}-{self._created}", namespace, name))
+
+    def _schedule(self, pods: list[Obj], nodes: list[Obj]) -> None:
+        load = {n["metadata"]["name"]: 0 for n in nodes}
+        for pod in pods:
+            bound = (pod.get("spec") or {}).get("nodeName")
+            if bound in load:
+                load[bound] += 1
+        for pod in pods:
+            if (pod.get("spec") or {}).get("nodeName") or pod["metadata"].get("deletionTimestamp"):
+                continue
+            fitting = sorted((load[n["metadata"]["name"]], n["metadata"]["name"]) for n in nodes if schedulable(n, pod))
+            if fitting:
+                chosen = fitting[0][1]
+                load[chosen] += 1
+                self.api.update(pod_path(pod["metadata"]["namespace"], pod["metadata"]["name"]), functools.partial(_bound, node=chosen))
+
+    def _count_budgets(self, pods: list[Obj]) -> None:
+        for budget in self.api.listed(BUDGETS):
+            status = disruption.budget_status(budget, [p for p in pods if budgets.covers(budget, p)], self._scale_of)
+            if status != budget.get("status"):
+                meta = budget["metadata"]
+                self.api.update(f"/apis/policy/v1/namespaces/{meta['namespace']}/poddisruptionbudgets/{meta['name']}",
+                                functools.partial(_with_status, status=status))
+
+    def _scale_of(self, pod: Mapping[str, Any]) -> int | None:
+        """The scale of the workload owning ``pod`` (None: a pod no workload of this cluster owns)."""
+        owner = _owner(pod)
+        return self.workloads.get(f"{pod['metadata']['namespace']}/{owner[1]}") if owner and owner[0] == "ReplicaSet" else None
+
+
+def _with_status(obj: Obj, status: Obj) -> Obj:
+    return {**obj, "status": status}
+
+
+def _running(pod: Obj) -> Obj:
+    return {**pod, "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def _bound(pod: Obj, node: str) -> Obj:
+    return {**pod, "spec": {**pod["spec"], "nodeName": node}}
+
+
+def _owner(pod: Mapping[str, Any]) -> tuple[str, str] | None:
+    for owner in pod["metadata"].get("ownerReferences") or []:
+        if owner.get("controller"):
+            return str(owner.get("kind")), str(owner.get("name"))
+    return None
+
+
+def new_pod(name: str, namespace: str, workload: str, *, kind: str = "ReplicaSet", node: str | None = None,
+            tolerations: list[Obj] | None = None) -> Obj:
+    """A pod of ``workload`` (labelled app=<workload>, owned by its ``kind``), unbound unless ``node`` is given."""
+    spec: Obj = {"containers": [{"name": "main", "image": "app"}], "terminationGracePeriodSeconds": 5}
+    if node:
+        spec["nodeName"] = node
+    if tolerations:
+        spec["tolerations"] = tolerations
+    owner = {"apiVersion": "apps/v1", "kind": kind, "name": workload, "uid": f"uid-{kind}-{workload}", "controller": True}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace, "labels": {"app": workload},
+                                                           "ownerReferences": [owner]},
+            "spec": spec, "status": {"phase": "Pending"}}

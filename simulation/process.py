@@ -1,0 +1,175 @@
+"""One operator process in the simulation: the operator's own runtime (the drain engines, their executor, the
+policies, the shared watches, the kopf handlers) wired as ``runtime.main`` wires it, against the simulated API.
+
+kopf itself speaks HTTP, so its part is played here by its contract, as the handlers rely on it: a finalizer put on
+every NodeMaintenance; one daemon per NodeMaintenance (``handlers.maintain``), stopped when the object is deleted;
+``handlers.changed`` on every change; ``handlers.remove`` on deletion, called again after a ``kopf.TemporaryError``'s
+delay until it returns, and the finalizer removed then; the index of names. A process stopped (a crash, a restart,
+a lost lease) ends every task at once and writes nothing more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import Any
+
+import kopf
+
+from node_maintenance.api import HUB
+from node_maintenance.api.paths import nm_path
+from node_maintenance.client.errors import KubeError
+from node_maintenance.client.watch import Mirror
+from node_maintenance.runtime import handlers
+from node_maintenance.runtime.budget_watch import BudgetWatch
+from node_maintenance.runtime.cordoned import CordonedNodes
+from node_maintenance.runtime.engine import Shared
+from node_maintenance.runtime.metrics import Active
+from node_maintenance.runtime.policies.view import Policies
+from simulation.apiserver import SimulatedApi
+
+NAMESPACE = "node-maintenance-operator"
+# How soon kopf calls a handler again after an error that is not a TemporaryError with a delay of its own.
+RETRY_SECONDS = 60.0
+# How long a task may take to end once cancelled: one that takes longer ignores its cancellation, a defect.
+STOP_SECONDS = 10.0
+log = logging.getLogger(__name__)
+
+
+class Stopped:
+    """kopf's DaemonStopped, as ``handlers.maintain`` uses it."""
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+
+    async def wait(self, timeout: float | None = None) -> bool:  # noqa: ASYNC109 - kopf's DaemonStopped's signature
+        try:
+            async with asyncio.timeout(timeout):  # not wait_for, which on Python 3.11 may lose a cancellation
+                await self.event.wait()
+        except TimeoutError:
+            return False
+        return True
+
+
+@dataclass
+class Kept:
+    """One NodeMaintenance as kopf keeps it: its body (kept current), its daemon and its deletion."""
+
+    body: dict[str, Any]
+    stopped: Stopped = field(default_factory=Stopped)
+    daemon: asyncio.Task[None] | None = None
+    deletion: asyncio.Task[None] | None = None
+
+
+class Process:
+    """The operator's runtime on the simulated API, until :meth:`stop`."""
+
+    def __init__(self, api: SimulatedApi) -> None:
+        self.api = api
+        self.engines: dict[str, handlers.Running] = {}
+        self.policies = Policies(api, NAMESPACE, self._wake)
+        self.shared = Shared(api, BudgetWatch(api), CordonedNodes(api), Active(), HUB, self._event, policies=self.policies)
+        self.memo = handlers.Memo(self.shared, self.engines)
+        self.kept: dict[str, Kept] = {}
+        self.events: list[tuple[str, str, str]] = []  # (type, reason, message) of every event the operator posted
+        self.mirror = Mirror(api, nm_path(), self._changed, from_cache=False)
+        self.tasks: list[asyncio.Task[Any]] = []
+        self.unstoppable: list[str] = []  # the tasks that did not end when the process stopped
+
+    def start(self) -> None:
+        self.tasks = [asyncio.create_task(self.policies.run(), name="policies"), asyncio.create_task(self.mirror.run(), name="kopf's watch")]
+
+    async def stop(self) -> None:
+        """Every task ends now, as when the process is killed."""
+        tasks = [*self.tasks, *(t for k in self.kept.values() for t in (k.daemon, k.deletion) if t is not None),
+                 *(r.task for r in self.engines.values())]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=STOP_SECONDS)
+            self.unstoppable = sorted(t.get_name() for t in pending)
+        await self.shared.budgets.stop()
+        await self.shared.cordoned.stop()
+
+    # ------------------------------------------------ runtime.main's wiring
+    def _wake(self, names: Collection[str] | None) -> None:
+        for name in self.engines if names is None else names:
+            if (running := self.engines.get(name)) is not None:
+                running.engine.wake()
+
+    def _event(self, _obj: dict[str, Any], type_: str, reason: str, message: str) -> None:
+        self.events.append((type_, reason, message))
+
+    # ------------------------------------------------ kopf's contract
+    def _changed(self, key: str | None) -> None:
+        names = [k.removeprefix("/") for k in self.mirror.objects] if key is None else [key.removeprefix("/")]
+        for name in names:
+            body = self.mirror.objects.get(f"/{name}")
+            kept = self.kept.get(name)
+            if body is None:  # gone: its daemon ends
+                if kept is not None:
+                    kept.stopped.event.set()
+                    self.kept.pop(name)
+                continue
+            if kept is None:
+                kept = self.kept[name] = Kept(body=dict(body))
+                kept.daemon = asyncio.create_task(self._daemon(kept, name), name=f"daemon {name}")
+            else:
+                kept.body.clear()
+                kept.body.update(body)
+            self.tasks.append(asyncio.create_task(handlers.changed(body=kept.body, memo=self.memo)))  # type: ignore[arg-type]  # kopf's Body is a mapping
+            if body["metadata"].get("deletionTimestamp") and kept.deletion is None:
+                kept.stopped.event.set()
+                kept.deletion = asyncio.create_task(self._delete(kept, name), name=f"deletion {name}")
+
+    async def _daemon(self, kept: Kept, name: str) -> None:
+        if handlers.FINALIZER not in (kept.body["metadata"].get("finalizers") or []):
+            await self._until_written(lambda: self.api.patch(nm_path(name), {"metadata": {"finalizers": [
+                *(kept.body["metadata"].get("finalizers") or []), handlers.FINALIZER]}}))
+        if kept.body["metadata"].get("deletionTimestamp"):
+            return
+        await handlers.maintain(body=kept.body, stopped=kept.stopped, memo=self.memo, names=self.mirror_names())  # type: ignore[arg-type]
+
+    def mirror_names(self) -> dict[str, bool]:
+        """The index kopf keeps of every NodeMaintenance's name (a live view: the engines ask it at every step)."""
+        return _Names(self.mirror)
+
+    async def _delete(self, kept: Kept, name: str) -> None:
+        if kept.daemon is not None:
+            await asyncio.gather(kept.daemon, return_exceptions=True)
+        if handlers.FINALIZER not in (kept.body["metadata"].get("finalizers") or []):
+            return
+        while True:
+            try:
+                await handlers.remove(body=kept.body, memo=self.memo)  # type: ignore[arg-type]
+                break
+            except kopf.TemporaryError as error:
+                await asyncio.sleep(error.delay or RETRY_SECONDS)
+            except Exception as error:  # kopf logs it and calls again later
+                log.warning("deletion handler of %s failed: %s", name, error)
+                await asyncio.sleep(RETRY_SECONDS)
+        left = [f for f in kept.body["metadata"].get("finalizers") or [] if f != handlers.FINALIZER]
+        await self._until_written(lambda: self.api.patch(nm_path(name), {"metadata": {"finalizers": left or None}}))
+
+    async def _until_written(self, write: Any) -> None:
+        """kopf's own writes (its finalizer) are tried again until the API takes them."""
+        while True:
+            try:
+                await write()
+                return
+            except KubeError as error:
+                log.info("kopf's write failed, trying again: %s", error)
+                await asyncio.sleep(1.0)
+
+
+class _Names(dict[str, bool]):
+    """kopf's index of names, answering from the watch of NodeMaintenances as it stands."""
+
+    def __init__(self, mirror: Mirror) -> None:
+        super().__init__()
+        self.mirror = mirror
+
+    def __contains__(self, name: object) -> bool:
+        return f"/{name}" in self.mirror.objects

@@ -1,0 +1,74 @@
+"""One simulated run: the API, the cluster's actors and the operator on simulated time, stepped a simulated second at
+a time, its history recorded and every promise checked after each step."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from node_maintenance.api.paths import POLICY_CRD, POLICY_VERSION
+from simulation import invariants, recorder
+from simulation.apiserver import Fault, SimulatedApi
+from simulation.clock import SimulatedTime
+from simulation.cluster import Cluster
+from simulation.history import Step
+from simulation.process import Process
+
+STEP_SECONDS = 1.0
+POLICY_CRD_OBJECT = {"metadata": {"name": POLICY_CRD.rsplit("/", 1)[1]},
+                     "spec": {"versions": [{"name": POLICY_VERSION, "served": True, "storage": True}]},
+                     "status": {"conditions": [{"type": "Established", "status": "True"}]}}
+
+
+class Simulation:
+    """A cluster, its API and the operator, in one process on one simulated clock; use as a context manager."""
+
+    def __init__(self, faults: Callable[[str, str], Fault] | None = None) -> None:
+        self.time = SimulatedTime()
+        self.api = SimulatedApi(self.time.now, faults or (lambda _m, _p: Fault.NONE))
+        self.cluster = Cluster(self.api)
+        self.process: Process | None = None
+        self.history: list[Step] = []
+        self.violations: list[str] = []
+        self._tasks: list[asyncio.Task[Any]] = []
+
+    def __enter__(self) -> Simulation:
+        self.time.__enter__()
+        self.api.create(POLICY_CRD.rsplit("/", 1)[0], POLICY_CRD_OBJECT)
+        self._tasks.append(self.time.loop.create_task(self.cluster.run(), name="cluster"))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process is not None:
+            self.time.run(self.process.stop())
+        self.time.__exit__(*exc)
+
+    def start_operator(self) -> None:
+        self.process = Process(self.api)
+        self.time.run(_started(self.process))
+
+    def restart_operator(self) -> None:
+        """The operator killed and started again: it keeps nothing but what the API holds."""
+        if self.process is not None:
+            self.time.run(self.process.stop())
+        self.start_operator()
+
+    def step(self, seconds: float = STEP_SECONDS) -> list[str]:
+        """Let everything run ``seconds`` of simulated time, record the step and check the promises on it."""
+        before, written = recorder.state(self.api), len(self.api.writes)
+        self.time.advance(seconds)
+        after = recorder.state(self.api)
+        self.history.append(Step(before=before, actions=recorder.actions(self.api.writes[written:], before), after=after))
+        found = invariants.violations(self.history)
+        self.violations += [f"at {after.at:%H:%M:%S}: {v}" for v in found]
+        return found
+
+    def run_for(self, seconds: float) -> None:
+        for _ in range(int(seconds / STEP_SECONDS)):
+            self.step()
+
+
+async def _started(process: Process) -> None:
+    process.start()
+    await asyncio.sleep(0)
