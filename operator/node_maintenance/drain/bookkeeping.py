@@ -46,11 +46,17 @@ def uncounted(removals: Iterable[Removal], results: Mapping[str, Attempt | None]
             if r.budget and not (results is not None and (a := results.get(r.uid)) is not None and a.accepted)]
 
 
-def status_due(phase: str, stored: Mapping[str, Any], seconds_since_write: float, has_events: bool,
-               interval: float = NM_STATUS_INTERVAL_SECONDS) -> bool:
+def next_write_in(written_at: float, interval: float, now: float) -> float:
+    """Seconds until a status that says nothing new may be written again, ``interval`` after the last write (at
+    ``written_at``; at most 0: now). Both the step deciding whether to write and the drain deciding when to look again
+    ask this one sum: reckoned two ways, floating point could make one say "not yet" and the other "now", forever."""
+    return written_at + interval - now
+
+
+def status_due(phase: str, stored: Mapping[str, Any], write_in: float, has_events: bool) -> bool:
     """Whether a step writes its status now: a new phase, an event (whose cause is recorded at once, so it
-    fires once), or ``interval`` since the last write has passed."""
-    return has_events or phase != stored.get("phase") or seconds_since_write >= interval
+    fires once), or the interval since the last write has passed (``write_in``: :func:`next_write_in`)."""
+    return has_events or phase != stored.get("phase") or write_in <= 0
 
 
 def records_more(stored: Mapping[str, Any], status: Mapping[str, Any]) -> bool:

@@ -14,7 +14,7 @@ from typing import Any
 
 from node_maintenance.api.conversion import status_fields
 from node_maintenance.coordination.remediation import LeaseState
-from node_maintenance.drain import status
+from node_maintenance.drain import bookkeeping, status
 from node_maintenance.drain.plans import Attempt, Plan, Removal
 from node_maintenance.drain.status import Phase
 
@@ -154,5 +154,5 @@ def remember(memory: Memory, plan: Plan, outcome: Outcome, clock: Clock, carried
     if outcome.status_written:  # only what was sent tells our writes from someone else's (an empty one matches any)
         memory = replace(memory, written=(*memory.written, plan.status)[-RECENT_WRITES:])
     elif differs(memory.stored, plan.status, version):
-        recheck = sooner(recheck, memory.written_at + carried.interval - clock.monotonic)
+        recheck = sooner(recheck, bookkeeping.next_write_in(memory.written_at, carried.interval, clock.monotonic))
     return memory, recheck

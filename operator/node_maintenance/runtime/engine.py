@@ -290,7 +290,8 @@ class Engine:
         shared, remembered = self.shared, self.memory
         in_line = _in_line(reading.maintenance) if reading.waits and reading.maintenance is not None else None
         interval = bookkeeping.NM_STATUS_INTERVAL_SECONDS if in_line is None else bookkeeping.status_interval(remembered.stored, decided.status, in_line)
-        due = bookkeeping.status_due(decided.phase, remembered.stored, asyncio.get_running_loop().time() - remembered.written_at, bool(decided.events), interval)
+        write_in = bookkeeping.next_write_in(remembered.written_at, interval, asyncio.get_running_loop().time())
+        due = bookkeeping.status_due(decided.phase, remembered.stored, write_in, bool(decided.events))
         write = due or bookkeeping.records_more(remembered.stored, decided.status)  # the workloads of pods about to leave: recorded first
         if reading.live is not None:
             shared.active.holding(self.name, decided.holds_node)

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from node_maintenance.drain import bookkeeping, memory
-from node_maintenance.drain.plans import Attempt, Removal
+from node_maintenance.drain.plans import Attempt, Plan, Removal
 
 
 def removal(name: str, budget: str | None = "app/web") -> Removal:
@@ -37,10 +39,24 @@ def test_the_next_try_is_the_earliest_attempt_still_ahead() -> None:
 
 def test_a_status_is_written_on_a_new_phase_an_event_or_after_the_interval() -> None:
     stored = {"phase": "Running"}
-    assert bookkeeping.status_due("Succeeded", stored, 0.1, False)
-    assert bookkeeping.status_due("Running", stored, 0.1, True)
-    assert not bookkeeping.status_due("Running", stored, 0.1, False)
-    assert bookkeeping.status_due("Running", stored, bookkeeping.NM_STATUS_INTERVAL_SECONDS, False)
+    soon = bookkeeping.next_write_in(100.0, bookkeeping.NM_STATUS_INTERVAL_SECONDS, 100.1)
+    assert bookkeeping.status_due("Succeeded", stored, soon, False)
+    assert bookkeeping.status_due("Running", stored, soon, True)
+    assert not bookkeeping.status_due("Running", stored, soon, False)
+    assert bookkeeping.status_due("Running", stored, bookkeeping.next_write_in(100.0, bookkeeping.NM_STATUS_INTERVAL_SECONDS, 102.0), False)
+
+
+@pytest.mark.parametrize(("written_at", "now"), [(106.2, 136.2), (0.1, 30.1), (1e6 + 0.3, 1e6 + 30.3)])
+def test_a_status_waiting_for_its_interval_is_due_the_moment_the_drain_looks_again_for_it(written_at: float, now: float) -> None:
+    """Found by the simulation: 136.2 - 106.2 is 29.999999999999986 in floating point, so a step judged the status
+    not due while the drain, reckoning 106.2 + 30 - 136.2, looked again at once, forever at one instant. The drain
+    looks again when the same sum says so, and the step then writes."""
+    stored = {"phase": "Pending"}
+    plan = Plan(phase="Pending", status={"phase": "Pending", "lastError": "moved"})  # says something new, not due yet
+    _, recheck = memory.remember(memory.Memory(stored=stored, written_at=written_at), plan, memory.Outcome(),
+                                 memory.Clock(wall=now, monotonic=now), memory.Carried(write=False, foreign=False, interval=30.0), "v1beta1")
+    assert recheck is not None and recheck <= 0  # the interval has passed: the drain looks again now
+    assert bookkeeping.status_due("Pending", stored, bookkeeping.next_write_in(written_at, 30.0, now), False)  # and writes
 
 
 def test_a_refused_job_is_remembered_until_it_is_created() -> None:
@@ -58,7 +74,8 @@ def test_a_place_in_line_that_moved_is_written_at_most_every_30_s_a_new_reason_a
     assert bookkeeping.status_interval(stored, queued("WaitingForSlot", "position 6 of 980")) == bookkeeping.IN_LINE_STATUS_INTERVAL_SECONDS
     assert bookkeeping.status_interval(stored, queued("SlotGivenBack", "slot given back")) == bookkeeping.NM_STATUS_INTERVAL_SECONDS
     moved = bookkeeping.status_interval(stored, queued("WaitingForSlot", "position 6 of 980"))
-    assert not bookkeeping.status_due("Pending", stored, 10.0, False, moved) and bookkeeping.status_due("Pending", stored, 30.0, False, moved)
+    assert not bookkeeping.status_due("Pending", stored, bookkeeping.next_write_in(0.0, moved, 10.0), False)
+    assert bookkeeping.status_due("Pending", stored, bookkeeping.next_write_in(0.0, moved, 30.0), False)
 
 
 def test_a_long_line_writes_its_places_at_a_bounded_pace_together() -> None:
