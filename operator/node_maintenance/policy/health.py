@@ -72,9 +72,10 @@ def judge(entry: Mapping[str, Any], objects: Mapping[Workload, Mapping[str, Any]
 
 
 def entry(node: str, workloads: Iterable[Mapping[str, Any]], now: datetime.datetime) -> dict[str, Any]:
-    """A node given back now: its ``status.recovering`` entry, waiting for the workloads evicted from it."""
+    """A node given back now: its ``status.recovering`` entry, waiting for the workloads evicted from it, each once."""
+    named = {(w["kind"], w["namespace"], w["name"]): None for w in workloads}
     return {"node": node, "since": timestamps.rfc3339(now), "waitingFor": [],
-            "workloads": [{"kind": w["kind"], "namespace": w["namespace"], "name": w["name"]} for w in workloads]}
+            "workloads": [{"kind": kind, "namespace": namespace, "name": name} for kind, namespace, name in named]}
 
 
 def gave_up_message(judgement: Judgement, cap_seconds: int) -> str:

@@ -81,11 +81,12 @@ async def recovering(policies: Policies, body: Mapping[str, Any]) -> str:
     clock runs on from the hand-back)."""
     if why := policies.unknown():
         return f"the node is given back once NodeMaintenancePolicies are read: {why}"
-    node_name = body["spec"]["nodeName"]
+    node_name, stored = body["spec"]["nodeName"], body.get("status") or {}
+    taken = timestamps.parse(stored["drainStartTime"]) if stored.get("drainStartTime") else None
     for policy in policies.governing(node_name, body["metadata"]["name"]) or ():
         if policy.wait_for_healthy:
             try:
-                await policies.recover(policy.name, node_name, (body.get("status") or {}).get("evictedWorkloads") or ())
+                await policies.recover(policy.name, node_name, stored.get("evictedWorkloads") or (), taken)
             except KubeError as error:
                 return f"the node is given back once NodeMaintenancePolicy {policy.name} records it as recovering: {error}"
     return ""

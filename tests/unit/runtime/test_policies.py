@@ -483,6 +483,36 @@ def test_the_node_is_given_back_once_its_policy_records_it_as_recovering() -> No
     scenario(api, body)
 
 
+DB = {"kind": "PodDisruptionBudget", "namespace": "app", "name": "db"}
+
+
+@pytest.mark.parametrize("taken_again", [True, False], ids=["by-a-new-maintenance", "the-same-maintenance-deleted-after-its-timeout"])
+def test_a_node_maintained_again_while_recovering_waits_for_both_drains_workloads_from_its_new_hand_back(taken_again: bool) -> None:
+    """n1 was given back by an earlier maintenance (its entry waits for db) and is taken again before db is healthy: the
+    new hand-back keeps the slot for what either drain evicted, counted from the new hand-back. A deletion after the same
+    maintenance's own timeout hand-back adds nothing and restarts no wait."""
+    api = pool_api(waitForHealthy=True)
+    earlier = timestamps.now() - datetime.timedelta(minutes=5)
+    api.objects[policy_path("pool")]["status"] = {"recovering": [
+        {"node": "n1", "since": timestamps.rfc3339(earlier), "waitingFor": [], "workloads": [DB]}]}
+    taken = earlier + datetime.timedelta(minutes=1 if taken_again else -1)
+    api.objects[nm_path("nm-n1")]["status"] = {"evictedWorkloads": [WEB], "drainStartTime": timestamps.rfc3339(taken)}
+    api.objects[BUDGET_PATH] = budget("web", namespace="app", generation=1, observed=1, healthy=0, expected=1)
+    api.objects[BUDGET_PATH.replace("web", "db")] = budget("db", namespace="app", generation=1, observed=1, healthy=0, expected=1)
+
+    async def body(policies: Policies) -> None:
+        await health_read(policies)
+        await giving_back.before(policies, api.objects[nm_path("nm-n1")], handing_back(api))
+        await write_statuses(policies)
+        [entry] = written_status(api)["recovering"]
+        if taken_again:
+            assert sorted(w["name"] for w in entry["workloads"]) == ["db", "web"]
+            assert timestamps.parse(entry["since"]) > taken
+        else:
+            assert (entry["workloads"], entry["since"]) == ([DB], timestamps.rfc3339(earlier))
+    scenario(api, body)
+
+
 def test_a_pod_of_a_workload_not_recorded_yet_leaves_only_once_the_status_records_it() -> None:
     # A pod bound to the node right after a status write, of a workload the drain has not evicted from yet: its
     # eviction waits for no interval between writes, and goes out only once status.evictedWorkloads names its
@@ -558,7 +588,7 @@ def test_a_node_given_back_while_another_policy_s_status_is_written_stays_recove
         await health_read(policies)
         writing = asyncio.create_task(write_statuses(policies))
         await held.wait()  # the first policy's status is on its way
-        recovering = asyncio.create_task(policies.recover("other", "m1", [WEB]))
+        recovering = asyncio.create_task(policies.recover("other", "m1", [WEB], None))
         await asyncio.sleep(0.05)  # m1 is given back, and its write waits for the round under way
         release.set()
         await asyncio.gather(writing, recovering)

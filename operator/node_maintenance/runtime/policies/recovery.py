@@ -45,10 +45,9 @@ class Recovery:
         entries = {e["node"]: e for e in stored.get("recovering") or ()}
         return list({**entries, **self.given_back.get(policy, {})}.values())
 
-    def give_back(self, policy: str, node: str, workloads: Iterable[Mapping[str, Any]], recorded: bool) -> None:
-        """``node`` is given back under ``policy``'s waitForHealthy; ``recorded``: its status records it already."""
-        if not recorded:
-            self.given_back.setdefault(policy, {})[node] = health.entry(node, workloads, timestamps.now())
+    def give_back(self, policy: str, node: str, workloads: Iterable[Mapping[str, Any]]) -> None:
+        """``node`` is given back now under ``policy``'s waitForHealthy, waiting for ``workloads``."""
+        self.given_back.setdefault(policy, {})[node] = health.entry(node, workloads, timestamps.now())
 
     def written(self, policy: str, nodes: Collection[str], gave_up: str | None) -> None:
         """``policy``'s status now records ``nodes`` given back and the wait given up (``gave_up``)."""

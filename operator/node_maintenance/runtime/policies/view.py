@@ -19,6 +19,7 @@ import logging
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
+from node_maintenance.api import timestamps
 from node_maintenance.client.protocol import KubeApi
 from node_maintenance.drain import nodes
 from node_maintenance.policy import hooks, line, model, terms
@@ -145,12 +146,19 @@ class Policies:
     def job(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self.watches.job(namespace, name) if self.watches is not None else None
 
-    async def recover(self, policy: str, node: str, workloads: Iterable[Mapping[str, Any]]) -> None:
+    async def recover(self, policy: str, node: str, workloads: Iterable[Mapping[str, Any]], taken: datetime.datetime | None) -> None:
         """Under waitForHealthy, the node's slot stays in use once it is given back: its policy's status records it
-        first (a restart keeps it). Raises the API's error while that is not written."""
+        first (a restart keeps it). Raises the API's error while that is not written.
+
+        ``taken``: when the maintenance giving it back took it (its drainStartTime). An entry since then is this
+        maintenance's own (a deletion after its timeout's hand-back): it stands, its wait counting on. An older entry is
+        an earlier maintenance's, whose workloads were still short when the node was taken again: the new entry waits
+        for what both drains evicted, from now."""
         assert self.recovery is not None and self.publisher is not None, "recovered only while the policies are served"
-        recorded = any(e["node"] == node for e in self.recovery.entries(policy, self.publisher.stored(policy)))
-        self.recovery.give_back(policy, node, workloads, recorded)
+        earlier = next((e for e in self.recovery.entries(policy, self.publisher.stored(policy)) if e["node"] == node), None)
+        if earlier is not None and (taken is None or timestamps.parse(earlier["since"]) >= taken):
+            return
+        self.recovery.give_back(policy, node, [*((earlier or {}).get("workloads") or ()), *workloads])
         self.decisions.invalidate()
         await self.publisher.write()
 
