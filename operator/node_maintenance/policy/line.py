@@ -101,6 +101,11 @@ def decide(policies: Iterable[model.Policy], node_list: Iterable[Mapping[str, An
         granted = {m["metadata"]["name"] for m in waiting if (admitted or {}).get(m["metadata"]["name"]) == policy.name and not model.gave_back(m)}
         still = set((recovering or {}).get(policy.name, ())) - held  # a node taken again counts once, as held
         used, out = len(held) + len(still) + len(granted), len(down) + sum(adds[name] for name in granted)
+        for m in reversed(waiting):  # a limit lowered since (or a slot now recovering) takes back the latest grants first
+            name = m["metadata"]["name"]
+            if name in granted and ((parallel is not None and used > parallel) or (limit is not None and out > limit)):
+                granted.discard(name)
+                used, out = used - 1, out - adds[name]
         for recovering_node in still & by_node.keys():  # its slot is in use in its domains too, those that still exist
             domains.take(by_node[recovering_node], 0)
         for m in waiting:

@@ -285,6 +285,21 @@ def test_at_the_window_s_end_those_holding_their_node_go_on_and_a_slot_granted_s
     assert not decision.verdicts["m0"].paused  # windowEnd Continue
 
 
+@pytest.mark.parametrize(("max_parallel", "kinds"), [
+    (3, {"m0": (VerdictKind.ADMITTED, 0), "m1": (VerdictKind.ADMITTED, 0), "m2": (VerdictKind.ADMITTED, 0)}),
+    (2, {"m0": (VerdictKind.ADMITTED, 0), "m1": (VerdictKind.ADMITTED, 0), "m2": (VerdictKind.WAITING, 1)}),
+    (1, {"m0": (VerdictKind.ADMITTED, 0), "m1": (VerdictKind.WAITING, 1), "m2": (VerdictKind.WAITING, 2)}),
+    (0, {"m0": (VerdictKind.ADMITTED, 0), "m1": (VerdictKind.WAITING, 1), "m2": (VerdictKind.WAITING, 2)})])
+def test_a_slot_granted_but_not_taken_yet_is_taken_back_when_the_limit_no_longer_has_room_for_it(max_parallel: int, kinds: dict[str, Any]) -> None:
+    """Found by the simulation: maxParallel lowered (here from 3) after m1 and m2 were granted slots, before they took
+    their nodes; they took them anyway, beyond the new limit. A grant not acted on yet costs nothing to take back, the
+    latest first; m0, which holds its node, keeps it."""
+    node_list = [a_node("n0", holder="m0", unschedulable=True), a_node("n1"), a_node("n2")]
+    nms = [an_nm("m0", "n0", created=at(0)), an_nm("m1", "n1", created=at(1)), an_nm("m2", "n2", created=at(2))]
+    decision = line.decide([a_policy(maxParallel=max_parallel)], node_list, nms, admitted={"m1": "p", "m2": "p"}, now=NOW)
+    assert _kinds(decision) == kinds
+
+
 def test_under_window_end_pause_a_holder_evicts_nothing_until_the_next_window() -> None:
     policy = a_policy(windows=NIGHTLY, windowEnd="Pause")
     held = a_node("n0", holder="m0", unschedulable=True)
