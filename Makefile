@@ -9,7 +9,7 @@ export PYTHONPATH := $(CURDIR)/hack
 # Everything the tests need from the OS, installed only when missing.
 SYSTEM_PACKAGES := buildah skopeo umoci docker-registry iproute2 mmdebstrap containerd runc containernetworking-plugins iptables conntrack busybox-static
 
-.PHONY: help venv system-deps tools lock render check lint test unit demo demo-transcript bench bench-smoke soak simulate clean
+.PHONY: help venv system-deps tools lock render check lint test unit demo demo-transcript bench bench-smoke soak simulate simulate-reverts clean
 
 help:
 	@echo "make demo   - OLM installs the operator from our images on a local cluster, which drains a node and hands it back"
@@ -23,6 +23,8 @@ help:
 	@echo "             link to the API server faulted; report in build/soak (report.json, report.txt)"
 	@echo "make simulate - the deterministic simulation searches for histories that break a promise, for 60 min"
 	@echo "             (SIMULATE_MINUTES); report in build/simulation (report.json, report.txt)"
+	@echo "make simulate-reverts - each known break's fix undone in turn, the search given REVERT_MINUTES (10) to find it;"
+	@echo "             table in build/simulation/reverts.txt"
 	@echo "make render - re-render CRD, bundle, catalog, OLM deploy manifests, API docs and monitoring files; make check verifies them"
 	@echo "make lint   - import layers, types and style (also the first step of make test)"
 
@@ -100,10 +102,15 @@ soak: venv tools
 
 # The operator's own runtime against a simulated API server and cluster on simulated time, while hypothesis draws
 # users' changes, faults, restarts and clock jumps; every promise is checked after every simulated second.
-# tests/simulation runs a bounded search from fixed seeds in `make test`.
+# tests/simulation runs a bounded search from fixed and fresh seeds in `make test`. simulate-reverts asks whether the
+# search finds by itself each break a review found, with its fix undone in a copy of the code.
 SIMULATE_MINUTES ?= 60
+REVERT_MINUTES ?= 10
 simulate: venv
 	$(PY) -m simulation --minutes $(SIMULATE_MINUTES) --report $(CURDIR)/build/simulation
+
+simulate-reverts: venv
+	$(PY) -m simulation.reverts --minutes $(REVERT_MINUTES) --report $(CURDIR)/build/simulation
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info

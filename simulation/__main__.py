@@ -14,10 +14,11 @@ import json
 import logging
 import pathlib
 import random
+import re
 import time
 from typing import Any
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis import seed as with_seed
 from hypothesis.stateful import run_state_machine_as_test
 
@@ -27,22 +28,30 @@ EXAMPLES = 20  # histories per seed
 STEPS = 20  # rules per history, at most
 
 
-def search(seed: int, examples: int = EXAMPLES, steps: int = STEPS) -> str:
-    """The violation the search from ``seed`` found, shrunk ("" when none)."""
+def search(seed: int, examples: int = EXAMPLES, steps: int = STEPS, *, shrink: bool = True) -> str:
+    """The violation the search from ``seed`` found, shrunk unless ``shrink`` is False ("" when none)."""
+    phases = tuple(Phase) if shrink else (Phase.explicit, Phase.reuse, Phase.generate)
     try:
         run_state_machine_as_test(with_seed(seed)(Search), settings=settings(
             max_examples=examples, stateful_step_count=steps, deadline=None, database=None, print_blob=True,
-            suppress_health_check=list(HealthCheck)))
+            suppress_health_check=list(HealthCheck), phases=phases))
     except AssertionError as error:
         notes = getattr(error, "__notes__", [])
         return "\n".join([str(error), *notes])
     return ""
 
 
+def rules_run(found: str) -> int:
+    """How many rules the failing history ``found`` ran (0: none failed)."""
+    return len(re.findall(r"^state\.(?!promises_hold\(|teardown\()", found, flags=re.MULTILINE))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m simulation", description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=60.0)
     parser.add_argument("--report", type=pathlib.Path, default=pathlib.Path("build/simulation"))
+    parser.add_argument("--until-found", action="store_true", help="stop at the first seed that finds a violation")
+    parser.add_argument("--no-shrink", dest="shrink", action="store_false", help="report a failing history as found, unshrunk")
     args = parser.parse_args(argv)
     logging.disable(logging.WARNING)  # the operator's own warnings under faults: expected, and the report says what matters
     ends, seeds = time.monotonic() + args.minutes * 60, random.SystemRandom()
@@ -50,16 +59,19 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     while time.monotonic() < ends:
         seed = seeds.randrange(2**32)
-        found = search(seed)
-        runs.append({"seed": seed, "histories": EXAMPLES, "violation": found})
-        print(f"seed {seed}: {'VIOLATION' if found else 'no violation'}", flush=True)
+        print(f"seed {seed}: ", end="", flush=True)  # before the run, so a run that never ends still names its seed
+        found = search(seed, shrink=args.shrink)
+        runs.append({"seed": seed, "histories": EXAMPLES, "violation": found, "steps": rules_run(found)})
+        print("VIOLATION" if found else "no violation", flush=True)
+        if found and args.until_found:
+            break
     violations = [r for r in runs if r["violation"]]
     args.report.mkdir(parents=True, exist_ok=True)
     summary = {"minutes": round((time.monotonic() - started) / 60, 1), "seeds": len(runs), "histories": EXAMPLES * len(runs),
                "violations": len(violations), "runs": runs}
     (args.report / "report.json").write_text(json.dumps(summary, indent=1) + "\n")
     lines = [f"{summary['minutes']} min, {len(runs)} seeds, {summary['histories']} histories, {len(violations)} with a violation"]
-    lines += [f"\nseed {r['seed']}:\n{r['violation']}" for r in violations]
+    lines += [f"\nseed {r['seed']} ({r['steps']} steps):\n{r['violation']}" for r in violations]
     (args.report / "report.txt").write_text("\n".join(lines) + "\n")
     print(lines[0])
     return 1 if violations else 0

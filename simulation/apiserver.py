@@ -135,15 +135,12 @@ class SimulatedApi:
         found = self.objects.get(locate(path))
         return copy.deepcopy(found) if found is not None else None
 
-    def listed(self, path: str) -> list[Obj]:
-        """Copies of the objects of a collection, for the cluster's actors to change."""
-        return [copy.deepcopy(obj) for obj in self.kept(path)]
-
     def kept(self, path: str) -> list[Obj]:
         """The objects of a collection as stored, never to be changed: what a state of the history holds (nothing
         stored is ever changed in place, each write stores a new object)."""
         location = locate(path)
-        return [obj for key, obj in sorted(self.objects.items()) if location.holds(key)]
+        held = [(key.namespace, key.name, obj) for key, obj in self.objects.items() if location.holds(key)]
+        return [obj for _, _, obj in sorted(held, key=lambda entry: (entry[0], entry[1]))]  # as the API server lists them
 
     # ------------------------------------------------ the operator's door (a KubeApi)
     async def request(self, method: str, path: str, *, query: dict[str, str] | None = None, body: Any = None,

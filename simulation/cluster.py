@@ -1,30 +1,31 @@
 """The cluster around the operator: what a real one does by itself, as the simulation plays it, once a simulated second.
 
-- the kubelet finishes a pod's graceful deletion once its grace has passed, and makes a new pod Ready a few seconds
-  after it was bound;
+- the kubelet finishes a pod's graceful deletion once its grace has passed, makes a new pod Ready a few seconds
+  after it was bound, and a Job's pod completes (phase Succeeded) a while after it was created;
 - the ReplicaSet controller keeps each workload at its scale (a pod evicted is replaced at once, unready);
 - the scheduler binds each new pod to a Ready, schedulable node whose NoSchedule taints it tolerates, the least busy
   first (then by name: one choice per state);
 - the disruption controller counts every PodDisruptionBudget's pods again.
 
-Every pass is a function of the objects alone: nothing here draws at random.
+Every pass is a function of the objects and of how long the actor has seen them, on the monotonic clock (the loop's), as
+a kubelet times a grace period: a wall-clock jump moves no timer here. Nothing here draws at random.
 """
 
 from __future__ import annotations
 
 import asyncio
-import datetime
 import functools
 from collections.abc import Mapping
 from typing import Any
 
-from node_maintenance.api import timestamps
 from node_maintenance.api.paths import BUDGETS, PODS, node_path, pod_path
 from simulation import budgets, disruption
 from simulation.apiserver import SimulatedApi
 
 # How long after it is bound a pod becomes Ready.
 READY_SECONDS = 5.0
+# How long after it runs a Job's pod completes by itself.
+JOB_SECONDS = 90.0
 TICK_SECONDS = 1.0
 Obj = dict[str, Any]
 
@@ -58,6 +59,7 @@ class Cluster:
         self.api = api
         self.workloads: dict[str, int] = {}
         self._created = 0
+        self._noticed: dict[tuple[str, str], float] = {}  # (pod uid, what) → when first seen, on the monotonic clock
 
     async def run(self) -> None:
         while True:
@@ -65,30 +67,40 @@ class Cluster:
             await asyncio.sleep(TICK_SECONDS)
 
     def tick(self) -> None:
-        now = self.api.clock()
-        pods = self.api.listed(PODS)
+        now = asyncio.get_running_loop().time()
+        pods = self.api.kept(PODS)
+        self._noticed = {key: at for key, at in self._noticed.items() if key[0] in {p["metadata"]["uid"] for p in pods}}
         self._finish_deletions(pods, now)
-        self._replace(self.api.listed(PODS))
-        self._schedule(self.api.listed(PODS), self.api.listed(node_path()))
-        self._become_ready(self.api.listed(PODS), now)
-        self._count_budgets(self.api.listed(PODS))
+        self._replace(self.api.kept(PODS))
+        self._schedule(self.api.kept(PODS), self.api.kept(node_path()))
+        self._become_ready(self.api.kept(PODS), now)
+        self._complete(self.api.kept(PODS), now)
+        self._count_budgets(self.api.kept(PODS))
+
+    def _for(self, pod: Obj, what: str, now: float) -> float:
+        """How long this actor has seen ``what`` of ``pod``, on the monotonic clock (0 when it is first seen now)."""
+        return now - self._noticed.setdefault((pod["metadata"]["uid"], what), now)
 
     # ------------------------------------------------ the kubelet
-    def _finish_deletions(self, pods: list[Obj], now: datetime.datetime) -> None:
+    def _finish_deletions(self, pods: list[Obj], now: float) -> None:
         for pod in pods:
             meta = pod["metadata"]
-            if meta.get("deletionTimestamp"):
-                ends = timestamps.parse(meta["deletionTimestamp"]) + datetime.timedelta(seconds=meta.get("deletionGracePeriodSeconds") or 0)
-                if ends <= now:
-                    self.api.remove(pod_path(meta["namespace"], meta["name"]))
+            if meta.get("deletionTimestamp") and self._for(pod, "deleted", now) >= (meta.get("deletionGracePeriodSeconds") or 0):
+                self.api.remove(pod_path(meta["namespace"], meta["name"]))
 
-    def _become_ready(self, pods: list[Obj], now: datetime.datetime) -> None:
+    def _become_ready(self, pods: list[Obj], now: float) -> None:
         for pod in pods:
             meta, status = pod["metadata"], pod.get("status") or {}
             bound = (pod.get("spec") or {}).get("nodeName")
-            if bound and status.get("phase") == "Pending" and not meta.get("deletionTimestamp") and \
-                    timestamps.parse(meta["creationTimestamp"]) + datetime.timedelta(seconds=READY_SECONDS) <= now:
+            if bound and status.get("phase") == "Pending" and not meta.get("deletionTimestamp") and self._for(pod, "bound", now) >= READY_SECONDS:
                 self.api.update(pod_path(meta["namespace"], meta["name"]), _running)
+
+    def _complete(self, pods: list[Obj], now: float) -> None:
+        for pod in pods:
+            meta = pod["metadata"]
+            if (pod.get("status") or {}).get("phase") == "Running" and _owner(pod) == ("Job", meta["labels"].get("app")) \
+                    and self._for(pod, "running", now) >= JOB_SECONDS:
+                self.api.update(pod_path(meta["namespace"], meta["name"]), _completed)
 
     # ------------------------------------------------ the controllers and the scheduler
     def _replace(self, pods: list[Obj]) -> None:
@@ -116,7 +128,7 @@ class Cluster:
                 self.api.update(pod_path(pod["metadata"]["namespace"], pod["metadata"]["name"]), functools.partial(_bound, node=chosen))
 
     def _count_budgets(self, pods: list[Obj]) -> None:
-        for budget in self.api.listed(BUDGETS):
+        for budget in self.api.kept(BUDGETS):
             status = disruption.budget_status(budget, [p for p in pods if budgets.covers(budget, p)], self._scale_of)
             if status != budget.get("status"):
                 meta = budget["metadata"]
@@ -135,6 +147,10 @@ def _with_status(obj: Obj, status: Obj) -> Obj:
 
 def _running(pod: Obj) -> Obj:
     return {**pod, "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def _completed(pod: Obj) -> Obj:
+    return {**pod, "status": {"phase": "Succeeded", "conditions": [{"type": "Ready", "status": "False"}]}}
 
 
 def _bound(pod: Obj, node: str) -> Obj:

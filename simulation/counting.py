@@ -10,6 +10,7 @@ nodes rounded down, at least one unless 0%).
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,12 @@ from simulation.history import State
 
 def policies(state: State) -> list[model.Policy]:
     return [model.Policy.of(body) for _, body in sorted(state.policies.items())]
+
+
+def window_open(policy: model.Policy, *instants: datetime.datetime) -> bool:
+    """Whether the policy has no windows, or one is open at any of ``instants`` (a step's start and end: the operator
+    decided somewhere between)."""
+    return any(window is None or window.open for window in (policy.window(at) for at in instants))
 
 
 def governed_by(state: State, node_name: str) -> tuple[str, ...]:

@@ -3,8 +3,8 @@
 :func:`node_violations` holds at every instant (the soak checks it against a real cluster): a node nobody holds is
 exactly as it was before, a node held is cordoned and tainted by a NodeMaintenance that still exists, and a
 NodeMaintenance that reports Succeeded holds its node. :func:`handback_violations` judges one step of a history: a node
-is uncordoned only by the hand-back of the maintenance that holds it, and a maintenance its timeout ended never takes
-its node again.
+is uncordoned only by the hand-back of the maintenance that holds it, a maintenance its timeout ended never takes
+its node again, and one whose drain succeeded is never ended by its timeout.
 """
 
 from __future__ import annotations
@@ -100,7 +100,8 @@ def patched_violations(history: History) -> list[str]:
 def handback_violations(history: History) -> list[str]:
     """In the newest step, a node is uncordoned only by a node patch that gives it back (removes the holder record) on
     behalf of the maintenance holding it, which is deleted or ended by its timeout; and a maintenance ended by its
-    timeout takes no node."""
+    timeout takes no node; and a maintenance whose drain has succeeded is ended by no timeout (it stays in maintenance
+    until deleted, whatever lands on its node later)."""
     newest = history[-1]
     before, after = newest.before, newest.after
     found = []
@@ -125,4 +126,21 @@ def handback_violations(history: History) -> list[str]:
         if m is not None and status.timed_out(m.get("status") or {}):
             found.append(f"node {take.node}: taken again by NodeMaintenance {take.maintenance}, which its timeout ended "
                          "(onTimeout HandBack gave the node back for good)")
+    for name, m in after.maintenances.items():
+        was = (before.maintenances.get(name) or {}).get("status") or {}
+        now = m.get("status") or {}
+        if _ended(now) and not _ended(was) and _succeeded_before(history, m["metadata"].get("uid")):
+            found.append(f"NodeMaintenance {name}: its drain had succeeded, yet it turned {now.get('phase')} "
+                         f"({now.get('lastError', '')}); a drained node stays in maintenance until its NodeMaintenance is deleted")
     return found
+
+
+def _ended(stored: Mapping[str, Any]) -> bool:
+    return status.timed_out(stored) or stored.get("phase") == status.Phase.FAILED
+
+
+def _succeeded_before(history: History, uid: str | None) -> bool:
+    """Whether the maintenance ``uid`` had drained its node at some step of ``history`` (its status said so then,
+    whatever it says now): asked only when it ends, which is rare, so the walk back costs little."""
+    return any(status.drained_once(m.get("status") or {}) for st in history for m in st.before.maintenances.values()
+               if m["metadata"].get("uid") == uid)

@@ -31,9 +31,13 @@ def recovery_violations(history: History) -> list[str]:
         for entry in (body.get("status") or {}).get("recovering") or ():
             if entry["node"] in kept:
                 continue
-            waited = (newest.after.at - timestamps.parse(entry["since"])).total_seconds()
+            # The cap is reckoned on the wall clock, the latest it showed: the drop may have been decided before the
+            # clock was set back (the status written a step later).
+            waited = (max(st.after.at for st in history) - timestamps.parse(entry["since"])).total_seconds()
             unhealthy = [why for w in entry.get("workloads") or () if (why := health.unhealthy(_workload(w), _object(newest.after, w)))]
-            if unhealthy and waited < cap:
+            # Judged somewhere within the step: healthy at its start is healthy enough (a pod leaving since is news).
+            was_healthy = not any(health.unhealthy(_workload(w), _object(newest.before, w)) for w in entry.get("workloads") or ())
+            if unhealthy and not was_healthy and waited < cap:
                 found.append(f"node {entry['node']} dropped from NodeMaintenancePolicy {name}'s status.recovering after {waited:.0f}s "
                              f"of its {cap}s (waitForHealthySeconds) while {'; '.join(unhealthy)}")
     return found

@@ -1,6 +1,6 @@
 """A drain removes only the pods it may: never one the policy's drain rules keep or wait for, nor a mirror pod, nor a
 DaemonSet's pod, nor a pod outside its podSelector; and it deletes a pod past its budget only once its escalation
-ladder says so.
+ladder says so; under windowEnd Pause, it removes nothing while no window of its policy is open.
 
 What a pod is (mirror, DaemonSet, finished, the rule that treats it) is read with the operator's own definitions
 (``drain.pods``, ``drain.rules``), and the maintenance as the planner reads it (the policy's drain defaults filled in,
@@ -30,6 +30,7 @@ def removal_violations(history: History) -> list[str]:
     before = newest.before
     taken = {take.node: take.maintenance for take in newest.takes()}
     found = []
+    gone: set[str] = set()  # pods an earlier removal of this step took off the node (the step may hold several drain steps)
     for removal in newest.of_kind(ActionKind.EVICTION, ActionKind.POD_DELETE):
         pod = before.pods.get(removal.key)
         if pod is None:
@@ -49,15 +50,32 @@ def removal_violations(history: History) -> list[str]:
         policy = governing[0] if governing else None
         m = terms.governed(body, policy, plans.PolicyTerms())
         found += [f"pod {removal.key} {verb} from node {node} by NodeMaintenance {m.name}, but {why}"
-                  for why in _kept(before, m, policy, pod, node)]
+                  for why in _kept(before, m, policy, pod, node, gone)]
+        if removal.key not in newest.after.pods:
+            gone.add(removal.key)
+        if policy is not None and policy.window_end == model.WindowEnd.PAUSE and not pods.finished(pod) \
+                and not counting.window_open(policy, before.at, newest.after.at):
+            found.append(f"pod {removal.key} {verb} from node {node} by NodeMaintenance {m.name}, but no window of "
+                         f"NodeMaintenancePolicy {policy.name} was open and its windowEnd is Pause")
         if removal.kind is ActionKind.POD_DELETE and not pods.finished(pod):
+            unescalated = _unescalated(newest.after.at, m, pod, removal)
+            if unescalated and (earlier := _as_known(history, body, policy)) is not None and not _unescalated(newest.after.at, earlier, pod, removal):
+                unescalated = []  # the ladder as the operator last surely knew it (a policy edited just before the step) had it due
             found += [f"pod {removal.key} deleted from node {node} past its budgets by NodeMaintenance {m.name}, but {why}"
-                      for why in _unescalated(newest.after.at, m, pod, removal)]
+                      for why in unescalated]
     return found
 
 
-def _kept(state: State, m: plans.Maintenance, policy: model.Policy | None, pod: Mapping[str, Any], node: str) -> list[str]:
-    """Why the drain had to leave ``pod`` (empty: it could go)."""
+def _as_known(history: History, body: Mapping[str, Any], policy: model.Policy | None) -> plans.Maintenance | None:
+    """The maintenance as its policy made it at the end of the step before (None: no such step, or no policy then)."""
+    if policy is None or len(history) < 2:
+        return None
+    earlier = next((p for p in counting.policies(history[-2].after) if p.name == policy.name), None)
+    return terms.governed(body, earlier, plans.PolicyTerms()) if earlier is not None else None
+
+
+def _kept(state: State, m: plans.Maintenance, policy: model.Policy | None, pod: Mapping[str, Any], node: str, gone: set[str]) -> list[str]:
+    """Why the drain had to leave ``pod`` (empty: it could go); ``gone``: pods already off the node by then."""
     daemonsets = {key: key in state.daemonsets for p in state.pods.values() if (key := pods.daemonset_of(dict(p)))}
     action = pods.classify(dict(pod), m.selector, daemonsets)
     if action is pods.Action.KEEP_MIRROR:
@@ -78,7 +96,7 @@ def _kept(state: State, m: plans.Maintenance, policy: model.Policy | None, pod: 
         return [f"{where} waits for it to complete by itself (WaitCompleted)"]
     if treatment.behavior is rules.Behavior.INVALID:
         return [f"its annotation {rules.ANNOTATION}={_annotation(pod)!r} is neither skip nor wait-completed, which protects it"]
-    current = min((t.order for p in state.pods.values() if (p.get("spec") or {}).get("nodeName") == node
+    current = min((t.order for key, p in state.pods.items() if (p.get("spec") or {}).get("nodeName") == node and key not in gone
                    and not pods.finished(p) and pods.must_go(dict(p), m.selector, daemonsets)
                    and (t := rules.treatment(p, policy.rules)).behavior is rules.Behavior.DRAIN), default=treatment.order)
     if treatment.order > current:

@@ -10,7 +10,7 @@ from typing import Any
 from node_maintenance.api.paths import POLICY_CRD, POLICY_VERSION
 from simulation import invariants, recorder
 from simulation.apiserver import Fault, SimulatedApi
-from simulation.clock import SimulatedTime
+from simulation.clock import SimulatedTime, Spinning
 from simulation.cluster import Cluster
 from simulation.history import Step
 from simulation.process import Process
@@ -40,8 +40,11 @@ class Simulation:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.process is not None:
-            self.time.run(self.process.stop())
+        try:
+            if self.process is not None:
+                self.time.run(self.process.stop())
+        except Spinning:
+            pass  # already a violation: the loop is closed below, whatever still spins
         self.time.__exit__(*exc)
 
     def start_operator(self) -> None:
@@ -57,7 +60,11 @@ class Simulation:
     def step(self, seconds: float = STEP_SECONDS) -> list[str]:
         """Let everything run ``seconds`` of simulated time, record the step and check the promises on it."""
         before, written = recorder.state(self.api), len(self.api.writes)
-        self.time.advance(seconds)
+        try:
+            self.time.advance(seconds)
+        except Spinning as spin:  # the run cannot go on: its clock would never move again
+            self.violations.append(f"at {self.time.now():%H:%M:%S}: nothing spins: {spin}")
+            raise AssertionError("\n".join(self.violations)) from spin
         after = recorder.state(self.api)
         self.history.append(Step(before=before, actions=recorder.actions(self.api.writes[written:], before), after=after))
         found = invariants.violations(self.history)

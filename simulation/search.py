@@ -2,16 +2,21 @@
 faults do to a simulated cluster under the operator, checks every promise after every simulated second, and, on a
 violation, shrinks the history to the shortest it can and prints it with the seed that replays it.
 
-A history starts with a pool of nodes under one NodeMaintenancePolicy, a workload on every node guarded by a
-PodDisruptionBudget and a cache pod a Skip rule keeps. Then, in any order: maintenances created and deleted; the
-policy's limit changed, the policy replaced; nodes relabelled out of the pool and back, made NotReady and Ready; late
-pods bound to a node; API faults switched on and off; the operator restarted; the wall clock jumped; time let pass.
-At the end, the faults stop and every maintenance that can finish must have finished.
+A history starts with a pool of nodes in two zones under one NodeMaintenancePolicy whose shape is drawn too: its
+limits, a limit per zone, waitForHealthy, a drain timeout and what it does, an escalation ladder, a maintenance
+window and what its end does. Every node runs a workload guarded by a PodDisruptionBudget; a cache pod is kept by a
+Skip rule, a database pod is drained after the rest by a later order, and Job pods that land late either leave like
+any pod or are waited for by a WaitCompleted rule until they complete. Then, in any order: maintenances created and
+deleted; the policy's limit, drain defaults and window edited, the policy replaced; the budget changed or deleted, the
+workload scaled; nodes relabelled out of the pool and back, made NotReady and Ready; late pods bound to a node; API
+faults switched on and off, watches gone silent; the operator restarted; the wall clock jumped; time let pass. At the
+end, the faults stop and every maintenance that can finish must have finished.
 """
 
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass, replace
 from typing import Any
 
 from hypothesis import strategies as st
@@ -34,10 +39,47 @@ def _node(name: str, zone: str) -> dict[str, Any]:
             "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
 
 
-def _policy(parallel: int, wait_for_healthy: bool) -> dict[str, Any]:
-    return {"metadata": {"name": POLICY}, "spec": {
-        "nodeSelector": {"matchLabels": {"pool": "a"}}, "maxParallel": parallel, "waitForHealthy": wait_for_healthy,
-        "waitForHealthySeconds": 120, "drainRules": [{"podSelector": {"matchLabels": {"app": "cache"}}, "behavior": "Skip"}]}}
+BUDGET = f"/apis/policy/v1/namespaces/{NAMESPACE}/poddisruptionbudgets"
+TIMEOUTS = st.sampled_from([None, 45, 150])
+ON_TIMEOUT = st.sampled_from(["Fail", "HandBack"])
+LADDERS = st.sampled_from([(), ((20, "DeletePods"),), ((20, "DeletePods"), (40, "ForceDeletePods"))])
+WINDOW_ENDS = st.sampled_from([None, "Continue", "Pause"])  # None: no window; else a 5-minute one every 10 minutes
+RULES = [{"podSelector": {"matchLabels": {"app": "cache"}}, "behavior": "Skip"},
+         {"podSelector": {"matchLabels": {"app": "batch"}}, "behavior": "WaitCompleted"},
+         {"podSelector": {"matchLabels": {"app": "db"}}, "order": 1}]
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What a history's policy asks for."""
+
+    parallel: int
+    wait_for_healthy: bool
+    zones: bool = False  # one node per zone at a time
+    timeout: int | None = None
+    on_timeout: str = "Fail"
+    ladder: tuple[tuple[int, str], ...] = ()
+    window_end: str | None = None
+
+    def spec(self) -> dict[str, Any]:
+        spec: dict[str, Any] = {"nodeSelector": {"matchLabels": {"pool": "a"}}, "maxParallel": self.parallel,
+                                "waitForHealthy": self.wait_for_healthy, "waitForHealthySeconds": 120, "drainRules": RULES}
+        if self.zones:
+            spec["topologyLimits"] = [{"topologyKey": "zone", "maxParallel": 1}]
+        drain: dict[str, Any] = {}
+        if self.timeout is not None:
+            drain |= {"timeoutSeconds": self.timeout, "onTimeout": self.on_timeout}
+        if self.ladder:
+            drain["escalation"] = [{"afterSeconds": after, "action": action} for after, action in self.ladder]
+        if drain:
+            spec["drain"] = drain
+        if self.window_end is not None:
+            spec |= {"windows": [{"schedule": "*/10 * * * *", "duration": "5m"}], "windowEnd": self.window_end}
+        return spec
+
+
+def _budget(max_unavailable: int) -> dict[str, Any]:
+    return {"metadata": {"name": "web"}, "spec": {"maxUnavailable": max_unavailable, "selector": {"matchLabels": {"app": "web"}}}}
 
 
 class Search(RuleBasedStateMachine):
@@ -49,7 +91,7 @@ class Search(RuleBasedStateMachine):
         self.names: list[str] = []
         self.fault_rate = 0.0
         self.faults_drawn: random.Random = random.Random(0)
-        self.quiet_since = 0.0
+        self.shape = Shape(parallel=1, wait_for_healthy=False)
         self.late = 0
 
     @property
@@ -62,19 +104,23 @@ class Search(RuleBasedStateMachine):
             return self.faults_drawn.choice(FAULTS)
         return Fault.NONE
 
-    @initialize(nodes=st.integers(3, 5), parallel=st.integers(1, 2), wait_for_healthy=st.booleans(), faults=st.randoms(use_true_random=False))
-    def setup(self, nodes: int, parallel: int, wait_for_healthy: bool, faults: random.Random) -> None:
+    @initialize(nodes=st.integers(3, 5), parallel=st.integers(1, 2), wait_for_healthy=st.booleans(), zones=st.booleans(),
+                timeout=TIMEOUTS, on_timeout=ON_TIMEOUT, ladder=LADDERS, window_end=WINDOW_ENDS,
+                faults=st.randoms(use_true_random=False))
+    def setup(self, nodes: int, parallel: int, wait_for_healthy: bool, zones: bool, timeout: int | None, on_timeout: str,
+              ladder: tuple[tuple[int, str], ...], window_end: str | None, faults: random.Random) -> None:
         random.seed(0)  # the executor's retry jitter
         self.faults_drawn = faults
+        self.shape = Shape(parallel, wait_for_healthy, zones, timeout, on_timeout, ladder, window_end)
         self.sim = sim = Simulation(self._fault).__enter__()
         self.names = [f"n{i}" for i in range(nodes)]
         for i, name in enumerate(self.names):
             sim.api.create(node_path(), _node(name, f"z{i % 2}"))
-        sim.api.create(f"/apis/policy/v1/namespaces/{NAMESPACE}/poddisruptionbudgets",
-                       {"metadata": {"name": "web"}, "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}}})
+        sim.api.create(BUDGET, _budget(1))
         sim.cluster.workloads[f"{NAMESPACE}/web"] = nodes
         sim.cluster.workloads[f"{NAMESPACE}/cache"] = 1
-        sim.api.create(policy_path(), _policy(parallel, wait_for_healthy))
+        sim.cluster.workloads[f"{NAMESPACE}/db"] = 1
+        sim.api.create(policy_path(), {"metadata": {"name": POLICY}, "spec": self.shape.spec()})
         sim.start_operator()
         sim.run_for(10)
 
@@ -91,10 +137,26 @@ class Search(RuleBasedStateMachine):
         if self.running.api.get_object(path) is not None:
             self.running.api.delete(path)
 
+    def _edit(self, shape: Shape) -> None:
+        self.shape = shape
+        if self.running.api.get_object(policy_path(POLICY)) is not None:
+            self.running.api.update(policy_path(POLICY), lambda p: {**p, "spec": shape.spec()})
+
     @rule(parallel=st.integers(0, 3))
     def change_the_limit(self, parallel: int) -> None:
-        if self.running.api.get_object(policy_path(POLICY)) is not None:
-            self.running.api.update(policy_path(POLICY), lambda p: {**p, "spec": {**p["spec"], "maxParallel": parallel}})
+        self._edit(replace(self.shape, parallel=parallel))
+
+    @rule(zones=st.booleans(), wait_for_healthy=st.booleans())
+    def change_the_pacing(self, zones: bool, wait_for_healthy: bool) -> None:
+        self._edit(replace(self.shape, zones=zones, wait_for_healthy=wait_for_healthy))
+
+    @rule(timeout=TIMEOUTS, on_timeout=ON_TIMEOUT, ladder=LADDERS)
+    def change_the_drain_defaults(self, timeout: int | None, on_timeout: str, ladder: tuple[tuple[int, str], ...]) -> None:
+        self._edit(replace(self.shape, timeout=timeout, on_timeout=on_timeout, ladder=ladder))
+
+    @rule(window_end=WINDOW_ENDS)
+    def change_the_window(self, window_end: str | None) -> None:
+        self._edit(replace(self.shape, window_end=window_end))
 
     @rule(gap=st.integers(0, 5))
     def replace_the_policy(self, gap: int) -> None:
@@ -112,12 +174,29 @@ class Search(RuleBasedStateMachine):
         self.running.api.update(node_path(self.names[node % len(self.names)]),
                                 lambda n: {**n, "metadata": {**n["metadata"], "labels": {**n["metadata"]["labels"], "pool": pool}}})
 
-    @rule(node=st.integers(0, 4))
-    def late_pod(self, node: int) -> None:
-        """A pod bound to the node by name, whatever its cordon (a static assignment, a DaemonSet-like controller)."""
+    @rule(node=st.integers(0, 4), workload=st.sampled_from(["late", "batch"]))
+    def late_pod(self, node: int, workload: str) -> None:
+        """A Job's pod bound to the node by name, whatever its cordon (a static assignment, a DaemonSet-like
+        controller); a batch one the WaitCompleted rule keeps until it completes."""
         self.late += 1
-        self.running.api.create(pod_path(NAMESPACE, ""), new_pod(f"late-{self.late}", NAMESPACE, "late", kind="Job",
+        self.running.api.create(pod_path(NAMESPACE, ""), new_pod(f"{workload}-{self.late}", NAMESPACE, workload, kind="Job",
                                                                  node=self.names[node % len(self.names)]))
+
+    @rule(budget=st.sampled_from([None, 0, 1]))
+    def change_the_budget(self, budget: int | None) -> None:
+        """The web budget deleted (None), or created again or changed to that maxUnavailable."""
+        api, path = self.running.api, f"{BUDGET}/web"
+        if budget is None:
+            if api.get_object(path) is not None:
+                api.remove(path)
+        elif api.get_object(path) is None:
+            api.create(BUDGET, _budget(budget))
+        else:
+            api.update(path, lambda b: {**b, "spec": {**b["spec"], "maxUnavailable": budget}})
+
+    @rule(scale=st.integers(0, 5))
+    def scale(self, scale: int) -> None:
+        self.running.cluster.workloads[f"{NAMESPACE}/web"] = scale
 
     # ------------------------------------------------ the cluster and its faults
     @rule(node=st.integers(0, 4), ready=st.booleans())
@@ -129,6 +208,19 @@ class Search(RuleBasedStateMachine):
     @rule(rate=st.sampled_from([0.0, 0.05, 0.3]))
     def faults(self, rate: float) -> None:
         self.fault_rate = rate
+
+    @rule(seconds=st.integers(5, 60))
+    def silence(self, seconds: int) -> None:
+        """Every watch goes quiet without ending, for ``seconds``: what changes meanwhile arrives late. What was sent
+        before arrives first: the operator cannot know of a change its watch never brought (a policy created as the
+        connection died takes effect once the watch notices, after client.http.WATCH_INACTIVITY_SECONDS at most, longer
+        than any silence drawn here), so the search does not hold it to one."""
+        self.running.step()
+        self.running.api.silent = True
+        try:
+            self.running.run_for(seconds)
+        finally:
+            self.running.api.silent = False
 
     @rule()
     def restart(self) -> None:

@@ -4,7 +4,10 @@ maintenance of the same policy that was waiting for the slot it took.
 "Older" is creation order, and the API stamps creation to the second: maintenances created in the same second are not
 compared here (the operator orders those by name). A maintenance overtaken is one that waited (not holding its node,
 not deleted, not ended, not having given its slot back, its node governed by this policy alone) and that the policy's
-counts had room for before the take and no longer have after it: the take used its slot. Whether the take itself had
+counts had room for before the take and no longer have after it: the take used its slot (unless it took its own node
+in the same step). A take whose slot the maintenance's status already showed granted is not judged again: the grant
+was made in its turn and stands, whatever came since (a window closing, or an older maintenance created meanwhile, as
+a wall clock set back can stamp one). Whether the take itself had
 room is :mod:`simulation.limits`' check.
 """
 
@@ -24,21 +27,19 @@ def turn_violations(history: History) -> list[str]:
     maintenance waiting for that slot."""
     newest = history[-1]
     found = []
+    taking = {take.maintenance for take in newest.takes()}
     for take in newest.takes():
+        if _granted(newest.before.maintenances.get(take.maintenance)):
+            continue  # its slot was granted in its turn, the status says so, and a grant stands
         governing = set(counting.governed_by(newest.after, take.node))
         for policy in (p for p in counting.policies(newest.after) if p.name in governing):
-            if not _window_open(policy, newest.before, newest.after) and not _granted(newest.before.maintenances.get(take.maintenance)):
+            if not counting.window_open(policy, newest.before.at, newest.after.at):
                 found.append(f"node {take.node} taken by NodeMaintenance {take.maintenance} while no window of "
                              f"NodeMaintenancePolicy {policy.name} was open")
             found += [f"node {take.node} taken by NodeMaintenance {take.maintenance} under NodeMaintenancePolicy {policy.name} ahead of "
                       f"the older NodeMaintenance {older} (node {node}), which waited for the slot it took"
-                      for older, node in _overtaken(newest.before, newest.after, policy, take)]
+                      for older, node in _overtaken(newest.before, newest.after, policy, take) if older not in taking]
     return found
-
-
-def _window_open(policy: model.Policy, before: State, after: State) -> bool:
-    """Whether the policy has no windows, or one is open at the step's start or end (the decision falls between)."""
-    return any(window is None or window.open for window in (policy.window(before.at), policy.window(after.at)))
 
 
 def _granted(maintenance: Mapping[str, Any] | None) -> bool:

@@ -43,6 +43,7 @@ from node_maintenance.policy.terms import Seen
 from node_maintenance.policy.verdicts import Verdict
 from node_maintenance.runtime.engine import Engine
 from simulation.history import Action, ActionKind
+from simulation.selectors import labels_match
 
 Obj = dict[str, Any]
 
@@ -586,7 +587,7 @@ class FakeApi:
             return copy.deepcopy(self.objects[path])
         if _is_collection(path):
             selector = (query or {}).get("labelSelector", "")
-            items = [obj for stored, obj in self.objects.items() if _in_collection(stored, path) and _selects(selector, obj)]
+            items = [obj for stored, obj in self.objects.items() if _in_collection(stored, path) and labels_match(selector, obj)]
             return {"metadata": {"resourceVersion": "1"}, "items": copy.deepcopy(items)}
         kind, name = path.rstrip("/").split("/")[-2:]  # as the API server says of a missing object
         raise NotFound(404, "NotFound", f"{kind} {name!r} not found", {"kind": kind, "name": name})
@@ -648,25 +649,6 @@ def _in_collection(stored: str, collection: str) -> bool:
         at = len(parts) - 3  # …/namespaces/<ns>/<plural>
         return at >= 0 and parts[at] == "namespaces" and "/".join(parts[:at] + parts[at + 2:]) == collection
     return False
-
-
-def _selects(selector: str, obj: Obj) -> bool:
-    labels = obj.get("metadata", {}).get("labels") or {}
-    for term in filter(None, (t.strip() for t in selector.split(","))):
-        if "!=" in term:
-            key, value = term.split("!=", 1)
-            if labels.get(key) == value:
-                return False
-        elif "=" in term:
-            key, value = term.replace("==", "=").split("=", 1)
-            if labels.get(key) != value:
-                return False
-        elif term.startswith("!"):
-            if term[1:] in labels:
-                return False
-        elif term not in labels:
-            return False
-    return True
 
 
 # ------------------------------------------------ the seam and the engine's own watches

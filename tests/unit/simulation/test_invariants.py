@@ -74,6 +74,17 @@ class TestLimits:
         found = taking(nodes, taken, "m2", policy=pool(topologyLimits=[{"topologyKey": "zone", "maxParallel": 1}]), maintenances=[nm("m1", "n1")])
         assert [broken in f for f in found] == ([True] if broken else [])
 
+    @pytest.mark.parametrize(("known", "broken"), [(1, False), (0, True)])
+    def test_a_limit_lowered_just_before_a_take_counts_from_the_step_after(self, known: int, broken: bool) -> None:
+        """maxParallel lowered from ``known`` to 0 between two steps: a take in the next step may have been decided
+        the instant before the edit's watch event arrived; once a step has passed, the operator knew it."""
+        nodes = [free("n1"), free("n2")]
+        earlier = State.of(T0, nodes=nodes, policies=[pool(maxParallel=known)], maintenances=[nm("m1", "n1")])
+        before = earlier.put(policies=[pool(maxParallel=0)])
+        after = before.put(nodes=[held("n1", holder="m1"), free("n2")])
+        found = violations([step(earlier, earlier), step(before, after, builders.take_patch(free("n1"), "m1", "p"))])
+        assert [("maxParallel allows 0" in f) for f in found] == ([True] if broken else [])
+
     def test_a_node_going_not_ready_by_itself_is_no_take(self) -> None:
         before = State.of(T0, nodes=[held("n1", holder="m1"), free("n2")], policies=[pool(maxUnavailable=1)], maintenances=[nm("m1", "n1")])
         assert violations([step(before, before.put(nodes=[free("n2", ready=False)]))]) == []
@@ -147,6 +158,27 @@ class TestRemovals:
     def test_a_finished_pod_is_deleted_at_any_time(self) -> None:
         assert removing([pod("a", phase="Failed")], EVICT("ns/a", delete=True), status={"drainStartTime": ago(1)}) == []
 
+    @pytest.mark.parametrize(("window_end", "schedule", "broken"), [
+        ("Pause", "0 6 * * *", True), ("Pause", "0 11 * * *", False), ("Continue", "0 6 * * *", False)])
+    def test_under_window_end_pause_nothing_is_removed_while_no_window_is_open(self, window_end: str, schedule: str, broken: bool) -> None:
+        policy = pool(windows=[{"schedule": schedule, "duration": "2h"}], windowEnd=window_end)  # T0 is 12:00
+        found = removing([pod("a")], EVICT("ns/a"), policy=policy)
+        paused = "pod ns/a evicted from node n1 by NodeMaintenance m1, but no window of NodeMaintenancePolicy p was open and its windowEnd is Pause"
+        assert found == ([paused] if broken else [])
+        assert removing([pod("a", phase="Succeeded")], EVICT("ns/a", delete=True), policy=policy) == []  # a finished pod may go
+
+    @pytest.mark.parametrize("web_gone", [True, False])
+    def test_a_later_order_goes_once_the_earlier_one_left_within_the_same_step(self, web_gone: bool) -> None:
+        """Two drain steps within one simulated second: web (order 0) deleted at grace 0, then db (order 1) evicted."""
+        policy = pool(drainRules=[{"podSelector": {"matchLabels": {"app": "db"}}, "order": 1}])
+        web, db = pod("web", labels={"app": "web"}, deleted_at=ago(10)), pod("db", labels={"app": "db"})
+        before = State.of(T0, nodes=[held("n1", holder="m1")], pods=[web, db], policies=[policy], maintenances=[nm("m1", "n1", status={})])
+        after = State.of(T0, nodes=[held("n1", holder="m1")], pods=[db] if web_gone else [web, db], policies=[policy],
+                         maintenances=[nm("m1", "n1", status={})])
+        found = violations([step(before, after, EVICT("ns/web", delete=True, grace=0), EVICT("ns/db"))])
+        order = "pod ns/db evicted from node n1 by NodeMaintenance m1, but its drain order 1 under NodeMaintenancePolicy p comes after order 0"
+        assert any(order in f for f in found) is not web_gone
+
     def test_an_eviction_that_leaves_a_budget_short(self) -> None:
         budget = builders.budget("web", labels={"app": "web"}, expected=2, minAvailable=2)
         web = [pod("a", labels={"app": "web"}), pod("b", labels={"app": "web"}, node="n2")]
@@ -154,6 +186,15 @@ class TestRemovals:
         after = before.put(pods=[pod("a", labels={"app": "web"}, deleted_at=ago(0))])
         assert violations([step(before, after, EVICT("ns/a"))]) == ["PodDisruptionBudget ns/web: 1 healthy pod(s), it demands 2"]
         assert violations([step(before, before, EVICT("ns/a"))]) == []
+
+    def test_an_eviction_is_judged_by_the_budget_as_it_stood_when_asked(self) -> None:
+        """A workload scaled up in the same step demands more of pods not Ready yet: the budget's controller's lag."""
+        web = [pod("a", labels={"app": "web"}), pod("b", labels={"app": "web"}, node="n2"), pod("c", labels={"app": "web"}, node="n2")]
+        before = State.of(T0, nodes=[held("n1", holder="m1")], pods=web, budgets=[builders.budget("web", labels={"app": "web"}, expected=3, maxUnavailable=1)],
+                          policies=[pool()], maintenances=[nm("m1", "n1")])
+        scaled = before.put(pods=[pod("a", labels={"app": "web"}, deleted_at=ago(0))],
+                            budgets=[builders.budget("web", labels={"app": "web"}, expected=4, maxUnavailable=1)])
+        assert violations([step(before, scaled, EVICT("ns/a"))]) == []
 
 
 class TestHandingBack:
@@ -192,6 +233,27 @@ class TestHandingBack:
         assert found == ["node n1: taken again by NodeMaintenance m1, which its timeout ended (onTimeout HandBack gave the node back for good)"]
         assert taking([free("n1")], "n1", "m1") == []
 
+    @pytest.mark.parametrize("ended", [
+        {"phase": "Failed", "lastError": "drain timed out after 45s"},
+        {"phase": "Failed", "conditions": [{"type": "TimedOut", "status": "True", "reason": "HandedBack"}]}], ids=["Fail", "HandBack"])
+    def test_a_drain_that_succeeded_is_ended_by_no_timeout(self, ended: dict[str, Any]) -> None:
+        node = held("n1", holder="m1")
+        for drained in ({"phase": "Succeeded"}, {"phase": "Running", "conditions": [{"type": "Drained", "status": "False", "reason": "LatePods"}]}):
+            before = State.of(T0, nodes=[node], policies=[pool()], maintenances=[nm("m1", "n1", status=drained)])
+            (found,) = violations([step(before, before.put(maintenances=[nm("m1", "n1", status=ended)]))])
+            assert found.startswith("NodeMaintenance m1: its drain had succeeded, yet it turned Failed")
+        running = State.of(T0, nodes=[node], policies=[pool()], maintenances=[nm("m1", "n1", status={"phase": "Running"})])
+        assert violations([step(running, running.put(maintenances=[nm("m1", "n1", status=ended)]))]) == []
+
+    def test_a_drain_that_succeeded_earlier_in_the_history_is_ended_by_no_timeout_whatever_its_status_says_since(self) -> None:
+        node = held("n1", holder="m1")
+        succeeded, running = (State.of(T0, nodes=[node], policies=[pool()], maintenances=[nm("m1", "n1", status=st)])
+                              for st in ({"phase": "Succeeded"}, {"phase": "Running"}))
+        failed = running.put(maintenances=[nm("m1", "n1", status={"phase": "Failed", "lastError": "drain timed out after 45s"})])
+        (found,) = violations([step(succeeded, running), step(running, failed)])
+        assert found.startswith("NodeMaintenance m1: its drain had succeeded, yet it turned Failed")
+        assert violations([step(running, running), step(running, failed)]) == []
+
     def test_a_take_that_leaves_the_node_uncordoned(self) -> None:
         before = State.of(T0, nodes=[free("n1")], policies=[pool()], maintenances=[nm("m1", "n1")])
         after = before.put(nodes=[free("n1", holder="m1", policy="p", taints=[dict(TAINT)])])
@@ -211,6 +273,23 @@ class TestTurns:
     def test_an_older_one_that_still_fits_is_no_overtaking(self) -> None:
         older = nm("m1", "n1", created=ago(200))
         assert taking(list(self.NODES), "n2", "m2", policy=pool(maxParallel=2), maintenances=[older]) == []
+
+    def test_a_slot_granted_before_stands_whatever_came_since(self) -> None:
+        granted = {"phase": "Running", "conditions": [{"type": "Queued", "status": "False", "reason": "SlotGranted"}]}
+        older = nm("m1", "n1", created=ago(200))  # created after the grant, stamped older by a wall clock set back
+        found = taking(list(self.NODES), "n2", "m2", policy=pool(maxParallel=1, windows=[{"schedule": "0 6 * * *", "duration": "2h"}]),
+                       maintenances=[older])
+        assert len(found) == 2  # out of its turn and while the window is closed, had it not been granted
+        before = State.of(T0, nodes=list(self.NODES), policies=[pool(maxParallel=1, windows=[{"schedule": "0 6 * * *", "duration": "2h"}])],
+                          maintenances=[older, nm("m2", "n2", status=granted)])
+        assert violations([step(before, before.put(nodes=[held("n2", holder="m2")]), builders.take_patch(free("n2"), "m2", "p"))]) == []
+
+    def test_an_older_one_taking_its_own_node_in_the_same_step_is_not_overtaken(self) -> None:
+        line = [nm("m1", "n1", created=ago(200)), nm("m2", "n2", created=ago(100))]
+        before = State.of(T0, nodes=list(self.NODES), policies=[pool(maxParallel=2)], maintenances=line)
+        after = before.put(nodes=[held("n1", holder="m1"), held("n2", holder="m2")])
+        both = [builders.take_patch(free("n1"), "m1", "p"), builders.take_patch(free("n2"), "m2", "p")]
+        assert violations([step(before, after, *both)]) == []
 
     @pytest.mark.parametrize(("schedule", "closed"), [("0 11 * * *", False), ("0 6 * * *", True)])
     def test_a_take_only_while_a_window_is_open(self, schedule: str, closed: bool) -> None:
@@ -233,6 +312,18 @@ class TestRecovery:
     ])
     def test_a_recovering_node_keeps_its_slot_until_healthy_or_the_cap(self, since: int, available: int, broken: str) -> None:
         assert self.dropping(since, {"wanted": 3, "available": available}) == ([broken] if broken else [])
+
+    def test_a_node_dropped_while_its_workloads_were_healthy_at_the_step_s_start_is_fine(self) -> None:
+        """Judged within the step: the workload was healthy when it started, a pod left since (news to the next judgement)."""
+        entry = {"node": "n1", "since": ago(60), "workloads": [{"kind": "ReplicaSet", "namespace": "ns", "name": "web"}]}
+
+        def replicaset(available: int) -> dict[str, Any]:
+            return {"metadata": {"name": "web", "namespace": "ns", "generation": 1}, "spec": {"replicas": 3},
+                    "status": {"observedGeneration": 1, "availableReplicas": available}}
+
+        before = State.of(T0, nodes=[free("n1")], policies=[pool(waitForHealthy=True, status={"recovering": [entry]})], replicasets=[replicaset(3)])
+        after = before.put(policies=[pool(waitForHealthy=True, status={"recovering": []})], replicasets=[replicaset(2)])
+        assert violations([step(before, after)]) == []
 
 
 class TestSettled:

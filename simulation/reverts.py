@@ -1,0 +1,109 @@
+"""``python -m simulation.reverts``: does the search find by itself what the reviews found?
+
+Each fix of a break the reviews found (issue "Safety found by search") is reverted in a copy of the operator's code,
+one at a time, and the search runs from fresh seeds, unshrunk, until it finds a violation or its time is up. The
+report (reverts.json, reverts.txt) gives for each whether it was found, after how many rules of a history, and the
+seed. A revert whose fixed code is no longer where it names fails loudly: the table then needs its new place.
+
+    python -m simulation.reverts --minutes 10 --report build/simulation
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Revert:
+    """The fix of break ``number`` undone: ``fixed`` (found once in ``path``) put back as ``reverted``."""
+
+    number: str
+    what: str
+    path: str
+    fixed: str
+    reverted: str
+
+
+REVERTS = (
+    Revert("1", "the timeout and the ladder keep running after the drain succeeded",
+           "operator/node_maintenance/drain/draining.py", "drained=status.drained_once(previous))", "drained=False)"),
+    Revert("3", "onTimeout HandBack gives the node back without waiting for health",
+           "operator/node_maintenance/runtime/engine.py",
+           "ready = (functools.partial(giving_back.recovering, policies, {**reading.body, \"status\": decided.status})\n"
+           "                 if policies and decided.handback is not None else None)",
+           "ready = None"),
+    Revert("4", "escalation deletes pods the drain rules keep or wait for",
+           "operator/node_maintenance/drain/draining.py", "or pod.uid in step.held or pod.finished", "or pod.finished"),
+    Revert("5a", "a node relabelled out of its pool while held escapes its policy",
+           "operator/node_maintenance/policy/model.py",
+           "if p.selects(node) or p.name == recorded}", "if p.selects(node)}"),
+    Revert("5b", "a replaced policy releases its drains and its queue at once",
+           "operator/node_maintenance/runtime/policies/watches.py", "DEPARTED_GRACE_SECONDS = 30.0", "DEPARTED_GRACE_SECONDS = 0.0"),
+    Revert("7", "a recovering node alone in its zone makes the shared decision raise",
+           "operator/node_maintenance/policy/line.py",
+           "            if domain not in self.size:\n                continue\n", ""),
+    Revert("9", "under windowEnd Pause, a slot granted before the close drains after it",
+           "operator/node_maintenance/policy/terms.py", "    if verdict.paused:", "    if holds and verdict.paused:"),
+)
+
+
+def _reverted(revert: Revert, into: pathlib.Path) -> pathlib.Path:
+    """A copy of the operator's code with ``revert`` applied, under ``into``."""
+    shutil.copytree(ROOT / "operator", into / "operator", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    target = into / revert.path
+    text = target.read_text()
+    if text.count(revert.fixed) != 1:
+        raise SystemExit(f"break {revert.number}: its fix is not found once in {revert.path}; update simulation/reverts.py")
+    target.write_text(text.replace(revert.fixed, revert.reverted))
+    return into / "operator"
+
+
+def _first_violation(report: pathlib.Path) -> dict[str, object] | None:
+    runs = json.loads((report / "report.json").read_text())["runs"]
+    return next((r for r in runs if r["violation"]), None)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m simulation.reverts", description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=10.0, help="time for each revert's search")
+    parser.add_argument("--report", type=pathlib.Path, default=pathlib.Path("build/simulation"))
+    parser.add_argument("breaks", nargs="*", help="the breaks to revert (all when none is named)")
+    args = parser.parse_args(argv)
+    chosen = [r for r in REVERTS if not args.breaks or r.number in args.breaks]
+    rows = []
+    for revert in chosen:
+        with tempfile.TemporaryDirectory() as scratch:
+            operator = _reverted(revert, pathlib.Path(scratch))
+            report = args.report / f"revert-{revert.number}"
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(operator), str(ROOT / "hack"), str(ROOT)])}
+            subprocess.run([sys.executable, "-m", "simulation", "--minutes", str(args.minutes), "--report", str(report),
+                            "--until-found", "--no-shrink"], env=env, check=False, stdout=subprocess.DEVNULL)
+        found = _first_violation(report)
+        first = str(found["violation"]).splitlines()[0] if found else ""
+        rows.append({"break": revert.number, "what": revert.what, "found": found is not None,
+                     "seed": found["seed"] if found else None, "steps": found["steps"] if found else None,
+                     "seeds tried": len(json.loads((report / "report.json").read_text())["runs"]), "violation": first})
+        print(f"break {revert.number}: {'found' if found else 'not found'} {first}", flush=True)
+    args.report.mkdir(parents=True, exist_ok=True)
+    (args.report / "reverts.json").write_text(json.dumps(rows, indent=1) + "\n")
+    lines = ["| break | reverted | found | rules | seed | seeds tried | violation |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines += [f"| {r['break']} | {r['what']} | {'yes' if r['found'] else 'no'} | {r['steps'] or ''} | {r['seed'] or ''} | "
+              f"{r['seeds tried']} | {re.sub(r'[|]', '/', str(r['violation']))} |" for r in rows]
+    (args.report / "reverts.txt").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
