@@ -23,6 +23,7 @@ from node_maintenance.drain.nodes import HOLDER, holder_of
 Obj = Mapping[str, Any]
 Objects = Mapping[str, Obj]
 # The kinds a state holds by the field that holds them; the cluster-scoped ones are keyed by name alone.
+STEP_SECONDS = 1.0  # a step of a simulated history: the instants the promises are checked at
 KINDS = ("nodes", "pods", "budgets", "maintenances", "policies", "daemonsets", "replicasets", "statefulsets")
 CLUSTER_SCOPED = ("nodes", "maintenances", "policies")
 

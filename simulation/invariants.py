@@ -35,12 +35,13 @@ CHECKS: tuple[Callable[[History], list[str]], ...] = (
 
 
 def budget_violations(history: History) -> list[str]:
-    """The budgets covering a pod the newest step evicted, left with fewer healthy pods than they demanded when the
+    """The budgets covering a healthy pod the newest step evicted (one not Ready counts for nothing, and the Eviction API
+    lets it go while the budget is met), left with fewer healthy pods than they demanded when the
     eviction was asked: judged by the budget as it stood before the step, since the Eviction API judges by the budget's
     status, which its controller counts again only afterwards (a workload scaled up meanwhile demands more of pods
     not Ready yet: Kubernetes' own lag, not the drain's doing)."""
     newest = history[-1]
-    evicted = [newest.before.pods[a.key] for a in newest.of_kind(ActionKind.EVICTION) if a.key in newest.before.pods]
+    evicted = [pod for a in newest.of_kind(ActionKind.EVICTION) if (pod := newest.before.pods.get(a.key)) is not None and budgets.healthy(pod)]
     touched = [b for b in newest.before.budgets.values()
                if any(budgets.covers(b, pod) for pod in evicted)]
     return budgets.pdb_violations(touched, newest.after.pods.values())

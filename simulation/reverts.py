@@ -87,8 +87,10 @@ def main(argv: list[str] | None = None) -> int:
             operator = _reverted(revert, pathlib.Path(scratch))
             report = args.report / f"revert-{revert.number}"
             env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(operator), str(ROOT / "hack"), str(ROOT)])}
-            subprocess.run([sys.executable, "-m", "simulation", "--minutes", str(args.minutes), "--report", str(report),
-                            "--until-found", "--no-shrink"], env=env, check=False, stdout=subprocess.DEVNULL)
+            report.mkdir(parents=True, exist_ok=True)
+            with (report / "output.txt").open("w") as output:  # the seeds as they run, and the operator's errors
+                subprocess.run([sys.executable, "-m", "simulation", "--minutes", str(args.minutes), "--report", str(report),
+                                "--until-found", "--no-shrink"], env=env, check=False, stdout=output, stderr=subprocess.STDOUT)
         found = _first_violation(report)
         first = str(found["violation"]).splitlines()[0] if found else ""
         rows.append({"break": revert.number, "what": revert.what, "found": found is not None,

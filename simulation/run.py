@@ -12,10 +12,9 @@ from simulation import invariants, recorder
 from simulation.apiserver import Fault, SimulatedApi
 from simulation.clock import SimulatedTime, Spinning
 from simulation.cluster import Cluster
-from simulation.history import Step
+from simulation.history import STEP_SECONDS, Step
 from simulation.process import Process
 
-STEP_SECONDS = 1.0
 POLICY_CRD_OBJECT = {"metadata": {"name": POLICY_CRD.rsplit("/", 1)[1]},
                      "spec": {"versions": [{"name": POLICY_VERSION, "served": True, "storage": True}]},
                      "status": {"conditions": [{"type": "Established", "status": "True"}]}}

@@ -150,6 +150,24 @@ class TestRemovals:
         found = removing([pod("a")], EVICT("ns/a", delete=True, grace=grace), policy=pool(drain=drain), status=status)
         assert [broken in f and "pod ns/a deleted from node n1 past its budgets by NodeMaintenance m1" in f for f in found] == ([True] if broken else [])
 
+    @pytest.mark.parametrize(("steps_ago", "broken"), [(5, False), (40, True)])
+    def test_a_deleted_policy_s_ladder_rules_its_drains_for_its_grace(self, steps_ago: int, broken: bool) -> None:
+        """A policy deleted (as by kubectl replace --force) keeps ruling its drains for DEPARTED_GRACE_SECONDS."""
+        status = {"drainStartTime": ago(600)}
+        laddered = pool(drain={"escalation": [{"afterSeconds": 300, "action": "DeletePods"}]})
+        ruled = State.of(T0, nodes=[held("n1", holder="m1")], pods=[pod("a")], policies=[laddered], maintenances=[nm("m1", "n1", status=status)])
+        gone = State.of(T0, nodes=[held("n1", holder="m1")], pods=[pod("a")], maintenances=[nm("m1", "n1", status=status)])
+        history = [step(ruled, gone), *[step(gone, gone)] * steps_ago, step(gone, gone, EVICT("ns/a", delete=True))]
+        found = violations(history)
+        assert any("no step of its escalation ladder had come (ladder: none" in f for f in found) is broken
+
+    def test_an_eviction_of_a_pod_not_ready_takes_nothing_from_its_budget(self) -> None:
+        budget = builders.budget("web", labels={"app": "web"}, expected=2, minAvailable=2)
+        web = [pod("a", labels={"app": "web"}, ready=False), pod("b", labels={"app": "web"}, node="n2")]
+        before = State.of(T0, nodes=[held("n1", holder="m1")], pods=web, budgets=[budget], policies=[pool()], maintenances=[nm("m1", "n1")])
+        after = before.put(pods=[pod("a", labels={"app": "web"}, ready=False, deleted_at=ago(0))])
+        assert violations([step(before, after, EVICT("ns/a"))]) == []
+
     def test_the_policy_cap_drops_the_step(self) -> None:
         capped = pool(drain={"escalation": [{"afterSeconds": 300, "action": "DeletePods"}], "maxEscalation": "None"})
         (found,) = removing([pod("a")], EVICT("ns/a", delete=True), policy=capped, status={"drainStartTime": ago(600)})
