@@ -32,6 +32,9 @@ def removal_violations(history: History) -> list[str]:
     taken = {take.node: take.maintenance for take in newest.takes()}
     found = []
     gone: set[str] = set()  # pods an earlier removal of this step took off the node (the step may hold several drain steps)
+    # Pods bound since the step before (a user's, between steps) may not have reached the operator's watch yet: they do
+    # not hold back a later order in this step.
+    gone |= set(before.pods) - set((history[-2].after if len(history) > 1 else before).pods)
     for removal in newest.of_kind(ActionKind.EVICTION, ActionKind.POD_DELETE):
         pod = before.pods.get(removal.key)
         if pod is None:

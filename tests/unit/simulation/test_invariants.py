@@ -197,6 +197,17 @@ class TestRemovals:
         order = "pod ns/db evicted from node n1 by NodeMaintenance m1, but its drain order 1 under NodeMaintenancePolicy p comes after order 0"
         assert any(order in f for f in found) is not web_gone
 
+    @pytest.mark.parametrize("bound_since", [True, False])
+    def test_a_pod_bound_just_before_the_step_holds_back_no_later_order_in_it(self, bound_since: bool) -> None:
+        """A late pod (order 0) bound between two steps may reach the operator's watch after it evicted db (order 1)."""
+        policy = pool(drainRules=[{"podSelector": {"matchLabels": {"app": "db"}}, "order": 1}])
+        db, late = pod("db", labels={"app": "db"}), pod("late", labels={"app": "late"})
+        earlier = State.of(T0, nodes=[held("n1", holder="m1")], pods=[db] if bound_since else [db, late], policies=[policy],
+                           maintenances=[nm("m1", "n1", status={})])
+        before = earlier.put(pods=[late])
+        found = violations([step(earlier, earlier), step(before, before, EVICT("ns/db"))])
+        assert any("its drain order 1 under NodeMaintenancePolicy p comes after order 0" in f for f in found) is not bound_since
+
     def test_an_eviction_that_leaves_a_budget_short(self) -> None:
         budget = builders.budget("web", labels={"app": "web"}, expected=2, minAvailable=2)
         web = [pod("a", labels={"app": "web"}), pod("b", labels={"app": "web"}, node="n2")]
