@@ -39,6 +39,8 @@ def removal_violations(history: History) -> list[str]:
         pod = before.pods.get(removal.key)
         if pod is None:
             continue
+        if (later := newest.after.pods.get(removal.key)) is not None and pods.finished(later):
+            pod = later  # it completed within the step, before the drain removed it: a finished pod may go
         node = str((pod.get("spec") or {}).get("nodeName") or "")
         verb = "evicted" if removal.kind is ActionKind.EVICTION else "deleted"
         holder = removal.maintenance or before.holder(node) or taken.get(node)

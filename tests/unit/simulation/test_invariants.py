@@ -208,6 +208,14 @@ class TestRemovals:
         found = violations([step(earlier, earlier), step(before, before, EVICT("ns/db"))])
         assert any("its drain order 1 under NodeMaintenancePolicy p comes after order 0" in f for f in found) is not bound_since
 
+    def test_a_pod_that_completed_within_the_step_may_go_whatever_its_rule(self) -> None:
+        policy = pool(drainRules=[{"podSelector": {"matchLabels": {"app": "batch"}}, "behavior": "WaitCompleted"}])
+        before = State.of(T0, nodes=[held("n1", holder="m1")], pods=[pod("b", labels={"app": "batch"})], policies=[policy], maintenances=[nm("m1", "n1")])
+        done = before.put(pods=[pod("b", labels={"app": "batch"}, phase="Succeeded", deleted_at=ago(0))])
+        assert violations([step(before, done, EVICT("ns/b", delete=True))]) == []
+        found = violations([step(before, before, EVICT("ns/b", delete=True))])
+        assert any("waits for it to complete by itself (WaitCompleted)" in f for f in found)
+
     def test_an_eviction_that_leaves_a_budget_short(self) -> None:
         budget = builders.budget("web", labels={"app": "web"}, expected=2, minAvailable=2)
         web = [pod("a", labels={"app": "web"}), pod("b", labels={"app": "web"}, node="n2")]
