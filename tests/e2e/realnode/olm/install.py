@@ -111,8 +111,10 @@ class Install:
     def csv(self, version: str) -> dict[str, Any] | None:
         return self._get("csv", csv_name(version))
 
-    def wait_succeeded(self, version: str, timeout: float = 180) -> dict[str, Any]:
-        """The CSV reaches Succeeded: OLM's Deployment runs our operator image and its pod is Ready."""
+    def wait_succeeded(self, version: str, timeout: float = 300) -> dict[str, Any]:
+        """The CSV reaches Succeeded: OLM's Deployment runs our operator image and its pod is Ready. Bounded as the
+        InstallPlan is (300 s): the pod's image is pulled and started on the real node, which a machine building
+        images beside the tests slows (180 s ran out at a load average of 22)."""
 
         def succeeded() -> dict[str, Any] | None:
             csv = self.csv(version)
