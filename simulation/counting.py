@@ -29,6 +29,11 @@ def window_open(policy: model.Policy, *instants: datetime.datetime) -> bool:
     return any(window is None or window.open for window in (policy.window(at) for at in instants))
 
 
+def policy(state: State, name: str) -> model.Policy | None:
+    """The policy of that name in ``state``, None when it does not exist there."""
+    return next((p for p in policies(state) if p.name == name), None)
+
+
 def governed_by(state: State, node_name: str) -> tuple[str, ...]:
     """The policies governing the node: those selecting it, and the one its holder took it under."""
     node = state.nodes.get(node_name)

@@ -156,3 +156,9 @@ def last_free(history: History, node_name: str) -> Obj | None:
         if node is not None and holder_of(dict(node)) is None:
             return node
     return None
+
+
+def known(history: History) -> State:
+    """What the operator surely knew when the newest step began: the end of the step before (a user's change made
+    between the two reaches it through a watch, at the same instant the step starts); the step's start for the first."""
+    return history[-2].after if len(history) > 1 else history[-1].before

@@ -12,20 +12,20 @@ from __future__ import annotations
 
 from node_maintenance.policy import model
 from simulation import counting
-from simulation.history import History, State
+from simulation.history import History, State, known
 
 
 def limit_violations(history: History) -> list[str]:
     """The limits the newest step's takes broke, each naming the node taken, the count and the limit."""
     newest = history[-1]
-    known = history[-2].after if len(history) > 1 else newest.before
+    knew = known(history)
     found = []
     for take in newest.takes():
         node_before = newest.before.nodes.get(take.node) or {}
         was_down = bool(node_before) and model.unavailable(node_before)
         governing = set(counting.governed_by(newest.after, take.node))
         for policy in (p for p in counting.policies(newest.after) if p.name in governing):
-            if not _over(newest.after, known, policy, take.node, was_down):
+            if not _over(newest.after, knew, policy, take.node, was_down):
                 continue
             for scope in counting.scopes(newest.after, policy, take.node):
                 found += [f"node {take.node} taken by NodeMaintenance {take.maintenance}; {sentence}"
@@ -33,14 +33,14 @@ def limit_violations(history: History) -> list[str]:
     return found
 
 
-def _over(after: State, known: State, policy: model.Policy, node: str, was_down: bool) -> bool:
+def _over(after: State, knew: State, policy: model.Policy, node: str, was_down: bool) -> bool:
     """Whether the take of ``node`` broke ``policy``'s limits both as they are after the step and as the operator
-    surely knew them (``known``: the end of the step before). A user's change made between two steps (the policy
+    surely knew them (``knew``: the end of the step before). A user's change made between two steps (the policy
     created or edited, the node relabelled into its pool) reaches the operator through a watch, at the same instant
     as the step starts: a take decided just before it arrived is judged by what was known."""
     if not any(scope.over(unavailable=not was_down) for scope in counting.scopes(after, policy, node)):
         return False
-    earlier = next((p for p in counting.policies(known) if p.name == policy.name), None)
-    if earlier is None or policy.name not in counting.governed_by(known, node):
+    earlier = counting.policy(knew, policy.name)
+    if earlier is None or policy.name not in counting.governed_by(knew, node):
         return False
     return any(scope.over(unavailable=not was_down) for scope in counting.scopes(after, earlier, node))

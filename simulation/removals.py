@@ -21,7 +21,7 @@ from node_maintenance.drain import plans, pods, rules, status
 from node_maintenance.policy import model, terms
 from node_maintenance.runtime.policies.watches import DEPARTED_GRACE_SECONDS
 from simulation import counting
-from simulation.history import STEP_SECONDS, Action, ActionKind, History, State
+from simulation.history import STEP_SECONDS, Action, ActionKind, History, State, known
 
 
 def removal_violations(history: History) -> list[str]:
@@ -34,7 +34,7 @@ def removal_violations(history: History) -> list[str]:
     gone: set[str] = set()  # pods an earlier removal of this step took off the node (the step may hold several drain steps)
     # Pods bound since the step before (a user's, between steps) may not have reached the operator's watch yet: they do
     # not hold back a later order in this step.
-    gone |= set(before.pods) - set((history[-2].after if len(history) > 1 else before).pods)
+    gone |= set(before.pods) - set(known(history).pods)
     for removal in newest.of_kind(ActionKind.EVICTION, ActionKind.POD_DELETE):
         pod = before.pods.get(removal.key)
         if pod is None:
@@ -79,7 +79,7 @@ def _as_known(history: History, body: Mapping[str, Any], policy: model.Policy | 
     if len(history) < 2:
         return None
     if policy is not None:
-        earlier = next((p for p in counting.policies(history[-2].after) if p.name == policy.name), None)
+        earlier = counting.policy(known(history), policy.name)
         return terms.governed(body, earlier, plans.PolicyTerms()) if earlier is not None else None
     for st in reversed(history[-int(DEPARTED_GRACE_SECONDS / STEP_SECONDS):]):  # a step per simulated second
         governing = [p for p in counting.policies(st.before) if p.name in counting.governed_by(st.before, node)]
