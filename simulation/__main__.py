@@ -63,18 +63,24 @@ def main(argv: list[str] | None = None) -> int:
         found = search(seed, shrink=args.shrink)
         runs.append({"seed": seed, "histories": EXAMPLES, "violation": found, "steps": rules_run(found)})
         print("VIOLATION" if found else "no violation", flush=True)
+        _report(args.report, runs, time.monotonic() - started)  # after every seed: a run stopped early keeps its report
         if found and args.until_found:
             break
     violations = [r for r in runs if r["violation"]]
-    args.report.mkdir(parents=True, exist_ok=True)
-    summary = {"minutes": round((time.monotonic() - started) / 60, 1), "seeds": len(runs), "histories": EXAMPLES * len(runs),
+    print(f"{len(runs)} seeds, {EXAMPLES * len(runs)} histories, {len(violations)} with a violation")
+    return 1 if violations else 0
+
+
+def _report(into: pathlib.Path, runs: list[dict[str, Any]], seconds: float) -> None:
+    """report.json and report.txt under ``into``: the seeds tried so far, the histories run, the violations found."""
+    violations = [r for r in runs if r["violation"]]
+    into.mkdir(parents=True, exist_ok=True)
+    summary = {"minutes": round(seconds / 60, 1), "seeds": len(runs), "histories": EXAMPLES * len(runs),
                "violations": len(violations), "runs": runs}
-    (args.report / "report.json").write_text(json.dumps(summary, indent=1) + "\n")
+    (into / "report.json").write_text(json.dumps(summary, indent=1) + "\n")
     lines = [f"{summary['minutes']} min, {len(runs)} seeds, {summary['histories']} histories, {len(violations)} with a violation"]
     lines += [f"\nseed {r['seed']} ({r['steps']} steps):\n{r['violation']}" for r in violations]
-    (args.report / "report.txt").write_text("\n".join(lines) + "\n")
-    print(lines[0])
-    return 1 if violations else 0
+    (into / "report.txt").write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -88,6 +88,7 @@ class SimulatedApi:
         self.compacted = 0  # watches from an older resourceVersion are answered 410 Gone
         self.writes: list[Write] = []
         self.silent = False  # open watches deliver nothing while set (a watch gone quiet without ending)
+        self.latency = 0.0  # seconds a request takes there and back: others' requests and events come meanwhile
         self._uids = 0
         self._changed = asyncio.Event()
         self._dropped = 0  # bumped to end every open watch, as a server restart does
@@ -145,7 +146,7 @@ class SimulatedApi:
     # ------------------------------------------------ the operator's door (a KubeApi)
     async def request(self, method: str, path: str, *, query: dict[str, str] | None = None, body: Any = None,
                       content_type: str = "", timeout: float = 0.0) -> Obj:  # noqa: ASYNC109 - AsyncKube's signature
-        await asyncio.sleep(0)  # an answer never comes within the call: others run meanwhile, as over a socket
+        await asyncio.sleep(self.latency / 2)  # an answer never comes within the call: others run meanwhile, as over a socket
         fault = self.faults(method, path)
         if fault == Fault.REFUSED:
             raise _error(500, "InternalError", f"simulated failure of {method} {path}")
@@ -161,6 +162,8 @@ class SimulatedApi:
             raise
         if method != "GET":
             self.writes.append(Write(self.clock(), method, path, copy.deepcopy(body), True))
+        if self.latency:
+            await asyncio.sleep(self.latency / 2)  # the way back: what was applied is news before the caller hears
         if fault == Fault.LOST:
             raise Unreachable(f"simulated loss of the answer to {method} {path}")
         return answer

@@ -22,7 +22,7 @@ from node_maintenance.api.paths import BUDGETS, PODS, node_path, pod_path
 from simulation import budgets, disruption
 from simulation.apiserver import SimulatedApi
 
-# How long after it is bound a pod becomes Ready.
+# How long after it is bound a pod becomes Ready, unless a history says otherwise (Cluster.ready_seconds).
 READY_SECONDS = 5.0
 # How long after it runs a Job's pod completes by itself.
 JOB_SECONDS = 90.0
@@ -58,6 +58,7 @@ class Cluster:
     def __init__(self, api: SimulatedApi) -> None:
         self.api = api
         self.workloads: dict[str, int] = {}
+        self.ready_seconds = READY_SECONDS  # an image pulled slowly, a readiness probe that waits: longer recoveries
         self._created = 0
         self._noticed: dict[tuple[str, str], float] = {}  # (pod uid, what) → when first seen, on the monotonic clock
 
@@ -92,7 +93,7 @@ class Cluster:
         for pod in pods:
             meta, status = pod["metadata"], pod.get("status") or {}
             bound = (pod.get("spec") or {}).get("nodeName")
-            if bound and status.get("phase") == "Pending" and not meta.get("deletionTimestamp") and self._for(pod, "bound", now) >= READY_SECONDS:
+            if bound and status.get("phase") == "Pending" and not meta.get("deletionTimestamp") and self._for(pod, "bound", now) >= self.ready_seconds:
                 self.api.update(pod_path(meta["namespace"], meta["name"]), _running)
 
     def _complete(self, pods: list[Obj], now: float) -> None:

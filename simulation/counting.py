@@ -11,16 +11,34 @@ nodes rounded down, at least one unless 0%).
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from node_maintenance.drain.nodes import policy_of
 from node_maintenance.policy import model
-from simulation.history import State
+from simulation.history import STEP_SECONDS, History, State
+
+# docs/policy.md, "Deleting or replacing a policy": a policy deleted keeps pacing and protecting that long (said here,
+# not read from the operator's constant: the promise must not move with the code it judges).
+REPLACE_GRACE_SECONDS = 30.0
 
 
 def policies(state: State) -> list[model.Policy]:
     return [model.Policy.of(body) for _, body in sorted(state.policies.items())]
+
+
+def with_departed(history: History, state: State) -> State:
+    """``state`` with each policy deleted within REPLACE_GRACE_SECONDS before it put back as last seen, unless one of its
+    name exists again (a replace: the new one governs at once). Two steps short of the grace: the operator counts it on
+    its own clock, from when its watch brought the deletion. An operator restarted meanwhile knows nothing of the policy
+    deleted (the search restarts none within a replace's gap)."""
+    departed: dict[str, Any] = {}
+    for st in reversed(history[-int(REPLACE_GRACE_SECONDS / STEP_SECONDS) + 2:]):
+        for name, body in st.before.policies.items():
+            if name not in state.policies:
+                departed.setdefault(name, body)
+    return state.put(policies=list(departed.values())) if departed else state
 
 
 def window_open(policy: model.Policy, *instants: datetime.datetime) -> bool:
@@ -37,7 +55,15 @@ def policy(state: State, name: str) -> model.Policy | None:
 def governed_by(state: State, node_name: str) -> tuple[str, ...]:
     """The policies governing the node: those selecting it, and the one its holder took it under."""
     node = state.nodes.get(node_name)
-    return model.governing(policies(state), node) if node is not None else ()
+    return _governing(policies(state), node) if node is not None else ()
+
+
+def _governing(every: list[model.Policy], node: Mapping[str, Any]) -> tuple[str, ...]:
+    """Those selecting the node, and the one recorded on it when it was taken: a held node relabelled out of its pool
+    still counts against that policy's limits and keeps its rules. Said here as an admin reckons it, not read from
+    ``policy.model.governing``: the promise must not share the code it judges."""
+    recorded = policy_of(dict(node))
+    return tuple(sorted({p.name for p in every if p.selects(node) or p.name == recorded}))
 
 
 def recovering(state: State, policy: str) -> list[str]:
@@ -77,13 +103,14 @@ class Scope:
         return parallel and (self.max_unavailable is None or len(self.unavailable) + adds <= self.max_unavailable)
 
 
-def scopes(state: State, policy: model.Policy, node_name: str) -> list[Scope]:
+def scopes(state: State, policy: model.Policy, node_name: str, given_back: Iterable[str] = ()) -> list[Scope]:
     """The counts whose limits apply to the node under ``policy``: its pool, and each topology domain the node is in
-    (a node without a topology key's label is in none of its domains)."""
+    (a node without a topology key's label is in none of its domains). ``given_back``: nodes recovering under the
+    policy as the history shows them (``simulation.given_back``), counted besides those its status lists."""
     every = policies(state)
-    selected = {name: n for name, n in state.nodes.items() if policy.name in model.governing(every, n)}
+    selected = {name: n for name, n in state.nodes.items() if policy.name in _governing(every, n)}
     held = {name for name in selected if state.holder(name)}
-    listed = [name for name in recovering(state, policy.name) if name not in held]
+    listed = sorted({*recovering(state, policy.name), *given_back} - held)
     down = held | {name for name, n in selected.items() if model.unavailable(n)}
     found = [_scope(f"NodeMaintenancePolicy {policy.name}", selected, held, listed, down, policy.max_parallel, policy.max_unavailable)]
     for limit in policy.topology:

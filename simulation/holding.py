@@ -126,6 +126,9 @@ def handback_violations(history: History) -> list[str]:
         if m is not None and status.timed_out(m.get("status") or {}):
             found.append(f"node {take.node}: taken again by NodeMaintenance {take.maintenance}, which its timeout ended "
                          "(onTimeout HandBack gave the node back for good)")
+        elif m is not None and _given_back_before(history, m["metadata"].get("uid")):
+            found.append(f"node {take.node}: taken again by NodeMaintenance {take.maintenance}, which gave it back before "
+                         "while not deleted (only its timeout does that, for good)")
     for name, m in after.maintenances.items():
         was = (before.maintenances.get(name) or {}).get("status") or {}
         now = m.get("status") or {}
@@ -137,6 +140,19 @@ def handback_violations(history: History) -> list[str]:
 
 def _ended(stored: Mapping[str, Any]) -> bool:
     return status.timed_out(stored) or stored.get("phase") == status.Phase.FAILED
+
+
+def _given_back_before(history: History, uid: str | None) -> bool:
+    """Whether an earlier step gave a node back for the maintenance ``uid`` while it was not being deleted: its status
+    may not say so (a write lost), the hand-back itself does. Asked only on a take, which is rare."""
+    for st in history[:-1]:
+        for action in st.of_kind(ActionKind.NODE_PATCH):
+            written, holder = action.holder_written
+            held_by = nodes.holder_of(dict(st.before.nodes.get(action.key) or {}))
+            m = st.before.maintenances.get(held_by or "")
+            if written and holder is None and m is not None and uid and m["metadata"].get("uid") == uid and not deleting(m):
+                return True
+    return False
 
 
 def _succeeded_before(history: History, uid: str | None) -> bool:

@@ -39,12 +39,15 @@ def budget_violations(history: History) -> list[str]:
     lets it go while the budget is met), left with fewer healthy pods than they demanded when the
     eviction was asked: judged by the budget as it stood before the step, since the Eviction API judges by the budget's
     status, which its controller counts again only afterwards (a workload scaled up meanwhile demands more of pods
-    not Ready yet: Kubernetes' own lag, not the drain's doing)."""
+    not Ready yet: Kubernetes' own lag, not the drain's doing). A pod the same step deleted past its budgets counts as
+    still there: that deletion bypassed them on purpose (the removals judge whether its ladder step had come), and the
+    evictions are judged by what they took."""
     newest = history[-1]
     evicted = [pod for a in newest.of_kind(ActionKind.EVICTION) if (pod := newest.before.pods.get(a.key)) is not None and budgets.healthy(pod)]
     touched = [b for b in newest.before.budgets.values()
                if any(budgets.covers(b, pod) for pod in evicted)]
-    return budgets.pdb_violations(touched, newest.after.pods.values())
+    bypassed = {a.key: pod for a in newest.of_kind(ActionKind.POD_DELETE) if (pod := newest.before.pods.get(a.key)) is not None}
+    return budgets.pdb_violations(touched, {**newest.after.pods, **bypassed}.values())
 
 
 def violations(history: History) -> list[str]:

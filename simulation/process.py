@@ -147,8 +147,11 @@ class Process:
                 break
             except kopf.TemporaryError as error:
                 await asyncio.sleep(error.delay or RETRY_SECONDS)
-            except Exception as error:  # kopf logs it and calls again later
+            except KubeError as error:  # kopf logs it and calls again later
                 log.warning("deletion handler of %s failed: %s", name, error)
+                await asyncio.sleep(RETRY_SECONDS)
+            except Exception:  # as kopf does, with its traceback: nobody foresaw it
+                log.exception("deletion handler of %s failed", name)
                 await asyncio.sleep(RETRY_SECONDS)
         left = [f for f in kept.body["metadata"].get("finalizers") or [] if f != handlers.FINALIZER]
         await self._until_written(lambda: self.api.patch(nm_path(name), {"metadata": {"finalizers": left or None}}))

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from node_maintenance.api import timestamps
-from node_maintenance.drain.evicted import Kind
+from node_maintenance.drain.evicted import Kind, Workload
 from node_maintenance.policy import health, model
 from simulation.history import History, State
 
@@ -34,20 +34,23 @@ def recovery_violations(history: History) -> list[str]:
             # The cap is reckoned on the wall clock, the latest it showed: the drop may have been decided before the
             # clock was set back (the status written a step later).
             waited = (max(st.after.at for st in history) - timestamps.parse(entry["since"])).total_seconds()
-            unhealthy = [why for w in entry.get("workloads") or () if (why := health.unhealthy(_workload(w), _object(newest.after, w)))]
+            workloads = [_workload(w) for w in entry.get("workloads") or ()]
+            unhealthy = [why for w in workloads if (why := health.unhealthy(w, workload_object(newest.after, w)))]
             # Judged somewhere within the step: healthy at its start is healthy enough (a pod leaving since is news).
-            was_healthy = not any(health.unhealthy(_workload(w), _object(newest.before, w)) for w in entry.get("workloads") or ())
+            was_healthy = not any(health.unhealthy(w, workload_object(newest.before, w)) for w in workloads)
             if unhealthy and not was_healthy and waited < cap:
                 found.append(f"node {entry['node']} dropped from NodeMaintenancePolicy {name}'s status.recovering after {waited:.0f}s "
                              f"of its {cap}s (waitForHealthySeconds) while {'; '.join(unhealthy)}")
     return found
 
 
-def _workload(entry: Mapping[str, Any]) -> tuple[str, str, str]:
+def _workload(entry: Mapping[str, Any]) -> Workload:
     return str(entry["kind"]), str(entry["namespace"]), str(entry["name"])
 
 
-def _object(state: State, workload: Mapping[str, Any]) -> Mapping[str, Any] | None:
+def workload_object(state: State, workload: Workload) -> Mapping[str, Any] | None:
     """The workload as the state holds it, None when it does not exist."""
-    by_kind = {Kind.BUDGET: state.budgets, Kind.REPLICA_SET: state.replicasets, Kind.STATEFUL_SET: state.statefulsets}
-    return by_kind.get(workload["kind"], {}).get(f"{workload['namespace']}/{workload['name']}")
+    kind, namespace, name = workload
+    by_kind: dict[str, Mapping[str, Mapping[str, Any]]] = {
+        Kind.BUDGET: state.budgets, Kind.REPLICA_SET: state.replicasets, Kind.STATEFUL_SET: state.statefulsets}
+    return by_kind.get(kind, {}).get(f"{namespace}/{name}")

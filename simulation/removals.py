@@ -19,9 +19,8 @@ from typing import Any
 from node_maintenance.api import timestamps
 from node_maintenance.drain import plans, pods, rules, status
 from node_maintenance.policy import model, terms
-from node_maintenance.runtime.policies.watches import DEPARTED_GRACE_SECONDS
 from simulation import counting
-from simulation.history import STEP_SECONDS, Action, ActionKind, History, State, known
+from simulation.history import Action, ActionKind, History, State, known
 
 
 def removal_violations(history: History) -> list[str]:
@@ -48,7 +47,8 @@ def removal_violations(history: History) -> list[str]:
         if body is None:
             found.append(f"pod {removal.key} {verb} from node {node}, which no NodeMaintenance holds")
             continue
-        governing = [p for p in counting.policies(before) if p.name in counting.governed_by(before, node)]
+        ruling = counting.with_departed(history, before)  # a policy deleted moments ago still rules its drains
+        governing = [p for p in counting.policies(ruling) if p.name in counting.governed_by(ruling, node)]
         if len(governing) > 1:
             found.append(f"pod {removal.key} {verb} from node {node} while NodeMaintenancePolicies "
                          f"{', '.join(p.name for p in governing)} all govern it (a conflict holds the drain)")
@@ -65,27 +65,20 @@ def removal_violations(history: History) -> list[str]:
                          f"NodeMaintenancePolicy {policy.name} was open and its windowEnd is Pause")
         if removal.kind is ActionKind.POD_DELETE and not pods.finished(pod):
             unescalated = _unescalated(newest.after.at, m, pod, removal)
-            if unescalated and (earlier := _as_known(history, body, policy, node)) is not None and not _unescalated(newest.after.at, earlier, pod, removal):
+            if unescalated and (earlier := _as_known(history, body, policy)) is not None and not _unescalated(newest.after.at, earlier, pod, removal):
                 unescalated = []  # the ladder as the operator last surely knew it (a policy edited just before the step) had it due
             found += [f"pod {removal.key} deleted from node {node} past its budgets by NodeMaintenance {m.name}, but {why}"
                       for why in unescalated]
     return found
 
 
-def _as_known(history: History, body: Mapping[str, Any], policy: model.Policy | None, node: str) -> plans.Maintenance | None:
-    """The maintenance as its policy made it at the end of the step before; with no policy governing the node now, as
-    the last policy that governed it within DEPARTED_GRACE_SECONDS made it (a policy deleted, as by a replace, keeps
-    ruling its drains that long). None: no such policy."""
-    if len(history) < 2:
+def _as_known(history: History, body: Mapping[str, Any], policy: model.Policy | None) -> plans.Maintenance | None:
+    """The maintenance as its policy made it at the end of the step before (None: no such policy then). A policy
+    deleted moments ago is still ``policy`` here (``counting.with_departed``)."""
+    if len(history) < 2 or policy is None:
         return None
-    if policy is not None:
-        earlier = counting.policy(known(history), policy.name)
-        return terms.governed(body, earlier, plans.PolicyTerms()) if earlier is not None else None
-    for st in reversed(history[-int(DEPARTED_GRACE_SECONDS / STEP_SECONDS):]):  # a step per simulated second
-        governing = [p for p in counting.policies(st.before) if p.name in counting.governed_by(st.before, node)]
-        if len(governing) == 1:
-            return terms.governed(body, governing[0], plans.PolicyTerms())
-    return None
+    earlier = counting.policy(counting.with_departed(history[:-1], known(history)), policy.name)
+    return terms.governed(body, earlier, plans.PolicyTerms()) if earlier is not None else None
 
 
 def _kept(state: State, m: plans.Maintenance, policy: model.Policy | None, pod: Mapping[str, Any], node: str, gone: set[str]) -> list[str]:

@@ -38,6 +38,10 @@ class Revert:
 REVERTS = (
     Revert("1", "the timeout and the ladder keep running after the drain succeeded",
            "operator/node_maintenance/drain/draining.py", "drained=status.drained_once(previous))", "drained=False)"),
+    Revert("2", "a node given back while its policy's status is written is forgotten",
+           "operator/node_maintenance/runtime/policies/publisher.py",
+           "self.recovery.written(name, snapshot.given_back, snapshot.gave_up)",
+           "self.recovery.written(name, frozenset(self.recovery.given_back.get(name, {})), snapshot.gave_up)"),
     Revert("3", "onTimeout HandBack gives the node back without waiting for health",
            "operator/node_maintenance/runtime/engine.py",
            "ready = (functools.partial(giving_back.recovering, policies, {**reading.body, \"status\": decided.status})\n"
@@ -50,11 +54,22 @@ REVERTS = (
            "if p.selects(node) or p.name == recorded}", "if p.selects(node)}"),
     Revert("5b", "a replaced policy releases its drains and its queue at once",
            "operator/node_maintenance/runtime/policies/watches.py", "DEPARTED_GRACE_SECONDS = 30.0", "DEPARTED_GRACE_SECONDS = 0.0"),
+    Revert("6", "the timeout's hand-back goes on when the status recording it was not written",
+           "operator/node_maintenance/runtime/executor.py",
+           "            return Outcome(lease=lease, status_failed=True)\n",
+           "            if plan.handback is None:\n                return Outcome(lease=lease, status_failed=True)\n            written = False\n"),
     Revert("7", "a recovering node alone in its zone makes the shared decision raise",
            "operator/node_maintenance/policy/line.py",
            "            if domain not in self.size:\n                continue\n", ""),
+    Revert("8", "the drain's removals go on when the status recording their workloads was not written",
+           "operator/node_maintenance/runtime/executor.py",
+           "            return Outcome(lease=lease, status_failed=True)\n",
+           "            if plan.handback is not None:\n                return Outcome(lease=lease, status_failed=True)\n            written = False\n"),
     Revert("9", "under windowEnd Pause, a slot granted before the close drains after it",
            "operator/node_maintenance/policy/terms.py", "    if verdict.paused:", "    if holds and verdict.paused:"),
+    Revert("10", "a node maintained again while recovering keeps its old entry",
+           "operator/node_maintenance/runtime/policies/view.py",
+           "if earlier is not None and (taken is None or timestamps.parse(earlier[\"since\"]) >= taken):", "if earlier is not None:"),
 )
 
 

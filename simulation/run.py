@@ -4,6 +4,7 @@ a time, its history recorded and every promise checked after each step."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -14,6 +15,7 @@ from simulation.clock import SimulatedTime, Spinning
 from simulation.cluster import Cluster
 from simulation.history import STEP_SECONDS, Step
 from simulation.process import Process
+from simulation.raising import Raised
 
 POLICY_CRD_OBJECT = {"metadata": {"name": POLICY_CRD.rsplit("/", 1)[1]},
                      "spec": {"versions": [{"name": POLICY_VERSION, "served": True, "storage": True}]},
@@ -31,8 +33,10 @@ class Simulation:
         self.history: list[Step] = []
         self.violations: list[str] = []
         self._tasks: list[asyncio.Task[Any]] = []
+        self.raised = Raised()
 
     def __enter__(self) -> Simulation:
+        logging.getLogger().addHandler(self.raised)
         self.time.__enter__()
         self.api.create(POLICY_CRD.rsplit("/", 1)[0], POLICY_CRD_OBJECT)
         self._tasks.append(self.time.loop.create_task(self.cluster.run(), name="cluster"))
@@ -44,6 +48,8 @@ class Simulation:
                 self.time.run(self.process.stop())
         except Spinning:
             pass  # already a violation: the loop is closed below, whatever still spins
+        finally:
+            logging.getLogger().removeHandler(self.raised)
         self.time.__exit__(*exc)
 
     def start_operator(self) -> None:
@@ -66,7 +72,7 @@ class Simulation:
             raise AssertionError("\n".join(self.violations)) from spin
         after = recorder.state(self.api)
         self.history.append(Step(before=before, actions=recorder.actions(self.api.writes[written:], before), after=after))
-        found = invariants.violations(self.history)
+        found = [*invariants.violations(self.history), *self.raised.taken()]
         self.violations += [f"at {after.at:%H:%M:%S}: {v}" for v in found]
         return found
 

@@ -4,9 +4,11 @@ violation, shrinks the history to the shortest it can and prints it with the see
 
 A history starts with a pool of nodes in two zones under one NodeMaintenancePolicy whose shape is drawn too: its
 limits, a limit per zone, waitForHealthy, a drain timeout and what it does, an escalation ladder, a maintenance
-window and what its end does. Every node runs a workload guarded by a PodDisruptionBudget; a cache pod is kept by a
-Skip rule, a database pod is drained after the rest by a later order, and Job pods that land late either leave like
-any pod or are waited for by a WaitCompleted rule until they complete. Then, in any order: maintenances created and
+window and what its end does. How long a new pod takes to become Ready is drawn as well (a slow one keeps a node given
+back under waitForHealthy recovering longer), and how long a request to the API takes (none, or 50 ms: one write
+in flight while others land). Every node runs a workload guarded by a PodDisruptionBudget; a cache pod
+is kept by a Skip rule, a database pod is drained after the rest by a later order, and Job pods that land late either
+leave like any pod or are waited for by a WaitCompleted rule until they complete. Then, in any order: maintenances created and
 deleted; the policy's limit, drain defaults and window edited, the policy replaced; the budget changed or deleted, the
 workload scaled; nodes relabelled out of the pool and back, made NotReady and Ready; late pods bound to a node; API
 faults switched on and off, watches gone silent; the operator restarted; the wall clock jumped; time let pass. At the
@@ -106,13 +108,16 @@ class Search(RuleBasedStateMachine):
 
     @initialize(nodes=st.integers(3, 5), parallel=st.integers(1, 2), wait_for_healthy=st.booleans(), zones=st.booleans(),
                 timeout=TIMEOUTS, on_timeout=ON_TIMEOUT, ladder=LADDERS, window_end=WINDOW_ENDS,
-                faults=st.randoms(use_true_random=False))
+                ready_seconds=st.sampled_from([5, 30, 90]), latency=st.sampled_from([0.0, 0.05]), faults=st.integers(0, 2**32 - 1))
     def setup(self, nodes: int, parallel: int, wait_for_healthy: bool, zones: bool, timeout: int | None, on_timeout: str,
-              ladder: tuple[tuple[int, str], ...], window_end: str | None, faults: random.Random) -> None:
+              ladder: tuple[tuple[int, str], ...], window_end: str | None, ready_seconds: int, latency: float,
+              faults: int) -> None:
         random.seed(0)  # the executor's retry jitter
-        self.faults_drawn = faults
+        self.faults_drawn = random.Random(faults)  # hypothesis's randoms refuse to draw once a history ends, as it closes
         self.shape = Shape(parallel, wait_for_healthy, zones, timeout, on_timeout, ladder, window_end)
         self.sim = sim = Simulation(self._fault).__enter__()
+        sim.cluster.ready_seconds = ready_seconds
+        sim.api.latency = latency
         self.names = [f"n{i}" for i in range(nodes)]
         for i, name in enumerate(self.names):
             sim.api.create(node_path(), _node(name, f"z{i % 2}"))

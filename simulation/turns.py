@@ -59,8 +59,11 @@ def _waiting(state: State, policy: str, maintenance: Mapping[str, Any]) -> str |
 
 
 def _overtaken(before: State, after: State, policy: model.Policy, take: Take) -> list[tuple[str, str]]:
-    """The older maintenances waiting under ``policy`` that fitted before the take and no longer fit after it."""
+    """The older maintenances waiting under ``policy`` that fitted before the take and no longer fit after it: after
+    this take alone (another maintenance's take in the same step, one earlier in line, may fill an older one's topology
+    domain; that take is judged on its own)."""
     taker = before.maintenances.get(take.maintenance) or after.maintenances.get(take.maintenance) or {}
+    taken = before.put(nodes=[after.nodes[take.node]]) if take.node in after.nodes else after
     created = taker.get("metadata", {}).get("creationTimestamp") or ""
     found = []
     for name, m in sorted(before.maintenances.items()):
@@ -69,6 +72,6 @@ def _overtaken(before: State, after: State, policy: model.Policy, take: Take) ->
         if node is None:
             continue
         fitted = all(scope.room(node) for scope in counting.scopes(before, policy, node))
-        if fitted and not all(scope.room(node) for scope in counting.scopes(after, policy, node)):
+        if fitted and not all(scope.room(node) for scope in counting.scopes(taken, policy, node)):
             found.append((name, node))
     return found

@@ -34,7 +34,7 @@ class Seen:
     node: Mapping[str, Any] | None  # the node its say is judged on (None: not listed yet)
     unknown: str = ""  # why the policies are not known now ("" when they are)
     served: bool = False  # the policy CRD is served and watched
-    synced: bool = False  # every watch has listed once: a holder keeps the rules last read while they are unknown
+    synced: bool = False  # every watch has listed once (and knew the holder's policy): a holder keeps the rules last read while they are unknown
     verdict: Verdict | None = None
     listed: bool = False  # the maintenances' watch has brought it
     selected: bool = False  # a policy selects its node

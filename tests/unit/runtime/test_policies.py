@@ -795,6 +795,44 @@ def test_a_deleted_policy_stops_pacing_its_line_once_its_grace_has_passed(monkey
     asyncio.run(run())
 
 
+@pytest.mark.parametrize("then", ["created again", "not created again"])
+def test_an_operator_started_amid_a_replace_holds_while_a_node_is_held_under_the_policy_it_never_saw(
+        then: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Started after the policy was deleted and before its new object came, the operator sees n1 held under a policy
+    that does not exist (the node records it) and cannot tell a replace from a deletion: for DEPARTED_GRACE_SECONDS
+    from its first listing the policies count as unknown, so nothing is taken and nothing removed, and the maintenances
+    say why. The new object ends that at once, with its rules; else the grace does, and n1 follows no policy."""
+    api, told = pool_api(), list[Collection[str] | None]()
+    api.objects[node_path("n1")]["metadata"]["annotations"][nodes.POLICY] = "pool"
+    gone = api.objects.pop(policy_path("pool"))
+
+    async def run() -> None:
+        advance = steered_clock(monkeypatch)
+        policies = Policies(api, "operator-ns", told.append)
+        try:
+            await read(policies)
+            assert policies.unknown().startswith("node n1 is held under NodeMaintenancePolicy pool, which does not exist")
+            assert queued_reason(gate_of(policies, api, "n2")) == "WaitingForPolicies"
+            held = gate_of(policies, api, "n1").terms  # keeps its node and evicts nothing: it has no rules to keep
+            assert "node n1 is held under NodeMaintenancePolicy pool, which does not exist" in held.hold and held.rules is None
+            told.clear()
+            if then == "created again":
+                created_again(api, policies, gone)
+                assert [r.behavior for r in gate_of(policies, api, "n1").terms.rules or ()] == [Behavior.SKIP]
+            else:
+                advance(DEPARTED_GRACE_SECONDS - 1)
+                await asyncio.sleep(0)
+                assert policies.unknown() != "" and None not in told
+                advance(2)
+                await asyncio.sleep(0)
+                await asyncio.sleep(0)
+                assert gate_of(policies, api, "n1").terms == PolicyTerms()
+            assert policies.unknown() == "" and None in told  # every maintenance was told
+        finally:
+            await policies.stop()
+    asyncio.run(run())
+
+
 @pytest.mark.parametrize("since_the_restart", ["written", "not written"])
 def test_the_recovering_nodes_of_a_replaced_policy_keep_their_slots_and_pass_to_its_new_object(since_the_restart: str) -> None:
     """Under waitForHealthy the nodes given back keep their slots while their workloads recover, recorded in the

@@ -61,6 +61,25 @@ class TestLimits:
         found = taking([*others, free("n2"), free("n3")], "n2", "m2", policy=pool(**spec), maintenances=[nm("m1", "n1")])
         assert [broken in f and "node n2 taken by NodeMaintenance m2" in f for f in found] == ([True] if broken else [])
 
+    def test_a_held_node_relabelled_out_of_the_pool_still_counts_against_the_policy_it_was_taken_under(self) -> None:
+        moved = held("n1", holder="m1", labels={"role": "other"})
+        found = taking([moved, free("n2"), free("n3")], "n2", "m2", policy=pool(maxParallel=1), maintenances=[nm("m1", "n1")])
+        assert ["2 nodes in maintenance (n1, n2), maxParallel allows 1 of its 3 nodes" in f for f in found] == [True]
+
+    @pytest.mark.parametrize(("steps_ago", "replaced", "broken"), [(5, False, True), (40, False, False), (5, True, False)])
+    def test_a_policy_deleted_moments_ago_still_paces_its_pool(self, steps_ago: int, replaced: bool, broken: bool) -> None:
+        """Deleted as by kubectl replace --force: for 30 s (docs/policy.md) its line takes no node beyond its limits; a
+        new one of its name governs at once (here with room)."""
+        maintenances = [nm("m1", "n1"), nm("m2", "n2")]
+        paced = State.of(T0, nodes=[held("n1", holder="m1"), free("n2")], policies=[pool(maxParallel=1)], maintenances=maintenances)
+        gone = paced.drop("policies", "p")
+        if replaced:
+            gone = gone.put(policies=[pool(maxParallel=2)])
+        history = [step(paced, gone), *[step(gone, gone)] * steps_ago,
+                   step(gone, gone.put(nodes=[held("n2", holder="m2")]), builders.take_patch(free("n2"), "m2", "p"))]
+        found = violations(history)
+        assert any("2 nodes in maintenance (n1, n2), maxParallel allows 1" in f for f in found) is broken
+
     def test_a_node_already_unavailable_adds_nothing_to_max_unavailable(self) -> None:
         nodes = [free("n1", ready=False), free("n2", ready=False), free("n3")]
         assert taking(nodes, "n2", "m2", policy=pool(maxUnavailable=1)) == []
@@ -152,7 +171,7 @@ class TestRemovals:
 
     @pytest.mark.parametrize(("steps_ago", "broken"), [(5, False), (40, True)])
     def test_a_deleted_policy_s_ladder_rules_its_drains_for_its_grace(self, steps_ago: int, broken: bool) -> None:
-        """A policy deleted (as by kubectl replace --force) keeps ruling its drains for DEPARTED_GRACE_SECONDS."""
+        """A policy deleted (as by kubectl replace --force) keeps ruling its drains for 30 s (docs/policy.md)."""
         status = {"drainStartTime": ago(600)}
         laddered = pool(drain={"escalation": [{"afterSeconds": 300, "action": "DeletePods"}]})
         ruled = State.of(T0, nodes=[held("n1", holder="m1")], pods=[pod("a")], policies=[laddered], maintenances=[nm("m1", "n1", status=status)])
@@ -224,6 +243,18 @@ class TestRemovals:
         assert violations([step(before, after, EVICT("ns/a"))]) == ["PodDisruptionBudget ns/web: 1 healthy pod(s), it demands 2"]
         assert violations([step(before, before, EVICT("ns/a"))]) == []
 
+    @pytest.mark.parametrize(("min_available", "broken"), [(2, ""), (3, "PodDisruptionBudget ns/web: 2 healthy pod(s), it demands 3")])
+    def test_a_deletion_past_the_budget_in_the_same_step_is_not_the_eviction_s_doing(self, min_available: int, broken: str) -> None:
+        """One drain's eviction within the budget and another pod deleted past it by a ladder step that had come, in
+        one simulated second: the budget is short by the deletion, which it was bypassed for."""
+        web = [pod("a", labels={"app": "web"}), pod("b", labels={"app": "web"}), pod("c", labels={"app": "web"}, node="n2")]
+        laddered = pool(drain={"escalation": [{"afterSeconds": 300, "action": "DeletePods"}]})
+        before = State.of(T0, nodes=[held("n1", holder="m1")], pods=web, policies=[laddered],
+                          budgets=[builders.budget("web", labels={"app": "web"}, expected=3, minAvailable=min_available)],
+                          maintenances=[nm("m1", "n1", status={"drainStartTime": ago(600)})])
+        after = before.put(pods=[pod(name, labels={"app": "web"}, deleted_at=ago(0)) for name in ("a", "b")])
+        assert violations([step(before, after, EVICT("ns/a"), EVICT("ns/b", delete=True))]) == ([broken] if broken else [])
+
     def test_an_eviction_is_judged_by_the_budget_as_it_stood_when_asked(self) -> None:
         """A workload scaled up in the same step demands more of pods not Ready yet: the budget's controller's lag."""
         web = [pod("a", labels={"app": "web"}), pod("b", labels={"app": "web"}, node="n2"), pod("c", labels={"app": "web"}, node="n2")]
@@ -269,6 +300,19 @@ class TestHandingBack:
         found = taking([free("n1")], "n1", "m1", maintenances=[nm("m1", "n1", status=ended)])
         assert found == ["node n1: taken again by NodeMaintenance m1, which its timeout ended (onTimeout HandBack gave the node back for good)"]
         assert taking([free("n1")], "n1", "m1") == []
+
+    @pytest.mark.parametrize(("deleted", "broken"), [(False, True), (True, False)])
+    def test_a_maintenance_that_gave_its_node_back_never_takes_it_again_whatever_its_status_says(self, deleted: bool, broken: bool) -> None:
+        """The timeout's hand-back done, the status that records it lost: the hand-back itself says the node went for good.
+        A deleted maintenance gives its node back too, and one of the same name created again is another."""
+        m1 = nm("m1", "n1", uid="first", status={"phase": "Running"}, **({"deleted_at": ago(1)} if deleted else {}))
+        holding = State.of(T0, nodes=[held("n1", holder="m1")], policies=[pool()], maintenances=[m1])
+        back = holding.put(nodes=[free("n1")], maintenances=[nm("m1", "n1", uid="first" if not deleted else "second", status={"phase": "Running"})])
+        again = back.put(nodes=[held("n1", holder="m1")])
+        found = violations([step(holding, back, builders.give_back_patch(held("n1", holder="m1"), "m1")),
+                            step(back, again, builders.take_patch(free("n1"), "m1", "p"))])
+        taken_again = "node n1: taken again by NodeMaintenance m1, which gave it back before while not deleted (only its timeout does that, for good)"
+        assert (taken_again in found) is broken
 
     @pytest.mark.parametrize("ended", [
         {"phase": "Failed", "lastError": "drain timed out after 45s"},
@@ -321,6 +365,18 @@ class TestTurns:
                           maintenances=[older, nm("m2", "n2", status=granted)])
         assert violations([step(before, before.put(nodes=[held("n2", holder="m2")]), builders.take_patch(free("n2"), "m2", "p"))]) == []
 
+    def test_an_older_one_kept_out_of_its_zone_by_another_take_of_the_same_step_is_not_overtaken_by_this_one(self) -> None:
+        """m0 (stamped oldest: a wall clock set back) takes n0 in zone a, which keeps m1 (n1, zone a) waiting; m2 takes
+        n2 in zone b in the same step, with room: m1's wait is m0's doing, and m0 was first in line."""
+        zone = {"a": {**POOL, "zone": "a"}, "b": {**POOL, "zone": "b"}}
+        nodes = [free("n0", labels=zone["a"]), free("n1", labels=zone["a"]), free("n2", labels=zone["b"])]
+        line = [nm("m0", "n0", created=ago(300)), nm("m1", "n1", created=ago(200)), nm("m2", "n2", created=ago(100))]
+        before = State.of(T0, nodes=nodes, maintenances=line,
+                          policies=[pool(maxParallel=2, topologyLimits=[{"topologyKey": "zone", "maxParallel": 1}])])
+        after = before.put(nodes=[held("n0", holder="m0", labels=zone["a"]), held("n2", holder="m2", labels=zone["b"])])
+        both = [builders.take_patch(free("n0", labels=zone["a"]), "m0", "p"), builders.take_patch(free("n2", labels=zone["b"]), "m2", "p")]
+        assert violations([step(before, after, *both)]) == []
+
     def test_an_older_one_taking_its_own_node_in_the_same_step_is_not_overtaken(self) -> None:
         line = [nm("m1", "n1", created=ago(200)), nm("m2", "n2", created=ago(100))]
         before = State.of(T0, nodes=list(self.NODES), policies=[pool(maxParallel=2)], maintenances=line)
@@ -361,6 +417,76 @@ class TestRecovery:
         before = State.of(T0, nodes=[free("n1")], policies=[pool(waitForHealthy=True, status={"recovering": [entry]})], replicasets=[replicaset(3)])
         after = before.put(policies=[pool(waitForHealthy=True, status={"recovering": []})], replicasets=[replicaset(2)])
         assert violations([step(before, after)]) == []
+
+
+def replicaset(name: str, available: int, replicas: int = 3) -> dict[str, Any]:
+    """ReplicaSet ns/``name`` of ``replicas``, ``available`` of them available."""
+    return {"metadata": {"name": name, "namespace": "ns", "generation": 1}, "spec": {"replicas": replicas},
+            "status": {"observedGeneration": 1, "availableReplicas": available}}
+
+
+def at(seconds: int) -> datetime.datetime:
+    return T0 + datetime.timedelta(seconds=seconds)
+
+
+class TestGivenBack:
+    """A node given back under waitForHealthy keeps its slot as the history shows it, whatever the policy's status says:
+    here the operator never writes status.recovering."""
+
+    WAITING = pool(maxParallel=1, waitForHealthy=True, waitForHealthySeconds=120)
+
+    def maintained(self, state: State, holder: str, evicted: dict[str, Any], unhealthy: dict[str, Any], since: int) -> list[Any]:
+        """The steps in which ``holder`` takes n1, evicts ``evicted`` (its workload then ``unhealthy``), is deleted and gives
+        n1 back at ``since`` seconds."""
+        key = f"ns/{evicted['metadata']['name']}"
+        with_it = state.put(at(since - 2), maintenances=[nm(holder, "n1")], pods=[evicted])
+        taken = with_it.put(nodes=[held("n1", holder=holder)])
+        drained = taken.put(at(since - 1), replicasets=[unhealthy]).drop("pods", key)
+        back = drained.put(at(since), nodes=[free("n1")]).drop("maintenances", holder)
+        return [step(with_it, taken, builders.take_patch(free("n1"), holder, "p")),
+                step(taken, drained, EVICT(key, maintenance=holder)),
+                step(drained, back, builders.give_back_patch(held("n1", holder=holder), holder))]
+
+    def take_n2(self, steps: list[Any], seconds: int, **changes: Any) -> list[str]:
+        """``steps``, then time passing to ``seconds`` with ``changes``, then m2 taking n2 under maxParallel 1."""
+        last = steps[-1].after
+        now = last.put(at(seconds), **changes)
+        steps = [*steps, step(last, now), step(now, now.put(nodes=[held("n2", holder="m2")]), builders.take_patch(free("n2"), "m2", "p"))]
+        return violations(steps)
+
+    def start(self, policy: dict[str, Any] | None = None) -> State:
+        return State.of(T0, nodes=[free("n1"), free("n2"), free("n3")], policies=[policy or self.WAITING], maintenances=[nm("m2", "n2")],
+                        replicasets=[replicaset("web", 3), replicaset("db", 1, 1)])
+
+    def first(self, policy: dict[str, Any] | None = None) -> list[Any]:
+        """m1 evicts a web pod and gives n1 back at 10 s, web 2 of 3 available."""
+        return self.maintained(self.start(policy), "m1", pod("a", owner_name="web", node="n1"), replicaset("web", 2), 10)
+
+    def test_a_node_given_back_with_nothing_recorded_still_keeps_its_slot(self) -> None:
+        (found,) = self.take_n2(self.first(), 60)
+        assert "node n2 taken by NodeMaintenance m2; NodeMaintenancePolicy p: 2 nodes in maintenance (n1, n2), maxParallel allows 1" in found
+
+    @pytest.mark.parametrize(("case", "seconds", "changes"), [
+        ("healthy again", 60, {"replicasets": [replicaset("web", 3)]}),
+        ("the cap passed", 131, {}),
+        ("the policy replaced", 60, {"policies": [{**WAITING, "metadata": {"name": "p", "uid": "another"}}]}),
+        ("the policy no longer waits", 60, {"policies": [pool(maxParallel=1)]}),
+    ])
+    def test_its_slot_is_free_once(self, case: str, seconds: int, changes: dict[str, Any]) -> None:
+        assert self.take_n2(self.first(), seconds, **changes) == []
+
+    def test_nothing_is_kept_without_waitForHealthy_when_given_back(self) -> None:
+        assert self.take_n2(self.first(pool(maxParallel=1)), 60) == []
+
+    @pytest.mark.parametrize(("db_healthy", "seconds", "kept"), [(True, 200, True), (False, 200, True), (True, 250, False)])
+    def test_a_node_maintained_again_while_recovering_waits_for_both_drains_workloads_from_its_new_hand_back(
+            self, db_healthy: bool, seconds: int, kept: bool) -> None:
+        """Given back at 10 s (web unhealthy), taken again by m3, which evicts a db pod and gives n1 back at 120 s: the
+        slot is kept for web, still unhealthy, until 240 s, although the first hand-back's cap passed at 130 s."""
+        steps = self.first()
+        steps += self.maintained(steps[-1].after, "m3", pod("d", owner_name="db", node="n1"), replicaset("db", 0, 1), 120)
+        found = self.take_n2(steps, seconds, replicasets=[replicaset("db", 1 if db_healthy else 0, 1)])
+        assert [("2 nodes in maintenance (n1, n2)" in f) for f in found] == ([True] if kept else [])
 
 
 class TestSettled:

@@ -127,9 +127,11 @@ class Policies:
         # One that holds its node, as the policies' watches show them, is decided on its own: no line decides it.
         holds = kept is not None and not kept["metadata"].get("deletionTimestamp") and own is not None and nodes.holder_of(own) == name
         verdict = None
-        if not why or (watches.synced() and nodes.holder_of(dict(shown)) == name):  # a holder keeps the rules last read
+        # A holder keeps the rules last read, unless its node was taken under a policy this operator never saw.
+        kept_rules = watches.synced() and watches.never_seen(shown) is None
+        if not why or (kept_rules and nodes.holder_of(dict(shown)) == name):
             verdict = line.holding(policies, own, now) if holds and own is not None else self.decisions.decision().verdicts.get(name)
-        return terms.Seen(node=shown, unknown=why, served=True, synced=watches.synced(), verdict=verdict, listed=kept is not None,
+        return terms.Seen(node=shown, unknown=why, served=True, synced=kept_rules, verdict=verdict, listed=kept is not None,
                           selected=bool(model.governing(policies, shown)), operator_namespace=self.namespace,
                           pre_drain_job=watches.job(verdict.policy.hook_namespace(hooks.PRE_DRAIN), hooks.job_name(hooks.PRE_DRAIN, body))
                           if verdict is not None and verdict.policy is not None else None)

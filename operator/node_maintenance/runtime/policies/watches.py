@@ -11,7 +11,11 @@ read it as if it were still there, and the nodes its status records as recoverin
 without the grace its line would take every node at once in between and its drains would lose their rules. The new
 object ends the grace at once (its spec governs) and carries the old one's status until it has one of its own; a
 deliberate delete ends the policy's pacing once the grace has passed. The grace is kept in memory only: an operator
-started again knows nothing of a policy deleted before, which leaves a replace's own gap (about a second) unpaced.
+started again knows nothing of a policy deleted before. What it can see is a node held under a policy that does not
+exist (the node records the policy it was taken under): a replace under way, or a deletion it missed, it cannot tell
+which, so for DEPARTED_GRACE_SECONDS from its first listing it holds (the policies count as unknown: no node is taken,
+no pod removed), and the maintenances say why. A policy deleted while the operator was down with no node held under it
+leaves nothing to tell it by: its line goes unpaced for the replace's own gap (about a second).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Any, Protocol
 from node_maintenance.api.paths import jobs_path, nm_path, node_path, policy_path
 from node_maintenance.client.protocol import KubeApi
 from node_maintenance.client.watch import Mirror
+from node_maintenance.drain.nodes import holder_of, policy_of
 from node_maintenance.policy import hooks, model
 
 # How long a policy deleted still paces and protects what it governs: many times the gap of a replace, short enough
@@ -80,6 +85,10 @@ class PolicyWatches:
         self._seen: dict[str, dict[str, Any]] = {}  # the policies as last seen: what a deletion took away
         self._departed: dict[str, Departed] = {}  # the policies deleted within their grace, by key
         self._carried: dict[str, dict[str, Any]] = {}  # the status of the policy a new one of its name replaced, until it has its own
+        self._ever_seen: set[str] = set()  # the names of every policy listed or watched since the start
+        self._unseen: str | None = None  # why a held node's policy is missing ("" none; None: not looked at since a change)
+        self._first_known: float | None = None  # when every watch had first listed, on the loop's clock
+        self._unseen_grace: asyncio.TimerHandle | None = None  # tells everyone when the first listing's grace ends
 
     def start(self) -> list[asyncio.Task[None]]:
         return [asyncio.create_task(m.run(), name=f"policy {kind} watch") for kind, m in self.mirrors.items()]
@@ -88,6 +97,8 @@ class PolicyWatches:
         for departed in self._departed.values():
             departed.grace.cancel()
         self._departed = {}
+        if self._unseen_grace is not None:
+            self._unseen_grace.cancel()
 
     # ----------------------------------------------------------------- what is known
     def synced(self) -> bool:
@@ -100,7 +111,47 @@ class PolicyWatches:
                 return f"the {kind} have not been listed yet" + (f" ({mirror.failure})" if mirror.failure else "")
             if mirror.failure:
                 return f"the watch of {kind} failed: {mirror.failure}"
-        return ""
+        return self._unseen_departure()
+
+    def _unseen_departure(self) -> str:
+        """Within DEPARTED_GRACE_SECONDS of the first listing, why a node is held under a policy that does not exist and
+        that this operator never saw ("" when none is): deleted before it started, maybe by a replace whose new object
+        comes in a moment. Looked at again only after a change while one is found (once none is, a node can only be
+        taken under a policy that exists)."""
+        loop = asyncio.get_running_loop()
+        if self._first_known is None:
+            self._first_known = loop.time()
+        elif loop.time() - self._first_known >= DEPARTED_GRACE_SECONDS:
+            return ""
+        if self._unseen is None:
+            self._unseen = next((f"node {n['metadata']['name']} is held under NodeMaintenancePolicy {recorded}, which does not exist: "
+                                 f"created again by a replace, it governs at once; deleted, nothing waits for it after "
+                                 f"{DEPARTED_GRACE_SECONDS:.0f}s from the operator's start"
+                                 for n in self.objects(Watched.NODES).values() if (recorded := self.never_seen(n))), "")
+            if self._unseen and self._unseen_grace is None:
+                self._unseen_grace = loop.call_at(self._first_known + DEPARTED_GRACE_SECONDS, self._unseen_grace_ended)
+        return self._unseen
+
+    def never_seen(self, node: Mapping[str, Any]) -> str | None:
+        """The policy a held node records when none of its name exists, is within its grace or was seen since the
+        start; None otherwise. Its holder has no rules last read to keep while the policies are unknown."""
+        recorded = policy_of(dict(node)) if holder_of(dict(node)) else None
+        if recorded is None or recorded in self._ever_seen or any(p.name == recorded for p in self.policies()):
+            return None
+        return recorded
+
+    def _unseen_grace_ended(self) -> None:
+        if self._unseen:
+            self._unseen = ""
+            self.listener.changed_all()
+
+    def _unseen_cleared(self) -> bool:
+        """After a change of a node or a policy: whether the missing policy a held node named is no longer missing
+        (everyone may go on, and is told)."""
+        if not self._unseen:
+            return False
+        self._unseen = None
+        return not self._unseen_departure()
 
     def objects(self, kind: Watched) -> Mapping[str, dict[str, Any]]:
         return self.mirrors[kind].objects
@@ -161,12 +212,16 @@ class PolicyWatches:
         policies write themselves every second while maintenances come and go, decides nothing."""
         policies = self.objects(Watched.POLICIES)
         self._follow_departures(policies)
+        self._ever_seen |= {p["metadata"]["name"] for p in policies.values()}
         policy = policies.get(key) if key is not None else None
         if policy is not None and self._generations.get(key or "") == policy["metadata"].get("generation"):
             return
         self._generations = {k: p["metadata"].get("generation", 0) for k, p in policies.items()}
         self._governing, self._parsed = None, None
-        self.listener.changed(key, set())
+        if self._unseen_cleared():
+            self.listener.changed_all()
+        else:
+            self.listener.changed(key, set())
 
     def _follow_departures(self, policies: Mapping[str, dict[str, Any]]) -> None:
         """Those deleted (or no longer listed) begin their grace; those back (created again, or listed) end it and
@@ -198,7 +253,10 @@ class PolicyWatches:
             self._governing.pop(name, None)
         elif self._governing is not None and node is not None:
             self._governing[name] = model.governing(self.policies(), node)
-        self.listener.changed(key, set(self._on_node.get(name, ())))
+        if self._unseen_cleared():
+            self.listener.changed_all()
+        else:
+            self.listener.changed(key, set(self._on_node.get(name, ())))
 
     def _maintenance_changed(self, key: str | None) -> None:
         """A NodeMaintenance came, changed its place or went: it is told, and those whose standing it changed."""

@@ -1,0 +1,113 @@
+"""The nodes still recovering, reckoned from what happened rather than from what the operator wrote down.
+
+A node given back under a policy's waitForHealthy keeps its slot until the workloads its drain evicted are healthy
+again or waitForHealthySeconds have passed since. The operator keeps that list in the policy's status.recovering; a
+write it skips or loses (a hand-back by timeout that records nothing, an entry dropped by a race, evictions recorded
+after they were done and then lost) would leave the list short, and a count read from it would be short alike. So the
+limits count these nodes too, found by walking the history:
+
+- a drain's removals under a policy waiting for health name the workloads of the pods removed (as the operator's
+  ``drain.evicted.workloads_of`` defines them: the budgets covering a pod, else the ReplicaSet or StatefulSet owning it);
+- the node patch that removes the holder record gives the node back: from then on it recovers, waiting for those
+  workloads and for any an earlier hand-back of the node still waited for (a node maintained again while recovering);
+- the recovery ends the first time every workload is healthy at a step's start or end (``policy.health.unhealthy``),
+  once its cap has passed on the latest wall clock seen (a clock set back lengthens no wait), or when its policy is
+  gone, replaced or stops waiting for health (its entry goes with it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from node_maintenance.drain import budgets
+from node_maintenance.drain.evicted import Workload, workloads_of
+from node_maintenance.drain.nodes import holder_of
+from node_maintenance.policy import health, model
+from simulation import counting
+from simulation.history import ActionKind, History, State, Step
+from simulation.recovery import workload_object
+
+
+@dataclass(frozen=True)
+class Recovering:
+    """A node given back under ``policy`` (its uid) at ``since``, waiting for ``workloads``."""
+
+    policy: str
+    uid: str
+    since: float  # the wall clock, as seconds since the epoch
+    cap: int
+    workloads: frozenset[Workload]
+
+
+def recovering(history: History) -> dict[str, set[str]]:
+    """The nodes recovering when the newest step began, by the name of the policy that waits for them."""
+    drained: dict[str, set[Workload]] = {}  # node → the workloads its current holder's drain removed pods of
+    ongoing: dict[str, Recovering] = {}
+    latest = 0.0
+    for st in history[:-1]:
+        latest = max(latest, _seconds(st.before), _seconds(st.after))
+        _drain(st, drained)
+        for node, given in _given_back(st, drained, ongoing).items():
+            ongoing[node] = given
+        ongoing = {node: r for node, r in ongoing.items() if not _ended(r, st, latest)}
+    found: dict[str, set[str]] = {}
+    for node, r in ongoing.items():
+        found.setdefault(r.policy, set()).add(node)
+    return found
+
+
+def _seconds(state: State) -> float:
+    return state.at.timestamp()
+
+
+def _drain(st: Step, drained: dict[str, set[Workload]]) -> None:
+    """Adds the workloads of the pods this step removed under a policy waiting for health to their node's drain; a
+    take starts a new drain."""
+    for take in st.takes():
+        drained[take.node] = set()
+    for action in st.of_kind(ActionKind.EVICTION, ActionKind.POD_DELETE):
+        pod = st.before.pods.get(action.key) or st.after.pods.get(action.key)
+        node = ((pod or {}).get("spec") or {}).get("nodeName")
+        if pod is None or node is None or not _waiting_policies(st.before, node):
+            continue
+        covering = [key for key, budget in st.before.budgets.items() if budgets.covers(dict(budget), dict(pod))]
+        drained.setdefault(node, set()).update(workloads_of(covering, pod))
+
+
+def _waiting_policies(state: State, node: str) -> list[model.Policy]:
+    governing = set(counting.governed_by(state, node))
+    return [p for p in counting.policies(state) if p.name in governing and p.wait_for_healthy]
+
+
+def _given_back(st: Step, drained: dict[str, set[Workload]], ongoing: Mapping[str, Recovering]) -> dict[str, Recovering]:
+    """The nodes this step gave back (a node patch removing the holder record of the one holding it), each recovering
+    under the first policy governing it that waits for health."""
+    found = {}
+    for action in st.of_kind(ActionKind.NODE_PATCH):
+        written, holder = action.holder_written
+        if not written or holder is not None or holder_of(dict(st.before.nodes.get(action.key) or {})) is None:
+            continue
+        workloads = drained.pop(action.key, set())
+        policies = _waiting_policies(st.before, action.key)
+        if not policies:
+            continue
+        policy = policies[0]
+        earlier = ongoing.get(action.key)
+        if earlier is not None and earlier.policy == policy.name:
+            workloads |= earlier.workloads
+        if workloads:
+            uid = str((st.before.policies[policy.name].get("metadata") or {}).get("uid", ""))
+            found[action.key] = Recovering(policy.name, uid, min(_seconds(st.before), _seconds(st.after)),
+                                           policy.wait_for_healthy_seconds, frozenset(workloads))
+    return found
+
+
+def _ended(r: Recovering, st: Step, latest: float) -> bool:
+    body = st.after.policies.get(r.policy)
+    if body is None or str((body.get("metadata") or {}).get("uid", "")) != r.uid or not model.Policy.of(body).wait_for_healthy:
+        return True
+    if latest - r.since >= r.cap:
+        return True
+    return any(not any(health.unhealthy(w, workload_object(state, w)) for w in r.workloads) for state in (st.before, st.after))
+
