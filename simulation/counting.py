@@ -31,12 +31,17 @@ def policies(state: State) -> list[model.Policy]:
 def with_departed(history: History, state: State) -> State:
     """``state`` with each policy deleted within REPLACE_GRACE_SECONDS before it put back as last seen, unless one of its
     name exists again (a replace: the new one governs at once). Two steps short of the grace: the operator counts it on
-    its own clock, from when its watch brought the deletion. An operator restarted meanwhile knows nothing of the policy
-    deleted (the search restarts none within a replace's gap)."""
+    its own clock, from when its watch brought the deletion. One deleted before the operator (restarted) could list it
+    is not, since nothing tells of it, unless a node in ``state`` is held under it (docs/policy.md: the operator then
+    holds)."""
+    recent = history[-int(REPLACE_GRACE_SECONDS / STEP_SECONDS) + 2:]
+    start = max((i for i, st in enumerate(recent) if st.started), default=0)
+    recorded = {policy_of(dict(node)) for name, node in state.nodes.items() if state.holder(name)}
+    listed = {name for st in recent[start:] for name in st.after.policies}  # what it could have listed since it started
     departed: dict[str, Any] = {}
-    for st in reversed(history[-int(REPLACE_GRACE_SECONDS / STEP_SECONDS) + 2:]):
+    for st in reversed(recent):
         for name, body in st.before.policies.items():
-            if name not in state.policies:
+            if name not in state.policies and (name in listed or name in recorded):
                 departed.setdefault(name, body)
     return state.put(policies=list(departed.values())) if departed else state
 

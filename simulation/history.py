@@ -122,6 +122,7 @@ class Step:
     before: State
     actions: tuple[Action, ...]
     after: State
+    started: bool = False  # the operator (re)started just before this step: it knew nothing of the states before
 
     def takes(self) -> list[Take]:
         """The nodes whose holder record a node patch of this step set to another NodeMaintenance than the one before."""
@@ -143,9 +144,10 @@ class Step:
 History = Sequence[Step]
 
 
-def step(before: State, after: State, *actions: Action) -> Step:
-    """A step from ``before`` to ``after`` by ``actions``, for tests and the simulation alike."""
-    return Step(before=before, actions=tuple(actions), after=after)
+def step(before: State, after: State, *actions: Action, started: bool = False) -> Step:
+    """A step from ``before`` to ``after`` by ``actions`` (``started``: the operator started just before it), for tests
+    and the simulation alike."""
+    return Step(before=before, actions=tuple(actions), after=after, started=started)
 
 
 def last_free(history: History, node_name: str) -> Obj | None:

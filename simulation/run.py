@@ -34,6 +34,7 @@ class Simulation:
         self.violations: list[str] = []
         self._tasks: list[asyncio.Task[Any]] = []
         self.raised = Raised()
+        self._started = False  # the operator started since the last step
 
     def __enter__(self) -> Simulation:
         logging.getLogger().addHandler(self.raised)
@@ -53,6 +54,7 @@ class Simulation:
         self.time.__exit__(*exc)
 
     def start_operator(self) -> None:
+        self._started = True
         self.process = Process(self.api)
         self.time.run(_started(self.process))
 
@@ -71,7 +73,8 @@ class Simulation:
             self.violations.append(f"at {self.time.now():%H:%M:%S}: nothing spins: {spin}")
             raise AssertionError("\n".join(self.violations)) from spin
         after = recorder.state(self.api)
-        self.history.append(Step(before=before, actions=recorder.actions(self.api.writes[written:], before), after=after))
+        self.history.append(Step(before=before, actions=recorder.actions(self.api.writes[written:], before), after=after, started=self._started))
+        self._started = False
         found = [*invariants.violations(self.history), *self.raised.taken()]
         self.violations += [f"at {after.at:%H:%M:%S}: {v}" for v in found]
         return found

@@ -3,8 +3,10 @@ one closes, when the next opens.
 
 A window opens each time its cron schedule fires (``cronsim``, in its IANA time zone, with cronsim's DST rules: a
 time skipped by spring-forward fires at the first minute after the jump, a time repeated by fall-back fires once)
-and stays open for its duration, counted in elapsed time from that instant: ``3h`` from 01:00 on a fall-back night
-closes at 03:00 wall-clock, 3 hours later. Windows that overlap or touch are one: open until the last of them ends.
+and stays open for its duration on the wall clock of that time zone, as an admin reads it: "Friday 22:00 + 56h" closes
+Monday 06:00 whatever daylight-saving change falls between (``3h`` from 01:00 on a fall-back night closes at 04:00,
+4 hours later). A close time the spring change skips closes at the jump, the first time after it; one the autumn
+change repeats closes at its first occurrence. Windows that overlap or touch are one: open until the last of them ends.
 """
 
 from __future__ import annotations
@@ -91,10 +93,29 @@ class Window:
         start = (now.replace(microsecond=0) + datetime.timedelta(seconds=1)).astimezone(self.zone)
         return next(CronSim(self.schedule, start, reverse=True)).astimezone(datetime.UTC)
 
+    def closes(self, opened: datetime.datetime) -> datetime.datetime:
+        """When it closes, having opened at ``opened``: its duration added to the wall clock of its time zone (UTC)."""
+        return _instant(self.zone, opened.astimezone(self.zone).replace(tzinfo=None) + self.duration)
+
     def openings_after(self, instant: datetime.datetime) -> Iterable[datetime.datetime]:
         """When it opens, strictly after ``instant``, in UTC."""
         for opened in CronSim(self.schedule, instant.astimezone(self.zone)):
             yield opened.astimezone(datetime.UTC)
+
+
+def _instant(zone: ZoneInfo, wall: datetime.datetime) -> datetime.datetime:
+    """The instant (UTC) the wall clock of ``zone`` reads ``wall`` (naive): its first occurrence when the autumn change
+    repeats it; the instant of the jump when the spring change skips it (found by halving the span the two readings of
+    a skipped time leave, down to the microsecond)."""
+    first = wall.replace(tzinfo=zone, fold=0).astimezone(datetime.UTC)
+    if first.astimezone(zone).replace(tzinfo=None) == wall:
+        return first
+    before, after = wall.replace(tzinfo=zone, fold=1).astimezone(datetime.UTC), first  # the jump lies in (before, after]
+    offset = before.astimezone(zone).utcoffset()
+    while after - before > datetime.timedelta(microseconds=1):
+        middle = before + (after - before) / 2
+        before, after = (middle, after) if middle.astimezone(zone).utcoffset() == offset else (before, middle)
+    return after
 
 
 def parse(specs: Sequence[Mapping[str, Any]]) -> tuple[tuple[Window, ...], tuple[str, ...]]:
@@ -126,20 +147,21 @@ class WindowState:
 def state_at(windows: Sequence[Window], now: datetime.datetime) -> WindowState:
     """Where ``windows`` stand at ``now`` (aware). The open one's end follows, in order, every window opening before
     the end found so far."""
-    ends = [end for w in windows if (end := w.last_opened(now) + w.duration) > now]
+    ends = [end for w in windows if (end := w.closes(w.last_opened(now))) > now]
     if not ends:
         return WindowState(open=False, next_opens=_next_opening(windows, now))
     closes = max(ends)
     merged = heapq.merge(*(_spans(w, now) for w in windows))
-    for opened, duration in itertools.islice(merged, CHAIN_LOOKAHEAD):
+    for opened, ends_at in itertools.islice(merged, CHAIN_LOOKAHEAD):
         if opened > closes:
             break
-        closes = max(closes, opened + duration)
+        closes = max(closes, ends_at)
     return WindowState(open=True, closes=closes, next_opens=_next_opening(windows, closes))
 
 
-def _spans(window: Window, after: datetime.datetime) -> Iterable[tuple[datetime.datetime, datetime.timedelta]]:
-    return ((opened, window.duration) for opened in window.openings_after(after))
+def _spans(window: Window, after: datetime.datetime) -> Iterable[tuple[datetime.datetime, datetime.datetime]]:
+    """Each opening after ``after`` with its close."""
+    return ((opened, window.closes(opened)) for opened in window.openings_after(after))
 
 
 def _next_opening(windows: Sequence[Window], after: datetime.datetime) -> datetime.datetime | None:

@@ -56,16 +56,36 @@ def test_a_window_in_the_hour_spring_forward_skips_opens_right_after_the_jump() 
     assert window_state(early, utc(2026, 3, 29, 2)).next_opens == utc(2026, 3, 30, 0, 30)  # 02:30 CEST the day after
 
 
-def test_a_window_across_the_fall_back_hour_lasts_its_duration_in_elapsed_time() -> None:
+def test_a_window_across_the_fall_back_hour_lasts_its_duration_on_the_wall_clock() -> None:
     # 25 October 2026, Europe/Berlin: 03:00 CEST falls back to 02:00 CET, so the night has 25 hours.
     night = [{"schedule": "0 1 * * *", "duration": "3h", "timeZone": "Europe/Berlin"}]
     opened = utc(2026, 10, 24, 23)  # 01:00 CEST
-    assert window_state(night, opened) == windows.WindowState(True, utc(2026, 10, 25, 2), utc(2026, 10, 26, 0))  # 03:00 CET, 3 h later
+    assert window_state(night, opened) == windows.WindowState(True, utc(2026, 10, 25, 3), utc(2026, 10, 26, 0))  # 04:00 CET, as read
     assert window_state(night, utc(2026, 10, 25, 1, 30)).open  # 02:30 CET, the second 02:30 of the night
     # A window opening in the repeated hour opens once, at its first occurrence.
     repeated = [{"schedule": "30 2 * * *", "duration": "30m", "timeZone": "Europe/Berlin"}]
     assert window_state(repeated, utc(2026, 10, 24, 12)).next_opens == utc(2026, 10, 25, 0, 30)  # 02:30 CEST
-    assert window_state(repeated, utc(2026, 10, 25, 1, 30)) == windows.WindowState(False, next_opens=utc(2026, 10, 26, 1, 30))  # not at 02:30 CET
+    # At 02:30 CET it is still the window opened at 02:30 CEST, open until the wall clock reads 03:00 (CET): it does not
+    # open a second time.
+    assert window_state(repeated, utc(2026, 10, 25, 1, 30)) == windows.WindowState(True, utc(2026, 10, 25, 2), utc(2026, 10, 26, 1, 30))
+
+
+@pytest.mark.parametrize(("friday", "closes"), [
+    (utc(2026, 3, 27, 21), utc(2026, 3, 30, 4)),  # spring: Friday 22:00 CET, Monday 06:00 CEST (55 h later)
+    (utc(2026, 10, 23, 20), utc(2026, 10, 26, 5)),  # autumn: Friday 22:00 CEST, Monday 06:00 CET (57 h later)
+    (utc(2026, 1, 16, 21), utc(2026, 1, 19, 5)),  # no change between: 56 h
+], ids=["spring", "autumn", "winter"])
+def test_a_weekend_window_closes_on_monday_at_06_00_whatever_daylight_saving_change_falls_in_it(
+        friday: datetime.datetime, closes: datetime.datetime) -> None:
+    """The policy guide's "Friday 22:00 + 56h, until Monday 06:00": the duration is read on the wall clock."""
+    weekend = [{"schedule": "0 22 * * 5", "duration": "56h", "timeZone": "Europe/Berlin"}]
+    assert window_state(weekend, friday).closes == closes
+
+
+def test_a_window_whose_close_the_spring_change_skips_closes_at_the_jump() -> None:
+    # 29 March 2026, Europe/Berlin: 02:00 CET jumps to 03:00 CEST; a window from 23:30 for 3 h would close at 02:30.
+    late = [{"schedule": "30 23 * * 6", "duration": "3h", "timeZone": "Europe/Berlin"}]
+    assert window_state(late, utc(2026, 3, 28, 22, 30)).closes == utc(2026, 3, 29, 1)  # 03:00 CEST, the first time after the jump
 
 
 def test_overlapping_windows_are_open_until_the_latest_end_of_the_chain() -> None:

@@ -61,21 +61,34 @@ class TestLimits:
         found = taking([*others, free("n2"), free("n3")], "n2", "m2", policy=pool(**spec), maintenances=[nm("m1", "n1")])
         assert [broken in f and "node n2 taken by NodeMaintenance m2" in f for f in found] == ([True] if broken else [])
 
+    def test_a_policy_deleted_before_the_restarted_operator_could_list_it_paces_nothing(self) -> None:
+        """Started, and the policy deleted before the operator's first step, with no node held under it: nothing told the
+        operator of it (docs/policy.md, "Deleting or replacing a policy")."""
+        maintenances = [nm("m1", "n1"), nm("m2", "n2")]
+        paced = State.of(T0, nodes=[free("n1"), free("n2")], policies=[pool(maxParallel=1)], maintenances=maintenances)
+        gone = paced.drop("policies", "p")
+        both = gone.put(nodes=[held("n1", holder="m1", policy=None), held("n2", holder="m2", policy=None)])
+        takes = [builders.take_patch(free("n1"), "m1"), builders.take_patch(free("n2"), "m2")]
+        assert violations([step(paced, paced), step(gone, both, *takes, started=True)]) == []
+        assert violations([step(paced, paced, started=True), step(gone, both, *takes)]) != []  # it had a step to list it
+
     def test_a_held_node_relabelled_out_of_the_pool_still_counts_against_the_policy_it_was_taken_under(self) -> None:
         moved = held("n1", holder="m1", labels={"role": "other"})
         found = taking([moved, free("n2"), free("n3")], "n2", "m2", policy=pool(maxParallel=1), maintenances=[nm("m1", "n1")])
         assert ["2 nodes in maintenance (n1, n2), maxParallel allows 1 of its 3 nodes" in f for f in found] == [True]
 
-    @pytest.mark.parametrize(("steps_ago", "replaced", "broken"), [(5, False, True), (40, False, False), (5, True, False)])
-    def test_a_policy_deleted_moments_ago_still_paces_its_pool(self, steps_ago: int, replaced: bool, broken: bool) -> None:
+    @pytest.mark.parametrize(("steps_ago", "replaced", "restarted", "broken"), [
+        (5, False, False, True), (40, False, False, False), (5, True, False, False), (5, False, True, True)])
+    def test_a_policy_deleted_moments_ago_still_paces_its_pool(self, steps_ago: int, replaced: bool, restarted: bool, broken: bool) -> None:
         """Deleted as by kubectl replace --force: for 30 s (docs/policy.md) its line takes no node beyond its limits; a
-        new one of its name governs at once (here with room)."""
+        new one of its name governs at once (here with room). An operator started just before the deletion holds too:
+        n1 is held under the policy, which it never saw."""
         maintenances = [nm("m1", "n1"), nm("m2", "n2")]
         paced = State.of(T0, nodes=[held("n1", holder="m1"), free("n2")], policies=[pool(maxParallel=1)], maintenances=maintenances)
         gone = paced.drop("policies", "p")
         if replaced:
             gone = gone.put(policies=[pool(maxParallel=2)])
-        history = [step(paced, gone), *[step(gone, gone)] * steps_ago,
+        history = [step(paced, paced), step(paced, gone, started=restarted), *[step(gone, gone)] * steps_ago,
                    step(gone, gone.put(nodes=[held("n2", holder="m2")]), builders.take_patch(free("n2"), "m2", "p"))]
         found = violations(history)
         assert any("2 nodes in maintenance (n1, n2), maxParallel allows 1" in f for f in found) is broken

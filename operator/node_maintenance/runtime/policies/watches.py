@@ -12,16 +12,17 @@ without the grace its line would take every node at once in between and its drai
 object ends the grace at once (its spec governs) and carries the old one's status until it has one of its own; a
 deliberate delete ends the policy's pacing once the grace has passed. The grace is kept in memory only: an operator
 started again knows nothing of a policy deleted before. What it can see is a node held under a policy that does not
-exist (the node records the policy it was taken under): a replace under way, or a deletion it missed, it cannot tell
-which, so for DEPARTED_GRACE_SECONDS from its first listing it holds (the policies count as unknown: no node is taken,
-no pod removed), and the maintenances say why. A policy deleted while the operator was down with no node held under it
-leaves nothing to tell it by: its line goes unpaced for the replace's own gap (about a second).
+exist (the node records the policy it was taken under), or a maintenance whose status says it stood in a policy's line
+while no policy selects its node: a replace under way, or a change it missed, it cannot tell which, so for
+DEPARTED_GRACE_SECONDS from its first listing it holds (the policies count as unknown: no node is taken, no pod removed),
+and the maintenances say why.
 """
 
 from __future__ import annotations
 
 import asyncio
 import enum
+import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -88,6 +89,7 @@ class PolicyWatches:
         self._ever_seen: set[str] = set()  # the names of every policy listed or watched since the start
         self._unseen: str | None = None  # why a held node's policy is missing ("" none; None: not looked at since a change)
         self._first_known: float | None = None  # when every watch had first listed, on the loop's clock
+        self._queued_at_start: dict[str, str] = {}  # the maintenances then standing in a policy's line, and their nodes
         self._unseen_grace: asyncio.TimerHandle | None = None  # tells everyone when the first listing's grace ends
 
     def start(self) -> list[asyncio.Task[None]]:
@@ -114,20 +116,30 @@ class PolicyWatches:
         return self._unseen_departure()
 
     def _unseen_departure(self) -> str:
-        """Within DEPARTED_GRACE_SECONDS of the first listing, why a node is held under a policy that does not exist and
-        that this operator never saw ("" when none is): deleted before it started, maybe by a replace whose new object
-        comes in a moment. Looked at again only after a change while one is found (once none is, a node can only be
-        taken under a policy that exists)."""
+        """Within DEPARTED_GRACE_SECONDS of the first listing, why a policy this operator never saw may be missing ("" when
+        none is): a node held under a policy that does not exist, or a maintenance that stood in a policy's line whose
+        node no policy selects; deleted before it started, maybe by a replace whose new object comes in a moment. Looked
+        at again only after a change while one is found (once none is, a node is taken and a maintenance queued only
+        under a policy this operator sees)."""
         loop = asyncio.get_running_loop()
         if self._first_known is None:
             self._first_known = loop.time()
+            # As the last operator left them: the statuses are written again from now on, by what this one decides.
+            self._queued_at_start = {m["metadata"]["name"]: m["spec"].get("nodeName") or "" for m in self.objects(Watched.MAINTENANCES).values()
+                                     if model.in_line(m) and not m["metadata"].get("deletionTimestamp")}
         elif loop.time() - self._first_known >= DEPARTED_GRACE_SECONDS:
             return ""
         if self._unseen is None:
-            self._unseen = next((f"node {n['metadata']['name']} is held under NodeMaintenancePolicy {recorded}, which does not exist: "
-                                 f"created again by a replace, it governs at once; deleted, nothing waits for it after "
-                                 f"{DEPARTED_GRACE_SECONDS:.0f}s from the operator's start"
-                                 for n in self.objects(Watched.NODES).values() if (recorded := self.never_seen(n))), "")
+            after = (f"created again by a replace, it governs at once; else nothing waits for it after {DEPARTED_GRACE_SECONDS:.0f}s "
+                     "from the operator's start")
+            held = (f"node {n['metadata']['name']} is held under NodeMaintenancePolicy {recorded}, which does not exist: {after}"
+                    for n in self.objects(Watched.NODES).values() if (recorded := self.never_seen(n)))
+            governing = self.governing()
+            queued = (f"NodeMaintenance {name} stood in a NodeMaintenancePolicy's line, but no policy selects node {node} now: {after}"
+                      for name, node in self._queued_at_start.items()
+                      if (m := self.maintenance(name)) is not None and not m["metadata"].get("deletionTimestamp")
+                      and node in governing and not governing[node])
+            self._unseen = next(itertools.chain(held, queued), "")
             if self._unseen and self._unseen_grace is None:
                 self._unseen_grace = loop.call_at(self._first_known + DEPARTED_GRACE_SECONDS, self._unseen_grace_ended)
         return self._unseen
@@ -260,6 +272,8 @@ class PolicyWatches:
 
     def _maintenance_changed(self, key: str | None) -> None:
         """A NodeMaintenance came, changed its place or went: it is told, and those whose standing it changed."""
+        if self._unseen_cleared():
+            self.listener.changed_all()
         kept = self.objects(Watched.MAINTENANCES)
         if key is None:
             self._on_node, self._node_of = {}, {}
