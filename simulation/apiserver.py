@@ -89,6 +89,7 @@ class SimulatedApi:
         self.writes: list[Write] = []
         self.silent = False  # open watches deliver nothing while set (a watch gone quiet without ending)
         self.latency = 0.0  # seconds a request takes there and back: others' requests and events come meanwhile
+        self.removed: dict[Location, Obj] = {}  # each object removed, as it last was (an edit just before counts)
         self._uids = 0
         self._changed = asyncio.Event()
         self._dropped = 0  # bumped to end every open watch, as a server restart does
@@ -295,6 +296,7 @@ class SimulatedApi:
             self.objects.pop(location, None)
             if before is not None:  # a removal is sent with the object as it was, at the removal's resourceVersion
                 before = {**before, "metadata": {**before["metadata"], "resourceVersion": str(self.revision)}}
+                self.removed[location] = before
             after = None
         else:
             after = {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(self.revision)}}

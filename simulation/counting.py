@@ -29,7 +29,7 @@ def policies(state: State) -> list[model.Policy]:
 
 
 def with_departed(history: History, state: State) -> State:
-    """``state`` with each policy deleted within REPLACE_GRACE_SECONDS before it put back as last seen, unless one of its
+    """``state`` with each policy deleted within REPLACE_GRACE_SECONDS before it put back as the API last held it, unless one of its
     name exists again (a replace: the new one governs at once). Two steps short of the grace: the operator counts it on
     its own clock, from when its watch brought the deletion. One deleted before the operator (restarted) could list it
     is not, since nothing tells of it, unless a node in ``state`` is held under it (docs/policy.md: the operator then
@@ -40,9 +40,9 @@ def with_departed(history: History, state: State) -> State:
     listed = {name for st in recent[start:] for name in st.after.policies}  # what it could have listed since it started
     departed: dict[str, Any] = {}
     for st in reversed(recent):
-        for name, body in st.before.policies.items():
+        for name in st.before.policies:
             if name not in state.policies and (name in listed or name in recorded):
-                departed.setdefault(name, body)
+                departed.setdefault(name, state.departed.get(name) or st.before.policies[name])
     return state.put(policies=list(departed.values())) if departed else state
 
 

@@ -24,8 +24,8 @@ Obj = Mapping[str, Any]
 Objects = Mapping[str, Obj]
 # The kinds a state holds by the field that holds them; the cluster-scoped ones are keyed by name alone.
 STEP_SECONDS = 1.0  # a step of a simulated history: the instants the promises are checked at
-KINDS = ("nodes", "pods", "budgets", "maintenances", "policies", "daemonsets", "replicasets", "statefulsets")
-CLUSTER_SCOPED = ("nodes", "maintenances", "policies")
+KINDS = ("nodes", "pods", "budgets", "maintenances", "policies", "departed", "daemonsets", "replicasets", "statefulsets")
+CLUSTER_SCOPED = ("nodes", "maintenances", "policies", "departed")
 
 
 class ActionKind(enum.StrEnum):
@@ -52,6 +52,9 @@ class State:
     budgets: Objects = field(default_factory=dict)  # PodDisruptionBudgets
     maintenances: Objects = field(default_factory=dict)  # NodeMaintenances
     policies: Objects = field(default_factory=dict)  # NodeMaintenancePolicies
+    # Each NodeMaintenancePolicy deleted, as the API held it last: an edit made just before the deletion, between two
+    # states, reached the operator's watch too.
+    departed: Objects = field(default_factory=dict)
     # Read only where a promise needs them: whether a DaemonSet pod's DaemonSet exists (a drain evicts the pods of one
     # that is gone), and the workloads a recovering node waits for.
     daemonsets: Objects = field(default_factory=dict)

@@ -39,10 +39,6 @@ class QueuedReason(StrEnum):
     NO_POLICY = "NoPolicy"
 
 
-# The Queued reasons of a maintenance that stood in a policy's line when its status was last written.
-IN_LINE = frozenset({QueuedReason.WAITING_FOR_SLOT, QueuedReason.WAITING_FOR_WINDOW, QueuedReason.POLICY_CONFLICT, QueuedReason.SLOT_GRANTED})
-
-
 class WindowEnd(StrEnum):
     """spec.windowEnd: what maintenances holding a node do when no window is open any more."""
 
@@ -180,22 +176,15 @@ def slim_node(node: dict[str, Any]) -> dict[str, Any]:
 
 
 def slim_maintenance(maintenance: dict[str, Any]) -> dict[str, Any]:
-    """What the decisions read of a NodeMaintenance: its node, its place in line, whether it stood in a policy's line or
-    gave its slot back and whether its timeout ended it, not the rest of its status, which the drains write every few
-    seconds."""
+    """What the decisions read of a NodeMaintenance: its node, its place in line, whether it gave its slot
+    back and whether its timeout ended it, not the rest of its status, which the drains write every few seconds."""
     meta = maintenance["metadata"]
     slim = {"metadata": {k: meta[k] for k in ("name", "creationTimestamp", "deletionTimestamp") if k in meta},
             "spec": {"nodeName": (maintenance.get("spec") or {}).get("nodeName")}}
     stored = maintenance.get("status") or {}
-    reason = next((c.get("reason") for c in stored.get("conditions") or () if c.get("type") == QUEUED), None)
-    kept = [*([{"type": QUEUED, "reason": reason}] if reason in (*IN_LINE, QueuedReason.SLOT_GIVEN_BACK) else []),
+    kept = [*([{"type": QUEUED, "reason": QueuedReason.SLOT_GIVEN_BACK}] if gave_back(maintenance) else []),
             *([{"type": status.TIMED_OUT, "status": "True"}] if status.timed_out(stored) else [])]
     return {**slim, "status": {"conditions": kept}} if kept else slim
-
-
-def in_line(maintenance: Mapping[str, Any]) -> bool:
-    """Whether its status says it stood in a policy's line (waiting, or granted a slot) when last written."""
-    return any(c.get("type") == QUEUED and c.get("reason") in IN_LINE for c in (maintenance.get("status") or {}).get("conditions") or [])
 
 
 def gave_back(maintenance: Mapping[str, Any]) -> bool:

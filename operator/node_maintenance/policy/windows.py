@@ -6,7 +6,7 @@ time skipped by spring-forward fires at the first minute after the jump, a time 
 and stays open for its duration on the wall clock of that time zone, as an admin reads it: "Friday 22:00 + 56h" closes
 Monday 06:00 whatever daylight-saving change falls between (``3h`` from 01:00 on a fall-back night closes at 04:00,
 4 hours later). A close time the spring change skips closes at the jump, the first time after it; one the autumn
-change repeats closes at its first occurrence. Windows that overlap or touch are one: open until the last of them ends.
+change repeats closes at its first occurrence after the opening. Windows that overlap or touch are one: open until the last of them ends.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ class Window:
 
     def closes(self, opened: datetime.datetime) -> datetime.datetime:
         """When it closes, having opened at ``opened``: its duration added to the wall clock of its time zone (UTC)."""
-        return _instant(self.zone, opened.astimezone(self.zone).replace(tzinfo=None) + self.duration)
+        return _instant(self.zone, opened.astimezone(self.zone).replace(tzinfo=None) + self.duration, opened)
 
     def openings_after(self, instant: datetime.datetime) -> Iterable[datetime.datetime]:
         """When it opens, strictly after ``instant``, in UTC."""
@@ -103,14 +103,17 @@ class Window:
             yield opened.astimezone(datetime.UTC)
 
 
-def _instant(zone: ZoneInfo, wall: datetime.datetime) -> datetime.datetime:
-    """The instant (UTC) the wall clock of ``zone`` reads ``wall`` (naive): its first occurrence when the autumn change
-    repeats it; the instant of the jump when the spring change skips it (found by halving the span the two readings of
-    a skipped time leave, down to the microsecond)."""
-    first = wall.replace(tzinfo=zone, fold=0).astimezone(datetime.UTC)
-    if first.astimezone(zone).replace(tzinfo=None) == wall:
-        return first
-    before, after = wall.replace(tzinfo=zone, fold=1).astimezone(datetime.UTC), first  # the jump lies in (before, after]
+def _instant(zone: ZoneInfo, wall: datetime.datetime, opened: datetime.datetime) -> datetime.datetime:
+    """The first instant (UTC) after ``opened`` at which the wall clock of ``zone`` reads ``wall`` (naive): of the two the
+    autumn change makes of it, the first after the opening (a window opened in the repeated hour's second pass closes
+    in it too); when the spring change skips it, the instant of the jump (found by halving the span the two readings
+    of a skipped time leave, down to the microsecond)."""
+    readings = [wall.replace(tzinfo=zone, fold=fold).astimezone(datetime.UTC) for fold in (0, 1)]
+    existing = sorted(t for t in readings if t.astimezone(zone).replace(tzinfo=None) == wall)
+    if existing:
+        return next((t for t in existing if t > opened), existing[-1])
+    first = readings[0]
+    before, after = readings[1], first  # the jump lies in (before, after]
     offset = before.astimezone(zone).utcoffset()
     while after - before > datetime.timedelta(microseconds=1):
         middle = before + (after - before) / 2

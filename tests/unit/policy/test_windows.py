@@ -70,6 +70,13 @@ def test_a_window_across_the_fall_back_hour_lasts_its_duration_on_the_wall_clock
     assert window_state(repeated, utc(2026, 10, 25, 1, 30)) == windows.WindowState(True, utc(2026, 10, 25, 2), utc(2026, 10, 26, 1, 30))
 
 
+def test_a_window_opened_in_the_second_pass_of_the_repeated_hour_closes_after_it_opened() -> None:
+    # 25 October 2026, Europe/Berlin: 02:00 to 03:00 comes twice; every 20 minutes for 10 minutes fires in both passes.
+    often = [{"schedule": "*/20 * * * *", "duration": "10m", "timeZone": "Europe/Berlin"}]
+    assert window_state(often, utc(2026, 10, 25, 1, 5)) == windows.WindowState(True, utc(2026, 10, 25, 1, 10), utc(2026, 10, 25, 1, 20))  # 02:05 CET
+    assert window_state(often, utc(2026, 10, 25, 1, 15)) == windows.WindowState(False, next_opens=utc(2026, 10, 25, 1, 20))
+
+
 @pytest.mark.parametrize(("friday", "closes"), [
     (utc(2026, 3, 27, 21), utc(2026, 3, 30, 4)),  # spring: Friday 22:00 CET, Monday 06:00 CEST (55 h later)
     (utc(2026, 10, 23, 20), utc(2026, 10, 26, 5)),  # autumn: Friday 22:00 CEST, Monday 06:00 CET (57 h later)

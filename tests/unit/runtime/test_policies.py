@@ -833,30 +833,6 @@ def test_an_operator_started_amid_a_replace_holds_while_a_node_is_held_under_the
     asyncio.run(run())
 
 
-def test_an_operator_started_amid_a_replace_holds_while_a_maintenance_stood_in_the_line_of_a_policy_it_never_saw() -> None:
-    """No node is held under the policy, but nm-n2's status says it waited in a policy's line and no policy selects n2:
-    the operator holds as for a held node, and the status it writes meanwhile (WaitingForPolicies) does not end the hold;
-    the policy's new object does."""
-    api = pool_api()
-    waiting = {"type": "Queued", "status": "True", "reason": "WaitingForSlot", "message": "waiting for a slot", "lastTransitionTime": "2026-01-01T00:00:00Z"}
-    api.objects[nm_path("nm-n2")]["status"] = {"phase": "Pending", "conditions": [waiting]}
-    gone = api.objects.pop(policy_path("pool"))
-
-    async def body(policies: Policies) -> None:
-        await read(policies)
-        why = "NodeMaintenance nm-n2 stood in a NodeMaintenancePolicy's line, but no policy selects node n2 now"
-        assert policies.unknown().startswith(why)
-        assert queued_reason(gate_of(policies, api, "n2")) == "WaitingForPolicies"
-        rewritten = {**api.objects[nm_path("nm-n2")], "status": {"phase": "Pending", "conditions": [
-            {**waiting, "reason": "WaitingForPolicies", "message": why}]}}
-        api.objects[nm_path("nm-n2")] = rewritten
-        policies.feed(Watched.MAINTENANCES, "MODIFIED", rewritten)
-        assert policies.unknown().startswith(why)
-        created_again(api, policies, gone)
-        assert policies.unknown() == "" and queued_reason(gate_of(policies, api, "n2")) == "WaitingForSlot"
-    scenario(api, body)
-
-
 @pytest.mark.parametrize("since_the_restart", ["written", "not written"])
 def test_the_recovering_nodes_of_a_replaced_policy_keep_their_slots_and_pass_to_its_new_object(since_the_restart: str) -> None:
     """Under waitForHealthy the nodes given back keep their slots while their workloads recover, recorded in the

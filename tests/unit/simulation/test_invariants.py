@@ -61,6 +61,15 @@ class TestLimits:
         found = taking([*others, free("n2"), free("n3")], "n2", "m2", policy=pool(**spec), maintenances=[nm("m1", "n1")])
         assert [broken in f and "node n2 taken by NodeMaintenance m2" in f for f in found] == ([True] if broken else [])
 
+    def test_a_policy_deleted_moments_ago_paces_by_the_spec_it_was_deleted_with(self) -> None:
+        """maxParallel raised to 2 and the policy deleted, both between two steps: the operator's watch brought both."""
+        maintenances = [nm("m1", "n1"), nm("m2", "n2")]
+        paced = State.of(T0, nodes=[held("n1", holder="m1"), free("n2")], policies=[pool(maxParallel=1)], maintenances=maintenances)
+        for deleted_with, broken in ((2, False), (1, True)):
+            gone = paced.drop("policies", "p").put(departed=[pool(maxParallel=deleted_with)])
+            take = step(gone, gone.put(nodes=[held("n2", holder="m2")]), builders.take_patch(free("n2"), "m2", "p"))
+            assert bool(violations([step(paced, paced), step(paced, gone), take])) is broken
+
     def test_a_policy_deleted_before_the_restarted_operator_could_list_it_paces_nothing(self) -> None:
         """Started, and the policy deleted before the operator's first step, with no node held under it: nothing told the
         operator of it (docs/policy.md, "Deleting or replacing a policy")."""
@@ -318,7 +327,7 @@ class TestHandingBack:
     def test_a_maintenance_that_gave_its_node_back_never_takes_it_again_whatever_its_status_says(self, deleted: bool, broken: bool) -> None:
         """The timeout's hand-back done, the status that records it lost: the hand-back itself says the node went for good.
         A deleted maintenance gives its node back too, and one of the same name created again is another."""
-        m1 = nm("m1", "n1", uid="first", status={"phase": "Running"}, **({"deleted_at": ago(1)} if deleted else {}))
+        m1 = nm("m1", "n1", uid="first", status={"phase": "Running"}, deleted_at=ago(1) if deleted else None)
         holding = State.of(T0, nodes=[held("n1", holder="m1")], policies=[pool()], maintenances=[m1])
         back = holding.put(nodes=[free("n1")], maintenances=[nm("m1", "n1", uid="first" if not deleted else "second", status={"phase": "Running"})])
         again = back.put(nodes=[held("n1", holder="m1")])

@@ -12,17 +12,17 @@ without the grace its line would take every node at once in between and its drai
 object ends the grace at once (its spec governs) and carries the old one's status until it has one of its own; a
 deliberate delete ends the policy's pacing once the grace has passed. The grace is kept in memory only: an operator
 started again knows nothing of a policy deleted before. What it can see is a node held under a policy that does not
-exist (the node records the policy it was taken under), or a maintenance whose status says it stood in a policy's line
-while no policy selects its node: a replace under way, or a change it missed, it cannot tell which, so for
-DEPARTED_GRACE_SECONDS from its first listing it holds (the policies count as unknown: no node is taken, no pod removed),
-and the maintenances say why.
+exist (the node records the policy it was taken under): a replace under way, or a deletion it missed, it cannot tell
+which, so for DEPARTED_GRACE_SECONDS from its first listing the policies count as unknown (no node is taken, and that
+node's drain, which has no rules to keep, removes nothing), and the maintenances say why. A policy deleted while the
+operator was down with no node held under it leaves nothing to tell it by: its line goes unpaced for the replace's own
+gap (about a second). The maintenances' own statuses are no evidence: the drains rewrite them as soon as they start.
 """
 
 from __future__ import annotations
 
 import asyncio
 import enum
-import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -88,8 +88,8 @@ class PolicyWatches:
         self._carried: dict[str, dict[str, Any]] = {}  # the status of the policy a new one of its name replaced, until it has its own
         self._ever_seen: set[str] = set()  # the names of every policy listed or watched since the start
         self._unseen: str | None = None  # why a held node's policy is missing ("" none; None: not looked at since a change)
+        self._unseen_node = ""  # the node that says so
         self._first_known: float | None = None  # when every watch had first listed, on the loop's clock
-        self._queued_at_start: dict[str, str] = {}  # the maintenances then standing in a policy's line, and their nodes
         self._unseen_grace: asyncio.TimerHandle | None = None  # tells everyone when the first listing's grace ends
 
     def start(self) -> list[asyncio.Task[None]]:
@@ -116,30 +116,22 @@ class PolicyWatches:
         return self._unseen_departure()
 
     def _unseen_departure(self) -> str:
-        """Within DEPARTED_GRACE_SECONDS of the first listing, why a policy this operator never saw may be missing ("" when
-        none is): a node held under a policy that does not exist, or a maintenance that stood in a policy's line whose
-        node no policy selects; deleted before it started, maybe by a replace whose new object comes in a moment. Looked
-        at again only after a change while one is found (once none is, a node is taken and a maintenance queued only
-        under a policy this operator sees)."""
+        """Within DEPARTED_GRACE_SECONDS of the first listing, why a node is held under a policy that does not exist and
+        that this operator never saw ("" when none is): deleted before it started, maybe by a replace whose new object
+        comes in a moment. Looked at again only after a change of that node or of a policy while one is found (once none
+        is, a node can only be taken under a policy that exists)."""
         loop = asyncio.get_running_loop()
         if self._first_known is None:
             self._first_known = loop.time()
-            # As the last operator left them: the statuses are written again from now on, by what this one decides.
-            self._queued_at_start = {m["metadata"]["name"]: m["spec"].get("nodeName") or "" for m in self.objects(Watched.MAINTENANCES).values()
-                                     if model.in_line(m) and not m["metadata"].get("deletionTimestamp")}
         elif loop.time() - self._first_known >= DEPARTED_GRACE_SECONDS:
             return ""
         if self._unseen is None:
-            after = (f"created again by a replace, it governs at once; else nothing waits for it after {DEPARTED_GRACE_SECONDS:.0f}s "
-                     "from the operator's start")
-            held = (f"node {n['metadata']['name']} is held under NodeMaintenancePolicy {recorded}, which does not exist: {after}"
-                    for n in self.objects(Watched.NODES).values() if (recorded := self.never_seen(n)))
-            governing = self.governing()
-            queued = (f"NodeMaintenance {name} stood in a NodeMaintenancePolicy's line, but no policy selects node {node} now: {after}"
-                      for name, node in self._queued_at_start.items()
-                      if (m := self.maintenance(name)) is not None and not m["metadata"].get("deletionTimestamp")
-                      and node in governing and not governing[node])
-            self._unseen = next(itertools.chain(held, queued), "")
+            node, recorded = next(((n["metadata"]["name"], recorded) for n in self.objects(Watched.NODES).values()
+                                   if (recorded := self.never_seen(n))), ("", ""))
+            self._unseen_node = node
+            self._unseen = (f"node {node} is held under NodeMaintenancePolicy {recorded}, which does not exist: created again by "
+                            f"a replace, it governs at once; else nothing waits for it after {DEPARTED_GRACE_SECONDS:.0f}s from the "
+                            "operator's start") if node else ""
             if self._unseen and self._unseen_grace is None:
                 self._unseen_grace = loop.call_at(self._first_known + DEPARTED_GRACE_SECONDS, self._unseen_grace_ended)
         return self._unseen
@@ -157,10 +149,10 @@ class PolicyWatches:
             self._unseen = ""
             self.listener.changed_all()
 
-    def _unseen_cleared(self) -> bool:
-        """After a change of a node or a policy: whether the missing policy a held node named is no longer missing
-        (everyone may go on, and is told)."""
-        if not self._unseen:
+    def _unseen_cleared(self, node: str | None = None) -> bool:
+        """After a change of a policy, or of ``node``: whether the missing policy a held node named is no longer missing
+        (everyone may go on, and is told). A change of another node changes nothing of it."""
+        if not self._unseen or node not in (None, self._unseen_node):
             return False
         self._unseen = None
         return not self._unseen_departure()
@@ -265,15 +257,13 @@ class PolicyWatches:
             self._governing.pop(name, None)
         elif self._governing is not None and node is not None:
             self._governing[name] = model.governing(self.policies(), node)
-        if self._unseen_cleared():
+        if self._unseen_cleared(name if key is not None else None):
             self.listener.changed_all()
         else:
             self.listener.changed(key, set(self._on_node.get(name, ())))
 
     def _maintenance_changed(self, key: str | None) -> None:
         """A NodeMaintenance came, changed its place or went: it is told, and those whose standing it changed."""
-        if self._unseen_cleared():
-            self.listener.changed_all()
         kept = self.objects(Watched.MAINTENANCES)
         if key is None:
             self._on_node, self._node_of = {}, {}
