@@ -33,17 +33,29 @@ def with_departed(history: History, state: State) -> State:
     name exists again (a replace: the new one governs at once). Two steps short of the grace: the operator counts it on
     its own clock, from when its watch brought the deletion. One deleted before the operator (restarted) could list it
     is not, since nothing tells of it, unless a node in ``state`` is held under it (docs/policy.md: the operator then
-    holds)."""
+    holds); one created after the operator started was seen by its watch, even if it came and went between two
+    states."""
     recent = history[-int(REPLACE_GRACE_SECONDS / STEP_SECONDS) + 2:]
+    if not recent:
+        return state
     start = max((i for i, st in enumerate(recent) if st.started), default=0)
     recorded = {policy_of(dict(node)) for name, node in state.nodes.items() if state.holder(name)}
     listed = {name for st in recent[start:] for name in st.after.policies}  # what it could have listed since it started
+    # What existed before the operator started: it may never have seen those (a policy created since, it has).
+    before_start = [*(then for st in recent[:start] for then in (st.before, st.after)), recent[start].before]
+    older = {_uid(body) for then in before_start for body in then.policies.values()}
+    since = recent[0].before.revision  # removed since: within the grace
+    gone = [(name, body) for name, body in state.departed.items() if int(body["metadata"].get("resourceVersion") or 0) > since]
     departed: dict[str, Any] = {}
-    for st in reversed(recent):
-        for name in st.before.policies:
-            if name not in state.policies and (name in listed or name in recorded):
-                departed.setdefault(name, state.departed.get(name) or st.before.policies[name])
+    for name, body in [*gone, *((n, b) for st in reversed(recent) for n, b in st.before.policies.items())]:
+        last = state.departed.get(name) or body
+        if name not in state.policies and (name in listed or name in recorded or _uid(last) not in older):
+            departed.setdefault(name, last)
     return state.put(policies=list(departed.values())) if departed else state
+
+
+def _uid(body: Mapping[str, Any]) -> str:
+    return str((body.get("metadata") or {}).get("uid", ""))
 
 
 def window_open(policy: model.Policy, *instants: datetime.datetime) -> bool:

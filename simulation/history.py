@@ -47,6 +47,7 @@ class State:
     """The cluster as the API holds it at ``at``, the simulated clock."""
 
     at: datetime.datetime
+    revision: int = 0  # the API's resourceVersion when taken (a removal's is on the object it removed)
     nodes: Objects = field(default_factory=dict)
     pods: Objects = field(default_factory=dict)
     budgets: Objects = field(default_factory=dict)  # PodDisruptionBudgets
@@ -62,9 +63,9 @@ class State:
     statefulsets: Objects = field(default_factory=dict)
 
     @classmethod
-    def of(cls, at: datetime.datetime, **objects: Iterable[Obj]) -> State:
+    def of(cls, at: datetime.datetime, revision: int = 0, **objects: Iterable[Obj]) -> State:
         """A state from lists of objects by kind (``nodes=[...]``, ``pods=[...]``), each keyed as the API names it."""
-        return cls(at=at).put(None, **objects)
+        return cls(at=at, revision=revision).put(None, **objects)
 
     def put(self, at: datetime.datetime | None = None, **objects: Iterable[Obj]) -> State:
         """This state at ``at`` (unchanged if None) with ``objects`` added or replacing those of the same key."""

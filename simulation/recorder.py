@@ -13,7 +13,7 @@ from simulation.locations import locate
 
 def state(api: SimulatedApi) -> State:
     policies = locate(policy_path())
-    return State.of(api.clock(), nodes=api.kept(node_path()), pods=api.kept(PODS), budgets=api.kept(BUDGETS),
+    return State.of(api.clock(), api.revision, nodes=api.kept(node_path()), pods=api.kept(PODS), budgets=api.kept(BUDGETS),
                     maintenances=api.kept(nm_path()), policies=api.kept(policy_path()),
                     departed=[obj for where, obj in api.removed.items() if policies.holds(where)])
 

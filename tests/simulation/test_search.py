@@ -23,9 +23,10 @@ from simulation.__main__ import search
 # was lowered, taken after it), and, for promises written too strictly, 2751201903 (a policy recreated as the watches
 # went silent), 3120986573 (a replaced policy's ladder in its grace), 2753459732 (a pod not Ready evicted under its
 # budget), 1295523204 (a late pod bound just before a step).
-SEEDS = [1, 2, 3, 4, 5, 6, 7, 8, 2179070892, 1467888126, 2751201903, 3120986573, 2753459732, 1295523204, 2408671712, 4120720282]
+SEEDS = [1, 2, 3, 4, 5, 6, 7, 8, 2179070892, 1467888126, 2751201903, 3120986573, 2753459732, 1295523204, 2408671712, 4120720282,
+         384090502]
 FRESH = 2  # seeds drawn anew on each run
-EXAMPLES = 12  # histories per seed: 216 in all
+EXAMPLES = 12  # histories per seed: 228 in all
 
 
 @pytest.fixture(autouse=True)

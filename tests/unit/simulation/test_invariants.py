@@ -70,6 +70,17 @@ class TestLimits:
             take = step(gone, gone.put(nodes=[held("n2", holder="m2")]), builders.take_patch(free("n2"), "m2", "p"))
             assert bool(violations([step(paced, paced), step(paced, gone), take])) is broken
 
+    def test_a_policy_created_and_deleted_between_two_states_still_paces_for_its_grace(self) -> None:
+        """Created after the operator started and deleted before the next state was taken: its watch brought both."""
+        maintenances = [nm("m1", "n1"), nm("m2", "n2")]
+        nodes = [held("n1", holder="m1", policy=None), free("n2")]
+        start = State.of(T0, 1, nodes=nodes, maintenances=maintenances)
+        brief = {**pool(maxParallel=1), "metadata": {"name": "p", "uid": "brief", "resourceVersion": "3"}}
+        gone = State.of(T0, 4, nodes=nodes, maintenances=maintenances, departed=[brief])
+        take = step(gone, gone.put(nodes=[held("n2", holder="m2", policy=None)]), builders.take_patch(free("n2"), "m2"))
+        found = violations([step(start, start, started=True), step(start, gone), take])
+        assert any("2 nodes in maintenance (n1, n2), maxParallel allows 1" in f for f in found)
+
     def test_a_policy_deleted_before_the_restarted_operator_could_list_it_paces_nothing(self) -> None:
         """Started, and the policy deleted before the operator's first step, with no node held under it: nothing told the
         operator of it (docs/policy.md, "Deleting or replacing a policy")."""
