@@ -22,7 +22,9 @@ from simulation.__main__ import search
 # line looked again at once, forever, its status interval reckoned two ways), 1467888126 (a slot granted before a limit
 # was lowered, taken after it), and, for promises written too strictly, 2751201903 (a policy recreated as the watches
 # went silent), 3120986573 (a replaced policy's ladder in its grace), 2753459732 (a pod not Ready evicted under its
-# budget), 1295523204 (a late pod bound just before a step).
+# budget), 1295523204 (a late pod bound just before a step), 2408671712 (a budget a ladder bypassed in the step of an
+# eviction), 384090502 (a policy created and deleted between two states); and 4120720282 (a replace made as the operator
+# restarted, a node held under the policy drained with no rules).
 SEEDS = [1, 2, 3, 4, 5, 6, 7, 8, 2179070892, 1467888126, 2751201903, 3120986573, 2753459732, 1295523204, 2408671712, 4120720282,
          384090502]
 FRESH = 2  # seeds drawn anew on each run
