@@ -5,3 +5,7 @@ simulated API server and calls :func:`simulation.invariants.violations` after ev
 instant ones (``simulation.holding``, ``simulation.budgets``, ``simulation.settling``) against a real cluster. Each
 check returns sentences an admin would read, and an empty list when the promise holds.
 """
+
+import pathlib
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent  # the project's top level

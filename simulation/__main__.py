@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import seed as with_seed
 from hypothesis.stateful import run_state_machine_as_test
 
+from simulation import ROOT
 from simulation.search import Search
 
 EXAMPLES = 20  # histories per seed
@@ -37,7 +38,7 @@ def search(seed: int, examples: int = EXAMPLES, steps: int = STEPS, *, shrink: b
             suppress_health_check=list(HealthCheck), phases=phases))
     except AssertionError as error:
         notes = getattr(error, "__notes__", [])
-        return "\n".join([str(error), *notes])
+        return "\n".join([str(error), *notes]).replace(f"{ROOT}/", "")  # the project's paths, as a report committed shows them
     return ""
 
 

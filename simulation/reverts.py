@@ -21,7 +21,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+from simulation import ROOT
 
 
 @dataclass(frozen=True)
