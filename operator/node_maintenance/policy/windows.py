@@ -112,8 +112,7 @@ def _instant(zone: ZoneInfo, wall: datetime.datetime, opened: datetime.datetime)
     existing = sorted(t for t in readings if t.astimezone(zone).replace(tzinfo=None) == wall)
     if existing:
         return next((t for t in existing if t > opened), existing[-1])
-    first = readings[0]
-    before, after = readings[1], first  # the jump lies in (before, after]
+    before, after = readings[1], readings[0]  # the jump lies in (before, after]
     offset = before.astimezone(zone).utcoffset()
     while after - before > datetime.timedelta(microseconds=1):
         middle = before + (after - before) / 2

@@ -137,10 +137,11 @@ class PolicyWatches:
         return self._unseen
 
     def never_seen(self, node: Mapping[str, Any]) -> str | None:
-        """The policy a held node records when none of its name exists, is within its grace or was seen since the
-        start; None otherwise. Its holder has no rules last read to keep while the policies are unknown."""
+        """The policy a held node records when none of its name was seen since the start (those that exist, and those
+        deleted within their grace, all were); None otherwise. Its holder has no rules last read to keep while the
+        policies are unknown. Asked at every drain step: a set lookup."""
         recorded = policy_of(dict(node)) if holder_of(dict(node)) else None
-        if recorded is None or recorded in self._ever_seen or any(p.name == recorded for p in self.policies()):
+        if recorded is None or recorded in self._ever_seen:
             return None
         return recorded
 
