@@ -2,9 +2,11 @@
 
     python -m simulation --minutes 60 --report build/simulation
 
-Each seed runs EXAMPLES histories; a seed whose search finds a violation is reported with the shortest history
-hypothesis shrank it to, and belongs in the bounded run's fixed seeds (tests/simulation/test_search.py) once fixed.
-The report (report.json, report.txt) lists every seed tried, the histories run and the violations found.
+Each seed runs EXAMPLES histories of one machine, the seeds taking turns between them (``search.MACHINES``: Search's
+rules, and Rolling's, which adds a node rolled through maintenance); a seed whose search finds a violation is reported
+with its machine and the shortest history hypothesis shrank it to, and belongs in the bounded run's fixed seeds
+(tests/simulation/test_search.py) once fixed. The report (report.json, report.txt) lists every seed tried, the histories
+run and the violations found.
 """
 
 from __future__ import annotations
@@ -23,17 +25,17 @@ from hypothesis import seed as with_seed
 from hypothesis.stateful import run_state_machine_as_test
 
 from simulation import ROOT
-from simulation.search import Search
+from simulation.search import MACHINES
 
 EXAMPLES = 20  # histories per seed
 STEPS = 20  # rules per history, at most
 
 
-def search(seed: int, examples: int = EXAMPLES, steps: int = STEPS, *, shrink: bool = True) -> str:
-    """The violation the search from ``seed`` found, shrunk unless ``shrink`` is False ("" when none)."""
+def search(seed: int, examples: int = EXAMPLES, steps: int = STEPS, *, shrink: bool = True, machine: str = "search") -> str:
+    """The violation the search of ``machine`` from ``seed`` found, shrunk unless ``shrink`` is False ("" when none)."""
     phases = tuple(Phase) if shrink else (Phase.explicit, Phase.reuse, Phase.generate)
     try:
-        run_state_machine_as_test(with_seed(seed)(Search), settings=settings(
+        run_state_machine_as_test(with_seed(seed)(MACHINES[machine]), settings=settings(
             max_examples=examples, stateful_step_count=steps, deadline=None, database=None, print_blob=True,
             suppress_health_check=list(HealthCheck), phases=phases))
     except AssertionError as error:
@@ -59,10 +61,10 @@ def main(argv: list[str] | None = None) -> int:
     runs: list[dict[str, Any]] = []
     started = time.monotonic()
     while time.monotonic() < ends:
-        seed = seeds.randrange(2**32)
-        print(f"seed {seed}: ", end="", flush=True)  # before the run, so a run that never ends still names its seed
-        found = search(seed, shrink=args.shrink)
-        runs.append({"seed": seed, "histories": EXAMPLES, "violation": found, "steps": rules_run(found)})
+        seed, machine = seeds.randrange(2**32), list(MACHINES)[len(runs) % len(MACHINES)]
+        print(f"seed {seed} ({machine}): ", end="", flush=True)  # before the run, so a run that never ends still names its seed
+        found = search(seed, shrink=args.shrink, machine=machine)
+        runs.append({"seed": seed, "machine": machine, "histories": EXAMPLES, "violation": found, "steps": rules_run(found)})
         print("VIOLATION" if found else "no violation", flush=True)
         _report(args.report, runs, time.monotonic() - started)  # after every seed: a run stopped early keeps its report
         if found and args.until_found:
@@ -80,7 +82,7 @@ def _report(into: pathlib.Path, runs: list[dict[str, Any]], seconds: float) -> N
                "violations": len(violations), "runs": runs}
     (into / "report.json").write_text(json.dumps(summary, indent=1) + "\n")
     lines = [f"{summary['minutes']} min, {len(runs)} seeds, {summary['histories']} histories, {len(violations)} with a violation"]
-    lines += [f"\nseed {r['seed']} ({r['steps']} steps):\n{r['violation']}" for r in violations]
+    lines += [f"\nseed {r['seed']} ({r['machine']}, {r['steps']} steps):\n{r['violation']}" for r in violations]
     (into / "report.txt").write_text("\n".join(lines) + "\n")
 
 

@@ -34,15 +34,17 @@ def with_departed(history: History, state: State) -> State:
     its own clock, from when its watch brought the deletion. One deleted before the operator (restarted) could list it
     is not, since nothing tells of it, unless a node in ``state`` is held under it (docs/policy.md: the operator then
     holds); one created after the operator started was seen by its watch, even if it came and went between two
-    states."""
+    states, and one that existed when it started was not, even if no state shows it."""
     recent = history[-int(REPLACE_GRACE_SECONDS / STEP_SECONDS) + 2:]
     if not recent:
         return state
     start = max((i for i, st in enumerate(recent) if st.started), default=0)
     recorded = {policy_of(dict(node)) for name, node in state.nodes.items() if state.holder(name)}
     listed = {name for st in recent[start:] for name in st.after.policies}  # what it could have listed since it started
-    # What existed before the operator started: it may never have seen those (a policy created since, it has).
-    before_start = [*(then for st in recent[:start] for then in (st.before, st.after)), recent[start].before]
+    # What existed before the operator started: it may never have seen those (a policy created since, it has). The
+    # cluster as it started on it too: a policy created and deleted around the start shows in no state before.
+    at_start = recent[start].started
+    before_start = [*(then for st in recent[:start] for then in (st.before, st.after)), recent[start].before, *([at_start] if at_start else [])]
     older = {_uid(body) for then in before_start for body in then.policies.values()}
     since = recent[0].before.revision  # removed since: within the grace
     gone = [(name, body) for name, body in state.departed.items() if int(body["metadata"].get("resourceVersion") or 0) > since]

@@ -109,13 +109,15 @@ def main(argv: list[str] | None = None) -> int:
         found = _first_violation(report)
         first = str(found["violation"]).splitlines()[0] if found else ""
         rows.append({"break": revert.number, "what": revert.what, "found": found is not None,
-                     "seed": found["seed"] if found else None, "steps": found["steps"] if found else None,
+                     "seed": found["seed"] if found else None, "machine": found["machine"] if found else None,
+                     "steps": found["steps"] if found else None,
                      "seeds tried": len(json.loads((report / "report.json").read_text())["runs"]), "violation": first})
         print(f"break {revert.number}: {'found' if found else 'not found'} {first}", flush=True)
     args.report.mkdir(parents=True, exist_ok=True)
     (args.report / "reverts.json").write_text(json.dumps(rows, indent=1) + "\n")
-    lines = ["| break | reverted | found | rules | seed | seeds tried | violation |", "| --- | --- | --- | --- | --- | --- | --- |"]
-    lines += [f"| {r['break']} | {r['what']} | {'yes' if r['found'] else 'no'} | {r['steps'] or ''} | {r['seed'] or ''} | "
+    lines = ["| break | reverted | found | rules | seed | machine | seeds tried | violation |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines += [f"| {r['break']} | {r['what']} | {'yes' if r['found'] else 'no'} | {r['steps'] or ''} | {r['seed'] or ''} | {r['machine'] or ''} | "
               f"{r['seeds tried']} | {re.sub(r'[|]', '/', str(r['violation']))} |" for r in rows]
     (args.report / "reverts.txt").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

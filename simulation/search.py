@@ -259,3 +259,20 @@ class Search(RuleBasedStateMachine):
             assert not stuck, "\n".join(stuck)
         finally:
             sim.__exit__(None, None, None)
+
+
+class Rolling(Search):
+    """Search's histories with the fleet's own rule besides: a node rolled through maintenance, its NodeMaintenance
+    created, left to drain for a while and deleted to give the node back. What follows a hand-back (recovery under
+    waitForHealthy, the next node's turn, a node relabelled, timed out or maintained again while recovering) then comes
+    within a history's few rules, where Search needs three of its own rules in a row for one hand-back. A machine of its
+    own, so that every seed of Search still replays the history it found."""
+
+    @rule(node=st.integers(0, 4), seconds=st.sampled_from([20, 60, 180]))
+    def roll(self, node: int, seconds: int) -> None:
+        self.create_maintenance(node)
+        self.running.run_for(seconds)
+        self.delete_maintenance(node)
+
+
+MACHINES: dict[str, type[Search]] = {"search": Search, "rolling": Rolling}

@@ -78,7 +78,7 @@ class TestLimits:
         brief = {**pool(maxParallel=1), "metadata": {"name": "p", "uid": "brief", "resourceVersion": "3"}}
         gone = State.of(T0, 4, nodes=nodes, maintenances=maintenances, departed=[brief])
         take = step(gone, gone.put(nodes=[held("n2", holder="m2", policy=None)]), builders.take_patch(free("n2"), "m2"))
-        found = violations([step(start, start, started=True), step(start, gone), take])
+        found = violations([step(start, start, started=start), step(start, gone), take])
         assert any("2 nodes in maintenance (n1, n2), maxParallel allows 1" in f for f in found)
 
     def test_a_policy_deleted_before_the_restarted_operator_could_list_it_paces_nothing(self) -> None:
@@ -89,8 +89,24 @@ class TestLimits:
         gone = paced.drop("policies", "p")
         both = gone.put(nodes=[held("n1", holder="m1", policy=None), held("n2", holder="m2", policy=None)])
         takes = [builders.take_patch(free("n1"), "m1"), builders.take_patch(free("n2"), "m2")]
-        assert violations([step(paced, paced), step(gone, both, *takes, started=True)]) == []
-        assert violations([step(paced, paced, started=True), step(gone, both, *takes)]) != []  # it had a step to list it
+        assert violations([step(paced, paced), step(gone, both, *takes, started=paced)]) == []
+        assert violations([step(paced, paced, started=paced), step(gone, both, *takes)]) != []  # it had a step to list it
+
+    @pytest.mark.parametrize(("there_at_start", "broken"), [(True, False), (False, True)])
+    def test_a_policy_that_existed_when_the_operator_started_and_was_gone_by_its_first_step_paces_nothing(self, there_at_start: bool,
+                                                                                                           broken: bool) -> None:
+        """Created by one replace just before the restart and deleted by the next before the restarted operator's first
+        step, no node held under it: no state shows it and nothing told the operator of it (seed 3707132782). Created
+        after the start instead, the operator's watch brought it, and it paces."""
+        maintenances = [nm("m1", "n1"), nm("m2", "n2")]
+        nodes = [held("n1", holder="m1", policy=None), free("n2")]
+        before = State.of(T0, 1, nodes=nodes, maintenances=maintenances)
+        brief = {**pool(maxParallel=1), "metadata": {"name": "p", "uid": "brief", "resourceVersion": "3"}}
+        gone = State.of(T0, 4, nodes=nodes, maintenances=maintenances, departed=[brief])
+        take = step(gone, gone.put(nodes=[held("n2", holder="m2", policy=None)]), builders.take_patch(free("n2"), "m2"))
+        started = before.put(policies=[brief]) if there_at_start else before
+        found = violations([step(before, before), step(before, gone, started=started), take])
+        assert any("2 nodes in maintenance (n1, n2), maxParallel allows 1" in f for f in found) is broken
 
     def test_a_held_node_relabelled_out_of_the_pool_still_counts_against_the_policy_it_was_taken_under(self) -> None:
         moved = held("n1", holder="m1", labels={"role": "other"})
@@ -108,7 +124,7 @@ class TestLimits:
         gone = paced.drop("policies", "p")
         if replaced:
             gone = gone.put(policies=[pool(maxParallel=2)])
-        history = [step(paced, paced), step(paced, gone, started=restarted), *[step(gone, gone)] * steps_ago,
+        history = [step(paced, paced), step(paced, gone, started=paced if restarted else None), *[step(gone, gone)] * steps_ago,
                    step(gone, gone.put(nodes=[held("n2", holder="m2")]), builders.take_patch(free("n2"), "m2", "p"))]
         found = violations(history)
         assert any("2 nodes in maintenance (n1, n2), maxParallel allows 1" in f for f in found) is broken
