@@ -24,8 +24,7 @@ import yaml
 from . import pki, toolchain
 from .podnetwork import NODE_IP, PodNetwork
 from .processes import Process, free_port
-from .realnode import NAME as REAL_NODE_NAME
-from .realnode import RealNode
+from .realnode import RealNode, node_name
 from .registry import Registry
 from .waiting import ClusterError, wait_for
 
@@ -58,21 +57,23 @@ class Cluster:
     """A running local control plane. Use as a context manager, or call start()/stop().
 
     With ``real_node`` (root only) every component runs in network and mount namespaces of the
-    cluster's own (``podnetwork``), which also hold a local image registry and one real node
-    (``realnode``) whose kubelet runs pods from it; KWOK nodes then carry ``KWOK_TAINT``.
+    cluster's own (``podnetwork``), which also hold a local image registry and ``real_nodes`` real nodes
+    (``realnode``, one by default) whose kubelets run pods from it; KWOK nodes then carry ``KWOK_TAINT``.
     """
 
     # Further flags of a control-plane component, by its name: a subclass tunes one as a given cluster would.
     component_flags: ClassVar[dict[str, tuple[str, ...]]] = {}
 
-    def __init__(self, workdir: Path | None = None, *, real_node: bool = False, audit_users: tuple[str, ...] = ()) -> None:
+    def __init__(self, workdir: Path | None = None, *, real_node: bool = False, real_nodes: int = 1,
+                 audit_users: tuple[str, ...] = ()) -> None:
         """The audit log records requests about pods, and every request of ``audit_users``."""
         self._own_workdir = workdir is None
         self.real_node = real_node
+        self.real_node_count = real_nodes if real_node else 0
         self.audit_users = audit_users
         self.network: PodNetwork | None = None
         self.registry: Registry | None = None
-        self.node: RealNode | None = None
+        self.nodes: list[RealNode] = []
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="nmo-cluster-"))
         self.processes: list[Process] = []
         self.bin: dict[str, Path] = {}
@@ -131,14 +132,20 @@ class Cluster:
         self.registry = Registry(setup=self.network.enter)
         self._reach_at_same_port(self.registry.port)  # one image reference serves the host and the node
         self.registry.__enter__()
-        self.node = RealNode(self, self.registry.host)
-        self.node.start()
+        for index in range(self.real_node_count):
+            self.nodes.append(RealNode(self, self.registry.host, index))
+            self.nodes[-1].start()
+
+    @property
+    def node(self) -> RealNode | None:
+        """The first real node, where the cluster's DNS and kube-proxy run."""
+        return self.nodes[0] if self.nodes else None
 
     def stop(self) -> None:
         """Stop every component (newest first) and remove the work directory."""
-        if self.node is not None:
-            self.node.stop()
-            self.node = None
+        for node in reversed(self.nodes):
+            node.stop()
+        self.nodes.clear()
         if self.registry is not None:
             self.registry.__exit__()
             self.registry = None
@@ -168,7 +175,7 @@ class Cluster:
 
     def pids(self) -> list[int]:
         return ([p.pid for p in self.processes] + (self.network.pids() if self.network else [])
-                + (self.node.pids() if self.node else []) + ([self.registry.process.pid] if self.registry and self.registry.process else []))
+                + [pid for node in self.nodes for pid in node.pids()] + ([self.registry.process.pid] if self.registry and self.registry.process else []))
 
     # ----------------------------------------------------------------- processes
     def spawn(self, name: str, argv: list[str], *, env: dict[str, str] | None = None, log_dir: Path | None = None) -> Process:
@@ -228,7 +235,8 @@ class Cluster:
                     f'{self.admin_token},admin,admin,"system:masters"',
                     f"{self._component_token('controller-manager')},system:kube-controller-manager,kcm",
                     f"{self._component_token('scheduler')},system:kube-scheduler,scheduler",
-                    f'{self.node_token},system:node:{REAL_NODE_NAME},{REAL_NODE_NAME},"system:nodes"',
+                    *(f'{self.node_token(name)},system:node:{name},{name},"system:nodes"'
+                      for name in map(node_name, range(self.real_node_count))),
                     f"{self.kube_proxy_token},system:kube-proxy,kube-proxy",
                 ]
             )
@@ -286,9 +294,8 @@ class Cluster:
             return ["--bind-address=0.0.0.0", f"--advertise-address={NODE_IP}", "--kubelet-preferred-address-types=InternalIP"]
         return ["--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none"]
 
-    @property
-    def node_token(self) -> str:
-        return self._component_token("node")
+    def node_token(self, name: str) -> str:
+        return self._component_token(f"node/{name}")
 
     @property
     def kube_proxy_token(self) -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 from node_maintenance_packaging.imagerefs import ImageRefs
 from node_maintenance_packaging.images import Built, build_bundle_image, build_catalog_image, build_images
 from node_maintenance_packaging.imagetool import Builder, pick
-from node_maintenance_packaging.operator_image import image_cache
+from node_maintenance_packaging.operator_image import build_operator_image, image_cache
 from node_maintenance_packaging.releases import Releases
 from node_maintenance_packaging.render import RELEASES_FILE, Inputs, load_inputs
 from node_maintenance_packaging.templating import DEFAULT_TEMPLATES, Templates
@@ -98,3 +98,16 @@ def publish(registry_host: str, *, through: str | None = None) -> Published:
     built = build_images(ROOT, registry=registry, opm_image=opm_image, all_releases=True, through=through,
                          tls_verify=False, pin_digests=True, cache=image_cache())
     return Published(registry, opm_image, util_image, tuple(built), time.monotonic() - started)
+
+
+def publish_operator(registry_host: str) -> Published:
+    """Only the newest release's operator image, for a test that installs that release from its rendered bundle
+    without OLM: neither opm, OLM's util image, nor any bundle or catalog is built."""
+    started = time.monotonic()
+    registry = f"{registry_host}/{REPOSITORY}"
+    inputs = load_inputs(ROOT / RELEASES_FILE, registry=registry)
+    release = inputs.releases.current
+    reference = inputs.images.tagged("operator", release)
+    with contextlib.closing(Builder(pick("umoci"), tls_verify=False)) as assembler:
+        digest = build_operator_image(assembler, ROOT, release.version, reference, cache=image_cache())
+    return Published(registry, "", "", (Built("operator", reference, digest),), time.monotonic() - started)

@@ -11,6 +11,7 @@ the pause image is built here from the Kubernetes module's own ``pause.c``.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import itertools
 import json
 import os
@@ -29,8 +30,9 @@ from .podnetwork import NODE_IP, PodNetwork
 from .processes import Process, free_port
 from .waiting import polls, wait_for
 
-NAME = "node-real"
-POD_CIDR = "10.245.0.0/24"
+NAME = "node-real"  # the first real node; a further one is NAME-2, NAME-3, ...
+# Each real node's pods get a /24 of this range on a bridge of their own, in the one network namespace.
+POD_CIDRS = "10.245.0.0/16"
 CLUSTER_DOMAIN = "cluster.local"
 CGROUPS = Path("/sys/fs/cgroup")
 CGROUP_PREFIX = "nmo-node-"  # then the owning process's pid: a cgroup whose owner is gone is an orphan
@@ -50,8 +52,7 @@ class NodeHost(Protocol):
     def kubeconfig(self) -> Path: ...
     @property
     def network(self) -> PodNetwork | None: ...
-    @property
-    def node_token(self) -> str: ...
+    def node_token(self, name: str) -> str: ...
     @property
     def kube_proxy_token(self) -> str: ...
     def node_ready(self, name: str) -> bool: ...
@@ -59,14 +60,33 @@ class NodeHost(Protocol):
     def spawn(self, name: str, argv: list[str], *, env: dict[str, str] | None = None, log_dir: Path | None = None) -> Process: ...
 
 
-class RealNode:
-    """Start with ``start()`` once the control plane answers; ``stop()`` leaves nothing behind."""
+def node_name(index: int) -> str:
+    """The name of the cluster's ``index``-th real node (from 0)."""
+    return NAME if index == 0 else f"{NAME}-{index + 1}"
 
-    def __init__(self, cluster: NodeHost, registry_host: str) -> None:
+
+def node_ip(index: int) -> str:
+    """The ``index``-th real node's address in the cluster's namespace: the first is the namespace's own ``NODE_IP``."""
+    first = ipaddress.ip_address(NODE_IP)
+    return str(first + index)
+
+
+class RealNode:
+    """Start with ``start()`` once the control plane answers; ``stop()`` leaves nothing behind.
+
+    Several real nodes share the cluster's network namespace, each with its own address, bridge, pod range,
+    containerd and cgroups; the first also serves what the namespace needs once (cluster DNS, kube-proxy's
+    rules), so Services and names work from every node's pods alike."""
+
+    def __init__(self, cluster: NodeHost, registry_host: str, index: int = 0) -> None:
         self.cluster = cluster
         self.registry_host = registry_host
-        self.dir = cluster.workdir / "node"
-        self.cgroup = f"{CGROUP_PREFIX}{os.getpid()}-{cluster.workdir.name.rsplit('-', 1)[-1]}"
+        self.index = index
+        self.name = node_name(index)
+        self.ip = node_ip(index)
+        self.pod_cidr = str(list(ipaddress.ip_network(POD_CIDRS).subnets(new_prefix=24))[index])
+        self.dir = cluster.workdir / ("node" if index == 0 else f"node-{index + 1}")
+        self.cgroup = f"{CGROUP_PREFIX}{os.getpid()}-{cluster.workdir.name.rsplit('-', 1)[-1]}{'' if index == 0 else f'-{index + 1}'}"
         self.processes: list[Process] = []
         self.ready_seconds = 0.0
 
@@ -84,15 +104,20 @@ class RealNode:
                 raise RuntimeError(f"{tool} is not installed: run `make system-deps` (Debian packages containerd, runc, containernetworking-plugins)")
         binaries = toolchain.ensure(["kubelet", "kube-proxy", "coredns"])
         self.dir.mkdir(parents=True)
-        self._remove_orphans()
+        if self.index == 0:
+            self._remove_orphans()
+        else:
+            self._add_address()
         self._make_cgroups()
         self._start_containerd()
-        self._push_pause_image()
-        self._start_dns(binaries["coredns"])
+        if self.index == 0:
+            self._push_pause_image()
+            self._start_dns(binaries["coredns"])
         self._start_kubelet(binaries["kubelet"])
-        self._start_kube_proxy(binaries["kube-proxy"])
+        if self.index == 0:
+            self._start_kube_proxy(binaries["kube-proxy"])
         kubelet = next(p for p in self.processes if p.name == "kubelet")
-        wait_for(f"node {NAME} Ready", lambda: self.cluster.node_ready(NAME), 60, kubelet)
+        wait_for(f"node {self.name} Ready", lambda: self.cluster.node_ready(self.name), 60, kubelet)
         self.ready_seconds = time.monotonic() - started
 
     def stop(self) -> None:
@@ -109,6 +134,12 @@ class RealNode:
 
     def pids(self) -> list[int]:
         return [p.pid for p in self.processes]
+
+    def _add_address(self) -> None:
+        """A further node's address, beside the first's on the namespace's loopback."""
+        network = self.cluster.network
+        assert network is not None, "a real node runs in the cluster's network namespace"
+        subprocess.run(["ip", "addr", "add", f"{self.ip}/32", "dev", "lo"], preexec_fn=network.enter, check=True, capture_output=True)
 
     # ----------------------------------------------------------------- cgroups
     def _hierarchies(self) -> list[Path]:
@@ -182,10 +213,10 @@ class RealNode:
         cni.mkdir()
         (cni / "10-bridge.conflist").write_text(json.dumps({
             "cniVersion": "1.0.0",
-            "name": "nmo-pods",
+            "name": f"nmo-pods-{self.index}",
             "plugins": [
-                {"type": "bridge", "bridge": "cni0", "isGateway": True, "hairpinMode": True,
-                 "ipam": {"type": "host-local", "ranges": [[{"subnet": POD_CIDR}]], "routes": [{"dst": "0.0.0.0/0"}]}},
+                {"type": "bridge", "bridge": f"cni{self.index}", "isGateway": True, "hairpinMode": True,
+                 "ipam": {"type": "host-local", "ranges": [[{"subnet": self.pod_cidr}]], "routes": [{"dst": "0.0.0.0/0"}]}},
                 {"type": "portmap", "capabilities": {"portMappings": True}},
             ],
         }))
@@ -270,7 +301,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 
     def _start_kubelet(self, kubelet: Path) -> None:
         kubeconfig = self.dir / "kubelet.kubeconfig"
-        self.cluster.write_kubeconfig(kubeconfig, f"system:node:{NAME}", self.cluster.node_token)
+        self.cluster.write_kubeconfig(kubeconfig, f"system:node:{self.name}", self.cluster.node_token(self.name))
         config = self.dir / "kubelet.yaml"
         config.write_text(yaml.safe_dump({
             "apiVersion": "kubelet.config.k8s.io/v1beta1",
@@ -279,7 +310,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
             "cgroupRoot": f"/{self.cgroup}",
             "failCgroupV1": False,  # this kind of machine mounts cgroups v1 and v2 side by side
             "containerRuntimeEndpoint": f"unix://{self.socket}",
-            "address": NODE_IP,
+            "address": self.ip,
             "readOnlyPort": 0,
             "healthzBindAddress": "127.0.0.1",
             "healthzPort": free_port(),
@@ -302,8 +333,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
             f"--kubeconfig={kubeconfig}",
             f"--root-dir={self.dir / 'kubelet'}",
             f"--cert-dir={self.dir / 'kubelet' / 'pki'}",  # its default is on the host, shared by every node
-            f"--hostname-override={NAME}",
-            f"--node-ip={NODE_IP}",
+            f"--hostname-override={self.name}",
+            f"--node-ip={self.ip}",
             "--node-labels=type=real",
             "--v=1",
         ])
@@ -318,7 +349,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
             "clientConnection": {"kubeconfig": str(kubeconfig)},
             "mode": "iptables",
             "hostnameOverride": NAME,
-            "clusterCIDR": POD_CIDR,
+            "clusterCIDR": POD_CIDRS,
             "bindAddress": NODE_IP,
             "nodePortAddresses": ["primary"],
             "healthzBindAddress": f"127.0.0.1:{free_port()}",

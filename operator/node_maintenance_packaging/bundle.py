@@ -22,6 +22,7 @@ from .releases import Release, Releases
 from .templating import Templates
 
 METRICS_SERVICE_FILE = "node-maintenance-operator-metrics_v1_service.yaml"
+DISRUPTION_BUDGET_FILE = "node-maintenance-operator_policy_v1_poddisruptionbudget.yaml"
 
 
 def _roles(templates: Templates, release: Release) -> dict[str, dict[str, Any]]:
@@ -67,12 +68,20 @@ def metrics_service(templates: Templates, release: Release) -> dict[str, Any]:
     return service
 
 
+def disruption_budget(templates: Templates, release: Release) -> dict[str, dict[str, Any]]:
+    """With self-drain, the budget that keeps one replica of the operator through a drain of its node."""
+    if not release.has("self-drain"):
+        return {}
+    return {DISRUPTION_BUDGET_FILE: templates.yaml("disruption-budget.yaml.j2", deployment=DEPLOYMENT)}
+
+
 def bundle_manifests(templates: Templates, releases: Releases, images: ImageRefs, release: Release) -> dict[str, dict[str, Any]]:
     """The objects in manifests/, by file name; the catalog embeds the same objects."""
     return {
         CSV_FILE: build_csv(templates, releases, images, release),
         **build_crds(release),
         METRICS_SERVICE_FILE: metrics_service(templates, release),
+        **disruption_budget(templates, release),
         **_roles(templates, release),
     }
 

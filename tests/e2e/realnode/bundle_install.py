@@ -1,6 +1,7 @@
 """Install one release from its rendered bundle the way OLM wires a CSV: the CRD, the ServiceAccount
-bound to exactly the CSV's rules, the CSV's own Deployment, and for webhooks a Service, a serving
-certificate mounted where OLM mounts it, and the CRD's conversion pointed at the Service."""
+bound to exactly the CSV's rules, the CSV's own Deployment and the bundle's PodDisruptionBudget, and for
+webhooks a Service, a serving certificate mounted where OLM mounts it, and the CRD's conversion pointed at
+the Service."""
 
 from __future__ import annotations
 
@@ -32,11 +33,11 @@ class Installed:
     csv: dict[str, Any]
 
 
-def bundle_objects(inputs: Inputs, version: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The CSV and the CRDs of one release's bundle, as rendered for the published images."""
+def bundle_objects(inputs: Inputs, version: str, kind: str = "CustomResourceDefinition") -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The CSV and the objects of ``kind`` of one release's bundle, as rendered for the published images."""
     docs = [yaml.safe_load(f.content) for f in bundle_output(inputs, version).files if f.path.parts[:2] == ("bundle", "manifests")]
     csv = next(d for d in docs if d["kind"] == "ClusterServiceVersion")
-    return csv, [d for d in docs if d["kind"] == "CustomResourceDefinition"]
+    return csv, [d for d in docs if d["kind"] == kind]
 
 
 def restricted_namespace(cluster: Cluster, name: str) -> None:
@@ -64,6 +65,8 @@ def install(cluster: Cluster, inputs: Inputs, version: str, namespace: str) -> I
     webhooks = csv["spec"].get("webhookdefinitions") or []
     if webhooks:
         _serve_webhooks(cluster, namespace, spec["name"], deployment, webhooks)
+    for budget in bundle_objects(inputs, version, "PodDisruptionBudget")[1]:
+        cluster.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(budget))
     cluster.kubectl("apply", "-f", "-", input=json.dumps(deployment))
     return Installed(namespace, spec["name"], csv)
 

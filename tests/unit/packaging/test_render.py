@@ -290,6 +290,27 @@ def test_from_0_6_0_the_bundle_names_the_openshift_versions(tmp_path: Path) -> N
     assert "com.redhat.openshift.versions" not in annotations["0.5.0"]
 
 
+def test_from_0_6_0_the_operator_survives_a_drain_of_its_own_node(tmp_path: Path) -> None:
+    """Two replicas kept apart, a budget that keeps one of them, a priority class and the control-plane tolerations:
+    what lets a rolling maintenance of every node drain the node the operator runs on."""
+    budget_file = f"bundle/manifests/{bundle.DISRUPTION_BUDGET_FILE}"
+    deployments = {}
+    for version in ("0.5.0", "0.6.0"):
+        root = render_bundle(tmp_path, version)
+        deployments[version] = load_yaml(root / CSV)["spec"]["install"]["spec"]["deployments"][0]
+        assert (root / budget_file).exists() == (version == "0.6.0")
+    new, old = deployments["0.6.0"], deployments["0.5.0"]
+    pod = new["spec"]["template"]["spec"]
+    assert (new["spec"]["replicas"], old["spec"]["replicas"]) == (2, 1)
+    assert pod["priorityClassName"] == "system-cluster-critical" and "priorityClassName" not in old["spec"]["template"]["spec"]
+    assert {(t["key"], t["effect"]) for t in pod["tolerations"]} == {("node-role.kubernetes.io/control-plane", "NoSchedule"),
+                                                                      ("node-role.kubernetes.io/master", "NoSchedule")}
+    (spread,) = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert spread["podAffinityTerm"]["labelSelector"]["matchLabels"] == new["spec"]["selector"]["matchLabels"]
+    budget = load_yaml(tmp_path / "0.6.0" / budget_file)
+    assert budget["spec"] == {"maxUnavailable": 1, "selector": {"matchLabels": new["spec"]["selector"]["matchLabels"]}}
+
+
 def test_catalog_channels_have_one_head_and_bundles_embed_their_manifests() -> None:
     docs = list(yaml.safe_load_all((ROOT / "catalog/node-maintenance-operator/index.yaml").read_text()))
     package = next(d for d in docs if d["schema"] == "olm.package")
