@@ -34,24 +34,25 @@ def with_departed(history: History, state: State) -> State:
     its own clock, from when its watch brought the deletion. One deleted before the operator (restarted) could list it
     is not, since nothing tells of it, unless a node in ``state`` is held under it (docs/policy.md: the operator then
     holds); one created after the operator started was seen by its watch, even if it came and went between two
-    states, and one that existed when it started was not, even if no state shows it."""
+    states, unless it was gone before the operator's first step began."""
     recent = history[-int(REPLACE_GRACE_SECONDS / STEP_SECONDS) + 2:]
     if not recent:
         return state
     start = max((i for i, st in enumerate(recent) if st.started), default=0)
     recorded = {policy_of(dict(node)) for name, node in state.nodes.items() if state.holder(name)}
     listed = {name for st in recent[start:] for name in st.after.policies}  # what it could have listed since it started
-    # What existed before the operator started: it may never have seen those (a policy created since, it has). The
-    # cluster as it started on it too: a policy created and deleted around the start shows in no state before.
-    at_start = recent[start].started
-    before_start = [*(then for st in recent[:start] for then in (st.before, st.after)), recent[start].before, *([at_start] if at_start else [])]
+    # What existed before the operator started: it may never have seen those (a policy created since, it has, unless it
+    # was gone again before the operator's first step began: the operator lists nothing before its first step).
+    before_start = [*(then for st in recent[:start] for then in (st.before, st.after)), recent[start].before]
+    first_step = recent[start].before.revision
     older = {_uid(body) for then in before_start for body in then.policies.values()}
     since = recent[0].before.revision  # removed since: within the grace
     gone = [(name, body) for name, body in state.departed.items() if int(body["metadata"].get("resourceVersion") or 0) > since]
     departed: dict[str, Any] = {}
     for name, body in [*gone, *((n, b) for st in reversed(recent) for n, b in st.before.policies.items())]:
         last = state.departed.get(name) or body
-        if name not in state.policies and (name in listed or name in recorded or _uid(last) not in older):
+        seen = _uid(last) not in older and int(last["metadata"].get("resourceVersion") or 0) > first_step
+        if name not in state.policies and (name in listed or name in recorded or seen):
             departed.setdefault(name, last)
     return state.put(policies=list(departed.values())) if departed else state
 

@@ -126,9 +126,7 @@ class Step:
     before: State
     actions: tuple[Action, ...]
     after: State
-    # When the operator (re)started just before this step, the cluster as it was at that moment (None otherwise): the
-    # operator knew nothing of the states before, and what existed then may have come and gone between two states.
-    started: State | None = None
+    started: bool = False  # the operator (re)started just before this step: it knew nothing of the states before
 
     def takes(self) -> list[Take]:
         """The nodes whose holder record a node patch of this step set to another NodeMaintenance than the one before."""
@@ -150,9 +148,9 @@ class Step:
 History = Sequence[Step]
 
 
-def step(before: State, after: State, *actions: Action, started: State | None = None) -> Step:
-    """A step from ``before`` to ``after`` by ``actions`` (``started``: the operator started just before it, on that
-    cluster), for tests and the simulation alike."""
+def step(before: State, after: State, *actions: Action, started: bool = False) -> Step:
+    """A step from ``before`` to ``after`` by ``actions`` (``started``: the operator started just before it), for tests
+    and the simulation alike."""
     return Step(before=before, actions=tuple(actions), after=after, started=started)
 
 

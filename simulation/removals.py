@@ -64,8 +64,11 @@ def removal_violations(history: History) -> list[str]:
             found.append(f"pod {removal.key} {verb} from node {node} by NodeMaintenance {m.name}, but no window of "
                          f"NodeMaintenancePolicy {policy.name} was open and its windowEnd is Pause")
         if removal.kind is ActionKind.POD_DELETE and not pods.finished(pod):
-            unescalated = _unescalated(newest.after.at, m, pod, removal)
-            if unescalated and (earlier := _as_known(history, body, policy)) is not None and not _unescalated(newest.after.at, earlier, pod, removal):
+            # The deletion may be the retry of one the drain decided in the step before, on that step's wall clock: when
+            # the clock was set back in between, the ladder is judged at the later of the two.
+            now = max([newest.after.at, *(st.after.at for st in history[-2:-1])])
+            unescalated = _unescalated(now, m, pod, removal)
+            if unescalated and (earlier := _as_known(history, body, policy)) is not None and not _unescalated(now, earlier, pod, removal):
                 unescalated = []  # the ladder as the operator last surely knew it (a policy edited just before the step) had it due
             found += [f"pod {removal.key} deleted from node {node} past its budgets by NodeMaintenance {m.name}, but {why}"
                       for why in unescalated]

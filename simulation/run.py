@@ -13,7 +13,7 @@ from simulation import invariants, recorder
 from simulation.apiserver import Fault, SimulatedApi
 from simulation.clock import SimulatedTime, Spinning
 from simulation.cluster import Cluster
-from simulation.history import STEP_SECONDS, State, Step
+from simulation.history import STEP_SECONDS, Step
 from simulation.process import Process
 from simulation.raising import Raised
 
@@ -34,7 +34,7 @@ class Simulation:
         self.violations: list[str] = []
         self._tasks: list[asyncio.Task[Any]] = []
         self.raised = Raised()
-        self._started: State | None = None  # the cluster as the operator started on it, since the last step
+        self._started = False  # the operator started since the last step
 
     def __enter__(self) -> Simulation:
         logging.getLogger().addHandler(self.raised)
@@ -54,7 +54,7 @@ class Simulation:
         self.time.__exit__(*exc)
 
     def start_operator(self) -> None:
-        self._started = recorder.state(self.api)
+        self._started = True
         self.process = Process(self.api)
         self.time.run(_started(self.process))
 
@@ -74,7 +74,7 @@ class Simulation:
             raise AssertionError("\n".join(self.violations)) from spin
         after = recorder.state(self.api)
         self.history.append(Step(before=before, actions=recorder.actions(self.api.writes[written:], before), after=after, started=self._started))
-        self._started = None
+        self._started = False
         found = [*invariants.violations(self.history), *self.raised.taken()]
         self.violations += [f"at {after.at:%H:%M:%S}: {v}" for v in found]
         return found

@@ -27,9 +27,10 @@ NODE_IP = "10.241.0.2"
 NETNS_DIR = "/run/netns"  # where `ip netns` and containerd pin network namespaces (/var/run is /run)
 # Host paths the node's programs use whatever their configuration says: the kubelet's device-plugin socket
 # and links to container logs, the CNI plugins' address leases and result cache, and the runc state and
-# shim sockets of containerd's runc shim. Two real nodes (two test processes) would race for the one
-# socket, and a cluster torn down with its pods still running would keep its pods' addresses leased for
-# good, until no pod of any later cluster could get one.
+# shim sockets of containerd's runc shim. Two real nodes of two clusters (two test processes) would race for
+# the one socket, and a cluster torn down with its pods still running would keep its pods' addresses leased for
+# good, until no pod of any later cluster could get one. The real nodes of one cluster share them: each names
+# its CNI network apart, and the second kubelet takes the device-plugin socket over, which no device plugin uses.
 FIXED_DIRS = ("/var/lib/kubelet/device-plugins", "/var/log/containers", "/var/lib/cni", "/run/containerd")
 # Each gets an empty directory of the cluster's own, so that no entry outlives it on the host.
 PRIVATE_DIRS = (NETNS_DIR, *FIXED_DIRS)

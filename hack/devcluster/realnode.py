@@ -87,6 +87,8 @@ class RealNode:
         self.pod_cidr = str(list(ipaddress.ip_network(POD_CIDRS).subnets(new_prefix=24))[index])
         self.dir = cluster.workdir / ("node" if index == 0 else f"node-{index + 1}")
         self.cgroup = f"{CGROUP_PREFIX}{os.getpid()}-{cluster.workdir.name.rsplit('-', 1)[-1]}{'' if index == 0 else f'-{index + 1}'}"
+        # A further node's processes log apart from the first's, which log beside the control plane.
+        self.logs_dir = cluster.logs_dir if index == 0 else cluster.logs_dir / self.name
         self.processes: list[Process] = []
         self.ready_seconds = 0.0
 
@@ -104,6 +106,7 @@ class RealNode:
                 raise RuntimeError(f"{tool} is not installed: run `make system-deps` (Debian packages containerd, runc, containernetworking-plugins)")
         binaries = toolchain.ensure(["kubelet", "kube-proxy", "coredns"])
         self.dir.mkdir(parents=True)
+        self.logs_dir.mkdir(exist_ok=True)
         if self.index == 0:
             self._remove_orphans()
         else:
@@ -262,7 +265,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
             self._join_runtime_cgroup()
 
         process = Process("containerd", [shutil.which("containerd") or "containerd", "--config", str(config), "--log-level", "warn"],
-                          self.cluster.logs_dir, setup=setup)
+                          self.logs_dir, setup=setup)
         self.processes.append(process)
         wait_for("containerd's socket", self.socket.exists, 30, process)
 
@@ -363,7 +366,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         self._spawn("kube-proxy", [str(kube_proxy), f"--config={config}", "--v=1"])
 
     def _spawn(self, name: str, argv: list[str]) -> None:
-        self.processes.append(self.cluster.spawn(name, argv))
+        self.processes.append(self.cluster.spawn(name, argv, log_dir=self.logs_dir))
 
 
 def _rmdir(directory: Path) -> None:

@@ -33,11 +33,10 @@ class Installed:
     csv: dict[str, Any]
 
 
-def bundle_objects(inputs: Inputs, version: str, kind: str = "CustomResourceDefinition") -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The CSV and the objects of ``kind`` of one release's bundle, as rendered for the published images."""
+def bundle_objects(inputs: Inputs, version: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The CSV and the other objects of one release's bundle, as rendered for the published images."""
     docs = [yaml.safe_load(f.content) for f in bundle_output(inputs, version).files if f.path.parts[:2] == ("bundle", "manifests")]
-    csv = next(d for d in docs if d["kind"] == "ClusterServiceVersion")
-    return csv, [d for d in docs if d["kind"] == kind]
+    return next(d for d in docs if d["kind"] == "ClusterServiceVersion"), [d for d in docs if d["kind"] != "ClusterServiceVersion"]
 
 
 def restricted_namespace(cluster: Cluster, name: str) -> None:
@@ -50,8 +49,8 @@ def restricted_namespace(cluster: Cluster, name: str) -> None:
 
 
 def install(cluster: Cluster, inputs: Inputs, version: str, namespace: str) -> Installed:
-    csv, crds = bundle_objects(inputs, version)
-    for crd in crds:
+    csv, objects = bundle_objects(inputs, version)
+    for crd in (o for o in objects if o["kind"] == "CustomResourceDefinition"):
         cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=json.dumps(crd))
         cluster.kubectl("wait", "--for=condition=Established", f"crd/{crd['metadata']['name']}", "--timeout=60s")
     restricted_namespace(cluster, namespace)
@@ -65,7 +64,7 @@ def install(cluster: Cluster, inputs: Inputs, version: str, namespace: str) -> I
     webhooks = csv["spec"].get("webhookdefinitions") or []
     if webhooks:
         _serve_webhooks(cluster, namespace, spec["name"], deployment, webhooks)
-    for budget in bundle_objects(inputs, version, "PodDisruptionBudget")[1]:
+    for budget in (o for o in objects if o["kind"] == "PodDisruptionBudget"):
         cluster.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(budget))
     cluster.kubectl("apply", "-f", "-", input=json.dumps(deployment))
     return Installed(namespace, spec["name"], csv)

@@ -78,7 +78,7 @@ class TestLimits:
         brief = {**pool(maxParallel=1), "metadata": {"name": "p", "uid": "brief", "resourceVersion": "3"}}
         gone = State.of(T0, 4, nodes=nodes, maintenances=maintenances, departed=[brief])
         take = step(gone, gone.put(nodes=[held("n2", holder="m2", policy=None)]), builders.take_patch(free("n2"), "m2"))
-        found = violations([step(start, start, started=start), step(start, gone), take])
+        found = violations([step(start, start, started=True), step(start, gone), take])
         assert any("2 nodes in maintenance (n1, n2), maxParallel allows 1" in f for f in found)
 
     def test_a_policy_deleted_before_the_restarted_operator_could_list_it_paces_nothing(self) -> None:
@@ -89,23 +89,28 @@ class TestLimits:
         gone = paced.drop("policies", "p")
         both = gone.put(nodes=[held("n1", holder="m1", policy=None), held("n2", holder="m2", policy=None)])
         takes = [builders.take_patch(free("n1"), "m1"), builders.take_patch(free("n2"), "m2")]
-        assert violations([step(paced, paced), step(gone, both, *takes, started=paced)]) == []
-        assert violations([step(paced, paced, started=paced), step(gone, both, *takes)]) != []  # it had a step to list it
+        assert violations([step(paced, paced), step(gone, both, *takes, started=True)]) == []
+        assert violations([step(paced, paced, started=True), step(gone, both, *takes)]) != []  # it had a step to list it
 
-    @pytest.mark.parametrize(("there_at_start", "broken"), [(True, False), (False, True)])
-    def test_a_policy_that_existed_when_the_operator_started_and_was_gone_by_its_first_step_paces_nothing(self, there_at_start: bool,
-                                                                                                           broken: bool) -> None:
-        """Created by one replace just before the restart and deleted by the next before the restarted operator's first
-        step, no node held under it: no state shows it and nothing told the operator of it (seed 3707132782). Created
-        after the start instead, the operator's watch brought it, and it paces."""
+    @pytest.mark.parametrize(("deleted_after_first_step", "broken"), [(False, False), (True, True)])
+    def test_a_policy_gone_before_the_restarted_operator_s_first_step_paces_nothing(self, deleted_after_first_step: bool,
+                                                                                    broken: bool) -> None:
+        """Created (by a replace) just before or just after the restart, so that no state before shows it, and deleted (by
+        the next) before the restarted operator's first step began, no node held under it: the operator, which lists
+        nothing before its first step, never saw it (seeds 3707132782 and 601270407). Still there when that step ended,
+        it was listed, and it paces for its grace."""
         maintenances = [nm("m1", "n1"), nm("m2", "n2")]
         nodes = [held("n1", holder="m1", policy=None), free("n2")]
         before = State.of(T0, 1, nodes=nodes, maintenances=maintenances)
         brief = {**pool(maxParallel=1), "metadata": {"name": "p", "uid": "brief", "resourceVersion": "3"}}
         gone = State.of(T0, 4, nodes=nodes, maintenances=maintenances, departed=[brief])
+        if deleted_after_first_step:
+            there = State.of(T0, 3, nodes=nodes, maintenances=maintenances, policies=[brief])
+            steps = [step(there, there, started=True), step(there, gone)]
+        else:
+            steps = [step(gone, gone, started=True)]
         take = step(gone, gone.put(nodes=[held("n2", holder="m2", policy=None)]), builders.take_patch(free("n2"), "m2"))
-        started = before.put(policies=[brief]) if there_at_start else before
-        found = violations([step(before, before), step(before, gone, started=started), take])
+        found = violations([step(before, before), *steps, take])
         assert any("2 nodes in maintenance (n1, n2), maxParallel allows 1" in f for f in found) is broken
 
     def test_a_held_node_relabelled_out_of_the_pool_still_counts_against_the_policy_it_was_taken_under(self) -> None:
@@ -124,7 +129,7 @@ class TestLimits:
         gone = paced.drop("policies", "p")
         if replaced:
             gone = gone.put(policies=[pool(maxParallel=2)])
-        history = [step(paced, paced), step(paced, gone, started=paced if restarted else None), *[step(gone, gone)] * steps_ago,
+        history = [step(paced, paced), step(paced, gone, started=restarted), *[step(gone, gone)] * steps_ago,
                    step(gone, gone.put(nodes=[held("n2", holder="m2")]), builders.take_patch(free("n2"), "m2", "p"))]
         found = violations(history)
         assert any("2 nodes in maintenance (n1, n2), maxParallel allows 1" in f for f in found) is broken
@@ -217,6 +222,20 @@ class TestRemovals:
                                                                       broken: str) -> None:
         found = removing([pod("a")], EVICT("ns/a", delete=True, grace=grace), policy=pool(drain=drain), status=status)
         assert [broken in f and "pod ns/a deleted from node n1 past its budgets by NodeMaintenance m1" in f for f in found] == ([True] if broken else [])
+
+    @pytest.mark.parametrize(("set_back", "broken"), [(True, False), (False, True)])
+    def test_a_deletion_retried_after_the_clock_was_set_back_is_judged_by_the_ladder_as_it_was_decided(self, set_back: bool,
+                                                                                                       broken: bool) -> None:
+        """The ladder's DeletePods was due at the step before (20 s into the drain); the clock then went back an hour and
+        the deletion, retried, landed in the next step (seed 2188547772). Without the clock set back, it was not due."""
+        status = {"drainStartTime": ago(20)}
+        laddered = pool(drain={"escalation": [{"afterSeconds": 20, "action": "DeletePods"}]})
+        decided = State.of(T0 if set_back else T0 - datetime.timedelta(seconds=5), nodes=[held("n1", holder="m1")], pods=[pod("a")],
+                           policies=[laddered], maintenances=[nm("m1", "n1", status=status)])
+        later = T0 - datetime.timedelta(seconds=3599 if set_back else 4)
+        retried = decided.put(later)
+        found = violations([step(decided, decided), step(retried, retried.put(later), EVICT("ns/a", delete=True))])
+        assert any("no step of its escalation ladder had come" in f for f in found) is broken
 
     @pytest.mark.parametrize(("steps_ago", "broken"), [(5, False), (40, True)])
     def test_a_deleted_policy_s_ladder_rules_its_drains_for_its_grace(self, steps_ago: int, broken: bool) -> None:

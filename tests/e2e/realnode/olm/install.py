@@ -152,12 +152,22 @@ class Install:
         pods = (self._get("pods", "-l", f"app.kubernetes.io/name={PACKAGE}") or {}).get("items", [])
         return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
 
-    def assert_operator_image(self, version: str) -> dict[str, Any]:
-        """The operator runs as OLM deployed it: one pod, on the real node, from the image nmo-pack pushed for ``version``."""
-        pods = eventually(lambda: [p for p in self.operator_pods() if _image_digest(p, "manager") == self.published.digest("operator", version)] or None,
-                          f"the operator pod of {version} running its own image")
-        assert len(pods) == 1 and pods[0]["spec"]["nodeName"] == REAL_NODE, [p["spec"].get("nodeName") for p in pods]
-        return pods[0]
+    def assert_operator_image(self, version: str) -> list[dict[str, Any]]:
+        """The operator runs as OLM deployed it: as many pods as the release's CSV asks (two from 0.6.0), on the real
+        node, every one from the image nmo-pack pushed for ``version``."""
+        csv = self.csv(version)
+        assert csv is not None, f"CSV {csv_name(version)} missing"
+        replicas = csv["spec"]["install"]["spec"]["deployments"][0]["spec"].get("replicas", 1)
+        digest = self.published.digest("operator", version)
+
+        def running() -> list[dict[str, Any]] | None:
+            own = [p for p in self.operator_pods() if _image_digest(p, "manager") == digest]
+            return own if len(own) == replicas else None
+
+        pods = eventually(running, f"the {replicas} operator pod(s) of {version} running its own image")
+        others = [p["metadata"]["name"] for p in self.operator_pods() if _image_digest(p, "manager") != digest]
+        assert not others and {p["spec"]["nodeName"] for p in pods} == {REAL_NODE}, (others, [p["spec"].get("nodeName") for p in pods])
+        return pods
 
     def report(self) -> str:
         """What an admin would look at when an install goes wrong: describe of the CSV, InstallPlans and
