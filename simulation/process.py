@@ -137,8 +137,10 @@ class Process:
         return _Names(self.mirror)
 
     async def _delete(self, kept: Kept, name: str) -> None:
-        if kept.daemon is not None:
-            await asyncio.gather(kept.daemon, return_exceptions=True)
+        # kopf gives a stopped daemon a moment to end, then cancels it and runs the deletion handlers at once, while the
+        # cancelled daemon may still be ending (the soak saw a drain's last take land after the handler had started).
+        if kept.daemon is not None and not (await asyncio.wait([kept.daemon], timeout=handlers.DAEMON_EXIT_SECONDS))[0]:
+            kept.daemon.cancel()
         if handlers.FINALIZER not in (kept.body["metadata"].get("finalizers") or []):
             return
         while True:

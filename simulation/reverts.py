@@ -70,6 +70,13 @@ REVERTS = (
     Revert("10", "a node maintained again while recovering keeps its old entry",
            "operator/node_maintenance/runtime/policies/view.py",
            "if earlier is not None and (taken is None or timestamps.parse(earlier[\"since\"]) >= taken):", "if earlier is not None:"),
+    Revert("12", "the deletion handler gives the node back while the cancelled drain still takes it (found by the soak)",
+           "operator/node_maintenance/runtime/handlers.py",
+           "    running = memo.engines.get(name)\n    if running is None:\n        return\n    running.task.cancel()\n"
+           "    await asyncio.gather(running.task, return_exceptions=True)\n    if memo.engines.get(name) is running:\n"
+           "        del memo.engines[name]\n",
+           "    running = memo.engines.pop(name, None)\n    if running is None:\n        return\n    running.task.cancel()\n"
+           "    await asyncio.gather(running.task, return_exceptions=True)\n"),
 )
 
 

@@ -4,8 +4,9 @@ Each process starts its own control plane for the end-to-end tests. A package wh
 package-scoped setup (the real-node cluster with every image published, and OLM running for the OLM
 tests; the fault tests' proxy; the bad-input tests' operator log) goes to one process whole, so that
 setup is made once. The OLM tests take longest and go first, the other real-node tests second (on a
-real-node cluster of their own; the self-drain test on one with two real nodes), the soak, which runs its own cluster for minutes, third; unit tests,
-the shortest, go last.
+real-node cluster of their own), the soak, which runs its own cluster for minutes, third; unit tests, the shortest,
+then; the self-drain test, on a cluster with two real nodes, last, so that no more than two real-node clusters start
+side by side.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ import pytest
 
 SHARED = ("tests/e2e/realnode/olm/", "tests/e2e/realnode/", "tests/e2e/faults/", "tests/e2e/badinput/", "tests/unit/")
 # The order work units are taken in; the rest come between.
-RANK = {"tests/e2e/realnode/olm/": 0, "tests/e2e/realnode/": 1, "tests/e2e/selfdrain/test_self_drain.py": 1, "tests/e2e/test_soak.py": 2,
-        "tests/unit/": 4}
+RANK = {"tests/e2e/realnode/olm/": 0, "tests/e2e/realnode/": 1, "tests/e2e/test_soak.py": 2, "tests/unit/": 4,
+        "tests/e2e/selfdrain/test_self_drain.py": 5}
 
 
 def work_unit(nodeid: str) -> str:

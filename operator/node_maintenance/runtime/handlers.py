@@ -104,14 +104,21 @@ async def maintain(body: kopf.Body, stopped: kopf.DaemonStopped, memo: Memo, nam
     try:
         await stopped.wait()
     finally:
-        await _stop(memo, name)
+        await stop_drain(memo, name)
 
 
-async def _stop(memo: Memo, name: str) -> None:
-    running = memo.engines.pop(name, None)
-    if running is not None:
-        running.task.cancel()
-        await asyncio.gather(running.task, return_exceptions=True)
+async def stop_drain(memo: Memo, name: str) -> None:
+    """End the NodeMaintenance's drain, and return only once its engine has ended. The daemon's end and the deletion
+    handler both call it, kopf running them side by side: whichever comes second waits as long as the first, so a
+    take still in flight when the drain was cancelled lands before the node is read to be given back (the soak found a
+    node left held by a deleted NodeMaintenance when the second returned at once)."""
+    running = memo.engines.get(name)
+    if running is None:
+        return
+    running.task.cancel()
+    await asyncio.gather(running.task, return_exceptions=True)
+    if memo.engines.get(name) is running:
+        del memo.engines[name]
 
 
 async def changed(body: kopf.Body, memo: Memo, **_: Any) -> None:
@@ -123,7 +130,7 @@ async def changed(body: kopf.Body, memo: Memo, **_: Any) -> None:
 
 async def remove(body: kopf.Body, memo: Memo, **_: Any) -> None:
     # The drain stops first: it must not take the node again once it is given back.
-    await _stop(memo, body["metadata"]["name"])
+    await stop_drain(memo, body["metadata"]["name"])
     shared = memo.shared
     given = copy.deepcopy(dict(body))
     executor = giving_back.executor(shared.kube, given, shared.version, shared.event, _logger(body), shared.lease_namespace)
