@@ -20,7 +20,7 @@ import kopf
 
 from node_maintenance.api import HUB
 from node_maintenance.api.paths import nm_path
-from node_maintenance.client.errors import KubeError
+from node_maintenance.client.errors import KubeError, NotFound
 from node_maintenance.client.watch import Mirror
 from node_maintenance.runtime import handlers
 from node_maintenance.runtime.budget_watch import BudgetWatch
@@ -126,8 +126,10 @@ class Process:
 
     async def _daemon(self, kept: Kept, name: str) -> None:
         if handlers.FINALIZER not in (kept.body["metadata"].get("finalizers") or []):
-            await self._until_written(lambda: self.api.patch(nm_path(name), {"metadata": {"finalizers": [
+            written = await self._until_written(kept, name, lambda: self.api.patch(nm_path(name), {"metadata": {"finalizers": [
                 *(kept.body["metadata"].get("finalizers") or []), handlers.FINALIZER]}}))
+            if not written:
+                return
         if kept.body["metadata"].get("deletionTimestamp"):
             return
         await handlers.maintain(body=kept.body, stopped=kept.stopped, memo=self.memo, names=self.mirror_names())  # type: ignore[arg-type]
@@ -156,17 +158,24 @@ class Process:
                 log.exception("deletion handler of %s failed", name)
                 await asyncio.sleep(RETRY_SECONDS)
         left = [f for f in kept.body["metadata"].get("finalizers") or [] if f != handlers.FINALIZER]
-        await self._until_written(lambda: self.api.patch(nm_path(name), {"metadata": {"finalizers": left or None}}))
+        await self._until_written(kept, name, lambda: self.api.patch(nm_path(name), {"metadata": {"finalizers": left or None}}))
 
-    async def _until_written(self, write: Any) -> None:
-        """kopf's own writes (its finalizer) are tried again until the API takes them."""
-        while True:
+    async def _until_written(self, kept: Kept, name: str, write: Any) -> bool:
+        """kopf's own writes (its finalizer) on ``kept`` are tried again until the API takes them, or until the object is
+        gone: kopf's patch_obj takes a 404 for an object deleted meanwhile, and kopf writes to an object only while it
+        handles that object. A retry onto a NodeMaintenance of the name made later would strip its finalizer (seed 1373037640
+        of Rolling); the model never makes one. False when the object was gone."""
+        uid = kept.body["metadata"].get("uid")
+        while self.kept.get(name) is kept and kept.body["metadata"].get("uid") == uid:
             try:
                 await write()
-                return
+                return True
+            except NotFound:
+                return False
             except KubeError as error:
                 log.info("kopf's write failed, trying again: %s", error)
                 await asyncio.sleep(1.0)
+        return False
 
 
 class _Names(dict[str, bool]):

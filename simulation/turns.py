@@ -7,8 +7,11 @@ not deleted, not ended, not having given its slot back, its node governed by thi
 counts had room for before the take and no longer have after it: the take used its slot (unless it took its own node
 in the same step). A take whose slot the maintenance's status already showed granted is not judged again: the grant
 was made in its turn and stands, whatever came since (a window closing, or an older maintenance created meanwhile, as
-a wall clock set back can stamp one). Whether the take itself had
-room is :mod:`simulation.limits`' check.
+a wall clock set back can stamp one). Nor is a take after a window closed by a maintenance that waited in that window
+with room for its node and none older waiting that fitted too, since the operator last started: the operator may have
+granted its slot then, and that grant stands through the close (docs/policy.md, "Maintenance windows") even when the
+status never showed it (the drain held before writing it, the policies unknown a moment: seed 1373037640 of Rolling).
+Whether the take itself had room is :mod:`simulation.limits`' check.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ def turn_violations(history: History) -> list[str]:
             continue  # its slot was granted in its turn, the status says so, and a grant stands
         governing = set(counting.governed_by(newest.after, take.node))
         for policy in (p for p in counting.policies(newest.after) if p.name in governing):
-            if not counting.window_open(policy, newest.before.at, newest.after.at):
+            if not counting.window_open(policy, newest.before.at, newest.after.at) and not _fitted_in_a_window(history, policy.name, take):
                 found.append(f"node {take.node} taken by NodeMaintenance {take.maintenance} while no window of "
                              f"NodeMaintenancePolicy {policy.name} was open")
             found += [f"node {take.node} taken by NodeMaintenance {take.maintenance} under NodeMaintenancePolicy {policy.name} ahead of "
@@ -47,6 +50,37 @@ def _granted(maintenance: Mapping[str, Any] | None) -> bool:
     after it closes)."""
     return any(c.get("type") == model.QUEUED and c.get("reason") == model.QueuedReason.SLOT_GRANTED
                for c in ((maintenance or {}).get("status") or {}).get("conditions") or ())
+
+
+def _fitted_in_a_window(history: History, policy: str, take: Take) -> bool:
+    """Whether the taker waited for its node under ``policy`` in a state of the policy's last open window before the
+    take, with room for the node and no older maintenance waiting that fitted too: a slot it may have been granted then.
+    Looked for since the operator last started (a grant lives in its memory only) and since the taker was created."""
+    taker = history[-1].after.maintenances.get(take.maintenance) or history[-1].before.maintenances.get(take.maintenance) or {}
+    uid, created = taker.get("metadata", {}).get("uid"), taker.get("metadata", {}).get("creationTimestamp") or ""
+    opened = False
+    for step in reversed(history):
+        state = step.before
+        maintenance = state.maintenances.get(take.maintenance)
+        if step.started or maintenance is None or maintenance["metadata"].get("uid") != uid:
+            return False  # before the operator started, or before the taker was created: no grant of then stands
+        governing = counting.policy(state, policy)
+        if governing is None:
+            continue
+        if not counting.window_open(governing, state.at):
+            if opened:
+                return False  # an earlier window: a slot granted in it was taken in it
+            continue
+        opened = True
+        if _waiting(state, policy, maintenance) == take.node and _fits(state, governing, take.node) and not any(
+                (m["metadata"].get("creationTimestamp") or "") < created and (node := _waiting(state, policy, m)) and _fits(state, governing, node)
+                for name, m in state.maintenances.items() if name != take.maintenance):
+            return True
+    return False
+
+
+def _fits(state: State, policy: model.Policy, node: str) -> bool:
+    return all(scope.room(node) for scope in counting.scopes(state, policy, node))
 
 
 def _waiting(state: State, policy: str, maintenance: Mapping[str, Any]) -> str | None:
@@ -71,7 +105,6 @@ def _overtaken(before: State, after: State, policy: model.Policy, take: Take) ->
         node = _waiting(before, policy.name, m) if older else None
         if node is None:
             continue
-        fitted = all(scope.room(node) for scope in counting.scopes(before, policy, node))
-        if fitted and not all(scope.room(node) for scope in counting.scopes(taken, policy, node)):
+        if _fits(before, policy, node) and not _fits(taken, policy, node):
             found.append((name, node))
     return found

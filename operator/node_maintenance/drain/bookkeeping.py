@@ -49,8 +49,10 @@ def uncounted(removals: Iterable[Removal], results: Mapping[str, Attempt | None]
 def next_write_in(written_at: float, interval: float, now: float) -> float:
     """Seconds until a status that says nothing new may be written again, ``interval`` after the last write (at
     ``written_at``; at most 0: now). Both the step deciding whether to write and the drain deciding when to look again
-    ask this one sum: reckoned two ways, floating point could make one say "not yet" and the other "now", forever."""
-    return written_at + interval - now
+    ask this one sum: reckoned two ways, floating point could make one say "not yet" and the other "now", forever. It is
+    reckoned to the millisecond: a remainder below that is floating point's (15.448582 + 2.0 - 17.448582 is 3.6e-15), and a
+    loop whose clock moves in steps, as the simulation's does, would wake for it again and again at the same instant."""
+    return round(written_at + interval - now, 3)
 
 
 def status_due(phase: str, stored: Mapping[str, Any], write_in: float, has_events: bool) -> bool:

@@ -24,7 +24,7 @@ from typing import Any
 
 from node_maintenance.api import conditions, timestamps
 from node_maintenance.coordination import quorum
-from node_maintenance.drain import blocking, budgets, escalation_guard, events, handback, rules, status, taking
+from node_maintenance.drain import blocking, budgets, elapsed, escalation_guard, events, handback, rules, status, taking
 from node_maintenance.drain.plans import Action, Attempt, Escalation, Maintenance, OnTimeout, Plan, Removal
 from node_maintenance.drain.podindex import Facts, PodIndex
 from node_maintenance.drain.taking import Taken
@@ -49,10 +49,12 @@ class Scene:
     in_flight: Mapping[str, budgets.InFlight]
     # The drain has succeeded before: the pods to go came later, and the timeout and the ladder no longer apply.
     drained: bool
+    counted: float | None = None  # the seconds this process counted the drain has run (``elapsed.seconds``)
 
     @classmethod
     def of(cls, m: Maintenance, taken: Taken, index: PodIndex, coverage: budgets.Coverage, now: datetime.datetime, *,
-           daemonsets: Mapping[str, bool], attempts: Mapping[str, Attempt], in_flight: Mapping[str, budgets.InFlight]) -> Scene:
+           daemonsets: Mapping[str, bool], attempts: Mapping[str, Attempt], in_flight: Mapping[str, budgets.InFlight],
+           counted: float | None = None) -> Scene:
         previous = m.status
         started_text = previous.get("drainStartTime") if not taken.fresh else None
         to_go = index.facts(m.selector, m.terms.rules, daemonsets, coverage)
@@ -60,11 +62,11 @@ class Scene:
         return cls(maintenance=m, taken=taken, index=index, coverage=coverage, to_go=to_go, now=now,
                    started=timestamps.parse(started_text) if started_text else now,
                    total=previous["totalpods"] if keep else len(index), to_evict=previous["evictionPods"] if keep else len(to_go),
-                   attempts=attempts, in_flight=in_flight, drained=status.drained_once(previous))
+                   attempts=attempts, in_flight=in_flight, drained=status.drained_once(previous), counted=counted if started_text else None)
 
     @property
     def elapsed(self) -> float:
-        return (self.now - self.started).total_seconds()
+        return elapsed.seconds(self.started, self.now, self.counted)
 
     @property
     def pending(self) -> list[tuple[str, str]]:

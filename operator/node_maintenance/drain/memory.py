@@ -7,11 +7,13 @@ The engine keeps the memory; these functions say how it changes, so each rule is
 
 from __future__ import annotations
 
+import datetime
 import enum
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from node_maintenance.api import timestamps
 from node_maintenance.api.conversion import status_fields
 from node_maintenance.coordination.remediation import LeaseState
 from node_maintenance.drain import bookkeeping, status
@@ -65,6 +67,17 @@ class Clock:
 
 
 @dataclass(frozen=True)
+class DrainClock:
+    """When this process first saw the drain that started at ``started`` (its drainStartTime): the seconds the wall clock
+    said it had run then, and the monotonic clock at that moment. From there its time is counted on the monotonic clock
+    (``elapsed``: a wall clock set forward never brings its timeout or its ladder sooner)."""
+
+    started: datetime.datetime
+    elapsed: float
+    at: float
+
+
+@dataclass(frozen=True)
 class Memory:
     """What one drain remembers between steps."""
 
@@ -74,6 +87,7 @@ class Memory:
     attempts: Mapping[str, Attempt] = field(default_factory=dict)
     refused_jobs: Mapping[str, str] = field(default_factory=dict)  # hook Job name -> why the API refused it
     given_back: bool = False  # its hand-back done by this drain: the ended maintenance has nothing left to read
+    drain_clock: DrainClock | None = None  # the drain under way, as this process counts its time
 
     @classmethod
     def of(cls, status: Mapping[str, Any]) -> Memory:
@@ -128,6 +142,25 @@ def differs(stored: Mapping[str, Any], new: Mapping[str, Any], version: str) -> 
     """Whether a status differs from the one stored in what ``version`` holds (``lastUpdate`` aside)."""
     held = status_fields(version)
     return not status.same({k: v for k, v in stored.items() if k in held}, {k: v for k, v in new.items() if k in held})
+
+
+def counted(memory: Memory, started: str | None, monotonic: float) -> float | None:
+    """Seconds the drain that started at ``started`` has run at ``monotonic`` as this process counts them
+    (``elapsed.seconds``' cap): None before it has seen that drain."""
+    clock = memory.drain_clock
+    if not started or clock is None or clock.started != timestamps.parse(started):
+        return None
+    return clock.elapsed + monotonic - clock.at
+
+
+def seen(memory: Memory, decided: Mapping[str, Any], clock: Clock) -> Memory:
+    """The memory with the drain a step's status records (``decided``) counted from ``clock``, the instant the step
+    decided on, unless this process counts it already (a drain taken again, with a new drainStartTime, is counted anew)."""
+    started = decided.get("drainStartTime")
+    instant = timestamps.parse(str(started)) if started else None
+    if instant is None or (memory.drain_clock is not None and memory.drain_clock.started == instant):
+        return memory
+    return replace(memory, drain_clock=DrainClock(instant, max(0.0, clock.wall - instant.timestamp()), clock.monotonic))
 
 
 def remember(memory: Memory, plan: Plan, outcome: Outcome, clock: Clock, carried: Carried, version: str) -> tuple[Memory, float | None]:

@@ -71,6 +71,7 @@ class Reading:
     body: dict[str, Any]  # the NodeMaintenance in v1beta1, its stored status merged in
     foreign: bool  # someone else wrote the status it shows
     now: datetime.datetime
+    monotonic: float  # the event loop's clock when ``now`` was read: a drain's time is counted on it (``memory.seen``)
     maintenance: Maintenance | None  # the planner's view (None: handed back at its timeout, it has ended)
     node: dict[str, Any] | None
     live: frozenset[str] | None = None  # the uids of the node's pods, for a drain step
@@ -86,6 +87,7 @@ class Reading:
     holder_exists: bool = False
     taking: bool = False  # a drain step for a node no other maintenance holds
     coordinated: bool = False  # Leases are held: a hand-back lets the node's go (read for an ended maintenance)
+    counted: float | None = None  # the seconds the drain has run as this process counts them (``elapsed.seconds``)
 
 
 def plan(reading: Reading) -> Plan:
@@ -97,7 +99,7 @@ def plan(reading: Reading) -> Plan:
         return Plan(phase=str(reading.body["status"].get("phase") or ""), status=dict(reading.body["status"]), handback=left)
     return planner.plan(m, reading.node, reading.pods if reading.pods is not None else [], reading.disruption_budgets, reading.now, holder_exists=reading.holder_exists,
                         daemonsets=reading.daemonsets, attempts=reading.attempts, in_flight=reading.in_flight, lease=reading.lease,
-                        members=reading.members, coverage=reading.coverage)
+                        members=reading.members, coverage=reading.coverage, counted=reading.counted)
 
 
 def _in_line(m: Maintenance) -> float:
@@ -172,7 +174,9 @@ class Engine:
             return reading  # nothing to plan now: look again then
         decided = plan(reading)
         outcome, carried = await self.execute(decided, reading)
-        self.memory, recheck = memory.remember(self.memory, decided, outcome, memory.Clock(timestamps.now().timestamp(), asyncio.get_running_loop().time()), carried,
+        # The drain is counted from the instant this step decided on, not from after it was carried out.
+        seen = memory.seen(self.memory, decided.status, memory.Clock(reading.now.timestamp(), reading.monotonic))
+        self.memory, recheck = memory.remember(seen, decided, outcome, memory.Clock(timestamps.now().timestamp(), asyncio.get_running_loop().time()), carried,
                                                self.shared.version)
         self.wanted = memory.watch_mode(ended=reading.maintenance is None, waits=reading.waits, plan=decided)
         return memory.sooner(recheck, self._look_again(reading))
@@ -205,7 +209,7 @@ class Engine:
         if status.timed_out(body["status"]):  # handed back at its timeout: it has ended, watches nothing, takes nothing
             self.wanted, self.caches = WatchMode.NOTHING, Caches()
             return await self._ended(body, shown)
-        now = timestamps.now()
+        now, at = timestamps.now(), asyncio.get_running_loop().time()
         node = await self._node()
         if isinstance(node, float):
             return node
@@ -217,11 +221,11 @@ class Engine:
             return m.terms.hold_recheck_in
         if m.terms.waiting is not None:  # not the drain's turn: the waiting status a policy asks for is written
             self.shared.active.holding(self.name, False)
-            return Reading(body, foreign, now, m, None if seen.node is None else dict(seen.node), waits=True)
+            return Reading(body, foreign, now, at, m, None if seen.node is None else dict(seen.node), waits=True)
         if in_line:  # the drain needs its own watches: planned again with them
             self.wanted = WatchMode.NODE_AND_PODS
             return 0.0
-        return await self._read_drain(body, foreign, now, m, node)
+        return await self._read_drain(body, foreign, now, at, m, node)
 
     async def _ended(self, body: dict[str, Any], shown: dict[str, Any]) -> Reading | None:
         """An ended maintenance reads its node, whose hand-back its status records may have been cut short (a node changed under
@@ -232,7 +236,7 @@ class Engine:
         node, coordinated = await self.shared.kube.get(node_path(self.node_name)), self.lease is not None
         if shown_ended and handback.unfinished(self.name, self.node_name, node, coordinated) is None:
             return None
-        return Reading(body, not shown_ended, timestamps.now(), None, node, coordinated=coordinated)
+        return Reading(body, not shown_ended, timestamps.now(), asyncio.get_running_loop().time(), None, node, coordinated=coordinated)
 
     async def _node(self) -> dict[str, Any] | float | None:
         """The node as this drain sees it now (None: not there, or in line: not watched); a float: look again then."""
@@ -248,9 +252,10 @@ class Engine:
             return node
         return self.watches.own_node() if mode == WatchMode.NODE_AND_PODS else None
 
-    async def _read_drain(self, body: dict[str, Any], foreign: bool, now: datetime.datetime, m: Maintenance,
+    async def _read_drain(self, body: dict[str, Any], foreign: bool, now: datetime.datetime, at: float, m: Maintenance,
                           node: dict[str, Any] | None) -> Reading:
-        """What a drain step reads beyond its node: the pods, their budgets and DaemonSets, the Lease, the control plane."""
+        """What a drain step reads beyond its node: the pods, their budgets and DaemonSets, the Lease, the control plane
+        (``now`` and ``at``: the wall and monotonic clocks the step decides on)."""
         shared, caches = self.shared, self.caches
         holder = nodes.holder_of(node) if node else None
         holder_exists = bool(holder and holder != self.name and self.exists(holder))
@@ -259,7 +264,8 @@ class Engine:
         # to be taken, however long this waited, and before an escalation step deletes pods on one.
         taking = node is not None and not holder_exists
         lease = await self.lease.view(fresh=holder != self.name) if self.lease and taking else None
-        guarded = holder != self.name or escalation_guard.due(m, now)
+        counted = memory.counted(self.memory, m.status.get("drainStartTime"), at)
+        guarded = holder != self.name or escalation_guard.due(m, now, counted)
         members = await self._members() if node and guarded and quorum.is_control_plane(node) else None
         if caches.index is None:
             caches.index = PodIndex()
@@ -269,10 +275,10 @@ class Engine:
         caches.namespaces = {p["metadata"]["namespace"] for p in node_pods.pods}
         in_namespaces = shared.budgets.in_namespaces(caches.namespaces)
         caches.coverage = caches.coverage.over(in_namespaces) if caches.coverage else budgets.Coverage(in_namespaces)
-        return Reading(body, foreign, now, m, node, frozenset(p["metadata"]["uid"] for p in node_pods.pods),
+        return Reading(body, foreign, now, at, m, node, frozenset(p["metadata"]["uid"] for p in node_pods.pods),
                        pods=node_pods, disruption_budgets=in_namespaces, coverage=caches.coverage, lease=lease, members=members, daemonsets=daemonsets,
                        in_flight=shared.budgets.in_flight(), attempts=self.memory.attempts, holder_exists=holder_exists,
-                       taking=taking)
+                       taking=taking, counted=counted)
 
     async def _members(self) -> quorum.Members:
         """Every control-plane node as it is now, and the etcd guard budgets the budget watch holds."""

@@ -46,11 +46,12 @@ def test_a_status_is_written_on_a_new_phase_an_event_or_after_the_interval() -> 
     assert bookkeeping.status_due("Running", stored, bookkeeping.next_write_in(100.0, bookkeeping.NM_STATUS_INTERVAL_SECONDS, 102.0), False)
 
 
-@pytest.mark.parametrize(("written_at", "now"), [(106.2, 136.2), (0.1, 30.1), (1e6 + 0.3, 1e6 + 30.3)])
+@pytest.mark.parametrize(("written_at", "now"), [(106.2, 136.2), (0.1, 30.1), (1e6 + 0.3, 1e6 + 30.3), (17.30074, 47.30074)])
 def test_a_status_waiting_for_its_interval_is_due_the_moment_the_drain_looks_again_for_it(written_at: float, now: float) -> None:
     """Found by the simulation: 136.2 - 106.2 is 29.999999999999986 in floating point, so a step judged the status
     not due while the drain, reckoning 106.2 + 30 - 136.2, looked again at once, forever at one instant. The drain
-    looks again when the same sum says so, and the step then writes."""
+    looks again when the same sum says so, and the step then writes. And 17.30074 + 30 - 47.30074 is 7.1e-15 (seed
+    1601880301): the drain looked again in that long, which a loop whose clock moves in steps never reaches."""
     stored = {"phase": "Pending"}
     plan = Plan(phase="Pending", status={"phase": "Pending", "lastError": "moved"})  # says something new, not due yet
     _, recheck = memory.remember(memory.Memory(stored=stored, written_at=written_at), plan, memory.Outcome(),
@@ -87,3 +88,4 @@ def test_a_long_line_writes_its_places_at_a_bounded_pace_together() -> None:
     stored: dict[str, Any] = {"phase": "Pending", "conditions": [{"type": "Queued", "status": "True", "reason": "WaitingForSlot", "message": "position 7 of 1000"}]}
     moved = {**stored, "conditions": [{**stored["conditions"][0], "message": "position 6 of 1000"}]}
     assert bookkeeping.status_interval(stored, moved, bookkeeping.in_line_interval(1000)) == 200.0
+

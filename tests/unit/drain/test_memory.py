@@ -1,6 +1,6 @@
 """What a drain remembers between steps and what it watches, as pure functions: a status written once its phase
 changes and not again until it differs, attempts merged and forgotten with their pods, a hand-back remembered as ended
-once its status is written, and the watch mode each step leads to."""
+once its status is written, the watch mode each step leads to, and a drain's time counted on the monotonic clock."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 
 from node_maintenance.drain.handback import Handback
-from node_maintenance.drain.memory import ERROR_RETRY_SECONDS, Carried, Clock, Memory, Outcome, WatchMode, remember, watch_mode
+from node_maintenance.drain.memory import ERROR_RETRY_SECONDS, Carried, Clock, Memory, Outcome, WatchMode, counted, remember, seen, watch_mode
 from node_maintenance.drain.plans import Attempt, Plan, Removal
 from node_maintenance.drain.status import Phase
 
@@ -84,3 +84,17 @@ def test_the_recent_writes_are_bounded() -> None:
 ])
 def test_the_watch_mode_follows_the_step(kwargs: dict[str, object], mode: WatchMode) -> None:
     assert watch_mode(**kwargs) == mode  # type: ignore[arg-type]
+
+
+def test_a_drain_is_counted_on_the_monotonic_clock_from_the_step_that_first_saw_it() -> None:
+    """Break 11: the timeout and the ladder read the wall clock alone, so a clock set forward escalated at once."""
+    began = "2026-01-01T12:00:00Z"
+    at = 1767268800.0  # began, on the wall clock
+    assert counted(Memory.of({}), began, 5.0) is None  # not seen yet: the wall clock alone
+    first = seen(Memory.of({}), {"phase": "Running", "drainStartTime": began}, Clock(wall=at + 100, monotonic=5.0))
+    assert counted(first, began, 15.0) == 110.0  # what the wall clock said when first seen, then the monotonic clock
+    jumped = seen(first, {"phase": "Running", "drainStartTime": "2026-01-01T12:00:00.000000+00:00"}, Clock(wall=at + 3700, monotonic=15.0))
+    assert counted(jumped, began, 15.0) == 110.0  # the same instant however written, and the wall clock an hour on changes nothing
+    assert counted(jumped, "2026-01-01T13:00:00Z", 15.0) is None  # another drain (the node taken again): counted anew
+    assert seen(jumped, {"phase": "Pending"}, Clock(wall=at, monotonic=20.0)) == jumped  # a status without a drain changes nothing
+

@@ -4,6 +4,7 @@ naming the node, pod or policy and the limit broken."""
 from __future__ import annotations
 
 import datetime
+import itertools
 from collections.abc import Sequence
 from functools import partial
 from typing import Any
@@ -457,6 +458,30 @@ class TestTurns:
         found = taking(list(self.NODES), "n1", "m1", policy=pool(windows=[{"schedule": schedule, "duration": "2h"}]))
         assert found == (["node n1 taken by NodeMaintenance m1 while no window of NodeMaintenancePolicy p was open"] if closed else [])
 
+    # Each: the history before a take at T0 (12:00), just after a window closed, by m1 of n1 (maxParallel 1), as states
+    # from the oldest (seconds before T0, whether m2 then held n2, m1's uid), and whether the operator started since.
+    @pytest.mark.parametrize(("states", "started", "out_of_turn"), [
+        pytest.param([(360, False, None)], False, False, id="it fitted in the window just closed: a grant then stands"),
+        pytest.param([(360, True, None)], False, True, id="it had no room in that window: no grant"),
+        pytest.param([(360, False, None)], True, True, id="the operator started since: a grant in its memory is gone"),
+        pytest.param([(360, False, "old")], False, True, id="another NodeMaintenance of its name fitted, not this one"),
+        pytest.param([(4200, False, None), (1800, True, None), (360, True, None)], False, True, id="it fitted in an earlier window only"),
+    ])
+    def test_a_take_after_the_window_closed_by_one_that_fitted_while_it_was_open(
+            self, states: list[tuple[int, bool, str | None]], started: bool, out_of_turn: bool) -> None:
+        """A slot granted while the window was open stands through its close, even one the status never showed (seed
+        1373037640: the drain held, the policies unknown a moment, before writing it)."""
+        policy = pool(maxParallel=1, windows=[{"schedule": "45 * * * *", "duration": "10m"}])  # open from :45 to :55 of every hour
+        history = [State.of(T0 - datetime.timedelta(seconds=before), policies=[policy], maintenances=[nm("m1", "n1", uid=uid), nm("m2", "n2")],
+                            nodes=[free("n1"), held("n2", holder="m2") if n2_held else free("n2")])
+                   for before, n2_held, uid in states]
+        closed = State.of(T0 - datetime.timedelta(seconds=60), policies=[policy], maintenances=[nm("m1", "n1"), nm("m2", "n2")],
+                          nodes=[free("n1"), free("n2")])
+        leading = [*history, closed]
+        steps = [step(a, b) for a, b in itertools.pairwise(leading)]
+        found = violations([*steps, step(closed, closed.put(at=T0), started=started),
+                            step(closed.put(at=T0), closed.put(at=T0, nodes=[held("n1", holder="m1")]), builders.take_patch(free("n1"), "m1", "p"))])
+        assert found == (["node n1 taken by NodeMaintenance m1 while no window of NodeMaintenancePolicy p was open"] if out_of_turn else [])
 
 class TestRecovery:
     def dropping(self, since: int, replicas: dict[str, int]) -> list[str]:
