@@ -13,7 +13,7 @@ from node_maintenance import api
 from node_maintenance.api import roles
 
 from . import yamlout
-from .clusterserviceversion import CSV_FILE, DEPLOYMENT, HEALTH_PORT, METRICS_PORT, build_csv
+from .clusterserviceversion import CSV_FILE, DEPLOYMENT, HEALTH_PORT, METRICS_PORT, WEBHOOK_PORT, build_csv
 from .crd import build_crds
 from .errors import PackagingError
 from .files import Output, RenderedFile
@@ -23,6 +23,10 @@ from .templating import Templates
 
 METRICS_SERVICE_FILE = "node-maintenance-operator-metrics_v1_service.yaml"
 DISRUPTION_BUDGET_FILE = "node-maintenance-operator_policy_v1_poddisruptionbudget.yaml"
+NETWORK_POLICY_FILE = "node-maintenance-operator_networking.k8s.io_v1_networkpolicy.yaml"
+# Namespace labels that say Prometheus runs there, and may read /metrics through the NetworkPolicy: the one
+# kubebuilder's scaffolding uses, and the one OpenShift gives its monitoring namespaces.
+MONITORING_NAMESPACE_LABELS = (("metrics", "enabled"), ("network.openshift.io/policy-group", "monitoring"))
 
 
 def _roles(templates: Templates, release: Release) -> dict[str, dict[str, Any]]:
@@ -60,12 +64,24 @@ def bundle_annotations(releases: Releases, release: Release) -> dict[str, str]:
     }
 
 
+def _metrics_port(release: Release) -> int:
+    return METRICS_PORT if release.has("secure-metrics") else HEALTH_PORT
+
+
 def metrics_service(templates: Templates, release: Release) -> dict[str, Any]:
     """The Service in front of the operator's /metrics, which the shipped ServiceMonitor selects."""
-    secure = release.has("secure-metrics")
-    service: dict[str, Any] = templates.yaml("metrics-service.yaml.j2", deployment=DEPLOYMENT, secure=secure,
-                                             port=METRICS_PORT if secure else HEALTH_PORT)
+    service: dict[str, Any] = templates.yaml("metrics-service.yaml.j2", deployment=DEPLOYMENT, secure=release.has("secure-metrics"),
+                                             port=_metrics_port(release))
     return service
+
+
+def network_policy(templates: Templates, release: Release) -> dict[str, dict[str, Any]]:
+    """With network-policy, the NetworkPolicy that lets in only the API server's calls of the webhooks and the
+    scrapes of /metrics from where Prometheus runs (docs/install.md)."""
+    if not release.has("network-policy"):
+        return {}
+    return {NETWORK_POLICY_FILE: templates.yaml("network-policy.yaml.j2", deployment=DEPLOYMENT, webhook_port=WEBHOOK_PORT,
+                                                metrics_port=_metrics_port(release), monitoring_namespaces=MONITORING_NAMESPACE_LABELS)}
 
 
 def disruption_budget(templates: Templates, release: Release) -> dict[str, dict[str, Any]]:
@@ -82,6 +98,7 @@ def bundle_manifests(templates: Templates, releases: Releases, images: ImageRefs
         **build_crds(release),
         METRICS_SERVICE_FILE: metrics_service(templates, release),
         **disruption_budget(templates, release),
+        **network_policy(templates, release),
         **_roles(templates, release),
     }
 

@@ -19,7 +19,7 @@ from node_maintenance import api
 from .errors import PackagingError, release_error
 
 FEATURES = ("conversion", "validation", "remediation", "health", "authorization", "secure-metrics", "hook-namespaces", "listing",
-            "self-drain")
+            "self-drain", "network-policy")
 MATURITIES = ("alpha", "beta", "stable")
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
 

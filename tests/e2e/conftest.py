@@ -20,7 +20,7 @@ from node_maintenance.coordination import remediation
 from node_maintenance_packaging.clusterserviceversion import NAMESPACE
 from soak.chaos import Api, Tally
 
-from .helpers import CRD_FILE, NAMESPACE_MANIFEST, NMP, PLUGIN_USER, apply, eventually, install_policy_crd, policy_status
+from .helpers import CRD_FILE, NAMESPACE_MANIFEST, NMP, PLUGIN_USER, apply, eventually, get, install_policy_crd, policy_status
 
 
 def _suffix() -> str:
@@ -47,10 +47,17 @@ def namespace(cluster: Cluster) -> Iterator[str]:
 
 @pytest.fixture
 def run_id(cluster: Cluster) -> Iterator[str]:
-    """Names a workload's nodes (label fault-run, ``soak.chaos.build_workload``), which are deleted afterwards."""
+    """Names a workload's nodes (label fault-run, ``soak.chaos.build_workload``), which are deleted afterwards,
+    after the maintenances of them a test that failed half-way left: no later test finds those."""
     run = f"f{uuid.uuid4().hex[:5]}"
     yield run
-    cluster.kubectl("delete", "nodes", "-l", f"fault-run={run}", "--wait=false", check=False)
+    try:
+        listed = get(cluster, "nodemaintenances") or {"items": []}
+        left = [m["metadata"]["name"] for m in listed["items"] if str(m["spec"].get("nodeName", "")).startswith(f"{run}-")]
+        if left:  # within kubectl's own limit of 120 s
+            cluster.kubectl("delete", "nodemaintenances", *left, "--timeout=90s", check=False)
+    finally:
+        cluster.kubectl("delete", "nodes", "-l", f"fault-run={run}", "--wait=false", check=False)
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable
 from typing import Any, cast
+from urllib.parse import urlencode
 
 from node_maintenance.api.objects import key_of
 from node_maintenance.client.errors import Gone
@@ -44,6 +45,8 @@ class Mirror:
         self.from_cache = from_cache  # the first listing may come from the API server's watch cache (a few ms behind)
         self.path = path
         self.query = {key: value for key, value in (("fieldSelector", field_selector), ("labelSelector", label_selector)) if value}
+        # What the log calls this list+watch: the path with its selectors, since many drains watch one path apart.
+        self.name = f"{path}?{urlencode(self.query, safe='=/,')}" if self.query else path
         self.on_change = on_change
         self.objects: dict[str, dict[str, Any]] = {}
         self._by_namespace: dict[str, dict[str, dict[str, Any]]] = {}
@@ -65,22 +68,29 @@ class Mirror:
                     self.take(event)
                 delay = RETRY_FIRST_SECONDS
             except Gone:
-                log.info("watch of %s expired (410 Gone): listing again", self.path)
+                log.info("watch of %s expired (410 Gone): listing again", self.name)
                 version, expired = None, True  # too old to resume from: list again, no older than that
             except asyncio.CancelledError:
                 raise
             except Exception as error:  # the server may be briefly away; resume from where we were
                 self.failure = str(error) or type(error).__name__
-                log.warning("watch of %s failed, resuming in %.1fs: %s", self.path, delay, self.failure)
+                log.warning("watch of %s failed, resuming in %.1fs: %s", self.name, delay, self.failure)
                 await asyncio.sleep(delay)
                 delay = min(RETRY_MAX_SECONDS, delay * 2)
 
     def opened(self) -> None:
         """The server accepted a watch from where the objects stand: they are current again. What the watch
         calls when it opens; a caller that keeps the objects current by other means (a test) calls it too."""
-        if self.failure:
-            self.failure = ""
+        if self._current():
             self.on_change(None)
+
+    def _current(self) -> bool:
+        """The objects are current again; whether they were stale until now, which the log says once."""
+        if not self.failure:
+            return False
+        log.info("watch of %s is current again", self.name)
+        self.failure = ""
+        return True
 
     def take(self, event: dict[str, Any]) -> None:
         """One watch event (ADDED, MODIFIED, DELETED or BOOKMARK), taken as the watch takes each: its object is
@@ -139,7 +149,7 @@ class Mirror:
         for obj in kept:
             self._put(obj)
         self.synced.set()
-        self.failure = ""
+        self._current()
         if tell:
             self.on_change(None)
         return cast(str, listing["metadata"]["resourceVersion"])

@@ -6,9 +6,10 @@ Kubernetes tool understands it, and only the holder reconciles.
 - Expiry is judged from when this replica last saw the Lease's record change, on its own monotonic
   clock (:func:`lease.observe`): no clock skew lets a standby take a Lease its holder still renews.
 - A renewal is tried every ``LEADER_RETRY_SECONDS``, and every request of an attempt ends by the
-  renewal deadline. A holder that has not renewed for ``LEADER_RENEW_DEADLINE_SECONDS`` gives the
-  lead up, 5 s before any other replica can see the Lease expire: its caller refuses every write of
-  that reconciler from then on (``AsyncKube.may_write``, kopf's session too), and stops it.
+  renewal deadline, waiting at most half of it at each step: one hung connection does not cost the
+  lead. A holder that has not renewed for ``LEADER_RENEW_DEADLINE_SECONDS`` gives the lead up, 5 s
+  before any other replica can see the Lease expire: its caller refuses every write of that
+  reconciler from then on (``AsyncKube.may_write``, kopf's session too), and stops it.
 - The elector has a thread of its own: admission reviews on the default pool cannot starve it.
 """
 
@@ -32,6 +33,10 @@ LEASE_NAME = "node-maintenance-operator-lock"
 LEADER_LEASE_SECONDS = 15
 LEADER_RENEW_DEADLINE_SECONDS = 10
 LEADER_RETRY_SECONDS = 2
+# How long one request of an attempt waits for the server at each step (connecting, each read), as client-go's
+# resourcelock.NewFromKubeconfig bounds it: a request hung on a dead connection leaves time for another attempt
+# before the renewal deadline.
+LEADER_REQUEST_SECONDS = max(1.0, LEADER_RENEW_DEADLINE_SECONDS / 2)
 log = logging.getLogger(__name__)
 
 
@@ -72,12 +77,13 @@ class LeaderElector:
             log.warning("could not release the lease: %s", error)
 
     def _call(self, method: str, path: str, deadline: float, body: Any = None) -> dict[str, Any] | None:
-        """A request that ends by ``deadline``; a GET of a missing Lease is None."""
+        """A request that ends by ``deadline`` and waits at most ``LEADER_REQUEST_SECONDS`` at each step; a GET of a
+        missing Lease is None."""
         left = deadline - self.clock()
         if left <= 0:
             raise Unreachable(f"{method} {path}: the renewal deadline passed")
         try:
-            return self.kube.request(method, path, body=body, timeout=left)
+            return self.kube.request(method, path, body=body, timeout=min(left, LEADER_REQUEST_SECONDS))
         except NotFound:
             if method == "GET":
                 return None
@@ -105,9 +111,11 @@ class LeaderElector:
     async def hold(self) -> None:
         """Renew until no renewal has succeeded for ``LEADER_RENEW_DEADLINE_SECONDS``, then return: the caller
         must stop acting before the Lease can expire for the other replicas."""
-        renewed = self.clock()  # when the last successful attempt began: the Lease holds at least until then plus its duration
+        renewed = started = self.clock()  # renewed: when the last successful attempt began; the Lease holds until then plus its duration
         while True:
-            await asyncio.sleep(LEADER_RETRY_SECONDS)
+            # Attempts begin every LEADER_RETRY_SECONDS from the last one's start, as client-go's ticker begins them:
+            # after one that took its requests' bound, the next begins at once.
+            await asyncio.sleep(max(0.0, started + LEADER_RETRY_SECONDS - self.clock()))
             started = self.clock()
             if await self._attempt(renewed + LEADER_RENEW_DEADLINE_SECONDS):
                 renewed = started

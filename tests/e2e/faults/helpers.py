@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 import socket
 import ssl
 import time
@@ -74,6 +76,23 @@ def give_back(admin: Api, workload: Workload, tally: Tally) -> None:
 
 def log_lines_since(operator: OperatorProcess, offset: int, needle: str) -> list[str]:
     return [line for line in operator.logs()[offset:].splitlines() if needle in line]
+
+
+WATCH_SAID = re.compile(r"watch of (\S+) (failed|is current again)")
+
+
+def watches_since(operator: OperatorProcess, offset: int) -> dict[str, str]:
+    """What the operator's list+watches (``client.watch``) last said of each since ``offset``, by the path and
+    selection each watches: "failed" or "is current again"."""
+    said: dict[str, str] = {}
+    for line in operator.logs()[offset:].splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:  # a line still being written, or not the operator's own
+            continue
+        if record.get("logger") == "node_maintenance.client.watch" and (found := WATCH_SAID.match(record.get("msg", ""))):
+            said[found[1]] = found[2]
+    return said
 
 
 def request_seconds(proxy: Proxy, cluster: Cluster) -> float:

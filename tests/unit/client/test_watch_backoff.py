@@ -39,3 +39,38 @@ def test_backoff_starts_afresh_once_the_watch_is_back(monkeypatch: pytest.Monkey
     delays = [float(m) for m in re.findall(r"resuming in ([0-9.]+)s", caplog.text)]
     # Three failures back off; the event shows the watch back, so the next failure waits the first delay again.
     assert delays[:5] == [0.1, 0.2, 0.4, 0.1, 0.2], delays
+
+
+def _said(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [re.sub(r" in [0-9.]+s:.*", "", record.getMessage()) for record in caplog.records]
+
+
+def _run_until_idle(mirror: watch.Mirror, kube: FakeApi) -> None:
+    async def run() -> None:
+        task = asyncio.create_task(mirror.run())
+        await asyncio.wait_for(kube.idle.wait(), 10)
+        assert mirror.failure == ""
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(run())
+
+
+def test_a_watch_back_after_a_failure_says_so_once_naming_its_selection(caplog: pytest.LogCaptureFixture) -> None:
+    # The server accepts each watch; the first breaks at once, the second stays open.
+    kube = FakeApi()
+    kube.script("GET", PODS, {"metadata": {"resourceVersion": "1"}, "items": []})
+    kube.script_watch(PODS, [_reset()])
+    with caplog.at_level(logging.INFO, logger=watch.__name__):
+        _run_until_idle(watch.Mirror(kube, PODS, lambda _: None, field_selector="spec.nodeName=n1"), kube)
+    name = f"{PODS}?fieldSelector=spec.nodeName=n1"  # one drain's pods: many watch the same path
+    assert _said(caplog) == [f"watch of {name} failed, resuming", f"watch of {name} is current again"], _said(caplog)
+
+
+def test_a_listing_that_makes_the_objects_current_again_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    kube = FakeApi()
+    kube.fail("GET", PODS, _reset(), times=1)
+    kube.script("GET", PODS, {"metadata": {"resourceVersion": "1"}, "items": []})
+    with caplog.at_level(logging.INFO, logger=watch.__name__):
+        _run_until_idle(watch.Mirror(kube, PODS, lambda _: None), kube)
+    assert _said(caplog) == [f"watch of {PODS} failed, resuming", f"watch of {PODS} is current again"], _said(caplog)

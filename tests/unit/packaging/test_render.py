@@ -311,6 +311,26 @@ def test_from_0_6_0_the_operator_survives_a_drain_of_its_own_node(tmp_path: Path
     assert budget["spec"] == {"maxUnavailable": 1, "selector": {"matchLabels": new["spec"]["selector"]["matchLabels"]}}
 
 
+def test_from_0_6_0_only_the_webhooks_and_prometheus_reach_the_operator_s_pods(tmp_path: Path) -> None:
+    """The NetworkPolicy selects the pods the CSV's Deployment makes; it opens the port the webhooks are served on
+    to anyone (the API server has no selector), the metrics Service's port to the monitoring namespaces only, and
+    nothing else: the health port is left to the kubelet, which a NetworkPolicy never stops."""
+    policy_file = f"bundle/manifests/{bundle.NETWORK_POLICY_FILE}"
+    assert not (render_bundle(tmp_path, "0.5.0") / policy_file).exists()
+    root = render_bundle(tmp_path, "0.6.0")
+    csv = load_yaml(root / CSV)
+    pod_labels = csv["spec"]["install"]["spec"]["deployments"][0]["spec"]["template"]["metadata"]["labels"]
+    webhook_ports = {webhook["containerPort"] for webhook in csv["spec"]["webhookdefinitions"]}
+    (metrics_port,) = [port["targetPort"] for port in load_yaml(root / f"bundle/manifests/{bundle.METRICS_SERVICE_FILE}")["spec"]["ports"]]
+    policy = load_yaml(root / policy_file)["spec"]
+    assert policy["policyTypes"] == ["Ingress"]
+    assert policy["podSelector"]["matchLabels"].items() <= pod_labels.items()
+    opened = {(port["port"], tuple(sorted(next(iter(peer["namespaceSelector"]["matchLabels"].items())) for peer in rule.get("from", ()))))
+              for rule in policy["ingress"] for port in rule["ports"]}
+    monitoring = (("metrics", "enabled"), ("network.openshift.io/policy-group", "monitoring"))  # kubebuilder's, OpenShift's
+    assert opened == {*((port, ()) for port in webhook_ports), (metrics_port, monitoring)}
+
+
 def test_catalog_channels_have_one_head_and_bundles_embed_their_manifests() -> None:
     docs = list(yaml.safe_load_all((ROOT / "catalog/node-maintenance-operator/index.yaml").read_text()))
     package = next(d for d in docs if d["schema"] == "olm.package")

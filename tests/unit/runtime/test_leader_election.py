@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+from typing import Any
 
 import pytest
 
@@ -12,7 +13,7 @@ from node_maintenance.api import timestamps
 from node_maintenance.api.paths import lease_path
 from node_maintenance.client.errors import Unreachable
 from node_maintenance.runtime import leader
-from tests.unit.builders import FakeApi
+from tests.unit.builders import BlockingFakeApi, FakeApi
 
 LEASE = lease_path("ns", leader.LEASE_NAME)
 
@@ -89,6 +90,33 @@ def test_every_request_of_an_attempt_ends_by_the_deadline() -> None:
     assert [call.timeout for call in api.calls] == [4, 4]
     with pytest.raises(Unreachable, match="deadline"):
         standby.try_acquire_or_renew(clock() - 1)
+
+
+class HangsOnce(BlockingFakeApi):
+    """The API as ``FakeApi`` answers, except that its first request hangs as long as it is let wait, then fails."""
+
+    def __init__(self, api: FakeApi, clock: Clock) -> None:
+        super().__init__(api)
+        self.clock, self.hung = clock, False
+
+    def request(self, method: str, path: str, *, query: dict[str, str] | None = None, body: object = None,
+                content_type: str | None = None, timeout: float | None = None) -> dict[str, Any]:
+        if not self.hung:
+            self.hung = True
+            self.clock.now += timeout or 0
+            raise Unreachable("timed out: a connection that died without a reset")
+        return super().request(method, path, query=query, body=body, content_type=content_type, timeout=timeout)
+
+
+def test_one_hung_request_does_not_cost_the_lead(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(leader, "LEADER_RETRY_SECONDS", 0.001)
+    api, clock = FakeApi(), Clock()
+    elector = leader.LeaderElector(HangsOnce(api, clock), "ns", "me", clock=clock)
+    with pytest.raises(TimeoutError):  # hold() returns only once the lead is lost
+        asyncio.run(asyncio.wait_for(elector.hold(), 0.5))
+    assert clock.now - 1000 == leader.LEADER_REQUEST_SECONDS < leader.LEADER_RENEW_DEADLINE_SECONDS
+    assert [call.body["spec"]["holderIdentity"] for call in api.calls if call.method != "GET"][:1] == ["me"]  # renewed after it
+    assert "lost leadership" not in caplog.text
 
 
 def test_acquire_waits_for_an_api_server_out_of_reach(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -84,7 +84,11 @@ def test_fresh_install_from_operatorhub_drains_a_node(cluster: Cluster, olm: OLM
 
     # Every pod on this path runs an image nmo-pack pushed, or one built from OLM's and opm's pinned modules.
     published = install.published
-    install.assert_operator_image(HEAD)
+    operator_pods = install.assert_operator_image(HEAD)
+    # OLM applied the bundle's NetworkPolicy where it installed the operator, and it selects the operator's pods.
+    policy = get(cluster, "networkpolicy", "node-maintenance-operator", "-n", install.namespace)
+    assert policy is not None, "OLM did not create the bundle's NetworkPolicy"
+    assert all(policy["spec"]["podSelector"]["matchLabels"].items() <= p["metadata"]["labels"].items() for p in operator_pods)
     pods = olm_pods(cluster)
     registry_images = [image_digests(p) for p in pods if "olm.catalogSource" in p["metadata"].get("labels", {})]
     started = [digests for digests in registry_images if digests]  # a catalog poll's new pod may still be pulling
