@@ -9,7 +9,7 @@ export PYTHONPATH := $(CURDIR)/hack
 # Everything the tests need from the OS, installed only when missing.
 SYSTEM_PACKAGES := buildah skopeo umoci docker-registry iproute2 mmdebstrap containerd runc containernetworking-plugins iptables conntrack busybox-static
 
-.PHONY: help venv system-deps tools lock render check lint test unit demo demo-transcript bench bench-smoke soak simulate simulate-reverts clean
+.PHONY: help venv system-deps tools image-cache lock render check lint test unit demo demo-transcript bench bench-smoke soak simulate simulate-reverts clean
 
 help:
 	@echo "make demo   - OLM installs the operator from our images on a local cluster, which drains a node and hands it back"
@@ -49,6 +49,11 @@ system-deps:
 tools: venv
 	$(PY) -m devcluster build
 
+# The Python bases and every release's operator image, built into the image cache (outside the work tree, keyed by
+# their inputs) before any test or the demo pushes them: a cold build never counts against a test's time limit.
+image-cache: venv system-deps
+	$(PY) -m devcluster images
+
 # The operator image's dependencies, pinned with their hashes for every platform the image is built for
 # (hack/install-app.sh installs exactly these); run after changing pyproject.toml's dependencies.
 lock: venv
@@ -74,12 +79,12 @@ lint: venv
 # plane of its own (four keep both cores busy); tests/conftest.py keeps the tests of a shared setup (the
 # real-node cluster) in one.
 TEST_WORKERS ?= 4
-test: venv lint system-deps tools
+test: venv lint system-deps tools image-cache
 	$(PYTEST) -q -ra -n $(TEST_WORKERS) --dist loadscope
 
 # The demo's transcript goes to build/ unless DEMO_TRANSCRIPT names another file; KEEP=1 leaves the cluster up.
 DEMO_TRANSCRIPT ?= $(CURDIR)/build/demo-transcript.md
-demo: venv system-deps tools
+demo: venv system-deps tools image-cache
 	$(PY) -m demo --transcript $(DEMO_TRANSCRIPT) $(if $(KEEP),--keep)
 
 demo-transcript:

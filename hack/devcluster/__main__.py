@@ -1,6 +1,8 @@
 """Command line: build the upstream tools, or run the local control plane until interrupted.
 
     python -m devcluster build [TOOL ...]   build (or reuse cached) binaries and print their paths
+    python -m devcluster images             build (or reuse cached) the Python bases and every release's operator
+                                            image, which the tests push
     python -m devcluster up [--nodes N]     start the cluster, print its kubeconfig, wait for Ctrl-C
     python -m devcluster up --real-node     the same with a real kubelet node and a local image registry (root)
     python -m devcluster up --olm           the same with a real node, every image published to its registry, OLM
@@ -20,10 +22,12 @@ import threading
 import time
 from pathlib import Path
 
+from node_maintenance_packaging.errors import PackagingError
+
 from . import toolchain
 from .cluster import Cluster
 from .olm import OLM
-from .publish import publish
+from .publish import publish, warm_image_cache
 
 
 def _build(names: list[str]) -> int:
@@ -31,6 +35,14 @@ def _build(names: list[str]) -> int:
     for name, path in toolchain.ensure(names or sorted(toolchain.BINARIES)).items():
         print(f"{name}\t{path}")
     print(f"tools ready in {time.monotonic() - started:.1f}s", file=sys.stderr)
+    return 0
+
+
+def _images() -> int:
+    started = time.monotonic()
+    for kept in warm_image_cache():
+        print(kept)
+    print(f"images ready in {time.monotonic() - started:.1f}s", file=sys.stderr)
     return 0
 
 
@@ -67,14 +79,17 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     build = sub.add_parser("build", help="build or reuse the pinned upstream binaries")
     build.add_argument("tools", nargs="*", help=f"any of: {', '.join(sorted(toolchain.BINARIES))} (default: all)")
+    sub.add_parser("images", help="build or reuse the images the tests push: the Python bases, every release's operator image")
     up = sub.add_parser("up", help="run the local control plane until interrupted")
     up.add_argument("--nodes", type=int, default=2, help="KWOK nodes to create (default 2)")
     up.add_argument("--olm", action="store_true", help="also run OLM, installing from our images (implies --real-node)")
     up.add_argument("--real-node", action="store_true", help="add a real kubelet node (containerd, runc) and a local registry; needs root")
     args = parser.parse_args(argv)
     try:
-        return _build(args.tools) if args.command == "build" else _up(args.nodes, args.olm, args.real_node)
-    except (RuntimeError, KeyError) as error:
+        if args.command == "build":
+            return _build(args.tools)
+        return _images() if args.command == "images" else _up(args.nodes, args.olm, args.real_node)
+    except (RuntimeError, KeyError, PackagingError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
 

@@ -25,6 +25,8 @@ DEBIAN_SUITE = "bookworm"
 # Python and what it needs to speak TLS to the API server; mmdebstrap's `essential` variant adds the
 # Debian essential set (a shell, coreutils, dpkg), and no compiler and no pip.
 BASE_PACKAGES = ("python3-minimal", "libpython3.11-stdlib", "ca-certificates")
+# The base of the Dockerfile's build stage when a container engine builds it (the stage runs pip).
+BUILD_BASE_PACKAGES = (*BASE_PACKAGES, "python3-pip")
 _EXCLUDED_PATHS = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/locale/*", "/usr/share/info/*")
 
 
@@ -103,12 +105,19 @@ def build_operator_image(builder: Builder, root: Path, version: str, reference: 
     the build is reproducible, so it has the digest a fresh build would have: its dependencies are those
     of hack/operator-image.lock, by hash.
     """
+    return builder.push_layout(operator_layout(builder, root, version, reference, base_image, cache), reference)
+
+
+def operator_layout(builder: Builder, root: Path, version: str, reference: str, base_image: str | None = None,
+                    cache: Path | None = None) -> Path:
+    """The OCI layout of release ``version``'s operator image (``reference`` names it in messages): the one
+    ``cache`` keeps for the same inputs, else built (and kept there)."""
     dockerfile = root / "Dockerfile"
     args = {"VERSION": version, "PYTHON_IMAGE": base_image or base_layout()}
     cached = cache / f"operator-{_inputs_key(root, args)}" if cache else None
     if cached and (cached / ".complete").exists():
         os.utime(cached)  # used now: the last to be dropped
-        return builder.push_layout(cached, reference)
+        return cached
     copies = [(stage, src) for stage, src, _ in Dockerfile.parse(dockerfile, args).copies if stage == BUILD_STAGE]
     if len(copies) != 1:
         raise PackagingError(f"Dockerfile: the final stage must take exactly one directory from the {BUILD_STAGE!r} stage")
@@ -117,7 +126,8 @@ def build_operator_image(builder: Builder, root: Path, version: str, reference: 
     layout = builder.assemble(root, dockerfile, reference, args, stages={BUILD_STAGE: stage_root})
     if cached:
         store(layout, cached)
-    return builder.push_layout(layout, reference)
+        return cached
+    return layout
 
 
 # What the build stage reads: the files install-app.sh packs, the recipe itself and the Dockerfile.

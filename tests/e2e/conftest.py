@@ -3,6 +3,7 @@ namespaces per test, and the CRD exactly as the bundle ships it."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,7 +21,7 @@ from node_maintenance.coordination import remediation
 from node_maintenance_packaging.clusterserviceversion import NAMESPACE
 from soak.chaos import Api, Tally
 
-from .helpers import CRD_FILE, NAMESPACE_MANIFEST, NMP, PLUGIN_USER, apply, eventually, get, install_policy_crd, policy_status
+from .helpers import CRD_FILE, NAMESPACE_MANIFEST, NMP, PLUGIN_USER, apply, eventually, install_policy_crd, policy_status
 
 
 def _suffix() -> str:
@@ -52,8 +53,9 @@ def run_id(cluster: Cluster) -> Iterator[str]:
     run = f"f{uuid.uuid4().hex[:5]}"
     yield run
     try:
-        listed = get(cluster, "nodemaintenances") or {"items": []}
-        left = [m["metadata"]["name"] for m in listed["items"] if str(m["spec"].get("nodeName", "")).startswith(f"{run}-")]
+        listed = cluster.kubectl("get", "nodemaintenances", "-o", "json", check=False)  # none to list: nothing left
+        items = json.loads(listed.stdout)["items"] if listed.returncode == 0 else []
+        left = [m["metadata"]["name"] for m in items if str(m["spec"].get("nodeName", "")).startswith(f"{run}-")]
         if left:  # within kubectl's own limit of 120 s
             cluster.kubectl("delete", "nodemaintenances", *left, "--timeout=90s", check=False)
     finally:

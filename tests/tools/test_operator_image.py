@@ -15,7 +15,7 @@ import pytest
 
 from devcluster.registry import Registry
 from node_maintenance_packaging.imagetool import Builder, pick
-from node_maintenance_packaging.operator_image import BASE_PACKAGES, base_layout, build_operator_image
+from node_maintenance_packaging.operator_image import BUILD_BASE_PACKAGES, base_layout, build_operator_image
 
 from ..releases import HEAD
 
@@ -63,7 +63,7 @@ def _tree(root: Path) -> dict[str, tuple[str, int, str]]:
 def both(registry: Registry, tmp_path_factory: pytest.TempPathFactory) -> tuple[tuple[Path, dict[str, Any]], tuple[Path, dict[str, Any]]]:
     base, build_base = f"{registry.host}/python-base:test", f"{registry.host}/python-build:test"
     _push(base_layout(), base)
-    _push(base_layout(packages=(*BASE_PACKAGES, "python3-pip")), build_base)  # a build stage needs pip
+    _push(base_layout(packages=BUILD_BASE_PACKAGES), build_base)  # a build stage needs pip
     # The build stage fetches wheels: it trusts what this machine trusts.
     engine = Builder(pick("buildah"), tls_verify=False, run_volumes=("/etc/ssl/certs:/etc/ssl/certs:ro",))
     try:

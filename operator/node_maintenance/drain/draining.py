@@ -53,8 +53,7 @@ class Scene:
 
     @classmethod
     def of(cls, m: Maintenance, taken: Taken, index: PodIndex, coverage: budgets.Coverage, now: datetime.datetime, *,
-           daemonsets: Mapping[str, bool], attempts: Mapping[str, Attempt], in_flight: Mapping[str, budgets.InFlight],
-           counted: float | None = None) -> Scene:
+           daemonsets: Mapping[str, bool], attempts: Mapping[str, Attempt], in_flight: Mapping[str, budgets.InFlight]) -> Scene:
         previous = m.status
         started_text = previous.get("drainStartTime") if not taken.fresh else None
         to_go = index.facts(m.selector, m.terms.rules, daemonsets, coverage)
@@ -62,7 +61,7 @@ class Scene:
         return cls(maintenance=m, taken=taken, index=index, coverage=coverage, to_go=to_go, now=now,
                    started=timestamps.parse(started_text) if started_text else now,
                    total=previous["totalpods"] if keep else len(index), to_evict=previous["evictionPods"] if keep else len(to_go),
-                   attempts=attempts, in_flight=in_flight, drained=status.drained_once(previous), counted=counted if started_text else None)
+                   attempts=attempts, in_flight=in_flight, drained=status.drained_once(previous), counted=m.counted if started_text else None)
 
     @property
     def elapsed(self) -> float:

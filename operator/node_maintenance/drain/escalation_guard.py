@@ -19,13 +19,13 @@ from node_maintenance.drain import budgets, elapsed, events, status, taking
 from node_maintenance.drain.plans import Escalation, Maintenance
 
 
-def due(m: Maintenance, now: datetime.datetime, counted: float | None = None) -> bool:
-    """Whether a step of ``m``'s ladder is due at ``now`` on a drain under way (``counted``: ``elapsed.seconds``' cap):
+def due(m: Maintenance, now: datetime.datetime) -> bool:
+    """Whether a step of ``m``'s ladder is due at ``now`` on a drain under way (never sooner than ``m.counted``):
     on a control-plane node the step asks the guard then, and the runtime reads the control plane for it."""
     started = m.status.get("drainStartTime")
     if not started or status.drained_once(m.status):
         return False
-    return any(elapsed.seconds(timestamps.parse(started), now, counted) >= s.after for s in m.escalation)
+    return any(elapsed.seconds(timestamps.parse(started), now, m.counted) >= s.after for s in m.escalation)
 
 
 def asked(m: Maintenance, taken: taking.Taken, stage: Escalation, node_pods: Iterable[dict[str, Any]],

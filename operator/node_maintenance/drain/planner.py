@@ -37,7 +37,6 @@ def plan(
     lease: remediation.LeaseView | None = None,
     members: quorum.Members | None = None,
     coverage: Coverage | None = None,
-    counted: float | None = None,
 ) -> Plan:
     """Decide the next step of ``maintenance``: the wait its policy asks for (``terms.waiting``: its node and pods are
     not read), or its drain's; the status either reports is written out here.
@@ -51,9 +50,8 @@ def plan(
     etcd-quorum guard reads, given when a control-plane node is about to be taken (checked then, however
     long the maintenance waited) and when an escalation step is due on one (``escalation_guard.due``: asked again before
     any escalated deletion); ``coverage`` which of ``budgets`` select each pod (``budgets.Coverage``: a caller
-    planning step after step keeps it, so the matching is not done again); ``counted`` the seconds the caller has
-    counted on its monotonic clock that the drain has run (``elapsed.seconds``: never sooner than that, whatever the
-    wall clock says).
+    planning step after step keeps it, so the matching is not done again). The drain's time is the wall clock's
+    reckoning capped by what the caller counted (``Maintenance.counted``).
     """
     if maintenance.terms.waiting is not None:  # its policy keeps it waiting: the wait is carried out instead of a drain
         decided = maintenance.terms.waiting
@@ -65,7 +63,7 @@ def plan(
             index = node_pods if isinstance(node_pods, PodIndex) else PodIndex.of(node_pods)
             kept = coverage.over(budgets) if coverage is not None else Coverage(budgets)
             decided = draining.drain(draining.Scene.of(maintenance, taken, index, kept, now, daemonsets=daemonsets or {},
-                                                       attempts=attempts or {}, in_flight=in_flight or {}, counted=counted))
+                                                       attempts=attempts or {}, in_flight=in_flight or {}))
     # The status the step reports is written out once, here, over the stored one.
     if decided.report is None:
         return decided

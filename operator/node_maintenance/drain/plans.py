@@ -92,6 +92,9 @@ class Maintenance:
     escalation: tuple[Escalation, ...] = ()  # ascending afterSeconds
     status: Mapping[str, Any] = field(default_factory=dict)
     terms: PolicyTerms = PolicyTerms()
+    # The seconds this process has counted on its monotonic clock that the drain has run (``memory.counted``): the
+    # timeout and the ladder never run sooner (``elapsed.seconds``). None: it has counted nothing (a fresh process).
+    counted: float | None = None
 
     @classmethod
     def of(cls, body: Mapping[str, Any]) -> Maintenance:

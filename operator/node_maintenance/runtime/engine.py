@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import datetime
 import functools
 import logging
@@ -87,7 +88,6 @@ class Reading:
     holder_exists: bool = False
     taking: bool = False  # a drain step for a node no other maintenance holds
     coordinated: bool = False  # Leases are held: a hand-back lets the node's go (read for an ended maintenance)
-    counted: float | None = None  # the seconds the drain has run as this process counts them (``elapsed.seconds``)
 
 
 def plan(reading: Reading) -> Plan:
@@ -99,7 +99,7 @@ def plan(reading: Reading) -> Plan:
         return Plan(phase=str(reading.body["status"].get("phase") or ""), status=dict(reading.body["status"]), handback=left)
     return planner.plan(m, reading.node, reading.pods if reading.pods is not None else [], reading.disruption_budgets, reading.now, holder_exists=reading.holder_exists,
                         daemonsets=reading.daemonsets, attempts=reading.attempts, in_flight=reading.in_flight, lease=reading.lease,
-                        members=reading.members, coverage=reading.coverage, counted=reading.counted)
+                        members=reading.members, coverage=reading.coverage)
 
 
 def _in_line(m: Maintenance) -> float:
@@ -264,8 +264,8 @@ class Engine:
         # to be taken, however long this waited, and before an escalation step deletes pods on one.
         taking = node is not None and not holder_exists
         lease = await self.lease.view(fresh=holder != self.name) if self.lease and taking else None
-        counted = memory.counted(self.memory, m.status.get("drainStartTime"), at)
-        guarded = holder != self.name or escalation_guard.due(m, now, counted)
+        m = dataclasses.replace(m, counted=memory.counted(self.memory, m.status.get("drainStartTime"), at))
+        guarded = holder != self.name or escalation_guard.due(m, now)
         members = await self._members() if node and guarded and quorum.is_control_plane(node) else None
         if caches.index is None:
             caches.index = PodIndex()
@@ -278,7 +278,7 @@ class Engine:
         return Reading(body, foreign, now, at, m, node, frozenset(p["metadata"]["uid"] for p in node_pods.pods),
                        pods=node_pods, disruption_budgets=in_namespaces, coverage=caches.coverage, lease=lease, members=members, daemonsets=daemonsets,
                        in_flight=shared.budgets.in_flight(), attempts=self.memory.attempts, holder_exists=holder_exists,
-                       taking=taking, counted=counted)
+                       taking=taking)
 
     async def _members(self) -> quorum.Members:
         """Every control-plane node as it is now, and the etcd guard budgets the budget watch holds."""

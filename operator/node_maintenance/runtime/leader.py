@@ -93,7 +93,10 @@ class LeaderElector:
         """An attempt in the elector's thread, given up at ``deadline`` even if a request is still stuck there."""
         attempt = asyncio.get_running_loop().run_in_executor(self._thread, self.try_acquire_or_renew, deadline)
         try:
-            return await asyncio.wait_for(attempt, max(0.0, deadline - self.clock()))
+            # Not asyncio.wait_for: Python 3.11's loses a cancellation that comes as the attempt ends (gh-86296), and
+            # a hold() cancelled at shutdown would then renew the Lease on and on.
+            async with asyncio.timeout(max(0.0, deadline - self.clock())):
+                return await attempt
         except TimeoutError:
             log.warning("lease renewal failed: no answer by the deadline")
         except KubeError as error:  # the apiserver may be briefly unreachable

@@ -119,6 +119,39 @@ def test_one_hung_request_does_not_cost_the_lead(monkeypatch: pytest.MonkeyPatch
     assert "lost leadership" not in caplog.text
 
 
+def test_a_lead_held_ends_when_cancelled_even_as_an_attempt_ends(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The operator's shutdown cancels the lead it holds; a cancellation that comes just as a renewal attempt has
+    ended (its answer in, the elector not woken yet) must still end it."""
+    monkeypatch.setattr(leader, "LEADER_RETRY_SECONDS", 0)
+    clock = Clock()
+    elector = leader.LeaderElector(FakeApi().blocking(), "ns", "me", clock=clock)
+    attempts = 0
+
+    async def scenario() -> bool:
+        loop = asyncio.get_running_loop()
+
+        def answered(*_: object) -> asyncio.Future[bool]:
+            """Every attempt has its answer at once; after many, should hold() still renew, one fails past the deadline
+            so that it returns and the test ends."""
+            nonlocal attempts
+            attempts += 1
+            if attempts > 100:
+                clock.now += 2 * leader.LEADER_RENEW_DEADLINE_SECONDS
+            answer: asyncio.Future[bool] = loop.create_future()
+            answer.set_result(attempts <= 100)
+            return answer
+
+        monkeypatch.setattr(loop, "run_in_executor", answered)
+        held = asyncio.create_task(elector.hold())
+        for _ in range(2):  # hold() sleeps its retry period, then waits on the attempt that has already ended
+            await asyncio.sleep(0)
+        held.cancel()
+        await asyncio.wait({held}, timeout=5)
+        return held.cancelled()
+
+    assert asyncio.run(scenario()), f"hold() renewed on after it was cancelled ({attempts} attempts)"
+
+
 def test_acquire_waits_for_an_api_server_out_of_reach(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(leader, "LEADER_RETRY_SECONDS", 0.02)
     api = FakeApi()  # three reads refused as by a server out of reach, then no Lease
