@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 import socket
@@ -10,20 +11,41 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
 from devcluster.cluster import Cluster
 from devcluster.operator import OperatorProcess
 from devcluster.toxiproxy import Proxy
+from node_maintenance.runtime.leader import LEASE_NAME
+from node_maintenance_packaging.clusterserviceversion import NAMESPACE
 from soak.chaos import Api, BudgetMonitor, Checker, Tally, Workload, build_workload, open_spares
 
 from ..helpers import eventually
 
 
-def poke(cluster: Cluster, kind: str, namespace: str, annotation: str) -> None:
-    """Annotate every ``kind`` of ``namespace``: an event on each watch of them. Pods the drain evicts
+def poke(admin: Api, kinds: tuple[str, ...], namespace: str, annotation: str) -> None:
+    """Annotate every object of ``kinds`` ("budgets", "pods") in ``namespace``, from this process: an event on each
+    watch of them at once, however loaded the machine (a kubectl would take seconds to start). Pods the drain evicts
     meanwhile are gone before their turn, which is no failure."""
-    result = cluster.kubectl("annotate", kind, "--all", "-n", namespace, annotation, "--overwrite", check=False)
-    errors = [line for line in result.stderr.splitlines() if line.startswith("Error") and "NotFound" not in line]
-    assert not errors, result.stderr
+    key, value = annotation.split("=", 1)
+    body = {"metadata": {"annotations": {key: value}}}
+    kinds_of = {"budgets": (admin.budgets, admin.policy.patch_namespaced_pod_disruption_budget),
+                "pods": (admin.pods, admin.core.patch_namespaced_pod)}
+    for kind in kinds:
+        listed, patch = kinds_of[kind]
+        for obj in listed(namespace):
+            try:
+                patch(obj["metadata"]["name"], namespace, body, _request_timeout=10)
+            except ApiException as error:
+                if error.status != 404:
+                    raise
+
+
+def lease_renewed_after(admin: Api, operator: OperatorProcess, instant: datetime.datetime) -> bool:
+    """Whether ``operator`` holds its leader Lease and has renewed it after ``instant`` (read past any proxy)."""
+    spec = client.CoordinationV1Api(admin.client).read_namespaced_lease(LEASE_NAME, NAMESPACE, _request_timeout=10).spec
+    return spec is not None and spec.holder_identity == operator.identity and spec.renew_time is not None and spec.renew_time > instant
 
 
 @dataclass

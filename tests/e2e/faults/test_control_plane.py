@@ -50,7 +50,7 @@ def test_apiserver_and_etcd_restarts_and_a_compaction(cluster: Cluster, admin: A
         for round_ in range(3):
             offset = len(proxied_operator.logs())
             with api_proxy.blackout():
-                poke(cluster, "pods", namespace, f"fault-test/compacted={round_}")
+                poke(admin, ("pods",), namespace, f"fault-test/compacted={round_}")
                 seen["compacted at"] = cluster.etcd_compact()
             with contextlib.suppress(AssertionError):
                 seen["410 Gone"] = eventually(lambda: log_lines_since(proxied_operator, offset, "expired (410 Gone)"),

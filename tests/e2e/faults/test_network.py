@@ -3,6 +3,7 @@ of three nodes under PodDisruptionBudgets: the operator recovers, finishes, and 
 
 from __future__ import annotations
 
+import datetime
 import time
 from collections.abc import Callable
 
@@ -14,7 +15,7 @@ from devcluster.toxiproxy import Proxy
 from soak.chaos import Api, Supervisor, Tally
 
 from ..helpers import eventually
-from .helpers import drain_with_fault, give_back, log_lines_since, poke, refused, request_seconds, watches_since
+from .helpers import drain_with_fault, give_back, lease_renewed_after, log_lines_since, poke, refused, request_seconds, watches_since
 
 pytestmark = pytest.mark.e2e
 
@@ -52,15 +53,17 @@ def test_connections_reset_in_the_middle_of_watches(cluster: Cluster, admin: Api
             offset = len(proxied_operator.logs())
             with api_proxy.toxic("reset_peer", {"timeout": 0}):
                 # Events on the watches the operator holds (budgets, pods): each link is reset as one passes.
-                for kind in ("pdb", "pods"):
-                    poke(cluster, kind, namespace, f"fault-test/poke={round_}")
+                poke(admin, ("budgets", "pods"), namespace, f"fault-test/poke={round_}")
                 # The fault happened: the operator's watches broke.
                 eventually(lambda: "failed" in watches_since(proxied_operator, offset).values(), "the operator's watches reset", timeout=30)
+            ended = datetime.datetime.now(datetime.UTC)
             if round_ < 2:
-                # ... and resumed, before the next round breaks them again: a round then resets watches that are open,
-                # not ones still waiting out their backoff (the link would stay faulty that long, the Lease's renewals too).
+                # ... and resumed, and the Lease was renewed, before the next round breaks them again: a round then resets
+                # watches that are open, not ones still waiting out their backoff, and the rounds together never keep
+                # the Lease from being renewed for as long as the operator holds the lead without renewing it.
                 eventually(lambda: set(watches_since(proxied_operator, offset).values()) == {"is current again"},
                            "the operator's watches current again", timeout=60)
+                eventually(lambda: lease_renewed_after(admin, proxied_operator, ended), "the operator's Lease renewed", timeout=30)
 
     drain = drain_with_fault(cluster, admin, namespace, run_id, tally, reset_three_times)
     assert api_proxy.injected["reset_peer"] == 3
