@@ -161,8 +161,7 @@ async def reconcile(kube: Kube, holding: asyncio.Task[Any], shutdown: asyncio.Ev
                 rewritten = migration.result()
             except KubeError as error:  # the conversion webhook may still be coming up: try again
                 log.warning("storage version migration failed; retrying: %s", error)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(shutdown.wait(), MIGRATION_RETRY_SECONDS)
+                if await _stopped_within(shutdown, MIGRATION_RETRY_SECONDS):
                     return False
                 continue
             log.info("storage version is v1beta1", extra={"rewritten": rewritten})
@@ -176,7 +175,8 @@ async def reconcile(kube: Kube, holding: asyncio.Task[Any], shutdown: asyncio.Ev
         leading.clear()
         stop.set()
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(asyncio.shield(operator), STOP_SECONDS)
+            async with asyncio.timeout(STOP_SECONDS):
+                await asyncio.shield(operator)
         for task in (upgraded, stopping):
             task.cancel()
         if upgraded in done and holding not in done and not shutdown.is_set():
@@ -246,9 +246,16 @@ async def _until_crd_installed(kube: Kube, shutdown: asyncio.Event) -> dict[str,
             if not warned:
                 log.warning("the NodeMaintenance CRD is not installed: serving webhooks only until it is")
                 warned = True
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(shutdown.wait(), 2)
+        if await _stopped_within(shutdown, 2):
             return None
+
+
+async def _stopped_within(shutdown: asyncio.Event, seconds: float) -> bool:
+    """Whether ``shutdown`` is set within ``seconds``: the pause before a retry, which a stop ends at once."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            await shutdown.wait()
+    return shutdown.is_set()
 
 
 async def _until_hub_served(kube: Kube) -> None:

@@ -12,7 +12,7 @@ from typing import Any, cast
 import yaml
 
 from devcluster.cluster import Cluster
-from devcluster.olm import DEPLOY_DIR
+from devcluster.olm import DEPLOY_DIR, INSTALL_PLAN_RETRY_SECONDS
 from devcluster.olm import NAMESPACE as OLM_NAMESPACE
 from devcluster.publish import Published
 from devcluster.realnode import NAME as REAL_NODE
@@ -70,8 +70,9 @@ class Install:
         chosen = referenced or sorted(plans, key=lambda p: p["metadata"]["creationTimestamp"])
         return chosen[-1] if chosen else None
 
-    def finished_plan_status(self, version: str, timeout: float = 60) -> dict[str, Any]:
-        """The status of the InstallPlan for ``version`` once OLM has finished with it, Complete or Failed."""
+    def finished_plan_status(self, version: str, timeout: float = INSTALL_PLAN_RETRY_SECONDS + 60) -> dict[str, Any]:
+        """The status of the InstallPlan for ``version`` once OLM has finished with it, Complete or Failed: a plan
+        that fails is retried for OLM's whole retry window first."""
         def finished() -> dict[str, Any] | None:
             status = (self._current_plan(version) or {}).get("status") or {}
             return status if status.get("phase") in ("Complete", "Failed") else None

@@ -176,7 +176,7 @@ def test_a_release_that_cannot_install_is_refused_and_the_installed_one_keeps_wo
         plans = [p for p in install.plans() if csv_name(NEXT) in p["spec"]["clusterServiceVersionNames"]]
         return next((p for p in plans if (p.get("status") or {}).get("phase") == "Failed"), None)
 
-    # OLM retries a failing InstallPlan for a while (devcluster.olm.INSTALL_PLAN_RETRY) before it fails it.
+    # OLM retries a failing InstallPlan for a while (devcluster.olm.INSTALL_PLAN_RETRY_SECONDS) before it fails it.
     plan = eventually(failed_plan, f"the InstallPlan for {csv_name(NEXT)} Failed", timeout=300, interval=2)
     why = " ".join(c.get("message", "") for c in plan["status"].get("conditions", []))
     assert "risk of data loss" in why, plan["status"]
