@@ -3,7 +3,8 @@
     python -m simulation --minutes 60 --report build/simulation
 
 Each seed runs EXAMPLES histories of one machine, the seeds taking turns between them (``search.MACHINES``: Search's
-rules, and Rolling's, which adds a node rolled through maintenance); a seed whose search finds a violation is reported
+rules; Rolling's, which adds a node rolled through maintenance; and Windowed's, under a window that closes every two
+minutes); a seed whose search finds a violation is reported
 with its machine and the shortest history hypothesis shrank it to, and belongs in the bounded run's fixed seeds
 (tests/simulation/test_search.py) once fixed. The report (report.json, report.txt) lists every seed tried, the histories
 run and the violations found.
@@ -55,13 +56,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", type=pathlib.Path, default=pathlib.Path("build/simulation"))
     parser.add_argument("--until-found", action="store_true", help="stop at the first seed that finds a violation")
     parser.add_argument("--no-shrink", dest="shrink", action="store_false", help="report a failing history as found, unshrunk")
+    parser.add_argument("--machine", dest="machines", action="append", choices=list(MACHINES),
+                        help="search this machine (repeatable); every machine in turn when none is named")
     args = parser.parse_args(argv)
+    machines = args.machines or list(MACHINES)
     logging.disable(logging.WARNING)  # the operator's own warnings under faults: expected, and the report says what matters
     ends, seeds = time.monotonic() + args.minutes * 60, random.SystemRandom()
     runs: list[dict[str, Any]] = []
     started = time.monotonic()
     while time.monotonic() < ends:
-        seed, machine = seeds.randrange(2**32), list(MACHINES)[len(runs) % len(MACHINES)]
+        seed, machine = seeds.randrange(2**32), machines[len(runs) % len(machines)]
         print(f"seed {seed} ({machine}): ", end="", flush=True)  # before the run, so a run that never ends still names its seed
         found = search(seed, shrink=args.shrink, machine=machine)
         runs.append({"seed": seed, "machine": machine, "histories": EXAMPLES, "violation": found, "steps": rules_run(found)})

@@ -100,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m simulation.reverts", description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=10.0, help="time for each revert's search")
     parser.add_argument("--report", type=pathlib.Path, default=pathlib.Path("build/simulation"))
+    parser.add_argument("--machine", dest="machines", action="append", default=[],
+                        help="search only this machine (repeatable; see python -m simulation)")
     parser.add_argument("breaks", nargs="*", help="the breaks to revert (all when none is named)")
     args = parser.parse_args(argv)
     chosen = [r for r in REVERTS if not args.breaks or r.number in args.breaks]
@@ -112,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
             report.mkdir(parents=True, exist_ok=True)
             with (report / "output.txt").open("w") as output:  # the seeds as they run, and the operator's errors
                 subprocess.run([sys.executable, "-m", "simulation", "--minutes", str(args.minutes), "--report", str(report),
-                                "--until-found", "--no-shrink"], env=env, check=False, stdout=output, stderr=subprocess.STDOUT)
+                                "--until-found", "--no-shrink", *(f"--machine={m}" for m in args.machines)], env=env, check=False, stdout=output, stderr=subprocess.STDOUT)
         found = _first_violation(report)
         first = str(found["violation"]).splitlines()[0] if found else ""
         rows.append({"break": revert.number, "what": revert.what, "found": found is not None,

@@ -45,7 +45,7 @@ BUDGET = f"/apis/policy/v1/namespaces/{NAMESPACE}/poddisruptionbudgets"
 TIMEOUTS = st.sampled_from([None, 45, 150])
 ON_TIMEOUT = st.sampled_from(["Fail", "HandBack"])
 LADDERS = st.sampled_from([(), ((20, "DeletePods"),), ((20, "DeletePods"), (40, "ForceDeletePods"))])
-WINDOW_ENDS = st.sampled_from([None, "Continue", "Pause"])  # None: no window; else a 5-minute one every 10 minutes
+WINDOW_ENDS = st.sampled_from([None, "Continue", "Pause"])  # None: no window; else the machine's window (Search.WINDOW)
 RULES = [{"podSelector": {"matchLabels": {"app": "cache"}}, "behavior": "Skip"},
          {"podSelector": {"matchLabels": {"app": "batch"}}, "behavior": "WaitCompleted"},
          {"podSelector": {"matchLabels": {"app": "db"}}, "order": 1}]
@@ -62,6 +62,7 @@ class Shape:
     on_timeout: str = "Fail"
     ladder: tuple[tuple[int, str], ...] = ()
     window_end: str | None = None
+    window: tuple[str, str] = ("*/10 * * * *", "5m")  # its schedule and duration, when window_end is not None
 
     def spec(self) -> dict[str, Any]:
         spec: dict[str, Any] = {"nodeSelector": {"matchLabels": {"pool": "a"}}, "maxParallel": self.parallel,
@@ -76,7 +77,8 @@ class Shape:
         if drain:
             spec["drain"] = drain
         if self.window_end is not None:
-            spec |= {"windows": [{"schedule": "*/10 * * * *", "duration": "5m"}], "windowEnd": self.window_end}
+            schedule, duration = self.window
+            spec |= {"windows": [{"schedule": schedule, "duration": duration}], "windowEnd": self.window_end}
         return spec
 
 
@@ -86,6 +88,8 @@ def _budget(max_unavailable: int) -> dict[str, Any]:
 
 class Search(RuleBasedStateMachine):
     """One history per example; hypothesis draws the rules and their arguments, and shrinks a failing history."""
+
+    WINDOW = Shape.window  # a 5-minute window every 10 minutes: a history of a few minutes meets a close at most once
 
     def __init__(self) -> None:
         super().__init__()
@@ -114,7 +118,7 @@ class Search(RuleBasedStateMachine):
               faults: int) -> None:
         random.seed(0)  # the executor's retry jitter
         self.faults_drawn = random.Random(faults)  # hypothesis's randoms refuse to draw once a history ends, as it closes
-        self.shape = Shape(parallel, wait_for_healthy, zones, timeout, on_timeout, ladder, window_end)
+        self.shape = Shape(parallel, wait_for_healthy, zones, timeout, on_timeout, ladder, window_end, self.WINDOW)
         self.sim = sim = Simulation(self._fault).__enter__()
         sim.cluster.ready_seconds = ready_seconds
         sim.api.latency = latency
@@ -275,4 +279,13 @@ class Rolling(Search):
         self.delete_maintenance(node)
 
 
-MACHINES: dict[str, type[Search]] = {"search": Search, "rolling": Rolling}
+class Windowed(Search):
+    """Search's histories under windows that open for a minute every two: a close comes every few rules, so what it does
+    to a slot granted just before it, a take retried across it, a drain under way at it or a node given back meets it
+    often, where Search's ten-minute windows close once a history at most. A machine of its own, so that every seed of
+    Search still replays the history it found."""
+
+    WINDOW = ("*/2 * * * *", "1m")
+
+
+MACHINES: dict[str, type[Search]] = {"search": Search, "rolling": Rolling, "windowed": Windowed}

@@ -3,7 +3,8 @@ simulated second and liveness at the end of each; any violation fails the test w
 shrank it to, and the seed that replays it.
 
 The fixed seeds replay the same histories on every run: what the search once covered stays covered. The fresh seeds,
-one for each machine (Search, and Rolling with its node rolled through maintenance), are drawn anew each run, so every run of ``make test`` also looks where no run looked before; a violation one finds is
+one for each machine (Search; Rolling with its node rolled through maintenance; Windowed with its window that closes
+every two minutes), are drawn anew each run, so every run of ``make test`` also looks where no run looked before; a violation one finds is
 a defect of the operator (or of a promise as written), never noise: it is printed with its seed, which
 ``simulation.__main__.search(seed, machine=...)`` replays; once it is fixed, the seed joins SEEDS. So does any seed ``make simulate``
 finds a violation with."""
@@ -34,7 +35,7 @@ from simulation.search import MACHINES
 SEEDS = [("search", seed) for seed in (1, 2, 3, 4, 5, 6, 7, 8, 2179070892, 1467888126, 2751201903, 3120986573, 2753459732, 1295523204,
                                        2408671712, 4120720282, 384090502, 3707132782, 601270407, 2188547772, 1601880301)]
 SEEDS += [("rolling", 1373037640)]
-EXAMPLES = 12  # histories per seed: 288 in all
+EXAMPLES = 12  # histories per seed: 300 in all
 
 
 @pytest.fixture(autouse=True)
