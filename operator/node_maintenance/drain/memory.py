@@ -22,6 +22,10 @@ from node_maintenance.drain.status import Phase
 
 # A step that met an API error, or a status write that failed, looks again after this long.
 ERROR_RETRY_SECONDS = 5.0
+# The shortest wait before a step looks again. A deadline reckoned by subtraction can leave floating point's remainder
+# (45 - 44.99999999999999822 is 1.8e-15 s): waited as it is, an event loop whose clock moves in steps (the simulation's)
+# wakes at the same instant forever, and a real one spins until its clock passes the deadline. A millisecond reaches it.
+SHORTEST_WAIT_SECONDS = 0.001
 # The statuses this engine wrote last: the object kopf shows may lag behind the newest write by a few.
 RECENT_WRITES = 16
 
@@ -125,6 +129,11 @@ def next_try_in(attempts: Mapping[str, Attempt], clock: float) -> float | None:
     even when no watch reports anything meanwhile; None when nothing waits on time."""
     waits = [a.not_before - clock for a in attempts.values() if a.not_before > clock]
     return min(waits) if waits else None
+
+
+def wait_seconds(recheck: float | None) -> float | None:
+    """How long a step waits to look again at ``recheck`` (None: until a change): never less than SHORTEST_WAIT_SECONDS."""
+    return None if recheck is None else max(recheck, SHORTEST_WAIT_SECONDS)
 
 
 def sooner(a: float | None, b: float | None) -> float | None:

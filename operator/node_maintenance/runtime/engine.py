@@ -155,7 +155,7 @@ class Engine:
                 # asyncio.timeout, not wait_for: on Python 3.11, wait_for loses a cancellation that comes as the
                 # wake does, and a deleted maintenance's engine would then never stop.
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(recheck):
+                    async with asyncio.timeout(memory.wait_seconds(recheck)):
                         await self._changed.wait()
         finally:
             shared.budgets.unsubscribe(self.wake)

@@ -9,7 +9,20 @@ import dataclasses
 import pytest
 
 from node_maintenance.drain.handback import Handback
-from node_maintenance.drain.memory import ERROR_RETRY_SECONDS, Carried, Clock, Memory, Outcome, WatchMode, counted, remember, seen, watch_mode
+from node_maintenance.drain.memory import (
+    ERROR_RETRY_SECONDS,
+    SHORTEST_WAIT_SECONDS,
+    Carried,
+    Clock,
+    Memory,
+    Outcome,
+    WatchMode,
+    counted,
+    remember,
+    seen,
+    wait_seconds,
+    watch_mode,
+)
 from node_maintenance.drain.plans import Attempt, Plan, Removal
 from node_maintenance.drain.status import Phase
 
@@ -98,3 +111,13 @@ def test_a_drain_is_counted_on_the_monotonic_clock_from_the_step_that_first_saw_
     assert counted(jumped, "2026-01-01T13:00:00Z", 15.0) is None  # another drain (the node taken again): counted anew
     assert seen(jumped, {"phase": "Pending"}, Clock(wall=at, monotonic=20.0)) == jumped  # a status without a drain changes nothing
 
+
+
+@pytest.mark.parametrize(("recheck", "waited"), [
+    (None, None),  # until a change
+    (45 - 44.99999999999999822, SHORTEST_WAIT_SECONDS),  # floating point's remainder of a deadline (seed 2280511958, windowed)
+    (0.0, SHORTEST_WAIT_SECONDS),  # "at once" still lets a clock that moves in steps move
+    (2.5, 2.5),
+])
+def test_a_step_waits_at_least_a_millisecond_to_look_again(recheck: float | None, waited: float | None) -> None:
+    assert wait_seconds(recheck) == waited
