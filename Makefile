@@ -111,11 +111,13 @@ soak: venv tools
 # search finds by itself each break a review found, with its fix undone in a copy of the code.
 SIMULATE_MINUTES ?= 60
 REVERT_MINUTES ?= 10
+# SIMULATE_ARGS: more arguments for both, such as --machine=windowed (python -m simulation --help).
+SIMULATE_ARGS ?=
 simulate: venv
-	$(PY) -m simulation --minutes $(SIMULATE_MINUTES) --report $(CURDIR)/build/simulation
+	$(PY) -m simulation --minutes $(SIMULATE_MINUTES) --report $(CURDIR)/build/simulation $(SIMULATE_ARGS)
 
 simulate-reverts: venv
-	$(PY) -m simulation.reverts --minutes $(REVERT_MINUTES) --report $(CURDIR)/build/simulation
+	$(PY) -m simulation.reverts --minutes $(REVERT_MINUTES) --report $(CURDIR)/build/simulation $(SIMULATE_ARGS)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info

@@ -22,6 +22,7 @@ import tempfile
 from dataclasses import dataclass
 
 from simulation import ROOT
+from simulation.search import MACHINES
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m simulation.reverts", description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=10.0, help="time for each revert's search")
     parser.add_argument("--report", type=pathlib.Path, default=pathlib.Path("build/simulation"))
-    parser.add_argument("--machine", dest="machines", action="append", default=[],
+    parser.add_argument("--machine", dest="machines", action="append", default=[], choices=list(MACHINES),
                         help="search only this machine (repeatable; see python -m simulation)")
     parser.add_argument("breaks", nargs="*", help="the breaks to revert (all when none is named)")
     args = parser.parse_args(argv)
@@ -112,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
             report = args.report / f"revert-{revert.number}"
             env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(operator), str(ROOT / "hack"), str(ROOT)])}
             report.mkdir(parents=True, exist_ok=True)
+            (report / "report.json").unlink(missing_ok=True)  # a run that ends before its first seed leaves none: no stale answer
             with (report / "output.txt").open("w") as output:  # the seeds as they run, and the operator's errors
                 subprocess.run([sys.executable, "-m", "simulation", "--minutes", str(args.minutes), "--report", str(report),
                                 "--until-found", "--no-shrink", *(f"--machine={m}" for m in args.machines)], env=env, check=False, stdout=output, stderr=subprocess.STDOUT)

@@ -19,8 +19,9 @@ from node_maintenance_packaging.operator_image import BUILD_BASE_PACKAGES, base_
 
 from ..releases import HEAD
 
-# The first test's limit counts the fixture's build by a container engine: its build stage installs every wheel
-# under buildah's vfs storage, 154 s on an idle machine and more than 600 s beside the end-to-end clusters.
+# Each test's limit, the first's above all, counts the module fixture's build by a container engine: its build stage
+# installs every wheel under buildah's vfs storage, 154 s on an idle machine and more than 600 s beside the end-to-end
+# clusters.
 pytestmark = [pytest.mark.tools, pytest.mark.timeout(1800)]
 ROOT = Path(__file__).resolve().parents[2]
 VERSION = HEAD  # the release the work tree builds

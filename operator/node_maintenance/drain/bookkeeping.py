@@ -50,8 +50,8 @@ def next_write_in(written_at: float, interval: float, now: float) -> float:
     """Seconds until a status that says nothing new may be written again, ``interval`` after the last write (at
     ``written_at``; at most 0: now). Both the step deciding whether to write and the drain deciding when to look again
     ask this one sum: reckoned two ways, floating point could make one say "not yet" and the other "now", forever. It is
-    reckoned to the millisecond: a remainder below that is floating point's (15.448582 + 2.0 - 17.448582 is 3.6e-15), and a
-    loop whose clock moves in steps, as the simulation's does, would wake for it again and again at the same instant."""
+    reckoned to the millisecond, so that a remainder below that (15.448582 + 2.0 - 17.448582 is 3.6e-15) says "now" to
+    both; the engine's shortest wait (``memory.SHORTEST_WAIT_SECONDS``) keeps any other deadline's remainder from a spin."""
     return round(written_at + interval - now, 3)
 
 

@@ -23,7 +23,7 @@ from node_maintenance.drain.status import Phase
 # A step that met an API error, or a status write that failed, looks again after this long.
 ERROR_RETRY_SECONDS = 5.0
 # The shortest wait before a step looks again. A deadline reckoned by subtraction can leave floating point's remainder
-# (45 - 44.99999999999999822 is 1.8e-15 s): waited as it is, an event loop whose clock moves in steps (the simulation's)
+# (8.3 + 0.3 - 8.6 is 1.8e-15 s): waited as it is, an event loop whose clock moves in steps (the simulation's)
 # wakes at the same instant forever, and a real one spins until its clock passes the deadline. A millisecond reaches it.
 SHORTEST_WAIT_SECONDS = 0.001
 # The statuses this engine wrote last: the object kopf shows may lag behind the newest write by a few.

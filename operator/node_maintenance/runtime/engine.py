@@ -152,8 +152,7 @@ class Engine:
                     await self.watch(self.wanted)
                     if self.wanted != WatchMode.DRAINED:  # plan again with what is watched now (drained: the step saw it all)
                         continue
-                # asyncio.timeout, not wait_for: on Python 3.11, wait_for loses a cancellation that comes as the
-                # wake does, and a deleted maintenance's engine would then never stop.
+                # asyncio.timeout (wait_for is banned, pyproject.toml): a deleted maintenance's engine must stop.
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(memory.wait_seconds(recheck)):
                         await self._changed.wait()

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from devcluster.cluster import Cluster
+from devcluster.olm import INSTALL_PLAN_RETRY_SECONDS, OLM, catalog_source
 from devcluster.olm import NAMESPACE as OLM_NAMESPACE
-from devcluster.olm import OLM, catalog_source
 from devcluster.publish import Published, pinned
 from node_maintenance.api import GROUP
 from node_maintenance_packaging.render import Inputs
@@ -176,8 +176,8 @@ def test_a_release_that_cannot_install_is_refused_and_the_installed_one_keeps_wo
         plans = [p for p in install.plans() if csv_name(NEXT) in p["spec"]["clusterServiceVersionNames"]]
         return next((p for p in plans if (p.get("status") or {}).get("phase") == "Failed"), None)
 
-    # OLM retries a failing InstallPlan for a while (devcluster.olm.INSTALL_PLAN_RETRY_SECONDS) before it fails it.
-    plan = eventually(failed_plan, f"the InstallPlan for {csv_name(NEXT)} Failed", timeout=300, interval=2)
+    # OLM polls the catalog, then retries the failing InstallPlan for INSTALL_PLAN_RETRY_SECONDS before it fails it.
+    plan = eventually(failed_plan, f"the InstallPlan for {csv_name(NEXT)} Failed", timeout=INSTALL_PLAN_RETRY_SECONDS + 270, interval=2)
     why = " ".join(c.get("message", "") for c in plan["status"].get("conditions", []))
     assert "risk of data loss" in why, plan["status"]
     condition = eventually(lambda: next((c for c in install.subscription()["status"].get("conditions", [])
