@@ -11,8 +11,9 @@ limits count these nodes too, found by walking the history:
 - the node patch that removes the holder record gives the node back: from then on it recovers, waiting for those
   workloads and for any an earlier hand-back of the node still waited for (a node maintained again while recovering);
 - the recovery ends the first time every workload is healthy at a step's start or end (``policy.health.unhealthy``),
-  once its cap has passed on the latest wall clock seen (a clock set back lengthens no wait), or when its policy is
-  gone, replaced or stops waiting for health (its entry goes with it).
+  once its cap has passed since the start of the step that gave it back, counted on the steps' own time (the operator
+  counts it on its monotonic clock, from when it sees the node given back: a wall clock set forward, between steps,
+  ends no wait), or when its policy is gone, replaced or stops waiting for health (its entry goes with it).
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from dataclasses import dataclass
 
 from node_maintenance.drain import budgets
 from node_maintenance.drain.evicted import Workload, workloads_of
-from node_maintenance.drain.nodes import holder_of
 from node_maintenance.policy import health, model
 from simulation import counting
 from simulation.history import ActionKind, History, State, Step
@@ -31,11 +31,11 @@ from simulation.recovery import workload_object
 
 @dataclass(frozen=True)
 class Recovering:
-    """A node given back under ``policy`` (its uid) at ``since``, waiting for ``workloads``."""
+    """A node given back under ``policy`` (its uid), waiting for ``workloads``."""
 
     policy: str
     uid: str
-    since: float  # the wall clock, as seconds since the epoch
+    given: float  # the start of the step that gave it back, in seconds of the steps' own time since the history began
     cap: int
     workloads: frozenset[Workload]
 
@@ -44,21 +44,17 @@ def recovering(history: History) -> dict[str, set[str]]:
     """The nodes recovering when the newest step began, by the name of the policy that waits for them."""
     drained: dict[str, set[Workload]] = {}  # node → the workloads its current holder's drain removed pods of
     ongoing: dict[str, Recovering] = {}
-    latest = 0.0
+    started = 0.0  # the step's start, in seconds of the steps' own time
     for st in history[:-1]:
-        latest = max(latest, _seconds(st.before), _seconds(st.after))
         _drain(st, drained)
-        for node, given in _given_back(st, drained, ongoing).items():
+        for node, given in _given_back(st, started, drained, ongoing).items():
             ongoing[node] = given
-        ongoing = {node: r for node, r in ongoing.items() if not _ended(r, st, latest)}
+        started += st.seconds()
+        ongoing = {node: r for node, r in ongoing.items() if not _ended(r, st, started)}
     found: dict[str, set[str]] = {}
     for node, r in ongoing.items():
         found.setdefault(r.policy, set()).add(node)
     return found
-
-
-def _seconds(state: State) -> float:
-    return state.at.timestamp()
 
 
 def _drain(st: Step, drained: dict[str, set[Workload]]) -> None:
@@ -80,34 +76,32 @@ def _waiting_policies(state: State, node: str) -> list[model.Policy]:
     return [p for p in counting.policies(state) if p.name in governing and p.wait_for_healthy]
 
 
-def _given_back(st: Step, drained: dict[str, set[Workload]], ongoing: Mapping[str, Recovering]) -> dict[str, Recovering]:
-    """The nodes this step gave back (a node patch removing the holder record of the one holding it), each recovering
-    under the first policy governing it that waits for health."""
+def _given_back(st: Step, started: float, drained: dict[str, set[Workload]], ongoing: Mapping[str, Recovering]) -> dict[str, Recovering]:
+    """The nodes this step (begun at ``started``) gave back, each recovering under the first policy governing it that
+    waits for health."""
     found = {}
-    for action in st.of_kind(ActionKind.NODE_PATCH):
-        written, holder = action.holder_written
-        if not written or holder is not None or holder_of(dict(st.before.nodes.get(action.key) or {})) is None:
-            continue
-        workloads = drained.pop(action.key, set())
-        policies = _waiting_policies(st.before, action.key)
+    for node in st.gives_back():
+        workloads = drained.pop(node, set())
+        policies = _waiting_policies(st.before, node)
         if not policies:
             continue
         policy = policies[0]
-        earlier = ongoing.get(action.key)
+        earlier = ongoing.get(node)
         if earlier is not None and earlier.policy == policy.name:
             workloads |= earlier.workloads
         if workloads:
             uid = str((st.before.policies[policy.name].get("metadata") or {}).get("uid", ""))
-            found[action.key] = Recovering(policy.name, uid, min(_seconds(st.before), _seconds(st.after)),
-                                           policy.wait_for_healthy_seconds, frozenset(workloads))
+            found[node] = Recovering(policy.name, uid, started, policy.wait_for_healthy_seconds, frozenset(workloads))
     return found
 
 
-def _ended(r: Recovering, st: Step, latest: float) -> bool:
+def _ended(r: Recovering, st: Step, ended: float) -> bool:
+    """Whether the recovery has ended by the step's end (``ended``): the whole of the step that gave the node back
+    counts, the operator having seen it given back no sooner."""
     body = st.after.policies.get(r.policy)
     if body is None or str((body.get("metadata") or {}).get("uid", "")) != r.uid or not model.Policy.of(body).wait_for_healthy:
         return True
-    if latest - r.since >= r.cap:
+    if ended - r.given >= r.cap:
         return True
     return any(not any(health.unhealthy(w, workload_object(state, w)) for w in r.workloads) for state in (st.before, st.after))
 

@@ -137,6 +137,15 @@ class Step:
                 found.append(Take(node=action.key, maintenance=holder))
         return found
 
+    def seconds(self) -> float:
+        """How long the step ran on the simulated monotonic clock: the wall clock jumps only between steps."""
+        return (self.after.at - self.before.at).total_seconds()
+
+    def gives_back(self) -> list[str]:
+        """The nodes whose holder record a node patch of this step removed, of one that held them."""
+        return [action.key for action in self.of_kind(ActionKind.NODE_PATCH)
+                if action.holder_written == (True, None) and holder_of(dict(self.before.nodes.get(action.key) or {})) is not None]
+
     def patched(self) -> set[str]:
         """The nodes a node patch of this step touched."""
         return {a.key for a in self.actions if a.kind is ActionKind.NODE_PATCH}

@@ -19,7 +19,9 @@ Liveness, the sixth, is judged once at the end of a history: :func:`simulation.s
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from simulation import budgets, holding, limits, recovery, removals, turns
 from simulation.history import ActionKind, History
@@ -37,17 +39,26 @@ CHECKS: tuple[Callable[[History], list[str]], ...] = (
 def budget_violations(history: History) -> list[str]:
     """The budgets covering a healthy pod the newest step evicted (one not Ready counts for nothing, and the Eviction API
     lets it go while the budget is met), left with fewer healthy pods than they demanded when the
-    eviction was asked: judged by the budget as it stood before the step, since the Eviction API judges by the budget's
-    status, which its controller counts again only afterwards (a workload scaled up meanwhile demands more of pods
-    not Ready yet: Kubernetes' own lag, not the drain's doing). A pod the same step deleted past its budgets counts as
-    still there: that deletion bypassed them on purpose (the removals judge whether its ladder step had come), and the
-    evictions are judged by what they took."""
+    eviction was asked. The Eviction API judges by the budget's status as its controller last counted it, which the
+    history shows at the step's start and end only: each budget is judged by the smaller of the two demands. A
+    workload scaled up meanwhile demands more of pods not Ready yet (Kubernetes' own lag, not the drain's doing), and
+    one scaled down within the step was counted again before the eviction came (its budget then demanded less; a
+    scale-down after the eviction within the same step is excused alike, the API's own refusal being the check). A pod
+    the same step deleted past its budgets counts as still there: that deletion bypassed them on purpose (the removals
+    judge whether its ladder step had come), and the evictions are judged by what they took."""
     newest = history[-1]
     evicted = [pod for a in newest.of_kind(ActionKind.EVICTION) if (pod := newest.before.pods.get(a.key)) is not None and budgets.healthy(pod)]
-    touched = [b for b in newest.before.budgets.values()
+    touched = [min((b, newest.after.budgets.get(key) or b), key=_demand) for key, b in newest.before.budgets.items()
                if any(budgets.covers(b, pod) for pod in evicted)]
     bypassed = {a.key: pod for a in newest.of_kind(ActionKind.POD_DELETE) if (pod := newest.before.pods.get(a.key)) is not None}
     return budgets.pdb_violations(touched, {**newest.after.pods, **bypassed}.values())
+
+
+def _demand(budget: Mapping[str, Any]) -> float:
+    """What the budget demands; one that has counted no pods yet (recreated, or its workload scaled to none within the
+    step) tells nothing of the demand the eviction met, and is never the smaller."""
+    desired = budgets.desired_healthy(budget)
+    return math.inf if desired is None else desired
 
 
 def violations(history: History) -> list[str]:

@@ -1,5 +1,7 @@
 """A node given back under waitForHealthy keeps its slot, listed in its policy's status.recovering, until the workloads
-evicted from it are healthy again or waitForHealthySeconds have passed since it was given back.
+evicted from it are healthy again or waitForHealthySeconds have passed since it was given back. The entry is written
+before the hand-back; while a NodeMaintenance still holds the node, nothing ends it, and the cap counts from the
+hand-back, in steps (the operator counts it on its monotonic clock from when it sees the node given back).
 
 Whether a workload is healthy is the operator's documented definition (``policy.health.unhealthy``: a budget's
 currentHealthy reaching expectedPods, a ReplicaSet's or StatefulSet's replicas all available, a deleted budget not
@@ -31,9 +33,14 @@ def recovery_violations(history: History) -> list[str]:
         for entry in (body.get("status") or {}).get("recovering") or ():
             if entry["node"] in kept:
                 continue
-            # The cap is reckoned on the wall clock, the latest it showed: the drop may have been decided before the
-            # clock was set back (the status written a step later).
-            waited = (max(st.after.at for st in history) - timestamps.parse(entry["since"])).total_seconds()
+            # Held throughout the step, its hand-back not done: a node given back and taken again within the step may
+            # have been judged healthy in between.
+            holder = newest.after.holder(entry["node"])
+            if holder and newest.before.holder(entry["node"]) and entry["node"] not in newest.gives_back():
+                found.append(f"node {entry['node']} dropped from NodeMaintenancePolicy {name}'s status.recovering while "
+                             f"NodeMaintenance {holder} still holds it: its wait begins when it is given back")
+                continue
+            waited = _waited(history, entry)
             workloads = [_workload(w) for w in entry.get("workloads") or ()]
             unhealthy = [why for w in workloads if (why := health.unhealthy(w, workload_object(newest.after, w)))]
             # Judged somewhere within the step: healthy at its start is healthy enough (a pod leaving since is news).
@@ -42,6 +49,19 @@ def recovery_violations(history: History) -> list[str]:
                 found.append(f"node {entry['node']} dropped from NodeMaintenancePolicy {name}'s status.recovering after {waited:.0f}s "
                              f"of its {cap}s (waitForHealthySeconds) while {'; '.join(unhealthy)}")
     return found
+
+
+def _waited(history: History, entry: Mapping[str, Any]) -> float:
+    """Seconds since the entry's node was given back, by the end of the newest step: the steps' own time since the start
+    of the one that gave it back (the wall clock jumps between steps). A node whose hand-back the history does not show
+    (its holder's record left behind, the holder deleted by hand) waited since the entry's ``since``, on the latest wall
+    clock seen: the drop may have been decided before the clock was set back (the status written a step later)."""
+    waited = 0.0
+    for st in reversed(history):
+        waited += st.seconds()
+        if entry["node"] in st.gives_back():
+            return waited
+    return (max(st.after.at for st in history) - timestamps.parse(entry["since"])).total_seconds()
 
 
 def _workload(entry: Mapping[str, Any]) -> Workload:

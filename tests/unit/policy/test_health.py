@@ -17,6 +17,7 @@ from tests.unit.builders import HELD, NOW, RUNNING, ago, budget, maintenance, nm
 web_budget = partial(budget, "web", namespace="app", generation=2, observed=2)
 BUDGET = ("PodDisruptionBudget", "app", "web")
 SET = ("StatefulSet", "app", "db")
+BACK = 10**6  # seconds counted since the node was seen given back: long ago, so the wall clock's reckoning counts
 
 
 def replicas(name: str, wanted: int, available: int) -> dict[str, Any]:
@@ -63,7 +64,7 @@ def test_a_drain_under_wait_for_healthy_records_what_it_evicts_and_keeps_it_once
     ],
 )
 def test_a_node_given_back_waits_for_every_workload_evicted_from_it(objects: dict[Any, Any], waiting_for: tuple[str, ...]) -> None:
-    judged = health.judge(entry(BUDGET, SET), objects, {}, 600, NOW)
+    judged = health.judge(entry(BUDGET, SET), objects, {}, 600, NOW, BACK)
     assert (judged.state, judged.waiting_for) == ((health.WAITING, waiting_for) if waiting_for else (health.HEALTHY, ()))
     if waiting_for:
         assert judged.expires_in == 590
@@ -84,21 +85,59 @@ def test_a_deleted_budget_or_a_replicaset_scaled_to_zero_is_not_healthy_and_hold
         workload: tuple[str, str, str], obj: dict[str, Any] | None, why: str) -> None:
     """Nothing recorded tells how the evicted pods' replacements stand: the drain records a budget's pods by their budget
     only, and a Deployment's pods by their ReplicaSet. In doubt, the slot is held until waitForHealthySeconds."""
-    judged = health.judge(entry(workload), {workload: obj}, {}, 600, NOW)
+    judged = health.judge(entry(workload), {workload: obj}, {}, 600, NOW, BACK)
     assert (judged.state, judged.waiting_for, judged.expires_in) == (health.WAITING, (why,), 590)
-    assert health.judge(entry(workload, since=ago(600)), {workload: obj}, {}, 600, NOW).state == health.GAVE_UP
+    assert health.judge(entry(workload, since=ago(600)), {workload: obj}, {}, 600, NOW, BACK).state == health.GAVE_UP
 
 
 def test_a_workload_not_known_now_is_not_healthy() -> None:
-    judged = health.judge(entry(BUDGET), {BUDGET: web_budget(healthy=3, expected=3)}, {"PodDisruptionBudget": "the watch failed: 503"}, 600, NOW)
+    judged = health.judge(entry(BUDGET), {BUDGET: web_budget(healthy=3, expected=3)}, {"PodDisruptionBudget": "the watch failed: 503"}, 600, NOW, BACK)
     assert judged.state == health.WAITING and judged.waiting_for == ("PodDisruptionBudget app/web: unknown, the watch failed: 503",)
 
 
 def test_past_the_cap_the_wait_is_given_up_naming_what_it_waited_for() -> None:
-    judged = health.judge(entry(BUDGET, since=ago(60)), {BUDGET: web_budget(healthy=0, expected=1)}, {}, 60, NOW)
+    judged = health.judge(entry(BUDGET, since=ago(60)), {BUDGET: web_budget(healthy=0, expected=1)}, {}, 60, NOW, BACK)
     assert judged.state == health.GAVE_UP
     assert health.gave_up_message(judged, 60) == ("gave up waiting after 60s (waitForHealthySeconds) for the workloads evicted from node n1: "
                                                   "PodDisruptionBudget app/web: 0 of 1 healthy; its slot is free again")
+
+
+def test_a_node_still_held_waits_for_its_hand_back_past_the_cap_and_whatever_its_workloads() -> None:
+    """The wait begins at the hand-back: an entry is written first, and a hand-back the API refuses for a while must
+    not spend the cap before the node is back, nor an entry judged healthy meanwhile let the next node go."""
+    judged = health.judge(entry(BUDGET, since=ago(6000)), {BUDGET: web_budget(healthy=3, expected=3)}, {}, 600, NOW, None)
+    assert (judged.state, judged.waiting_for, judged.expires_in) == (health.WAITING, (health.NOT_GIVEN_BACK,), None)
+    judged = health.judge(entry(BUDGET), {BUDGET: web_budget(healthy=2, expected=3)}, {}, 600, NOW, None)
+    assert judged.waiting_for == (health.NOT_GIVEN_BACK, "PodDisruptionBudget app/web: 2 of 3 healthy")
+
+
+@pytest.mark.parametrize(("since", "counted", "state", "left"), [
+    (ago(3600), 30, health.WAITING, 570),  # a wall clock set forward an hour: counted on the monotonic clock
+    (ago(30), 3600, health.WAITING, 570),  # a wall clock set back (or an operator that started): the later reckoning
+    (ago(3600), 600, health.GAVE_UP, None),
+])
+def test_the_wait_lasts_the_smaller_of_the_wall_clock_s_reckoning_and_the_count_since_the_hand_back(
+        since: str, counted: float, state: str, left: float | None) -> None:
+    judged = health.judge(entry(BUDGET, since=since), {BUDGET: web_budget(healthy=0, expected=1)}, {}, 600, NOW, counted)
+    assert (judged.state, judged.expires_in if state == health.WAITING else None) == (state, left)
+
+
+def test_the_soonest_cap_is_that_of_a_node_given_back_and_entries_are_counted_by_node_and_since() -> None:
+    back, held = entry(BUDGET, since=ago(100)), {**entry(BUDGET, since=ago(500)), "node": "n2"}
+    judged = health.judge_all({"p": 600}, {"p": [back, held]}, {BUDGET: web_budget(healthy=0, expected=1)}, {}, {}, NOW,
+                              {health.key(back): 40, ("n2", ago(9)): 5}, {})
+    assert {n: j.state for n, j in judged.judged["p"].items()} == {"n1": health.WAITING, "n2": health.WAITING}
+    assert judged.judged["p"]["n2"].waiting_for == (health.NOT_GIVEN_BACK, "PodDisruptionBudget app/web: 0 of 1 healthy")
+    assert (judged.expires_in, judged.recovering) == (560, {"p": ["n1", "n2"]})
+
+
+def test_a_node_its_policy_s_status_still_lists_keeps_its_slot_once_healthy_until_a_status_drops_it() -> None:
+    """Else a node taken meanwhile would count twice to whoever reads that status, an operator restarted among them."""
+    healthy = entry(BUDGET)
+    judged = health.judge_all({"p": 600, "q": None}, {"p": [healthy]}, {BUDGET: web_budget(healthy=1, expected=1)}, {}, {}, NOW,
+                              {health.key(healthy): 40}, {"p": ["n1"], "q": ["n7"]})
+    assert judged.judged["p"]["n1"].state == health.HEALTHY
+    assert judged.recovering == {"p": ["n1"], "q": ["n7"]}  # q no longer waits for health: its list goes with its next status
 
 
 def test_the_policy_status_names_what_each_node_waits_for() -> None:

@@ -22,7 +22,7 @@ from node_maintenance.drain import nodes, planner
 from node_maintenance.drain.memory import WatchMode
 from node_maintenance.drain.plans import Maintenance, PolicyTerms
 from node_maintenance.drain.rules import Behavior
-from node_maintenance.policy import hooks, line, terms
+from node_maintenance.policy import health, hooks, line, terms
 from node_maintenance.policy.terms import UNKNOWN_RECHECK_SECONDS
 from node_maintenance.policy.verdicts import VerdictKind
 from node_maintenance.runtime import giving_back
@@ -33,6 +33,7 @@ from node_maintenance.runtime.executor import Executor
 from node_maintenance.runtime.metrics import Active
 from node_maintenance.runtime.policies.view import Policies
 from node_maintenance.runtime.policies.watches import DEPARTED_GRACE_SECONDS, PolicyWatches, Watched
+from simulation.clock import SimulatedTime
 from tests.unit.builders import FakeApi, budget, nm_policy, own_pods, policy_hook, runtime_nm, runtime_node, runtime_pod, stand_in_watches
 
 NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
@@ -443,9 +444,12 @@ def test_a_node_given_back_keeps_its_slot_until_its_evicted_workloads_are_health
 
     async def body(policies: Policies) -> None:
         await health_read(policies)
+        # Healthy or not, n1 keeps its slot while the status lists it: a take before a status that drops it would
+        # count twice to whoever reads that status.
+        assert queued_reason(gate_of(policies, api, "n2")) == "WaitingForSlot"
+        await write_statuses(policies)
         gate = gate_of(policies, api, "n2")
         assert (queued_reason(gate) if gate.terms.waiting else next(c.reason for c in gate.terms.conditions if c.type == "Queued")) == verdict
-        await write_statuses(policies)
         status = written_status(api)
         assert [e.get("waitingFor") for e in status["recovering"]] == ([waiting_for] if waiting_for else [])
         condition = next(c for c in status["conditions"] if c["type"] == "Recovering")
@@ -479,7 +483,7 @@ def test_the_node_is_given_back_once_its_policy_records_it_as_recovering() -> No
         api.outage = None
         await giving_back.before(policies, api.objects[nm_path("nm-n1")], handing_back(api))
         [entry] = written_status(api)["recovering"]
-        assert (entry["node"], entry["workloads"], entry["waitingFor"]) == ("n1", [WEB], ["PodDisruptionBudget app/web: 0 of 1 healthy"])
+        assert (entry["node"], entry["workloads"], entry["waitingFor"]) == ("n1", [WEB], [health.NOT_GIVEN_BACK, "PodDisruptionBudget app/web: 0 of 1 healthy"])
     scenario(api, body)
 
 
@@ -635,7 +639,8 @@ def test_a_node_handed_back_at_its_timeout_is_kept_until_its_policy_records_it_a
         assert api.calls_to("PATCH", node_path("n1"))[-1].body["metadata"]["annotations"][nodes.HOLDER] is None
         [entry] = written_status(api)["recovering"]
         ended = api.calls_to("PATCH", nm_path("nm-n1", subresource="status"))[-1].body["status"]
-        assert (entry["node"], entry["workloads"], entry["waitingFor"]) == ("n1", ended["evictedWorkloads"], ["PodDisruptionBudget app/web: 0 of 1 healthy"])
+        assert (entry["node"], entry["workloads"], entry["waitingFor"]) == ("n1", ended["evictedWorkloads"],
+                                                                             [health.NOT_GIVEN_BACK, "PodDisruptionBudget app/web: 0 of 1 healthy"])
         assert WEB in entry["workloads"]
     scenario(api, body)
 
@@ -656,14 +661,13 @@ def test_a_timeout_whose_status_is_not_stored_records_no_recovering_node_and_kee
 
 
 @pytest.mark.parametrize("freed_by", ["healthy", "cap"])
-def test_a_node_handed_back_at_its_timeout_keeps_its_slot_until_its_evicted_workloads_are_healthy(
-        freed_by: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_node_handed_back_at_its_timeout_keeps_its_slot_until_its_evicted_workloads_are_healthy(freed_by: str) -> None:
     """onTimeout HandBack gives the node back as a deletion does: under waitForHealthy its slot stays taken, across a
     restart, until the workloads evicted from it are healthy or waitForHealthySeconds have passed, and the deletion of
-    the ended maintenance later changes nothing of that wait."""
+    the ended maintenance later changes nothing of that wait. The wait is counted on the operator's monotonic clock, so
+    one restarted counts it anew (in doubt, it holds). On simulated time: the loop's clock and the wall clock move
+    together, by the sleeps."""
     api = timing_out_api()
-    clock = [timestamps.now()]
-    monkeypatch.setattr(timestamps, "now", lambda: clock[0])
 
     def next_in_line(policies: Policies) -> VerdictKind:
         return policies.decisions.decision().verdicts["nm-n2"].kind
@@ -678,9 +682,11 @@ def test_a_node_handed_back_at_its_timeout_keeps_its_slot_until_its_evicted_work
             policies.feed(Watched.NODES, "MODIFIED", GIVEN_BACK)
             policies.feed(Watched.MAINTENANCES, "MODIFIED", ended)
             assert next_in_line(policies) == VerdictKind.WAITING
+            await asyncio.sleep(40)
+            assert next_in_line(policies) == VerdictKind.WAITING
         finally:
             await policies.stop()
-        # The operator restarts: the cluster holds what it wrote.
+        # The operator restarts, 40 s into the wait: the cluster holds what it wrote.
         api.objects.update({node_path("n1"): GIVEN_BACK, nm_path("nm-n1"): ended})
         api.objects[policy_path("pool")]["status"] = written_status(api)
         [entry] = written_status(api)["recovering"]
@@ -688,23 +694,93 @@ def test_a_node_handed_back_at_its_timeout_keeps_its_slot_until_its_evicted_work
         try:
             await health_read(policies)
             assert next_in_line(policies) == VerdictKind.WAITING
-            clock[0] += datetime.timedelta(seconds=30)  # deleted later: the wait still counts from the hand-back
-            deleted = {**ended, "metadata": {**ended["metadata"], "deletionTimestamp": timestamps.rfc3339(clock[0])}}
+            await asyncio.sleep(30)  # deleted later: 70 s after the hand-back by the wall clock, 30 s as the restarted operator counts
+            deleted = {**ended, "metadata": {**ended["metadata"], "deletionTimestamp": timestamps.rfc3339(timestamps.now())}}
             await giving_back.before(policies, deleted, handing_back(api))
             await write_statuses(policies)
-            assert written_status(api)["recovering"] == [entry], "the deletion adds no entry and keeps the wait's start"
+            [kept] = written_status(api)["recovering"]
+            assert [kept[k] for k in ("node", "since", "workloads")] == [entry[k] for k in ("node", "since", "workloads")], \
+                "the deletion adds no entry and keeps the wait's start"
             assert next_in_line(policies) == VerdictKind.WAITING
             if freed_by == "healthy":
                 assert policies.recovery is not None
                 healthy = budget("web", namespace="app", generation=1, observed=1, healthy=1, expected=1)
                 policies.recovery.mirrors["PodDisruptionBudget"].take({"type": "MODIFIED", "object": healthy})
+                assert next_in_line(policies) == VerdictKind.WAITING, "kept while the status lists it"
             else:
-                clock[0] += datetime.timedelta(seconds=31)  # 61 s after the hand-back, 31 s after the deletion
-                policies.decisions.invalidate()
+                await asyncio.sleep(29)
+                assert next_in_line(policies) == VerdictKind.WAITING, "59 s since the restart"
+                await asyncio.sleep(2)  # the cap passes: the policies' timer decides again, and their status is written
+            await write_statuses(policies)
+            assert written_status(api)["recovering"] == []
             assert next_in_line(policies) == VerdictKind.ADMITTED
         finally:
             await policies.stop()
-    asyncio.run(asyncio.wait_for(run(), 10))
+    with SimulatedTime() as time:
+        time.run(asyncio.wait_for(run(), 600))
+
+
+def test_a_status_write_whose_answer_was_lost_keeps_the_node_recovering() -> None:
+    """Seed 2956732434 of Rolling: the write recording n1 as recovering was applied but its answer lost. The next round
+    found the watched status saying so already, wrote nothing and counted n1 as recorded, while the status this process
+    believed it had written was the one before: the round after wrote that one, without n1, while n1 was still held."""
+    api = pool_api(waitForHealthy=True)
+    api.objects[nm_path("nm-n1")]["status"] = {"evictedWorkloads": [WEB]}
+    api.objects[BUDGET_PATH] = budget("web", namespace="app", generation=1, observed=1, healthy=0, expected=1)
+
+    async def body(policies: Policies) -> None:
+        await health_read(policies)
+        await write_statuses(policies)  # the status before: nothing recovering
+        api.fail("PATCH", policy_path("pool", "status"), Unreachable("the answer was lost"))
+        with pytest.raises(kopf.TemporaryError, match="the answer was lost"):
+            await giving_back.before(policies, api.objects[nm_path("nm-n1")], handing_back(api))
+        applied = api.calls_to("PATCH", policy_path("pool", "status"))[-1].body["status"]
+        policies.feed(Watched.POLICIES, "MODIFIED", {**api.objects[policy_path("pool")], "status": applied})
+        await giving_back.before(policies, api.objects[nm_path("nm-n1")], handing_back(api))  # retried: n1 is handed back
+        await write_statuses(policies)
+        policies.feed(Watched.NODES, "MODIFIED", GIVEN_BACK)  # the hand-back seen: the status says what n1 waits for now
+        await write_statuses(policies)
+        assert written_status(api)["recovering"][0]["node"] == "n1"
+        assert written_status(api)["recovering"][0]["waitingFor"] == ["PodDisruptionBudget app/web: 0 of 1 healthy"]
+    scenario(api, body)
+
+
+def test_a_node_is_held_while_a_nodemaintenance_that_exists_names_it_as_holder() -> None:
+    api = pool_api()  # n1 held by nm-n1
+    api.objects[node_path("n2")]["metadata"]["annotations"] = {nodes.HOLDER: "gone"}  # its finalizer removed by hand
+
+    async def body(policies: Policies) -> None:
+        await read(policies)
+        assert [watches_of(policies).held(name) for name in ("n1", "n2", "n3", "absent")] == [True, False, False, False]
+    scenario(api, body)
+
+
+def test_a_hand_back_delayed_past_the_cap_still_waits_the_whole_cap_after_it() -> None:
+    """The entry is written before the hand-back, which the API may refuse for longer than waitForHealthySeconds
+    (seed 1908195234 of Rolling): counted from the entry, the wait was over when the node came back, and the next node
+    was taken at once. Counted from when the node is seen given back, it waits the whole cap."""
+    api = pool_api(waitForHealthy=True, waitForHealthySeconds=60)
+    api.objects[BUDGET_PATH] = budget("web", namespace="app", generation=1, observed=1, healthy=0, expected=1)
+
+    async def run() -> None:
+        written = timestamps.rfc3339(timestamps.now() - datetime.timedelta(seconds=600))
+        api.objects[policy_path("pool")]["status"] = {"recovering": [{"node": "n1", "since": written, "waitingFor": [], "workloads": [WEB]}]}
+        policies = Policies(api, "operator-ns", lambda _names: None)
+        try:
+            await health_read(policies)
+            await write_statuses(policies)
+            assert written_status(api)["recovering"][0]["waitingFor"] == [health.NOT_GIVEN_BACK, "PodDisruptionBudget app/web: 0 of 1 healthy"]
+            api.objects[node_path("n1")] = GIVEN_BACK
+            policies.feed(Watched.NODES, "MODIFIED", GIVEN_BACK)
+            policies.feed(Watched.MAINTENANCES, "DELETED", api.objects.pop(nm_path("nm-n1")))
+            await asyncio.sleep(59)
+            assert policies.decisions.decision().verdicts["nm-n2"].kind == VerdictKind.WAITING
+            await asyncio.sleep(2)
+            assert policies.decisions.decision().verdicts["nm-n2"].kind == VerdictKind.ADMITTED
+        finally:
+            await policies.stop()
+    with SimulatedTime() as time:
+        time.run(asyncio.wait_for(run(), 600))
 
 
 # ----------------------------------------------------------------- a policy replaced

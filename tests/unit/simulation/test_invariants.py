@@ -333,6 +333,19 @@ class TestRemovals:
                             budgets=[builders.budget("web", labels={"app": "web"}, expected=4, maxUnavailable=1)])
         assert violations([step(before, scaled, EVICT("ns/a"))]) == []
 
+    def test_an_eviction_after_a_scale_down_counted_within_the_step_is_judged_by_the_smaller_demand(self) -> None:
+        """Seed 2202816603 of Rolling: the workload scaled from 4 to 2 and its budget counted again (demanding 1, allowing
+        1) in the step where the drain's eviction came; judged by the demand of the step's start (3), the eviction
+        broke a budget the API had just said allowed it."""
+        web = [pod("a", labels={"app": "web"}), pod("b", labels={"app": "web"}, node="n2")]
+        before = State.of(T0, nodes=[held("n1", holder="m1")], pods=web, budgets=[builders.budget("web", labels={"app": "web"}, expected=4, maxUnavailable=1)],
+                          policies=[pool()], maintenances=[nm("m1", "n1")])
+        evicted = [pod("a", labels={"app": "web"}, deleted_at=ago(0))]
+        scaled = before.put(pods=evicted, budgets=[builders.budget("web", labels={"app": "web"}, expected=2, maxUnavailable=1)])
+        assert violations([step(before, scaled, EVICT("ns/a"))]) == []
+        short = before.put(pods=evicted, budgets=[builders.budget("web", labels={"app": "web"}, expected=3, maxUnavailable=1)])
+        assert violations([step(before, short, EVICT("ns/a"))]) == ["PodDisruptionBudget ns/web: 1 healthy pod(s), it demands 2"]
+
 
 class TestHandingBack:
     def giving_back(self, maintenance: dict[str, Any], action: Action | None = None) -> list[str]:
@@ -512,6 +525,22 @@ class TestRecovery:
         assert violations([step(before, after)]) == []
 
 
+    def test_an_entry_is_kept_while_its_node_is_held_and_its_cap_counts_from_the_hand_back(self) -> None:
+        """Written before the hand-back, the entry waits for it; the cap then counts from the step that gave the node back,
+        however old ``since`` is (seed 1908195234 of Rolling: a hand-back the API refused past the cap)."""
+        entry = {"node": "n1", "since": ago(900), "workloads": [{"kind": "ReplicaSet", "namespace": "ns", "name": "web"}]}
+        listing, dropped = pool(waitForHealthy=True, status={"recovering": [entry]}), pool(waitForHealthy=True, status={"recovering": []})
+        held_n1 = State.of(T0, nodes=[held("n1", holder="m1")], maintenances=[nm("m1", "n1")], policies=[listing], replicasets=[replicaset("web", 3)])
+        assert violations([step(held_n1, held_n1.put(policies=[dropped]))]) == [
+            "node n1 dropped from NodeMaintenancePolicy p's status.recovering while NodeMaintenance m1 still holds it: its wait begins when it is given back"]
+        back = held_n1.put(at(1), nodes=[free("n1")], replicasets=[replicaset("web", 1)]).drop("maintenances", "m1")
+        later = back.put(at(60))
+        steps = [step(held_n1, back, builders.give_back_patch(held("n1", holder="m1"), "m1")), step(back, later)]
+        assert violations([*steps, step(later, later.put(policies=[dropped]))]) == [
+            ("node n1 dropped from NodeMaintenancePolicy p's status.recovering after 60s of its 600s (waitForHealthySeconds) "
+             "while ReplicaSet ns/web: 1 of 3 available")]
+
+
 def replicaset(name: str, available: int, replicas: int = 3) -> dict[str, Any]:
     """ReplicaSet ns/``name`` of ``replicas``, ``available`` of them available."""
     return {"metadata": {"name": name, "namespace": "ns", "generation": 1}, "spec": {"replicas": replicas},
@@ -567,6 +596,14 @@ class TestGivenBack:
     ])
     def test_its_slot_is_free_once(self, case: str, seconds: int, changes: dict[str, Any]) -> None:
         assert self.take_n2(self.first(), seconds, **changes) == []
+
+    def test_a_wall_clock_set_forward_ends_no_wait(self) -> None:
+        """Seed 2316501198 of Rolling: the wall clock jumped an hour between two steps, and the next node was taken at once.
+        The wait counts the steps' own time, as the operator counts its monotonic clock."""
+        steps = self.first()
+        jumped = steps[-1].after.put(at(3600))
+        (found,) = self.take_n2([*steps, step(jumped, jumped)], 3600)
+        assert "2 nodes in maintenance (n1, n2)" in found
 
     def test_nothing_is_kept_without_waitForHealthy_when_given_back(self) -> None:
         assert self.take_n2(self.first(pool(maxParallel=1)), 60) == []

@@ -114,7 +114,7 @@ class Decisions:
             policies = self.watches.policies()
             governing = self.watches.governing()
             now = timestamps.now()
-            judged = self.recovery.judge(policies, self.stored_status, now)
+            judged = self.recovery.judge(policies, self.stored_status, now, self.watches.held)
             self._wake_at_cap(judged.expires_in)
             self._decision = line.decide(policies, self.watches.objects(Watched.NODES).values(),
                                          self.watches.objects(Watched.MAINTENANCES).values(), self._admitted, governing,

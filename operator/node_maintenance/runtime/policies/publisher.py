@@ -102,7 +102,14 @@ class StatusPublisher:
             recovered = conditions.Condition(health.CONDITION, state, reason, message)
             status = {**status, "recovering": recovering,
                       "conditions": conditions.with_conditions(status["conditions"], (recovered,), generation=generation, now=now)}
-        if status != self._written.get(name) and not policy_status.same_status(body.get("status") or {}, status):
+        written = self._written.get(name)
+        # Once this process has written a status, that is what the next is compared with: the watch may lag behind it,
+        # or show a write whose answer was lost, which this process does not count as written (nor what it recorded).
+        unchanged = status == written if written is not None else policy_status.same_status(body.get("status") or {}, status)
+        if not unchanged:
+            was = health.listed(self.stored(name))  # a replaced policy's carried over, too
             await self.kube.patch(policy_path(name, "status"), {"status": status})
             self._written[name] = status
+            if was - health.listed(status):  # a node's slot, kept while the status listed it, is free now
+                self.decisions.changed("", set())
         self.recovery.written(name, snapshot.given_back, snapshot.gave_up)  # the status holds them from now on

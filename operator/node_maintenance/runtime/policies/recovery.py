@@ -1,5 +1,6 @@
 """waitForHealthy at run time: the watches of the workloads a node given back waits for, the nodes given back
-that their policy's status does not record yet, and how each recovering node was last judged (``policy.health``).
+that their policy's status does not record yet, when this process first saw each given back (its wait is counted
+from then on the event loop's monotonic clock), and how each recovering node was last judged (``policy.health``).
 
 The budgets, ReplicaSets and StatefulSets are watched only while some policy waits for health. A workload whose
 watch has not listed or is failing counts as not healthy: its node keeps its slot.
@@ -39,6 +40,7 @@ class Recovery:
         self.given_back: dict[str, dict[str, dict[str, Any]]] = {}  # policy -> node -> its entry, not in the status yet
         self.last: health.Recovery = health.Recovery({}, {}, {}, None, frozenset())
         self.gave_up: dict[str, str] = {}  # policy -> why its last wait was given up, until its status says so
+        self.seen_back: dict[tuple[str, str], float] = {}  # entry (health.key) -> the loop's clock when its node was first seen given back
 
     def entries(self, policy: str, stored: Mapping[str, Any]) -> list[dict[str, Any]]:
         """The policy's recovering nodes: those its status (``stored``) records, and those given back since."""
@@ -56,22 +58,34 @@ class Recovery:
         if gave_up is not None and self.gave_up.get(policy) == gave_up:
             del self.gave_up[policy]
 
-    def judge(self, policies: list[model.Policy], stored: Callable[[str], Mapping[str, Any]], now: datetime.datetime) -> health.Recovery:
+    def judge(self, policies: list[model.Policy], stored: Callable[[str], Mapping[str, Any]], now: datetime.datetime,
+              held: Callable[[str], bool]) -> health.Recovery:
         """Judge every recovering node (dropped once its workloads are healthy, or the cap passed, or its policy no
-        longer waits for health); ``stored``: a policy's status as last written or read."""
+        longer waits for health); ``stored``: a policy's status as last written or read; ``held``: whether a
+        NodeMaintenance holds a node now (its wait has not begun)."""
         self._watch(any(p.wait_for_healthy for p in policies))
         unknown = {kind: (f"the {kind}s have not been listed yet" if not m.synced.is_set() else f"the watch of {kind}s failed: {m.failure}")
                    for kind, m in self.mirrors.items() if not m.synced.is_set() or m.failure}
         unknown |= {kind: f"the {kind}s are not watched" for kind in HEALTH_PATHS if kind not in self.mirrors}
-        entries = {p.name: self.entries(p.name, stored(p.name)) for p in policies if p.wait_for_healthy}
+        statuses = {p.name: stored(p.name) for p in policies}
+        entries = {p.name: self.entries(p.name, statuses[p.name]) for p in policies if p.wait_for_healthy}
         workloads = {(w["kind"], w["namespace"], w["name"]) for listed in entries.values() for e in listed for w in e.get("workloads") or ()}
         objects = {w: self.mirrors[w[0]].objects.get(f"{w[1]}/{w[2]}") if w[0] in self.mirrors else None for w in workloads}
         caps = {p.name: p.wait_for_healthy_seconds if p.wait_for_healthy else None for p in policies}
-        self.last = judged = health.judge_all(caps, entries, objects, unknown, self.last.judged, now)
+        listed = {name: health.listed(status) for name, status in statuses.items()}
+        self.last = judged = health.judge_all(caps, entries, objects, unknown, self.last.judged, now, self._counted(entries, held), listed)
         for policy, message in judged.gave_up.items():
             self.gave_up[policy] = message
             log.warning("NodeMaintenancePolicy %s: %s", policy, message)
         return judged
+
+    def _counted(self, entries: Mapping[str, list[dict[str, Any]]], held: Callable[[str], bool]) -> dict[tuple[str, str], float]:
+        """The seconds counted since each entry's node was first seen given back; an entry whose node is held again
+        (taken again, or its hand-back not done) starts anew when next seen given back."""
+        at = asyncio.get_running_loop().time()
+        back = {health.key(e) for listed in entries.values() for e in listed if not held(e["node"])}
+        self.seen_back = {k: self.seen_back.get(k, at) for k in back}
+        return {k: at - since for k, since in self.seen_back.items()}
 
     def _watch(self, wanted: bool) -> None:
         """Watch the workloads waitForHealthy judges while some policy waits for health, and only then."""

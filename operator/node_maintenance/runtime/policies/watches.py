@@ -183,6 +183,13 @@ class PolicyWatches:
     def maintenance(self, name: str) -> dict[str, Any] | None:
         return self.objects(Watched.MAINTENANCES).get(f"/{name}")
 
+    def held(self, node_name: str) -> bool:
+        """Whether a NodeMaintenance that exists holds the node now, as ``policy.line`` counts a holder (a record left
+        by one whose finalizer was removed by hand holds nothing)."""
+        node = self.node(node_name)
+        holder = holder_of(node) if node is not None else None
+        return holder is not None and self.maintenance(holder) is not None
+
     def job(self, namespace: str, name: str) -> dict[str, Any] | None:
         """A hook Job, by namespace and name."""
         return self.objects(Watched.JOBS).get(f"{namespace}/{name}")
