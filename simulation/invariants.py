@@ -19,7 +19,6 @@ Liveness, the sixth, is judged once at the end of a history: :func:`simulation.s
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -48,17 +47,17 @@ def budget_violations(history: History) -> list[str]:
     judge whether its ladder step had come), and the evictions are judged by what they took."""
     newest = history[-1]
     evicted = [pod for a in newest.of_kind(ActionKind.EVICTION) if (pod := newest.before.pods.get(a.key)) is not None and budgets.healthy(pod)]
-    touched = [min((b, newest.after.budgets.get(key) or b), key=_demand) for key, b in newest.before.budgets.items()
-               if any(budgets.covers(b, pod) for pod in evicted)]
+    touched = [min((b, *_counted(newest.after.budgets.get(key))), key=lambda one: budgets.desired_healthy(one) or 0)
+               for key, b in newest.before.budgets.items() if any(budgets.covers(b, pod) for pod in evicted)]
     bypassed = {a.key: pod for a in newest.of_kind(ActionKind.POD_DELETE) if (pod := newest.before.pods.get(a.key)) is not None}
     return budgets.pdb_violations(touched, {**newest.after.pods, **bypassed}.values())
 
 
-def _demand(budget: Mapping[str, Any]) -> float:
-    """What the budget demands; one that has counted no pods yet (recreated, or its workload scaled to none within the
-    step) tells nothing of the demand the eviction met, and is never the smaller."""
-    desired = budgets.desired_healthy(budget)
-    return math.inf if desired is None else desired
+def _counted(budget: Mapping[str, Any] | None) -> tuple[Mapping[str, Any], ...]:
+    """The budget as the step left it, if it has counted pods: one that has not (recreated within the step) tells
+    nothing of the demand the eviction met. As the step began, one that had counted none demanded nothing, and the
+    Eviction API judged by that (a workload scaled from none within the step)."""
+    return (budget,) if budget is not None and budgets.desired_healthy(budget) is not None else ()
 
 
 def violations(history: History) -> list[str]:

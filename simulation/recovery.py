@@ -17,6 +17,7 @@ from typing import Any
 from node_maintenance.api import timestamps
 from node_maintenance.drain.evicted import Kind, Workload
 from node_maintenance.policy import health, model
+from simulation import counting
 from simulation.history import History, State
 
 
@@ -43,12 +44,23 @@ def recovery_violations(history: History) -> list[str]:
             waited = _waited(history, entry)
             workloads = [_workload(w) for w in entry.get("workloads") or ()]
             unhealthy = [why for w in workloads if (why := health.unhealthy(w, workload_object(newest.after, w)))]
-            # Judged somewhere within the step: healthy at its start is healthy enough (a pod leaving since is news).
-            was_healthy = not any(health.unhealthy(w, workload_object(newest.before, w)) for w in workloads)
-            if unhealthy and not was_healthy and waited < cap:
+            if unhealthy and not _was_healthy(history, name, entry["node"], workloads) and waited < cap:
                 found.append(f"node {entry['node']} dropped from NodeMaintenancePolicy {name}'s status.recovering after {waited:.0f}s "
                              f"of its {cap}s (waitForHealthySeconds) while {'; '.join(unhealthy)}")
     return found
+
+
+def _was_healthy(history: History, policy: str, node: str, workloads: list[Workload]) -> bool:
+    """Whether every workload was healthy at once, at some step's start or end, from the step that gave the node back on
+    and while the status listed it: the recovery ends the first time they are, and the drop may have been judged then
+    (within the step that gave it back, after the hand-back, the workloads perhaps still as at its start) and written
+    a round later (a pod leaving since is news to a recovery already ended)."""
+    for st in reversed(history):
+        if any(not any(health.unhealthy(w, workload_object(state, w)) for w in workloads) for state in (st.before, st.after)):
+            return True
+        if node in st.gives_back() or node not in counting.recovering(st.before, policy):
+            return False
+    return False
 
 
 def _waited(history: History, entry: Mapping[str, Any]) -> float:

@@ -52,8 +52,9 @@ def test_a_freed_slot_waits_until_the_evicted_workload_is_healthy_again(cluster:
     cluster.kubectl("delete", NM, f"a-{first}", "--timeout=60s")
     assert not node(cluster, first)["spec"].get("unschedulable")
     waiting = f"PodDisruptionBudget {namespace}/web: 0 of 1 healthy"
-    recovering = eventually(lambda: policy_status(cluster, policy).get("recovering"), "the first node recovering")
-    assert [(r["node"], r["waitingFor"]) for r in recovering] == [(first, [waiting])], recovering
+    # Recorded before the hand-back (waiting for it too), then, once the node is seen back, waiting for the workload.
+    eventually(lambda: [(r["node"], r["waitingFor"]) for r in policy_status(cluster, policy).get("recovering") or ()] == [(first, [waiting])],
+               "the first node recovering, waiting for its workload")
     time.sleep(3)  # a slot given to the second would have taken its node by now
     assert _queued(nm_status(cluster, f"b-{second}")).get("reason") == "WaitingForSlot", nm_status(cluster, f"b-{second}")
     assert not node(cluster, second)["spec"].get("unschedulable")

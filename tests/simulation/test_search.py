@@ -34,15 +34,18 @@ from simulation.search import MACHINES
 # looked again in 1.8e-15 s, a deadline's remainder; its history is the seed's 13th to 20th); 1908195234 of Rolling (a
 # waitForHealthy cap spent before a hand-back the API refused, and the entry dropped while the node was still held),
 # 2316501198 of Rolling (a wall clock set forward ended a waitForHealthy wait), 2956732434 of Rolling (a policy status
-# write whose answer was lost, then skipped as already stored, forgot a recovering node), and, for a promise written too strictly,
-# 2202816603 of Rolling (an eviction after a scale-down its budget had counted within the step). Each with the machine
-# that found it (simulation.search.MACHINES) and the histories it runs.
-EXAMPLES = 12  # histories per seed, unless one found its violation later: 384 in all
+# write whose answer was lost, then skipped as already stored, forgot a recovering node), and, for promises written too
+# strictly, 2202816603 of Rolling (an eviction after a scale-down its budget had counted within the step), 790498942 and
+# 791627584 of Rolling (a recovering node dropped on workloads healthy as it was given back, written a step later, when a
+# pod had left again) and 43333186 of Rolling (an eviction under a budget of a workload scaled up from none within the
+# step). Each with the machine that found it (simulation.search.MACHINES) and the histories it runs.
+EXAMPLES = 12  # histories per seed, unless one found its violation later: 444 in all
 SEEDS = [("search", seed, EXAMPLES) for seed in (1, 2, 3, 4, 5, 6, 7, 8, 2179070892, 1467888126, 2751201903, 3120986573, 2753459732,
                                                  1295523204, 2408671712, 4120720282, 384090502, 3707132782, 601270407, 2188547772,
                                                  1601880301)]
 SEEDS += [("rolling", 1373037640, EXAMPLES), ("windowed", 2280511958, 20), ("rolling", 1908195234, 20), ("rolling", 2316501198, 20),
-          ("rolling", 2956732434, EXAMPLES), ("rolling", 2202816603, EXAMPLES)]
+          ("rolling", 2956732434, EXAMPLES), ("rolling", 2202816603, EXAMPLES), ("rolling", 790498942, 20), ("rolling", 791627584, 20),
+          ("rolling", 43333186, 20)]
 
 
 @pytest.fixture(autouse=True)

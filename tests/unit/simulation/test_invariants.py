@@ -345,6 +345,18 @@ class TestRemovals:
         assert violations([step(before, scaled, EVICT("ns/a"))]) == []
         short = before.put(pods=evicted, budgets=[builders.budget("web", labels={"app": "web"}, expected=3, maxUnavailable=1)])
         assert violations([step(before, short, EVICT("ns/a"))]) == ["PodDisruptionBudget ns/web: 1 healthy pod(s), it demands 2"]
+        recreated = before.put(pods=evicted, budgets=[builders.budget("web", labels={"app": "web"}, maxUnavailable=1)])  # counted nothing yet
+        assert violations([step(before, recreated, EVICT("ns/a"))]) == ["PodDisruptionBudget ns/web: 1 healthy pod(s), it demands 3"]
+
+    def test_an_eviction_under_a_budget_of_a_workload_scaled_from_none_within_the_step_is_fine(self) -> None:
+        """Seed 43333186 of Rolling: the budget had counted no pods (its workload at zero) and allowed the eviction; the
+        workload was scaled to 4 within the step, and the budget then demanded 3."""
+        web = [pod("a", labels={"app": "web"}), pod("b", labels={"app": "web"}, node="n2")]
+        before = State.of(T0, nodes=[held("n1", holder="m1")], pods=web, budgets=[builders.budget("web", labels={"app": "web"}, expected=0, maxUnavailable=1)],
+                          policies=[pool()], maintenances=[nm("m1", "n1")])
+        scaled = before.put(pods=[pod("a", labels={"app": "web"}, deleted_at=ago(0))],
+                            budgets=[builders.budget("web", labels={"app": "web"}, expected=4, maxUnavailable=1)])
+        assert violations([step(before, scaled, EVICT("ns/a"))]) == []
 
 
 class TestHandingBack:
@@ -530,15 +542,30 @@ class TestRecovery:
         however old ``since`` is (seed 1908195234 of Rolling: a hand-back the API refused past the cap)."""
         entry = {"node": "n1", "since": ago(900), "workloads": [{"kind": "ReplicaSet", "namespace": "ns", "name": "web"}]}
         listing, dropped = pool(waitForHealthy=True, status={"recovering": [entry]}), pool(waitForHealthy=True, status={"recovering": []})
-        held_n1 = State.of(T0, nodes=[held("n1", holder="m1")], maintenances=[nm("m1", "n1")], policies=[listing], replicasets=[replicaset("web", 3)])
+        held_n1 = State.of(T0, nodes=[held("n1", holder="m1")], maintenances=[nm("m1", "n1")], policies=[listing], replicasets=[replicaset("web", 1)])
         assert violations([step(held_n1, held_n1.put(policies=[dropped]))]) == [
             "node n1 dropped from NodeMaintenancePolicy p's status.recovering while NodeMaintenance m1 still holds it: its wait begins when it is given back"]
-        back = held_n1.put(at(1), nodes=[free("n1")], replicasets=[replicaset("web", 1)]).drop("maintenances", "m1")
+        back = held_n1.put(at(1), nodes=[free("n1")]).drop("maintenances", "m1")
         later = back.put(at(60))
         steps = [step(held_n1, back, builders.give_back_patch(held("n1", holder="m1"), "m1")), step(back, later)]
         assert violations([*steps, step(later, later.put(policies=[dropped]))]) == [
             ("node n1 dropped from NodeMaintenancePolicy p's status.recovering after 60s of its 600s (waitForHealthySeconds) "
              "while ReplicaSet ns/web: 1 of 3 available")]
+
+
+    @pytest.mark.parametrize(("healthy_then", "broken"), [(True, False), (False, True)])
+    def test_a_drop_judged_healthy_a_step_before_it_was_written_is_fine(self, healthy_then: bool, broken: bool) -> None:
+        """Seeds 790498942 and 791627584 of Rolling: the workloads were healthy in the step that gave the node back, the
+        status dropping it was written the step after, when a pod had left again."""
+        entry = {"node": "n1", "since": ago(1), "workloads": [{"kind": "ReplicaSet", "namespace": "ns", "name": "web"}]}
+        listing, dropped = pool(waitForHealthy=True, status={"recovering": [entry]}), pool(waitForHealthy=True, status={"recovering": []})
+        held_n1 = State.of(T0, nodes=[held("n1", holder="m1")], maintenances=[nm("m1", "n1")], policies=[listing],
+                           replicasets=[replicaset("web", 3 if healthy_then else 2)])
+        back = held_n1.put(at(1), nodes=[free("n1")]).drop("maintenances", "m1")
+        short = back.put(at(2), replicasets=[replicaset("web", 2)])
+        steps = [step(held_n1, back, builders.give_back_patch(held("n1", holder="m1"), "m1")), step(back, short)]
+        found = violations([*steps, step(short, short.put(at(3), policies=[dropped]))])
+        assert [f.split(" after ")[0] for f in found] == (["node n1 dropped from NodeMaintenancePolicy p's status.recovering"] if broken else [])
 
 
 def replicaset(name: str, available: int, replicas: int = 3) -> dict[str, Any]:
