@@ -11,6 +11,7 @@ that changed meanwhile is refused and decided again on fresh state.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from node_maintenance.api import GROUP
@@ -34,6 +35,13 @@ def slim(node: dict[str, Any]) -> dict[str, Any]:
 
 def holder_of(node: dict[str, Any]) -> str | None:
     return (node.get("metadata", {}).get("annotations") or {}).get(HOLDER)
+
+
+def live_holder(node: Mapping[str, Any] | None, exists: Callable[[str], bool]) -> str | None:
+    """The node's holder when that NodeMaintenance exists (``exists``, by name): one whose finalizer was removed by
+    hand left its record behind and holds nothing, so a maintenance may take the node over."""
+    holder = holder_of(dict(node)) if node is not None else None
+    return holder if holder is not None and exists(holder) else None
 
 
 def policy_of(node: dict[str, Any]) -> str | None:

@@ -27,7 +27,7 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from node_maintenance.drain import status
-from node_maintenance.drain.nodes import holder_of
+from node_maintenance.drain.nodes import live_holder
 from node_maintenance.policy import hooks, model, windows
 from node_maintenance.policy.verdicts import Decision, Summary, Verdict, VerdictKind
 
@@ -56,13 +56,8 @@ def decide(policies: Iterable[model.Policy], node_list: Iterable[Mapping[str, An
     says which of its hooks name it, or no namespace)."""
     policies = sorted(policies, key=lambda p: p.name)
     maintenances = list(maintenances)
-    existing = {m["metadata"]["name"] for m in maintenances}
-
-    def existing_holder(node: Mapping[str, Any]) -> str | None:
-        """The node's holder if that NodeMaintenance exists: a holder whose finalizer was removed by hand left
-        its record behind, and a maintenance taking the node over is governed like any other."""
-        holder = holder_of(dict(node))
-        return holder if holder in existing else None
+    # A maintenance taking over a node whose holder is gone is governed like any other.
+    exists = {m["metadata"]["name"] for m in maintenances}.__contains__
 
     by_node = {n["metadata"]["name"]: n for n in node_list}
     selecting = governed if governed is not None else {name: model.governing(policies, node) for name, node in by_node.items()}
@@ -74,7 +69,7 @@ def decide(policies: Iterable[model.Policy], node_list: Iterable[Mapping[str, An
     for policy in policies:
         window = policy.window(now)
         selected = [n for name, n in by_node.items() if policy.name in selecting[name]]
-        held = {n["metadata"]["name"] for n in selected if existing_holder(n)}
+        held = {n["metadata"]["name"] for n in selected if live_holder(n, exists)}
         down = held | {n["metadata"]["name"] for n in selected if model.unavailable(n)}
         parallel = model.resolve(policy.max_parallel, len(selected))
         limit = model.resolve(policy.max_unavailable, len(selected))
@@ -86,7 +81,7 @@ def decide(policies: Iterable[model.Policy], node_list: Iterable[Mapping[str, An
             node_name = str((m.get("spec") or {}).get("nodeName") or "")
             if node_name not in by_node or policy.name not in selecting[node_name]:
                 continue
-            holder = existing_holder(by_node[node_name])
+            holder = live_holder(by_node[node_name], exists)
             if node_name in in_conflict:
                 verdicts[m["metadata"]["name"]] = Verdict(kind=VerdictKind.CONFLICT, policy=policy, policies=selecting[node_name])
             elif holder == m["metadata"]["name"]:

@@ -257,7 +257,7 @@ class Engine:
         (``now`` and ``at``: the wall and monotonic clocks the step decides on)."""
         shared, caches = self.shared, self.caches
         holder = nodes.holder_of(node) if node else None
-        holder_exists = bool(holder and holder != self.name and self.exists(holder))
+        holder_exists = nodes.live_holder(node, self.exists) not in (None, self.name)
         # The Lease is read when a claim is due and before the node is taken, the pods' DaemonSets once each; neither
         # for a node another maintenance holds. The etcd-quorum guard looks again when a control-plane node is about
         # to be taken, however long this waited, and before an escalation step deletes pods on one.

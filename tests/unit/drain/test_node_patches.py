@@ -43,6 +43,14 @@ def test_holder_and_taint_detection() -> None:
     assert nodes.has_taint(a_node(taints=[dict(nodes.TAINT)])) and not nodes.has_taint(a_node())
 
 
+def test_a_holder_counts_only_while_its_nodemaintenance_exists() -> None:
+    held = a_node(annotations={nodes.HOLDER: "nm-1"})
+    assert nodes.live_holder(held, {"nm-1"}.__contains__) == "nm-1"
+    assert nodes.live_holder(held, {"nm-2"}.__contains__) is None  # its finalizer removed by hand: a record, no holder
+    assert nodes.live_holder(a_node(), {"nm-1"}.__contains__) is None
+    assert nodes.live_holder(None, {"nm-1"}.__contains__) is None  # no node: nobody holds it
+
+
 def test_taking_over_from_a_holder_that_is_gone_keeps_its_record() -> None:
     # nm-old took a schedulable node and vanished without giving it back; nm-new takes over.
     left = builders.node("n1", resource_version="7", holder="nm-old", was_unschedulable=False, unschedulable=True, taints=[nodes.TAINT])

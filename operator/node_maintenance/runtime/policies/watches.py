@@ -30,7 +30,7 @@ from typing import Any, Protocol
 from node_maintenance.api.paths import jobs_path, nm_path, node_path, policy_path
 from node_maintenance.client.protocol import KubeApi
 from node_maintenance.client.watch import Mirror
-from node_maintenance.drain.nodes import holder_of, policy_of
+from node_maintenance.drain.nodes import holder_of, live_holder, policy_of
 from node_maintenance.policy import hooks, model
 
 # How long a policy deleted still paces and protects what it governs: many times the gap of a replace, short enough
@@ -186,9 +186,7 @@ class PolicyWatches:
     def held(self, node_name: str) -> bool:
         """Whether a NodeMaintenance that exists holds the node now, as ``policy.line`` counts a holder (a record left
         by one whose finalizer was removed by hand holds nothing)."""
-        node = self.node(node_name)
-        holder = holder_of(node) if node is not None else None
-        return holder is not None and self.maintenance(holder) is not None
+        return live_holder(self.node(node_name), lambda holder: self.maintenance(holder) is not None) is not None
 
     def job(self, namespace: str, name: str) -> dict[str, Any] | None:
         """A hook Job, by namespace and name."""
