@@ -38,7 +38,7 @@ class Revert:
 
 REVERTS = (
     Revert("1", "the timeout and the ladder keep running after the drain succeeded",
-           "operator/node_maintenance/drain/draining.py", "drained=status.drained_once(previous))", "drained=False)"),
+           "operator/node_maintenance/drain/draining.py", "drained=status.drained_once(previous),", "drained=False,"),
     Revert("2", "a node given back while its policy's status is written is forgotten",
            "operator/node_maintenance/runtime/policies/publisher.py",
            "self.recovery.written(name, snapshot.given_back, snapshot.gave_up)",
@@ -81,14 +81,19 @@ REVERTS = (
 )
 
 
-def _reverted(revert: Revert, into: pathlib.Path) -> pathlib.Path:
-    """A copy of the operator's code with ``revert`` applied, under ``into``."""
-    shutil.copytree(ROOT / "operator", into / "operator", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-    target = into / revert.path
-    text = target.read_text()
+def reverted_text(revert: Revert) -> str:
+    """The file ``revert`` names as it reads with the fix undone; a fix no longer found once there fails loudly."""
+    text = (ROOT / revert.path).read_text()
     if text.count(revert.fixed) != 1:
         raise SystemExit(f"break {revert.number}: its fix is not found once in {revert.path}; update simulation/reverts.py")
-    target.write_text(text.replace(revert.fixed, revert.reverted))
+    return text.replace(revert.fixed, revert.reverted)
+
+
+def _reverted(revert: Revert, into: pathlib.Path) -> pathlib.Path:
+    """A copy of the operator's code with ``revert`` applied, under ``into``."""
+    text = reverted_text(revert)
+    shutil.copytree(ROOT / "operator", into / "operator", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    (into / revert.path).write_text(text)
     return into / "operator"
 
 
