@@ -224,6 +224,10 @@ def test_csv_deployment_is_restricted_and_probed() -> None:
         {"path": "/healthz", "port": 8081},
         {"path": "/readyz", "port": 8081},
     )
+    # A replica that starts slowly on a busy node is not restarted by its liveness probe before it first answers.
+    startup = container["startupProbe"]
+    assert startup["httpGet"] == {"path": "/healthz", "port": 8081} and startup["periodSeconds"] * startup["failureThreshold"] >= 300
+    assert all(container[probe]["timeoutSeconds"] >= 5 for probe in ("startupProbe", "livenessProbe", "readinessProbe"))
     assert {p["containerPort"] for p in container["ports"]} == {9443, 8081, 8443}
     assert container["securityContext"] == {
         "runAsNonRoot": True,
