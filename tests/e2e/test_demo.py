@@ -70,7 +70,9 @@ def test_make_demo_drains_a_node_hands_it_back_and_keeps_the_cluster_on_request(
             shown.append(line)
             if line.startswith("export KUBECONFIG="):
                 break
-        assert shown and shown[-1].startswith("export KUBECONFIG="), "".join(shown)[-6000:] + f"\nexit code {make.wait()}"
+        # The demo says why it failed before its diagnostics, whose tail alone is shown: the reason is shown first.
+        failed = "".join(line for line in shown if line.startswith("demo failed"))
+        assert shown and shown[-1].startswith("export KUBECONFIG="), failed + "".join(shown)[-6000:] + f"\nexit code {make.wait()}"
         kubeconfig = shown[-1].split("=", 1)[1].strip()
         # The kept cluster answers, the node back in service, the maintenance gone.
         nodes = kubectl(kubeconfig, "get", "nodes", "-o", "name")
