@@ -269,8 +269,10 @@ class Checker:
         self.seconds = 0.0  # how long settling took
 
     def _found(self) -> list[str]:
-        nodes = self.api.nodes(self.workload.selector)
-        maintenances = self.api.maintenances()
+        return self._nodes_wrong(self.api.nodes(self.workload.selector), self.api.maintenances())
+
+    def _nodes_wrong(self, nodes: list[dict[str, Any]], maintenances: list[dict[str, Any]]) -> list[str]:
+        """How each of the workload's nodes is not as the NodeMaintenances say it should be."""
         return [v for n in nodes for v in node_violations(n, self.workload.before[n["metadata"]["name"]], maintenances)]
 
     def check(self) -> None:
@@ -313,8 +315,7 @@ class Checker:
         it should be."""
         maintenances = [m for m in self.api.maintenances() if m["spec"].get("nodeName") in self.workload.before]
         nodes = self.api.nodes(self.workload.selector)
-        return settled_violations(nodes, maintenances, self.api.pods(self.workload.namespace)) + [
-            v for n in nodes for v in node_violations(n, self.workload.before[n["metadata"]["name"]], maintenances)]
+        return settled_violations(nodes, maintenances, self.api.pods(self.workload.namespace)) + self._nodes_wrong(nodes, maintenances)
 
 
 NETWORK_FAULTS = ("latency", "reset", "blackout")
