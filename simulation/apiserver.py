@@ -46,6 +46,7 @@ class Fault(enum.StrEnum):
     THROTTLED = "throttled"  # a 429 before anything was applied
     TIMEOUT = "timeout"  # no answer, nothing applied
     LOST = "lost"  # applied, then the answer lost: the caller sees a timeout
+    LATE = "late"  # the caller sees a timeout, and the write is applied later, as stored then (SimulatedApi.late_seconds)
 
 
 class Write(NamedTuple):
@@ -89,6 +90,9 @@ class SimulatedApi:
         self.writes: list[Write] = []
         self.silent = False  # open watches deliver nothing while set (a watch gone quiet without ending)
         self.latency = 0.0  # seconds a request takes there and back: others' requests and events come meanwhile
+        # How long a write the caller gave up on (Fault.LATE) waits in the server before it is applied: a request queued
+        # behind others past the client's timeout, or one sent by an operator killed since, is carried out all the same.
+        self.late_seconds = 10.0
         self.removed: dict[Location, Obj] = {}  # each object removed, as it last was (an edit just before counts)
         self._uids = 0
         self._changed = asyncio.Event()
@@ -155,6 +159,10 @@ class SimulatedApi:
             raise _error(429, "TooManyRequests", "simulated throttling")
         if fault == Fault.TIMEOUT:
             raise Unreachable(f"simulated timeout of {method} {path}")
+        if fault == Fault.LATE:
+            if method != "GET":
+                asyncio.get_running_loop().call_later(self.late_seconds, self._late, method, path, dict(query or {}), copy.deepcopy(body))
+            raise Unreachable(f"simulated timeout of {method} {path}, carried out later")
         try:
             answer = self._answer(method, path, query or {}, body)
         except ApiError:
@@ -168,6 +176,16 @@ class SimulatedApi:
         if fault == Fault.LOST:
             raise Unreachable(f"simulated loss of the answer to {method} {path}")
         return answer
+
+    def _late(self, method: str, path: str, query: dict[str, str], body: Any) -> None:
+        """A write the caller gave up on, carried out now against what is stored now: refused if its resourceVersion
+        is stale by then, as any write."""
+        try:
+            self._answer(method, path, query, body)
+        except ApiError:
+            self.writes.append(Write(self.clock(), method, path, body, False))
+            return
+        self.writes.append(Write(self.clock(), method, path, body, True))
 
     async def get(self, path: str) -> Obj | None:
         try:

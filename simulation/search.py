@@ -11,7 +11,7 @@ is kept by a Skip rule, a database pod is drained after the rest by a later orde
 leave like any pod or are waited for by a WaitCompleted rule until they complete. Then, in any order: maintenances created and
 deleted; the policy's limit, drain defaults and window edited, the policy replaced; the budget changed or deleted, the
 workload scaled; nodes relabelled out of the pool and back, made NotReady and Ready; late pods bound to a node; API
-faults switched on and off, watches gone silent; the operator restarted; the wall clock jumped; time let pass. At the
+faults switched on and off (one machine's writes may be carried out after the operator gave up on them), watches gone silent; the operator restarted; the wall clock jumped; time let pass. At the
 end, the faults stop and every maintenance that can finish must have finished.
 """
 
@@ -90,6 +90,7 @@ class Search(RuleBasedStateMachine):
     """One history per example; hypothesis draws the rules and their arguments, and shrinks a failing history."""
 
     WINDOW = Shape.window  # a 5-minute window every 10 minutes: a history of a few minutes meets a close at most once
+    FAULTS: tuple[Fault, ...] = FAULTS  # what a request faulted may meet
 
     def __init__(self) -> None:
         super().__init__()
@@ -107,7 +108,7 @@ class Search(RuleBasedStateMachine):
 
     def _fault(self, _method: str, _path: str) -> Fault:
         if self.fault_rate and self.faults_drawn.random() < self.fault_rate:
-            return self.faults_drawn.choice(FAULTS)
+            return self.faults_drawn.choice(self.FAULTS)
         return Fault.NONE
 
     @initialize(nodes=st.integers(3, 5), parallel=st.integers(1, 2), wait_for_healthy=st.booleans(), zones=st.booleans(),
@@ -288,4 +289,19 @@ class Windowed(Search):
     WINDOW = ("*/2 * * * *", "1m")
 
 
-MACHINES: dict[str, type[Search]] = {"search": Search, "rolling": Rolling, "windowed": Windowed}
+class Late(Rolling):
+    """Rolling's histories where a write the operator gave up on may still be carried out, seconds later, against what
+    is stored then (``Fault.LATE``): a request queued in the API server past the client's timeout, or sent by an
+    operator killed since. A take that lands after its NodeMaintenance was deleted, or a hand-back after the node was
+    taken again, is what it looks for. A machine of its own, so that every seed of Rolling still replays the history it
+    found."""
+
+    FAULTS = (*FAULTS, Fault.LATE)
+
+    @rule(seconds=st.sampled_from([2, 10, 30]))
+    def lateness(self, seconds: int) -> None:
+        """How long a write the operator gave up on waits in the server from now on."""
+        self.running.api.late_seconds = seconds
+
+
+MACHINES: dict[str, type[Search]] = {"search": Search, "rolling": Rolling, "windowed": Windowed, "late": Late}

@@ -8,7 +8,7 @@ from typing import Any
 
 from node_maintenance.coordination import remediation
 from node_maintenance.drain import events
-from node_maintenance.drain.nodes import end_patch, holder_of, will_uncordon
+from node_maintenance.drain.nodes import end_patch, fence_patch, fenced, holder_of, will_uncordon
 
 
 @dataclass(frozen=True)
@@ -19,15 +19,26 @@ class Handback:
     release_lease: bool  # the node's remediation Lease is let go
     events: tuple[events.Event, ...]
     uncordons: bool  # the node becomes schedulable again
+    fence: dict[str, Any] | None = None  # the node is not this maintenance's: it is fenced (nodes.fence_patch) before it goes
+    again: bool = False  # the fence set its mark: read the node again, and clear it
 
 
 def hand_back(name: str, node_name: str, node: dict[str, Any] | None, coordinated: bool) -> Handback:
     """Give the node back if maintenance ``name`` holds it: remove our taint, uncordon unless it was cordoned
-    before, put the remediation label back as it was, then let the Lease go (``coordinated``: Leases are held)."""
+    before, put the remediation label back as it was, then let the Lease go (``coordinated``: Leases are held).
+
+    A node it does not hold may yet be taken by it: a take whose answer never came (the request timed out, or the
+    operator was killed) can still be queued in the API server, and would land once the NodeMaintenance is gone. So
+    the node is fenced first, its mark set then cleared, and only then is the maintenance done with it."""
     removed = events.Event(on_node=False, type=events.Type.NORMAL, reason="RemovedMaintenance", message=f"maintenance of node {node_name} removed")
-    if node is None or holder_of(node) != name:
+    if node is not None and holder_of(node) != name:
+        if not fenced(node):
+            return Handback(node_patch=None, release_lease=False, events=(), uncordons=False, fence=fence_patch(node, name), again=True)
         # Deleted between taking the Lease and taking the node: no other maintenance uses that Lease.
-        return Handback(node_patch=None, release_lease=coordinated and (node is None or holder_of(node) is None), events=(removed,), uncordons=False)
+        return Handback(node_patch=None, release_lease=coordinated and holder_of(node) is None, events=(removed,), uncordons=False,
+                        fence=fence_patch(node, name))
+    if node is None:
+        return Handback(node_patch=None, release_lease=coordinated, events=(removed,), uncordons=False)
     uncordons = will_uncordon(node)
     told = (removed, events.Event(on_node=True, type=events.Type.NORMAL, reason="RemovedMaintenance", message=f"NodeMaintenance {name} removed"),
             *((events.Event(on_node=True, type=events.Type.NORMAL, reason="Uncordon", message=f"node {node_name} is schedulable again"),)

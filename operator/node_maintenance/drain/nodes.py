@@ -21,6 +21,7 @@ HOLDER = f"{GROUP}/holder"
 POLICY = f"{GROUP}/policy"  # the NodeMaintenancePolicy that governed the holder when it took the node
 WAS_UNSCHEDULABLE = f"{GROUP}/was-unschedulable"
 WAS_TAINTED = f"{GROUP}/was-tainted"  # the drain taint was on the node before: it stays when the node is given back
+FENCE = f"{GROUP}/fence"  # set, then cleared, by a deletion that finds the node not its own (fence_patch)
 TAINT = {"key": "kubevirt.io/drain", "effect": "NoSchedule"}
 
 
@@ -100,6 +101,22 @@ def end_patch(node: dict[str, Any]) -> dict[str, Any]:
                      "resourceVersion": node["metadata"]["resourceVersion"]},
         "spec": {"unschedulable": True if was_unschedulable else None, "taints": taints or None},
     }
+
+
+def fence_patch(node: dict[str, Any], name: str) -> dict[str, Any]:
+    """A write of nothing but the fence mark: set to ``name`` (the NodeMaintenance deleted) when absent, cleared when
+    present. Either moves the node's resourceVersion on, and kube-apiserver skips a write that changes nothing, so it
+    takes a mark. A take of that maintenance's whose answer never came (a timeout, a restart) may still be queued in the
+    API server: it carries an earlier resourceVersion and is refused when it arrives, where it would hold the node for
+    a NodeMaintenance gone. Setting it then clearing it leaves the node as it was."""
+    annotations = node.get("metadata", {}).get("annotations") or {}
+    return {"metadata": {"annotations": {FENCE: None if FENCE in annotations else name},
+                         "resourceVersion": node["metadata"]["resourceVersion"]}}
+
+
+def fenced(node: dict[str, Any]) -> bool:
+    """The fence mark is on the node: clearing it is the fence's last write."""
+    return FENCE in (node.get("metadata", {}).get("annotations") or {})
 
 
 def will_uncordon(node: dict[str, Any]) -> bool:

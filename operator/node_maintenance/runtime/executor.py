@@ -110,11 +110,18 @@ class Executor:
                        status_written=written)
 
     async def hand_back(self, handback: Handback, node: dict[str, Any] | None) -> bool:
-        """Carry out a hand-back whole (:func:`whole`); False when the node changed under its patch (decide again on
-        the fresh node)."""
+        """Carry out a hand-back whole (:func:`whole`); False when the node is to be read again and decided on afresh:
+        it changed under the patch, or the patch set the fence's mark."""
         return await whole(self._hand_back(handback, node))
 
     async def _hand_back(self, handback: Handback, node: dict[str, Any] | None) -> bool:
+        if handback.fence is not None:
+            try:
+                await self.kube.patch(node_path(self.node_name), handback.fence)
+            except (Conflict, NotFound):
+                return False
+            if handback.again:
+                return False
         if handback.node_patch is not None:
             try:
                 await self.kube.patch(node_path(self.node_name), handback.node_patch)

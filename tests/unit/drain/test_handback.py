@@ -39,17 +39,42 @@ def test_a_node_cordoned_before_the_maintenance_stays_cordoned_and_says_no_uncor
     assert (True, "Uncordon") not in reasons(back)
 
 
-def test_a_node_another_maintenance_holds_is_not_touched_nor_its_lease() -> None:
-    back = hand_back("nm", "n1", held_node("other"), coordinated=True)
-    assert back.node_patch is None and not back.release_lease
-    assert reasons(back) == [(False, "RemovedMaintenance")]
+def fence_through(node: dict[str, Any], name: str = "nm") -> tuple[Handback, Handback]:
+    """The two hand-backs of ``name`` on a node it does not hold: the fence's mark set, then, read back, cleared."""
+    first = hand_back(name, "n1", node, coordinated=True)
+    assert first.fence is not None and first.again
+    marked = {**node, "metadata": {**node["metadata"], "resourceVersion": "8",
+                                   "annotations": {**node["metadata"]["annotations"], **first.fence["metadata"]["annotations"]}}}
+    return first, hand_back(name, "n1", marked, coordinated=True)
 
 
-def test_a_node_never_taken_or_gone_lets_go_of_a_lease_claimed_first() -> None:
-    for node in (scene_node(), None):
-        back = hand_back("nm", "n1", node, coordinated=True)
-        assert back.node_patch is None and back.release_lease
-        assert not hand_back("nm", "n1", node, coordinated=False).release_lease
+def test_a_node_another_maintenance_holds_keeps_its_record_and_its_lease_and_is_only_fenced() -> None:
+    first, last = fence_through(held_node("other"))
+    assert first.node_patch is None and last.node_patch is None and not first.release_lease and not last.release_lease
+    assert first.fence == {"metadata": {"annotations": {nodes.FENCE: "nm"}, "resourceVersion": "7"}}
+    assert last.fence == {"metadata": {"annotations": {nodes.FENCE: None}, "resourceVersion": "8"}} and not last.again
+    assert reasons(first) == [] and reasons(last) == [(False, "RemovedMaintenance")]
+
+
+def test_a_node_never_taken_is_fenced_against_a_late_take_before_its_lease_is_let_go() -> None:
+    """A take whose answer never came carries the resourceVersion it read: the fence's first write moves the node past
+    it, so the take is refused if it lands after the NodeMaintenance is gone."""
+    first, last = fence_through(scene_node())
+    assert first.fence is not None and first.fence["metadata"]["resourceVersion"] == "7"
+    assert not first.release_lease and last.release_lease and not last.again
+    assert last.fence is not None and last.fence["metadata"]["annotations"] == {nodes.FENCE: None}
+    assert not fence_through(scene_node())[1].uncordons
+
+
+def test_a_node_gone_needs_no_fence_and_lets_go_of_a_lease_claimed_first() -> None:
+    back = hand_back("nm", "n1", None, coordinated=True)
+    assert back.node_patch is None and back.fence is None and back.release_lease
+    assert not hand_back("nm", "n1", None, coordinated=False).release_lease
+
+
+def test_a_node_held_is_given_back_without_a_fence() -> None:
+    back = hand_back("nm", "n1", held_node("nm"), coordinated=True)
+    assert back.fence is None and not back.again
 
 
 def test_a_drain_taint_the_node_had_before_the_maintenance_is_still_there_after() -> None:

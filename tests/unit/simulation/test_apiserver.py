@@ -144,3 +144,23 @@ def test_a_fault_drawn_is_what_the_operator_sees_and_a_lost_answer_was_applied()
         assert (server.get_object(node_path("n1")) or {})["spec"] == {"unschedulable": True}
         assert [(w.method, w.applied) for w in server.writes] == [("PATCH", True)]
     run(body)
+
+
+def test_a_late_write_is_carried_out_after_the_caller_gave_up_against_what_is_stored_then() -> None:
+    async def body() -> None:
+        faults = iter([Fault.LATE, Fault.LATE, Fault.NONE])
+        server = api(lambda _method, _path: next(faults))
+        server.late_seconds = 0.05
+        server.create(node_path(), node("n1", spec={}))
+        version = (server.get_object(node_path("n1")) or {})["metadata"]["resourceVersion"]
+        with pytest.raises(Unreachable):  # a stale resourceVersion by the time it is carried out: refused then
+            await server.patch(node_path("n1"), {"metadata": {"resourceVersion": version}, "spec": {"unschedulable": True}})
+        with pytest.raises(Unreachable):
+            await server.patch(node_path("n1"), {"metadata": {"labels": {"late": "yes"}}})
+        assert server.writes == [] and not (server.get_object(node_path("n1")) or {})["spec"]  # nothing applied yet
+        server.update(node_path("n1"), lambda n: {**n, "metadata": {**n["metadata"], "labels": {"edited": "yes"}}})
+        await asyncio.sleep(0.1)
+        kept = server.get_object(node_path("n1")) or {}
+        assert not kept["spec"] and kept["metadata"]["labels"] == {"edited": "yes", "late": "yes"}
+        assert [(w.method, w.applied) for w in server.writes] == [("PATCH", False), ("PATCH", True)]
+    run(body)
