@@ -207,11 +207,14 @@ def nm(name: str = "nm", node: str | None = "n1", *, version: str | None = None,
     return obj
 
 
-def nm_policy(name: str = "p", *, generation: int | None = None, node_selector: Obj | None = None, **spec: Any) -> Obj:
+def nm_policy(name: str = "p", *, generation: int | None = None, resource_version: str | None = None, node_selector: Obj | None = None,
+              **spec: Any) -> Obj:
     """A NodeMaintenancePolicy; keywords (maxParallel, maxUnavailable, drain, drainRules, preDrain…) go into its spec."""
     meta: Obj = {"name": name}
     if generation is not None:
         meta["generation"] = generation
+    if resource_version is not None:
+        meta["resourceVersion"] = resource_version
     selector = {"nodeSelector": copy.deepcopy(node_selector)} if node_selector is not None else {}
     return {"metadata": meta, "spec": {**selector, **copy.deepcopy(spec)}}
 

@@ -45,7 +45,7 @@ POOL = [f"n{i}" for i in range(1, 6)]
 
 
 def pool_api(**spec: Any) -> FakeApi:
-    policy = nm_policy("pool", generation=1, node_selector={"matchLabels": {"pool": "a"}}, maxParallel=1, drainRules=[SKIP], **spec)
+    policy = nm_policy("pool", generation=1, resource_version="1", node_selector={"matchLabels": {"pool": "a"}}, maxParallel=1, drainRules=[SKIP], **spec)
     objects: dict[str, Any] = {POLICY_CRD: CRD, policy_path("pool"): policy}
     for i, name in enumerate(POOL):
         node = runtime_node(name, labels={"pool": "a"})
@@ -574,7 +574,7 @@ def test_a_node_given_back_while_another_policy_s_status_is_written_stays_recove
     """A hand-back made while the first policy's status is on its way is written in the next round, not dropped by
     the current one as a node not judged yet."""
     api = pool_api(waitForHealthy=True)
-    api.objects[policy_path("other")] = nm_policy("other", generation=1, node_selector={"matchLabels": {"pool": "b"}}, waitForHealthy=True)
+    api.objects[policy_path("other")] = nm_policy("other", generation=1, resource_version="1", node_selector={"matchLabels": {"pool": "b"}}, waitForHealthy=True)
     api.objects[node_path("m1")] = runtime_node("m1", labels={"pool": "b"})
     api.objects[BUDGET_PATH] = budget("web", namespace="app", generation=1, observed=1, healthy=0, expected=1)
     held, release = asyncio.Event(), asyncio.Event()
