@@ -4,7 +4,8 @@ shrank it to, and the seed that replays it.
 
 The fixed seeds replay the same histories on every run: what the search once covered stays covered. The fresh seeds,
 one for each machine (Search; Rolling with its node rolled through maintenance; Windowed with its window that closes
-every two minutes; Late with writes the server carries out after the operator gave up on them), are drawn anew each run, so every run of ``make test`` also looks where no run looked before; a violation one finds is
+every two minutes; Late with writes the server carries out after the operator gave up on them; Zoned with a node moved
+to a zone of its own), are drawn anew each run, so every run of ``make test`` also looks where no run looked before; a violation one finds is
 a defect of the operator (or of a promise as written), never noise: it is printed with its seed, which
 ``simulation.__main__.search(seed, machine=...)`` replays; once it is fixed, the seed joins SEEDS. So does any seed ``make simulate``
 finds a violation with."""
@@ -40,7 +41,7 @@ from simulation.search import MACHINES
 # pod had left again) and 43333186 of Rolling (an eviction under a budget of a workload scaled up from none within the
 # step); and 2790005948 of Late (a policy status write the server carried out after a newer one, which dropped a
 # recovering node; its history is among the seed's first 20). Each with the machine that found it (simulation.search.MACHINES) and the histories it runs.
-EXAMPLES = 12  # histories per seed, unless one found its violation later: 476 in all
+EXAMPLES = 12  # histories per seed, unless one found its violation later: 488 in all
 SEEDS = [("search", seed, EXAMPLES) for seed in (1, 2, 3, 4, 5, 6, 7, 8, 2179070892, 1467888126, 2751201903, 3120986573, 2753459732,
                                                  1295523204, 2408671712, 4120720282, 384090502, 3707132782, 601270407, 2188547772,
                                                  1601880301)]

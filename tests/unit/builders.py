@@ -182,7 +182,7 @@ def etcd_guard(allowed: int, name: str = "etcd-guard-pdb", *, healthy: int | Non
 
 # ---------------------------------------------------------------- NodeMaintenances and NodeMaintenancePolicies
 def nm(name: str = "nm", node: str | None = "n1", *, version: str | None = None, uid: str | None = None,
-       generation: int | None = None, created: str | None = None, finalizers: list[str] | None = None,
+       generation: int | None = None, resource_version: str | None = None, created: str | None = None, finalizers: list[str] | None = None,
        deleted_at: str | None = None, status: Obj | None = None, **spec: Any) -> Obj:
     """A NodeMaintenance for ``node`` (None: no spec.nodeName, as v1alpha3 allows). ``version`` writes
     apiVersion and kind; ``uid`` may say ``{name}``; other keywords (reason, drain) go into its spec."""
@@ -194,6 +194,8 @@ def nm(name: str = "nm", node: str | None = "n1", *, version: str | None = None,
         meta["uid"] = uid.format(name=name)
     if generation is not None:
         meta["generation"] = generation
+    if resource_version is not None:
+        meta["resourceVersion"] = resource_version
     if created is not None:
         meta["creationTimestamp"] = created
     if finalizers is not None:
@@ -457,7 +459,7 @@ def lease(holder: str, renewed_ago: float, duration: int = 3600, *, name: str = 
 # NodeMaintenances as the reconciler reads them (v1beta1).
 runtime_node = partial(node, uid="uid-{name}", resource_version="1", labels={}, annotations={}, spec={}, ready=True)
 runtime_pod = partial(pod, namespace="app", uid="uid-{name}", owner_name="rs", node="n1", ready=None)
-runtime_nm = partial(nm, version="v1beta1", uid="uid-{name}", generation=1, created="2026-01-01T00:00:00Z", reason="test")
+runtime_nm = partial(nm, version="v1beta1", uid="uid-{name}", generation=1, resource_version="1", created="2026-01-01T00:00:00Z", reason="test")
 
 
 # ---------------------------------------------------------------- the API

@@ -34,9 +34,9 @@ def hand_back(name: str, node_name: str, node: dict[str, Any] | None, coordinate
     if node is not None and holder_of(node) != name:
         if not fenced(node):
             return Handback(node_patch=None, release_lease=False, events=(), uncordons=False, fence=fence_patch(node, name), again=True)
-        # Deleted between taking the Lease and taking the node: no other maintenance uses that Lease.
-        return Handback(node_patch=None, release_lease=coordinated and holder_of(node) is None, events=(removed,), uncordons=False,
-                        fence=fence_patch(node, name))
+        return Handback(node_patch=None, events=(removed,), uncordons=False, fence=fence_patch(node, name),
+                        # Deleted between taking the Lease and taking the node: no other maintenance uses that Lease.
+                        release_lease=coordinated and holder_of(node) is None)
     if node is None:
         return Handback(node_patch=None, release_lease=coordinated, events=(removed,), uncordons=False)
     uncordons = will_uncordon(node)

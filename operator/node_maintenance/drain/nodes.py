@@ -93,7 +93,8 @@ def end_patch(node: dict[str, Any]) -> dict[str, Any]:
     """Remove our records, and our taint unless it was there before; uncordon unless the node was unschedulable before."""
     annotations = node.get("metadata", {}).get("annotations") or {}
     was_unschedulable = annotations.get(WAS_UNSCHEDULABLE) == "true"
-    records = [HOLDER, *([POLICY] if POLICY in annotations else []), WAS_UNSCHEDULABLE, WAS_TAINTED]
+    # A fence's mark another deletion left (its operator killed between setting and clearing it) goes too.
+    records = [HOLDER, *([POLICY] if POLICY in annotations else []), WAS_UNSCHEDULABLE, WAS_TAINTED, *([FENCE] if FENCE in annotations else [])]
     taints = _taints(node) if annotations.get(WAS_TAINTED) == "true" else \
         [t for t in _taints(node) if not (t.get("key") == TAINT["key"] and t.get("effect") == TAINT["effect"])]
     return {
@@ -109,9 +110,7 @@ def fence_patch(node: dict[str, Any], name: str) -> dict[str, Any]:
     takes a mark. A take of that maintenance's whose answer never came (a timeout, a restart) may still be queued in the
     API server: it carries an earlier resourceVersion and is refused when it arrives, where it would hold the node for
     a NodeMaintenance gone. Setting it then clearing it leaves the node as it was."""
-    annotations = node.get("metadata", {}).get("annotations") or {}
-    return {"metadata": {"annotations": {FENCE: None if FENCE in annotations else name},
-                         "resourceVersion": node["metadata"]["resourceVersion"]}}
+    return {"metadata": {"annotations": {FENCE: None if fenced(node) else name}, "resourceVersion": node["metadata"]["resourceVersion"]}}
 
 
 def fenced(node: dict[str, Any]) -> bool:

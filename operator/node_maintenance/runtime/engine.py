@@ -307,7 +307,7 @@ class Engine:
         policies = shared.policies
         ready = (functools.partial(giving_back.recovering, policies, {**reading.body, "status": decided.status})
                  if policies and decided.handback is not None else None)
-        outcome = await self.executor.run(decided, reading.node, remembered.attempts, dict(stored), ready)
+        outcome = await self.executor.run(decided, reading.node, remembered.attempts, dict(stored), reading.body["metadata"]["resourceVersion"], ready)
         for eviction in bookkeeping.uncounted(decided.removals, outcome.attempts if not outcome.node_conflict else None):
             shared.budgets.returned(eviction.budget, eviction.pod)
         lease = outcome.lease or decided.lease_seen

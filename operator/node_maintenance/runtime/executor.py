@@ -25,7 +25,7 @@ from node_maintenance.drain.events import Event
 from node_maintenance.drain.handback import Handback
 from node_maintenance.drain.memory import Outcome
 from node_maintenance.drain.plans import Action, Attempt, Plan, Removal
-from node_maintenance.runtime import metrics
+from node_maintenance.runtime import metrics, status_writes
 from node_maintenance.runtime.leases import LeaseKeeper
 
 # An accepted eviction is not sent again for this long, unless the pod's watch shows it still there.
@@ -70,14 +70,15 @@ class Executor:
         self._slots = asyncio.Semaphore(MAX_CONCURRENT_REMOVALS)
 
     async def run(self, plan: Plan, node: dict[str, Any] | None, attempts: Mapping[str, Attempt], stored: dict[str, Any],
-                  ready: Readiness | None = None) -> Outcome:
+                  version: str, ready: Readiness | None = None) -> Outcome:
         """Carry out ``plan`` whole (:func:`whole`) on ``node`` as last seen; ``stored`` is the status as last written
-        (or as read): an unchanged status is not written again. ``ready`` is asked before a hand-back (a policy's
-        waitForHealthy records the node as recovering first)."""
-        return await whole(self._run(plan, node, attempts, stored, ready))
+        (or as read): an unchanged status is not written again; ``version``: the NodeMaintenance's resourceVersion as
+        read (runtime.status_writes). ``ready`` is asked before a hand-back (a policy's waitForHealthy records the node
+        as recovering first)."""
+        return await whole(self._run(plan, node, attempts, stored, version, ready))
 
     async def _run(self, plan: Plan, node: dict[str, Any] | None, attempts: Mapping[str, Attempt], stored: dict[str, Any],
-                   ready: Readiness | None) -> Outcome:
+                   version: str, ready: Readiness | None) -> Outcome:
         lease = await self.lease.write(plan.lease_claim) if self.lease and plan.lease_claim else None
         if plan.node_patch is not None:
             try:
@@ -88,7 +89,7 @@ class Executor:
         # The status records what follows (the node given back, the workloads of the pods removed) before it is done: a
         # failed write, a restart or a new leader, which read only the stored status and the node, then lose nothing done.
         try:
-            written = await self._write_status(stored, plan.status)
+            written = await self._write_status(stored, plan.status, version)
         except KubeError as error:  # nothing it was to record is done: the next step writes it again, then does it
             self.log.warning("writing the status failed; trying again before going on: %s", error)
             return Outcome(lease=lease, status_failed=True)
@@ -203,14 +204,14 @@ class Executor:
         with contextlib.suppress(ApiError):
             await self.kube.patch(nm_path(self.name, version=self.version, subresource="status"), {"status": fields})
 
-    async def _write_status(self, stored: dict[str, Any], new: dict[str, Any]) -> bool:
+    async def _write_status(self, stored: dict[str, Any], new: dict[str, Any], version: str) -> bool:
         """Patch the status when it changed (True: patched); only the fields the working version holds are written."""
         held = status_fields(self.version)
         new = {key: value for key, value in new.items() if key in held}
         previous = {key: value for key, value in stored.items() if key in held}
         if status.same(previous, new):
             return False
-        await self.kube.patch(nm_path(self.name, version=self.version, subresource="status"), {"status": new})
+        await status_writes.write_status(self.kube, nm_path(self.name, version=self.version), version, new)
         return True
 
 

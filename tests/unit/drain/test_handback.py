@@ -90,3 +90,12 @@ def test_the_drain_taint_the_maintenance_added_is_removed_and_the_others_stay() 
     assert held["spec"]["taints"] == [OTHER, nodes.TAINT] and nodes.WAS_TAINTED not in held["metadata"]["annotations"]
     back = hand_back("nm", "n1", held, coordinated=False)
     assert back.node_patch is not None and back.node_patch["spec"]["taints"] == [OTHER]
+
+
+def test_a_fence_mark_another_deletion_left_goes_with_the_hand_back() -> None:
+    """A deletion whose operator was killed between setting its mark and clearing it, its finalizer then removed by hand."""
+    held = held_node("nm")
+    held["metadata"]["annotations"][nodes.FENCE] = "gone"
+    back = hand_back("nm", "n1", held, coordinated=False)
+    assert back.node_patch is not None and back.node_patch["metadata"]["annotations"][nodes.FENCE] is None and back.fence is None
+    assert nodes.FENCE not in hand_back("nm", "n1", held_node("nm"), coordinated=False).node_patch["metadata"]["annotations"]  # type: ignore[index]

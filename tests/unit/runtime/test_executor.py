@@ -21,6 +21,7 @@ from tests.unit.builders import FakeApi, held_node, nm, node
 
 BODY = nm("nm", "n1", version="v1alpha1", uid="u")
 STATUS_PATH = "/apis/nodemaintenance.kubevirt.io/v1alpha1/nodemaintenances/nm/status"
+RESOURCE_VERSION = "7"  # the NodeMaintenance's, as the step read it
 STATUS = {"phase": "Running", "totalpods": 2, "evictionPods": 2, "pendingPods": ["a"], "lastError": "",
           "conditions": [], "drainStartTime": "2026-01-01T00:00:00Z", "lastUpdate": "2026-01-01T00:00:01Z"}
 
@@ -33,7 +34,7 @@ def _run(api: FakeApi, plan: Plan, stored: dict[str, Any] | None = None, version
     events: list[tuple[str, str]] = []
     executor = Executor(api, BODY, version, lambda obj, type_, reason, message: events.append((obj["kind"], reason)),
                         logging.LoggerAdapter(logging.getLogger("test"), {}))
-    outcome = asyncio.run(executor.run(plan, node("n1", uid="nu"), {}, stored or {}))
+    outcome = asyncio.run(executor.run(plan, node("n1", uid="nu"), {}, stored or {}, RESOURCE_VERSION))
     return outcome, events
 
 
@@ -77,6 +78,7 @@ def test_status_goes_through_the_working_version_with_only_what_it_holds() -> No
     method, path, body = last.method, last.path, last.body
     assert (method, path) == ("PATCH", STATUS_PATH)
     assert set(body["status"]) == {"phase", "totalpods", "evictionPods", "pendingPods", "lastError"}
+    assert body["metadata"] == {"resourceVersion": RESOURCE_VERSION}  # a late write of ours carried out after it is refused
     assert events == [("Node", "BeginMaintenance")]
 
 
@@ -148,7 +150,7 @@ def test_a_plan_stopped_midway_ends_only_once_the_writes_sent_are_answered() -> 
 
         api.patch = patch  # type: ignore[method-assign]
         executor = Executor(api, BODY, "v1alpha1", lambda *_: None, logging.LoggerAdapter(logging.getLogger("test"), {}))
-        carrying_out = asyncio.create_task(executor.run(Plan("Running", dict(STATUS), node_patch={"spec": {}}), None, {}, {}))
+        carrying_out = asyncio.create_task(executor.run(Plan("Running", dict(STATUS), node_patch={"spec": {}}), None, {}, {}, RESOURCE_VERSION))
         await sent.wait()
         carrying_out.cancel()
         await asyncio.sleep(0.05)

@@ -17,7 +17,7 @@ import pytest
 from node_maintenance.api import SERVICE_ACCOUNT, timestamps
 from node_maintenance.api.paths import POLICY_CRD, POLICY_VERSION, jobs_path, nm_path, node_path, pod_path, policy_path
 from node_maintenance.client import watch
-from node_maintenance.client.errors import Forbidden, NotFound, ServerError, TooManyRequests, Unreachable
+from node_maintenance.client.errors import Conflict, Forbidden, NotFound, ServerError, TooManyRequests, Unreachable
 from node_maintenance.drain import nodes, planner
 from node_maintenance.drain.memory import WatchMode
 from node_maintenance.drain.plans import Maintenance, PolicyTerms
@@ -568,6 +568,23 @@ def test_when_a_window_opens_the_policies_decide_again_and_tell_every_maintenanc
         finally:
             await policies.stop()
     asyncio.run(run())
+
+
+def test_a_status_write_carries_the_policy_s_resource_version_and_after_a_conflict_the_fresh_one() -> None:
+    """A status write of ours whose answer never came may be carried out after a newer one: carrying the policy's
+    resourceVersion, it is refused then (the late machine's seed 2790005948). A conflict (an edit, or our last write
+    the watch has not shown yet) reads the policy again, and the recovering node is written all the same."""
+    api = recovering_api(0)
+    path = policy_path("pool", "status")
+    api.fail("PATCH", path, Conflict(409, "Conflict", "the object has been modified"))
+    api.script("GET", policy_path("pool"), {**api.objects[policy_path("pool")], "metadata": {"name": "pool", "generation": 1, "resourceVersion": "2"}})
+
+    async def body(policies: Policies) -> None:
+        await health_read(policies)
+        await write_statuses(policies)
+        assert [call.body["metadata"]["resourceVersion"] for call in api.calls_to("PATCH", path)][:2] == ["1", "2"]
+        assert [e["node"] for e in written_status(api)["recovering"]] == ["n1"]
+    scenario(api, body)
 
 
 def test_a_node_given_back_while_another_policy_s_status_is_written_stays_recovering() -> None:

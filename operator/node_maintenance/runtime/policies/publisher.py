@@ -16,9 +16,9 @@ from typing import Any
 
 from node_maintenance.api import conditions, timestamps
 from node_maintenance.api.paths import policy_path
-from node_maintenance.client.errors import Conflict, NotFound
 from node_maintenance.client.protocol import KubeApi
 from node_maintenance.policy import health, policy_status, verdicts
+from node_maintenance.runtime import status_writes
 from node_maintenance.runtime.policies.decisions import Decisions
 from node_maintenance.runtime.policies.recovery import Recovery
 from node_maintenance.runtime.policies.watches import PolicyWatches
@@ -109,22 +109,8 @@ class StatusPublisher:
         unchanged = status == written if written is not None else policy_status.same_status(body.get("status") or {}, status)
         if not unchanged:
             was = health.listed(self.stored(name))  # a replaced policy's carried over, too
-            await self._patch(name, body, status)
+            await status_writes.write_status(self.kube, policy_path(name), body["metadata"]["resourceVersion"], status)
             self._written[name] = status
             if was - health.listed(status):  # a node's slot, kept while the status listed it, is free now
                 self.decisions.changed("", set())
         self.recovery.written(name, snapshot.given_back, snapshot.gave_up)  # the status holds them from now on
-
-    async def _patch(self, name: str, body: Mapping[str, Any], status: dict[str, Any]) -> None:
-        """Write ``status`` on the policy as ``body`` shows it. The write carries the policy's resourceVersion: one of
-        ours whose answer never came may still be carried out later, and it is then refused rather than put an older
-        status back (a recovering node dropped while it still holds its slot). A policy changed since (edited, or our
-        own last write not yet shown by the watch) is read afresh, once."""
-        path = policy_path(name, "status")
-        try:
-            await self.kube.patch(path, {"metadata": {"resourceVersion": body["metadata"]["resourceVersion"]}, "status": status})
-        except Conflict:
-            fresh = await self.kube.get(policy_path(name))
-            if fresh is None:
-                raise NotFound(404, "NotFound", f"NodeMaintenancePolicy {name} is gone") from None
-            await self.kube.patch(path, {"metadata": {"resourceVersion": fresh["metadata"]["resourceVersion"]}, "status": status})
