@@ -10,7 +10,7 @@ in flight while others land). Every node runs a workload guarded by a PodDisrupt
 is kept by a Skip rule, a database pod is drained after the rest by a later order, and Job pods that land late either
 leave like any pod or are waited for by a WaitCompleted rule until they complete. Then, in any order: maintenances created and
 deleted; the policy's limit, drain defaults and window edited, the policy replaced; the budget changed or deleted, the
-workload scaled; nodes relabelled out of the pool and back, made NotReady and Ready; late pods bound to a node; API
+workload scaled; nodes relabelled out of the pool and back (in one machine, into a zone of their own too), made NotReady and Ready; late pods bound to a node; API
 faults switched on and off (one machine's writes may be carried out after the operator gave up on them), watches gone silent; the operator restarted; the wall clock jumped; time let pass. At the
 end, the faults stop and every maintenance that can finish must have finished.
 """
@@ -304,4 +304,16 @@ class Late(Rolling):
         self.running.api.late_seconds = seconds
 
 
-MACHINES: dict[str, type[Search]] = {"search": Search, "rolling": Rolling, "windowed": Windowed, "late": Late}
+class Zoned(Rolling):
+    """Rolling's histories where a node may move to a zone of its own (a node rebuilt into a new failure domain, its
+    zone label corrected): a topology domain of one node, taken, recovering or given back, then leaves and joins the
+    pool with it, which Search's two zones of two or more nodes never show. A machine of its own, so that every seed of
+    Rolling still replays the history it found."""
+
+    @rule(node=st.integers(0, 4))
+    def rezone(self, node: int) -> None:
+        name = self.names[node % len(self.names)]
+        self.running.api.update(node_path(name), lambda n: {**n, "metadata": {**n["metadata"], "labels": {**n["metadata"]["labels"], "zone": f"z-{name}"}}})
+
+
+MACHINES: dict[str, type[Search]] = {"search": Search, "rolling": Rolling, "windowed": Windowed, "late": Late, "zoned": Zoned}
