@@ -17,10 +17,11 @@ from devcluster.operator import OperatorProcess, point_conversion_at
 from devcluster.pki import generate_self_signed
 from node_maintenance.webhooks.certs import CERT_FILE, KEY_FILE
 
-from .helpers import apply
+from .helpers import apply, eventually
 
 pytestmark = pytest.mark.e2e
 GROUP = "nodemaintenance.kubevirt.io"
+CONVERSIONS_AFTER = 5  # conversions asked once only the new CA is trusted
 
 
 def _serves_cert_of(ca_pem: bytes, port: int) -> bool:
@@ -64,7 +65,11 @@ def test_rotated_certificate_is_served_within_60s_with_no_failed_conversion(clus
         picked_up = time.monotonic() - started
         point_conversion_at(cluster, operator.webhook_url + "/convert", new_ca)
         operator.ca_pem = new_ca
-        time.sleep(3)  # conversions keep working with only the new CA trusted
+        # Conversions keep working with only the new CA trusted: a few of them, however long each takes (kubectl calls
+        # took seconds each in a CI run at a load of about 40, where a fixed 3 s wait left the whole test 10 of them).
+        switched = requests
+        eventually(lambda: requests >= switched + CONVERSIONS_AFTER and requests > 10,
+                   f"{CONVERSIONS_AFTER} conversions with only the new CA trusted", timeout=120)
     finally:
         stop.set()
         client.join()
