@@ -45,3 +45,26 @@ def test_a_take_carried_out_after_its_maintenance_was_deleted_holds_nothing() ->
         assert node is not None and nodes.holder_of(node) is None and not node.get("spec", {}).get("unschedulable")
         assert nodes.FENCE not in (node["metadata"].get("annotations") or {})  # the fence's mark is gone again
         assert sim.api.get_object(nm_path("m1")) is None and not sim.violations, sim.violations
+
+
+def test_a_deletion_whose_node_writes_go_unanswered_keeps_its_maintenance_until_they_are_answered() -> None:
+    """When in doubt, hold: while no write to the node is answered, the deletion cannot fence the node nor give it
+    back, and the NodeMaintenance stays (its finalizer with it); once the server answers again, it goes, and the node is
+    as it was."""
+    late = LateNodeWrites()
+    with Simulation(late) as sim:
+        sim.api.create(node_path(), builders.node("n1", ready=True))
+        sim.start_operator()
+        sim.run_for(5)
+        sim.api.create(nm_path(), builders.nm("m1", "n1"))
+        while not late.drawn:
+            sim.step()
+        sim.api.delete(nm_path("m1"))
+        sim.run_for(3 * sim.api.late_seconds)  # the take lands late, the fence and the hand-back are unanswered
+        assert sim.api.get_object(nm_path("m1")) is not None
+        late.on = False
+        sim.run_for(60)
+        node = sim.api.get_object(node_path("n1"))
+        assert node is not None and nodes.holder_of(node) is None and not node.get("spec", {}).get("unschedulable")
+        assert nodes.FENCE not in (node["metadata"].get("annotations") or {})
+        assert sim.api.get_object(nm_path("m1")) is None and not sim.violations, sim.violations
