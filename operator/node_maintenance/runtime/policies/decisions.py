@@ -15,6 +15,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any, Protocol
 
 from node_maintenance.api import timestamps
+from node_maintenance.drain import memory
 from node_maintenance.policy import line, verdicts, wording
 from node_maintenance.runtime.policies.recovery import Recovery
 from node_maintenance.runtime.policies.watches import PolicyWatches, Watched
@@ -137,16 +138,20 @@ class Decisions:
             self._boundary = None
         if boundaries:
             delay = wording.until(min(boundaries), now)
-            self._boundary = asyncio.get_running_loop().call_later(delay or 0.0, self._at_boundary)
+            self._boundary = asyncio.get_running_loop().call_later(max(delay or 0.0, memory.SHORTEST_WAIT_SECONDS), self._at_boundary)
 
     def _at_boundary(self) -> None:
         self._boundary = None
         self.changed_all()
 
     def _wake_at_cap(self, expires_in: float | None) -> None:
+        """Decide again when the soonest waitForHealthy cap passes. Never sooner than the engine's shortest wait: a cap
+        a float's remainder away (1e-15 s) woke the decision at the same instant of a loop whose clock moves in steps,
+        which judged the cap not passed yet, and so on forever (seed 1796877616 of Zoned)."""
         if self._cap is not None:
             self._cap.cancel()
-        self._cap = asyncio.get_running_loop().call_later(expires_in, self.changed, "", set()) if expires_in is not None else None
+        wait = memory.wait_seconds(expires_in)
+        self._cap = asyncio.get_running_loop().call_later(wait, self.changed, "", set()) if wait is not None else None
 
     @property
     def boundary(self) -> float | None:
