@@ -26,16 +26,21 @@ class LateNodeWrites:
         return Fault.NONE
 
 
+def deleted_after_a_late_take(sim: Simulation, late: LateNodeWrites) -> None:
+    """NodeMaintenance m1 of node n1 deleted just after its take was sent, whose answer never comes."""
+    sim.api.create(node_path(), builders.node("n1", ready=True))
+    sim.start_operator()
+    sim.run_for(5)
+    sim.api.create(nm_path(), builders.nm("m1", "n1"))
+    while not late.drawn:
+        sim.step()
+    sim.api.delete(nm_path("m1"))
+
+
 def test_a_take_carried_out_after_its_maintenance_was_deleted_holds_nothing() -> None:
     late = LateNodeWrites()
     with Simulation(late) as sim:
-        sim.api.create(node_path(), builders.node("n1", ready=True))
-        sim.start_operator()
-        sim.run_for(5)
-        sim.api.create(nm_path(), builders.nm("m1", "n1"))
-        while not late.drawn:  # the take is sent; its answer never comes
-            sim.step()
-        sim.api.delete(nm_path("m1"))
+        deleted_after_a_late_take(sim, late)
         late.on = False  # the server answers the deletion's writes; the take is still queued
         sim.run_for(sim.api.late_seconds + 20)
         taken = [w for w in sim.api.writes if w.method == "PATCH" and nodes.HOLDER in w.body["metadata"].get("annotations", {})
@@ -53,13 +58,7 @@ def test_a_deletion_whose_node_writes_go_unanswered_keeps_its_maintenance_until_
     as it was."""
     late = LateNodeWrites()
     with Simulation(late) as sim:
-        sim.api.create(node_path(), builders.node("n1", ready=True))
-        sim.start_operator()
-        sim.run_for(5)
-        sim.api.create(nm_path(), builders.nm("m1", "n1"))
-        while not late.drawn:
-            sim.step()
-        sim.api.delete(nm_path("m1"))
+        deleted_after_a_late_take(sim, late)
         sim.run_for(3 * sim.api.late_seconds)  # the take lands late, the fence and the hand-back are unanswered
         assert sim.api.get_object(nm_path("m1")) is not None
         late.on = False
