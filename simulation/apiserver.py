@@ -17,6 +17,7 @@ random source: a run is a function of the calls made and of the faults drawn.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import datetime
 import enum
@@ -163,29 +164,30 @@ class SimulatedApi:
             if method != "GET":
                 asyncio.get_running_loop().call_later(self.late_seconds, self._late, method, path, dict(query or {}), copy.deepcopy(body))
             raise Unreachable(f"simulated timeout of {method} {path}, carried out later")
-        try:
-            answer = self._answer(method, path, query or {}, body)
-        except ApiError:
-            if method != "GET":
-                self.writes.append(Write(self.clock(), method, path, copy.deepcopy(body), False))
-            raise
-        if method != "GET":
-            self.writes.append(Write(self.clock(), method, path, copy.deepcopy(body), True))
+        answer = self._apply(method, path, query or {}, body)
         if self.latency:
             await asyncio.sleep(self.latency / 2)  # the way back: what was applied is news before the caller hears
         if fault == Fault.LOST:
             raise Unreachable(f"simulated loss of the answer to {method} {path}")
         return answer
 
+    def _apply(self, method: str, path: str, query: dict[str, str], body: Any) -> Obj:
+        """Answer a request of the operator's now, recording a write in ``writes`` whether it was applied or refused."""
+        try:
+            answer = self._answer(method, path, query, body)
+        except ApiError:
+            if method != "GET":
+                self.writes.append(Write(self.clock(), method, path, copy.deepcopy(body), False))
+            raise
+        if method != "GET":
+            self.writes.append(Write(self.clock(), method, path, copy.deepcopy(body), True))
+        return answer
+
     def _late(self, method: str, path: str, query: dict[str, str], body: Any) -> None:
         """A write the caller gave up on, carried out now against what is stored now: refused if its resourceVersion
         is stale by then, as any write."""
-        try:
-            self._answer(method, path, query, body)
-        except ApiError:
-            self.writes.append(Write(self.clock(), method, path, body, False))
-            return
-        self.writes.append(Write(self.clock(), method, path, body, True))
+        with contextlib.suppress(ApiError):
+            self._apply(method, path, query, body)
 
     async def get(self, path: str) -> Obj | None:
         try:
