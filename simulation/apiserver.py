@@ -51,13 +51,15 @@ class Fault(enum.StrEnum):
 
 
 class Write(NamedTuple):
-    """One write the operator asked for, and whether it was applied."""
+    """One write the operator asked for, whether it was applied, and the resourceVersion the API had reached once it
+    answered (what orders it against the other actors' changes of the same step)."""
 
     at: datetime.datetime
     method: str
     path: str
     body: Any
     applied: bool
+    revision: int
 
 
 @dataclass(frozen=True)
@@ -177,10 +179,10 @@ class SimulatedApi:
             answer = self._answer(method, path, query, body)
         except ApiError:
             if method != "GET":
-                self.writes.append(Write(self.clock(), method, path, copy.deepcopy(body), False))
+                self.writes.append(Write(self.clock(), method, path, copy.deepcopy(body), False, self.revision))
             raise
         if method != "GET":
-            self.writes.append(Write(self.clock(), method, path, copy.deepcopy(body), True))
+            self.writes.append(Write(self.clock(), method, path, copy.deepcopy(body), True, self.revision))
         return answer
 
     def _late(self, method: str, path: str, query: dict[str, str], body: Any) -> None:

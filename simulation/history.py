@@ -61,6 +61,9 @@ class State:
     daemonsets: Objects = field(default_factory=dict)
     replicasets: Objects = field(default_factory=dict)
     statefulsets: Objects = field(default_factory=dict)
+    # Each pod removed so far, by the resourceVersion of its removal: orders the removals within a step (the kubelet's
+    # finishing a deletion against the drain's next eviction), which the states at its two ends cannot.
+    pod_removals: Mapping[str, int] = field(default_factory=dict)
 
     @classmethod
     def of(cls, at: datetime.datetime, revision: int = 0, **objects: Iterable[Obj]) -> State:
@@ -94,13 +97,15 @@ def _key(kind: str, obj: Obj) -> str:
 class Action:
     """One request of the operator the API applied: ``key`` names the object as the state keys it (a node's name, a
     pod's "namespace/name"); ``body`` is what was sent (a patch, a status), ``grace`` a removal's grace period;
-    ``maintenance`` the NodeMaintenance it was done for, when known."""
+    ``maintenance`` the NodeMaintenance it was done for, when known; ``revision`` the API's resourceVersion once it was
+    applied (0: not known, as in a hand-written history)."""
 
     kind: ActionKind
     key: str
     body: Obj = field(default_factory=dict)
     grace: int | None = None
     maintenance: str | None = None
+    revision: int = 0
 
     @property
     def holder_written(self) -> tuple[bool, str | None]:

@@ -43,14 +43,31 @@ def budget_violations(history: History) -> list[str]:
     workload scaled up meanwhile demands more of pods not Ready yet (Kubernetes' own lag, not the drain's doing), and
     one scaled down within the step was counted again before the eviction came (its budget then demanded less; a
     scale-down after the eviction within the same step is excused alike, the API's own refusal being the check). A pod
-    the same step deleted past its budgets counts as still there: that deletion bypassed them on purpose (the removals
-    judge whether its ladder step had come), and the evictions are judged by what they took."""
+    deleted past its budgets counts as still there until their controller counted again: that deletion bypassed them on
+    purpose (the removals judge whether its ladder step had come), the Eviction API judged the next eviction by the count
+    from before it, and the evictions are judged by what they took."""
     newest = history[-1]
     evicted = [pod for a in newest.of_kind(ActionKind.EVICTION) if (pod := newest.before.pods.get(a.key)) is not None and budgets.healthy(pod)]
-    touched = [min((b, *_counted(newest.after.budgets.get(key))), key=lambda one: budgets.desired_healthy(one) or 0)
-               for key, b in newest.before.budgets.items() if any(budgets.covers(b, pod) for pod in evicted)]
-    bypassed = {a.key: pod for a in newest.of_kind(ActionKind.POD_DELETE) if (pod := newest.before.pods.get(a.key)) is not None}
-    return budgets.pdb_violations(touched, {**newest.after.pods, **bypassed}.values())
+    covering = {key: b for key, b in newest.before.budgets.items() if any(budgets.covers(b, pod) for pod in evicted)}
+    touched = [min((b, *_counted(newest.after.budgets.get(key))), key=lambda one: budgets.desired_healthy(one) or 0) for key, b in covering.items()]
+    counted_at = min((int(b["metadata"].get("resourceVersion") or 0) for b in covering.values()), default=0)
+    return budgets.pdb_violations(touched, {**newest.after.pods, **_bypassed(history, counted_at)}.values())
+
+
+def _bypassed(history: History, counted_at: int) -> dict[str, Mapping[str, Any]]:
+    """The pods deleted past their budgets, as they were before, that the budgets' count at ``counted_at`` (the oldest
+    resourceVersion among them as the newest step began) did not know gone: those the newest step deleted, and those an
+    earlier one deleted after that count (a deletion the operator made as it was killed, and the eviction the restarted
+    one sent moments later, both fall between two counts)."""
+    found: dict[str, Mapping[str, Any]] = {}
+    for st in reversed(history):
+        newest = st is history[-1]
+        if not newest and st.after.revision <= counted_at:
+            break
+        for action in st.of_kind(ActionKind.POD_DELETE):
+            if (newest or action.revision > counted_at) and (pod := st.before.pods.get(action.key)) is not None:
+                found.setdefault(action.key, pod)
+    return found
 
 
 def _counted(budget: Mapping[str, Any] | None) -> tuple[Mapping[str, Any], ...]:

@@ -4,6 +4,7 @@ the operator made in between turned into :class:`~simulation.history.Action` val
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
 from node_maintenance.api.paths import BUDGETS, PODS, nm_path, node_path, policy_path
 from simulation.apiserver import SimulatedApi, Write
@@ -12,10 +13,12 @@ from simulation.locations import locate
 
 
 def state(api: SimulatedApi) -> State:
-    policies = locate(policy_path())
-    return State.of(api.clock(), api.revision, nodes=api.kept(node_path()), pods=api.kept(PODS), budgets=api.kept(BUDGETS),
-                    maintenances=api.kept(nm_path()), policies=api.kept(policy_path()),
-                    departed=[obj for where, obj in api.removed.items() if policies.holds(where)])
+    policies, pods = locate(policy_path()), locate(PODS)
+    taken = State.of(api.clock(), api.revision, nodes=api.kept(node_path()), pods=api.kept(PODS), budgets=api.kept(BUDGETS),
+                     maintenances=api.kept(nm_path()), policies=api.kept(policy_path()),
+                     departed=[obj for where, obj in api.removed.items() if policies.holds(where)])
+    return replace(taken, pod_removals={f"{where.namespace}/{where.name}": int(obj["metadata"]["resourceVersion"])
+                                        for where, obj in api.removed.items() if pods.holds(where)})
 
 
 def actions(writes: Iterable[Write], before: State) -> tuple[Action, ...]:
@@ -36,9 +39,9 @@ def actions(writes: Iterable[Write], before: State) -> tuple[Action, ...]:
             holder = before.holder(str((pod.get("spec") or {}).get("nodeName") or ""))
             options = body.get("deleteOptions") if kind is ActionKind.EVICTION else body
             grace = (options or {}).get("gracePeriodSeconds")
-            found.append(Action(kind=kind, key=key, body=body, grace=grace, maintenance=holder))
+            found.append(Action(kind=kind, key=key, body=body, grace=grace, maintenance=holder, revision=write.revision))
             continue
-        found.append(Action(kind=kind, key=key, body=body))  # whom a node patch was for, the API does not see
+        found.append(Action(kind=kind, key=key, body=body, revision=write.revision))  # whom a node patch was for, the API does not see
     return tuple(found)
 
 

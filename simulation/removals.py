@@ -30,11 +30,14 @@ def removal_violations(history: History) -> list[str]:
     before = newest.before
     taken = {take.node: take.maintenance for take in newest.takes()}
     found = []
-    gone: set[str] = set()  # pods an earlier removal of this step took off the node (the step may hold several drain steps)
     # Pods bound since the step before (a user's, between steps) may not have reached the operator's watch yet: they do
     # not hold back a later order in this step.
-    gone |= set(before.pods) - set(known(history).pods)
+    unseen = set(before.pods) - set(known(history).pods)
+    # Pods this step took off their nodes, by when: a drain's own removal or the kubelet finishing a deletion, either
+    # before a later removal of the same step (which may hold several drain steps).
+    left = {key: newest.after.pod_removals.get(key, 0) for key in before.pods if key not in newest.after.pods}
     for removal in newest.of_kind(ActionKind.EVICTION, ActionKind.POD_DELETE):
+        gone = unseen | {key for key, revision in left.items() if revision < removal.revision}
         pod = before.pods.get(removal.key)
         if pod is None:
             continue
@@ -57,8 +60,6 @@ def removal_violations(history: History) -> list[str]:
         m = terms.governed(body, policy, plans.PolicyTerms())
         found += [f"pod {removal.key} {verb} from node {node} by NodeMaintenance {m.name}, but {why}"
                   for why in _kept(before, m, policy, pod, node, gone)]
-        if removal.key not in newest.after.pods:
-            gone.add(removal.key)
         if policy is not None and policy.window_end == model.WindowEnd.PAUSE and not pods.finished(pod) \
                 and not counting.window_open(policy, before.at, newest.after.at):
             found.append(f"pod {removal.key} {verb} from node {node} by NodeMaintenance {m.name}, but no window of "

@@ -13,7 +13,7 @@ from simulation import invariants, recorder
 from simulation.apiserver import Fault, SimulatedApi
 from simulation.clock import SimulatedTime, Spinning
 from simulation.cluster import Cluster
-from simulation.history import STEP_SECONDS, Step
+from simulation.history import STEP_SECONDS, State, Step
 from simulation.process import Process
 from simulation.raising import Raised
 
@@ -59,9 +59,14 @@ class Simulation:
         self.time.run(_started(self.process))
 
     def restart_operator(self) -> None:
-        """The operator killed and started again: it keeps nothing but what the API holds."""
+        """The operator killed and started again: it keeps nothing but what the API holds. What the old process wrote as
+        it was stopped (a timer due at the instant of the kill, a request under way) is a step of its own, of no length,
+        checked as any other."""
         if self.process is not None:
+            before, written = recorder.state(self.api), len(self.api.writes)
             self.time.run(self.process.stop())
+            if len(self.api.writes) > written:
+                self._record(before, written)
         self.start_operator()
 
     def step(self, seconds: float = STEP_SECONDS) -> list[str]:
@@ -72,6 +77,10 @@ class Simulation:
         except Spinning as spin:  # the run cannot go on: its clock would never move again
             self.violations.append(f"at {self.time.now():%H:%M:%S}: nothing spins: {spin}")
             raise AssertionError("\n".join(self.violations)) from spin
+        return self._record(before, written)
+
+    def _record(self, before: State, written: int) -> list[str]:
+        """The step from ``before`` to now, by the writes since the ``written``-th, added to the history; what it broke."""
         after = recorder.state(self.api)
         self.history.append(Step(before=before, actions=recorder.actions(self.api.writes[written:], before), after=after, started=self._started))
         self._started = False

@@ -107,7 +107,7 @@ def escalation(maintenance: Mapping[str, Any], node_pods: list[dict[str, Any]], 
     started = m.status.get("drainStartTime")
     ladder = escalations(m, node_pods, pdbs, timestamps.parse(started) if started else now, daemonsets=daemonsets)
     return [{"action": stage.action.value, "afterSeconds": stage.after, "at": timestamps.rfc3339(at) if started else None,
-             "pods": [{"namespace": r.namespace, "name": r.name, "gracePeriodSeconds": r.grace, "budget": r.bypassed} for r in chosen]}
+             "pods": [{"namespace": r.namespace, "name": r.name, "gracePeriodSeconds": r.grace, "budget": ", ".join(r.bypassed) or None} for r in chosen]}
             for stage, at, chosen in ladder]
 
 

@@ -246,9 +246,10 @@ def give_back_patch(node_obj: Obj, holder: str) -> Action:
     return Action(kind=ActionKind.NODE_PATCH, key=node_obj["metadata"]["name"], body=body, maintenance=holder)
 
 
-def removal(pod_key: str, *, delete: bool = False, grace: int | None = None, maintenance: str | None = None) -> Action:
-    """An eviction of the pod ("namespace/name"), or its deletion (``delete``)."""
-    return Action(kind=ActionKind.POD_DELETE if delete else ActionKind.EVICTION, key=pod_key, grace=grace, maintenance=maintenance)
+def removal(pod_key: str, *, delete: bool = False, grace: int | None = None, maintenance: str | None = None, revision: int = 0) -> Action:
+    """An eviction of the pod ("namespace/name"), or its deletion (``delete``), applied at ``revision``."""
+    return Action(kind=ActionKind.POD_DELETE if delete else ActionKind.EVICTION, key=pod_key, grace=grace, maintenance=maintenance,
+                  revision=revision)
 
 
 # ---------------------------------------------------------------- the drain planner's scene
@@ -386,7 +387,7 @@ READS: dict[str, Callable[[Plan, Scene], Any]] = {
     "evicted": lambda p, _: [r.name for r in p.removals if not r.delete],
     "deleted": lambda p, _: [r.name for r in p.removals if r.delete],
     "paced": lambda p, _: [(r.budget, r.budget_version) for r in p.removals],
-    "escalated": lambda p, _: [(r.name, r.escalation, r.grace, r.bypassed) for r in p.removals if r.escalation],
+    "escalated": lambda p, _: [(r.name, r.escalation, r.grace, ", ".join(r.bypassed) or None) for r in p.removals if r.escalation],
     "events": lambda p, _: [(e.on_node, e.type, e.reason) for e in p.events],
     "told": lambda p, _: [(e.pod, e.reason, e.message) for e in p.events],
     "messages": lambda p, _: [e.message for e in p.events],

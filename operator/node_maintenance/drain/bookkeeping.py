@@ -27,23 +27,33 @@ IN_LINE_WRITES_PER_SECOND = 5.0
 
 @dataclass(frozen=True)
 class Eviction:
-    """An eviction counted against a budget until the budget's watch shows it."""
+    """A removal counted against a budget until the budget's watch shows it: an eviction until the budget lists the
+    pod as disrupted; a deletion past the budget (``bypassing``, an escalation step) until the budget's status is
+    written again, its controller having counted the pod gone: until then the budget still counts the pod healthy,
+    and would let another drain's eviction through on a count that no longer holds."""
 
     budget: str
     pod: str
+    bypassing: bool = False
 
 
 def counted(removals: Iterable[Removal]) -> list[Eviction]:
-    """The evictions a plan sends that count against a budget, counted before any is sent, so that
-    concurrent drains see them."""
-    return [Eviction(r.budget, r.name) for r in removals if r.budget]
+    """The evictions a plan sends that count against a budget, and its deletions past budgets, counted before any is
+    sent, so that concurrent drains see them."""
+    return [counting for r in removals for counting in _counting(r)]
 
 
 def uncounted(removals: Iterable[Removal], results: Mapping[str, Attempt | None] | None) -> list[Eviction]:
-    """The counted evictions to take back: those the API did not accept, or never saw (``results`` None:
+    """The counted removals to take back: those the API did not accept, or never saw (``results`` None:
     the step stopped before any removal was sent)."""
-    return [Eviction(r.budget, r.name) for r in removals
-            if r.budget and not (results is not None and (a := results.get(r.uid)) is not None and a.accepted)]
+    return [counting for r in removals if not (results is not None and (a := results.get(r.uid)) is not None and a.accepted)
+            for counting in _counting(r)]
+
+
+def _counting(removal: Removal) -> list[Eviction]:
+    if removal.budget:
+        return [Eviction(removal.budget, removal.name)]
+    return [Eviction(budget, removal.name, bypassing=True) for budget in removal.bypassed] if removal.escalation else []
 
 
 def next_write_in(written_at: float, interval: float, now: float) -> float:

@@ -276,7 +276,7 @@ def deletions(m: Maintenance, stage: Escalation, to_go: list[Facts], step: Step,
             continue  # on its way out already: ForceDeletePods is for those stuck terminating
         grace = m.grace if stage.grace is None else stage.grace
         chosen.append(Removal(namespace=meta["namespace"], name=meta["name"], uid=pod.uid, delete=True, grace=grace, budget=None,
-                              escalation=stage.action, bypassed=step.blocked.get(pod.ref) or ", ".join(pod.budgets) or None))
+                              escalation=stage.action, bypassed=(held_by,) if (held_by := step.blocked.get(pod.ref)) else pod.budgets))
     return chosen
 
 
@@ -288,14 +288,14 @@ def _recorded(escalated: Sequence[dict[str, Any]], namespace: str, name: str, ac
 def _escalated(removal: Removal, now: datetime.datetime) -> dict[str, Any]:
     """The status.escalatedPods entry of an escalated deletion."""
     entry = {"namespace": removal.namespace, "name": removal.name, "action": removal.escalation}
-    return {**entry, **({"budget": removal.bypassed} if removal.bypassed else {}), "time": timestamps.rfc3339(now)}
+    return {**entry, **({"budget": ", ".join(removal.bypassed)} if removal.bypassed else {}), "time": timestamps.rfc3339(now)}
 
 
 def _escalation_events(removal: Removal, stage: Escalation) -> tuple[events.Event, events.Event]:
     """The escalated deletion told on the NodeMaintenance and on the pod, with the budget it bypasses."""
     message = (f"pod {removal.namespace}/{removal.name} deleted by escalation {stage.action} {stage.after}s after the drain started"
                + (" with grace period 0" if stage.grace == 0 else "")
-               + (f", bypassing PodDisruptionBudget {removal.bypassed}" if removal.bypassed else ""))
+               + (f", bypassing PodDisruptionBudget {', '.join(removal.bypassed)}" if removal.bypassed else ""))
     return (_event(events.Type.WARNING, stage.action, message),
             events.Event(on_node=False, type=events.Type.WARNING, reason=stage.action, message=message,
                          pod=(removal.namespace, removal.name, removal.uid)))

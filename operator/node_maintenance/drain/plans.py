@@ -137,7 +137,7 @@ class Removal:
     budget: str | None  # the budget this eviction counts against
     budget_version: str = ""
     escalation: Action | None = None  # the escalation step deleting it instead of an eviction (None: none)
-    bypassed: str | None = None  # the budget that deletion bypasses
+    bypassed: tuple[str, ...] = ()  # the budgets that deletion bypasses: the one holding the pod, else all covering it
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,9 @@ not counted yet.
 
 A budget's ``disruptionsAllowed`` drops when the Eviction API accepts an eviction (it lists the pod
 under ``disruptedPods``); until the watch shows that, an eviction we sent still counts against the
-budget here, so no drain sends more evictions than a budget allows at that moment.
+budget here, so no drain sends more evictions than a budget allows at that moment. A deletion past the
+budget (an escalation step) lowers it only once the disruption controller has counted the pod gone and
+written the budget's status again; until the watch shows the budget changed, it counts here the same way.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from typing import Any
 
 from node_maintenance.client.protocol import KubeApi
@@ -23,12 +26,21 @@ IN_FLIGHT_SECONDS = 10.0
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class Sent:
+    """A removal counted against a budget: when it was sent, and for a deletion past the budget, the budget's
+    resourceVersion then (None: an eviction, which the budget lists under ``disruptedPods`` once accepted)."""
+
+    at: float
+    version: str | None
+
+
 class BudgetWatch:
     def __init__(self, kube: KubeApi) -> None:
         self.mirror = Mirror(kube, PATH, self._changed, slim=self._arrived)
         # listener -> the namespaces whose budgets it reads
         self._listeners: dict[Callable[[], None], Callable[[], Collection[str]]] = {}
-        self._sent: dict[str, dict[str, float]] = {}  # budget namespace/name -> pod name -> when sent
+        self._sent: dict[str, dict[str, Sent]] = {}  # budget namespace/name -> pod name -> when sent
         self._task: asyncio.Task[None] | None = None
 
     def subscribe(self, listener: Callable[[], None], namespaces: Callable[[], Collection[str]]) -> None:
@@ -49,8 +61,10 @@ class BudgetWatch:
     def in_namespaces(self, namespaces: set[str]) -> list[dict[str, Any]]:
         return [b for namespace in sorted(namespaces) for b in self.mirror.in_namespace(namespace)]
 
-    def sent(self, budget: str, pod: str) -> None:
-        self._sent.setdefault(budget, {})[pod] = asyncio.get_running_loop().time()
+    def sent(self, budget: str, pod: str, *, bypassing: bool = False) -> None:
+        """An eviction of ``pod`` sent, or its deletion past ``budget`` (``bypassing``)."""
+        version = str(self.mirror.objects.get(budget, {}).get("metadata", {}).get("resourceVersion", "")) if bypassing else None
+        self._sent.setdefault(budget, {})[pod] = Sent(asyncio.get_running_loop().time(), version)
 
     def returned(self, budget: str, pod: str) -> None:
         """The eviction was refused or never sent: it does not count against the budget."""
@@ -59,14 +73,17 @@ class BudgetWatch:
     def in_flight(self) -> dict[str, InFlight]:
         self._forget()
         now = asyncio.get_running_loop().time()
-        return {budget: InFlight(len(pods), IN_FLIGHT_SECONDS - (now - min(pods.values()))) for budget, pods in self._sent.items()}
+        return {budget: InFlight(len(pods), IN_FLIGHT_SECONDS - (now - min(s.at for s in pods.values()))) for budget, pods in self._sent.items()}
 
     def _forget(self) -> None:
         now = asyncio.get_running_loop().time()
         for budget, pods in list(self._sent.items()):
-            counted = (self.mirror.objects.get(budget, {}).get("status") or {}).get("disruptedPods") or {}
-            for pod, at in list(pods.items()):
-                if pod in counted or now - at >= IN_FLIGHT_SECONDS:  # at the bound, not after: it would be due again at once
+            seen = self.mirror.objects.get(budget, {})
+            counted = (seen.get("status") or {}).get("disruptedPods") or {}
+            version = str(seen.get("metadata", {}).get("resourceVersion", ""))
+            for pod, sent in list(pods.items()):
+                recounted = pod in counted if sent.version is None else version != sent.version
+                if recounted or now - sent.at >= IN_FLIGHT_SECONDS:  # at the bound, not after: it would be due again at once
                     del pods[pod]
             if not pods:
                 del self._sent[budget]

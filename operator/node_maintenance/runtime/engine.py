@@ -301,7 +301,7 @@ class Engine:
         if reading.live is not None:
             shared.active.holding(self.name, decided.holds_node)
         for eviction in bookkeeping.counted(decided.removals):  # counted before any await, so concurrent drains see it
-            shared.budgets.sent(eviction.budget, eviction.pod)
+            shared.budgets.sent(eviction.budget, eviction.pod, bypassing=eviction.bypassing)
         stored = {} if reading.foreign else remembered.stored if write else decided.status
         # onTimeout HandBack gives the node back as a deletion does: under waitForHealthy, once recorded as recovering.
         policies = shared.policies

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from node_maintenance.drain import bookkeeping, memory
-from node_maintenance.drain.plans import Attempt, Plan, Removal
+from node_maintenance.drain.plans import Action, Attempt, Plan, Removal
 
 
 def removal(name: str, budget: str | None = "app/web") -> Removal:
@@ -21,6 +21,15 @@ def test_evictions_count_against_their_budget_until_the_api_accepts_or_refuses_t
     results = {"uid-a": Attempt(10.0, accepted=True), "uid-b": Attempt(10.0, refused_by=(("app/web", "7"),))}
     assert bookkeeping.uncounted(sent, results) == [bookkeeping.Eviction("app/web", "b")]  # refused: it never counted
     assert bookkeeping.uncounted(sent, None) == bookkeeping.counted(sent)  # the step stopped before sending: none counts
+
+
+def test_a_deletion_past_budgets_counts_against_each_until_the_api_accepts_or_refuses_it() -> None:
+    deleted = Removal("app", "a", "uid-a", True, None, None, escalation=Action.DELETE_PODS, bypassed=("app/web", "app/all"))
+    counted = [bookkeeping.Eviction("app/web", "a", bypassing=True), bookkeeping.Eviction("app/all", "a", bypassing=True)]
+    assert bookkeeping.counted([deleted]) == counted
+    assert bookkeeping.uncounted([deleted], {"uid-a": Attempt(10.0, accepted=True)}) == []
+    assert bookkeeping.uncounted([deleted], {"uid-a": Attempt(10.0, error="refused")}) == counted
+    assert bookkeeping.counted([Removal("app", "done", "uid-done", True, None, None)]) == []  # a finished pod's deletion paces nothing
 
 
 def test_attempts_take_each_result_and_forget_pods_gone_from_the_node() -> None:

@@ -74,7 +74,7 @@ LADDER_ROWS = [
         # A deletion: the budget is not asked. The drain wakes again at the next step.
         (scene(maintenance(started(30), escalation=LADDER), pods=[WEB], budgets=[zero_budget()]),
          shows(escalated=[("web-0", DELETE_PODS, None, "app/web")], recheck=pytest.approx(30),
-               removals=(scene_removal("web-0", delete=True, escalation=DELETE_PODS, bypassed="app/web"),),
+               removals=(scene_removal("web-0", delete=True, escalation=DELETE_PODS, bypassed=("app/web",)),),
                escalated_pods=[{"namespace": "app", "name": "web-0", "action": DELETE_PODS, "budget": "app/web", "time": ago(0)}],
                told=[(None, DELETE_PODS, DELETED), (("app", "web-0", "uid-web-0"), DELETE_PODS, DELETED)])),
         (again(now=NOW + datetime.timedelta(seconds=5)),

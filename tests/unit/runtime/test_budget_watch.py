@@ -43,3 +43,20 @@ def test_sent_evictions_count_until_the_budget_lists_the_pod_as_disrupted() -> N
         assert budgets.in_flight() == {}
 
     asyncio.run(scenario())
+
+
+def test_a_deletion_past_a_budget_counts_until_its_controller_counted_again() -> None:
+    """Seed 2804261928 of Rolling: a ladder's deletion past a budget that then allowed one disruption, on a count
+    made with the deleted pod still healthy; another drain's eviction under that count would leave the budget short.
+    The deletion holds the budget until its status is written again, and no longer than an eviction would."""
+    async def scenario() -> None:
+        budgets = BudgetWatch(FakeApi())
+        budgets.mirror.take({"type": "ADDED", "object": budget("web", namespace="app", resource_version="7", allowed=1)})
+        budgets.sent("app/web", "web-6", bypassing=True)
+        assert budgets.in_flight()["app/web"].count == 1
+        budgets.mirror.take({"type": "MODIFIED", "object": budget("web", namespace="other", resource_version="8", allowed=1)})
+        assert budgets.in_flight()["app/web"].count == 1  # another budget's change counts nothing
+        budgets.mirror.take({"type": "MODIFIED", "object": budget("web", namespace="app", resource_version="9", allowed=0)})
+        assert budgets.in_flight() == {}
+
+    asyncio.run(scenario())

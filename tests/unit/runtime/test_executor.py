@@ -169,7 +169,7 @@ def _escalations(action: Action) -> float:
 
 def test_an_escalated_removal_is_a_deletion_with_its_grace_told_on_the_pod_and_counted() -> None:
     api = FakeApi()
-    removal = Removal("ns", "a", "uid-a", True, 0, None, escalation=Action.FORCE_DELETE_PODS, bypassed="ns/web")
+    removal = Removal("ns", "a", "uid-a", True, 0, None, escalation=Action.FORCE_DELETE_PODS, bypassed=("ns/web",))
     told = Event(False, Type.WARNING, Action.FORCE_DELETE_PODS, "m", pod=("ns", "a", "uid-a"))
     before = _escalations(Action.FORCE_DELETE_PODS)
     outcome, events = _run(api, Plan("Running", STATUS, None, (removal,), (told,)))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 import itertools
 from collections.abc import Sequence
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -273,17 +274,25 @@ class TestRemovals:
         assert found == ([paused] if broken else [])
         assert removing([pod("a", phase="Succeeded")], EVICT("ns/a", delete=True), policy=policy) == []  # a finished pod may go
 
-    @pytest.mark.parametrize("web_gone", [True, False])
-    def test_a_later_order_goes_once_the_earlier_one_left_within_the_same_step(self, web_gone: bool) -> None:
-        """Two drain steps within one simulated second: web (order 0) deleted at grace 0, then db (order 1) evicted."""
+    @pytest.mark.parametrize(("removed_by", "web_removed_at", "broken"), [
+        ("drain", None, True),  # web still on the node when db went
+        ("drain", 6, False),  # the drain deleted web at grace 0, then evicted db (revision 7)
+        ("kubelet", 6, False),  # the kubelet finished web's deletion before the drain evicted db
+        ("kubelet", 8, True),  # ... after it
+    ])
+    def test_a_later_order_goes_once_the_earlier_one_left_within_the_same_step(self, removed_by: str, web_removed_at: int | None,
+                                                                                 broken: bool) -> None:
+        """Several drain steps within one simulated second: web (order 0) leaves, then db (order 1) is evicted at
+        revision 7; what counts is whether web had left by then, whoever removed it."""
         policy = pool(drainRules=[{"podSelector": {"matchLabels": {"app": "db"}}, "order": 1}])
         web, db = pod("web", labels={"app": "web"}, deleted_at=ago(10)), pod("db", labels={"app": "db"})
         before = State.of(T0, nodes=[held("n1", holder="m1")], pods=[web, db], policies=[policy], maintenances=[nm("m1", "n1", status={})])
-        after = State.of(T0, nodes=[held("n1", holder="m1")], pods=[db] if web_gone else [web, db], policies=[policy],
-                         maintenances=[nm("m1", "n1", status={})])
-        found = violations([step(before, after, EVICT("ns/web", delete=True, grace=0), EVICT("ns/db"))])
+        after = replace(before.drop("pods", "ns/db", *(["ns/web"] if web_removed_at else [])),
+                        pod_removals={"ns/db": 7, **({"ns/web": web_removed_at} if web_removed_at else {})})
+        removals = [EVICT("ns/web", delete=True, grace=0, revision=web_removed_at)] if removed_by == "drain" and web_removed_at else []
+        found = violations([step(before, after, *removals, EVICT("ns/db", revision=7))])
         order = "pod ns/db evicted from node n1 by NodeMaintenance m1, but its drain order 1 under NodeMaintenancePolicy p comes after order 0"
-        assert any(order in f for f in found) is not web_gone
+        assert any(order in f for f in found) is broken
 
     @pytest.mark.parametrize("bound_since", [True, False])
     def test_a_pod_bound_just_before_the_step_holds_back_no_later_order_in_it(self, bound_since: bool) -> None:
@@ -323,6 +332,23 @@ class TestRemovals:
                           maintenances=[nm("m1", "n1", status={"drainStartTime": ago(600)})])
         after = before.put(pods=[pod(name, labels={"app": "web"}, deleted_at=ago(0)) for name in ("a", "b")])
         assert violations([step(before, after, EVICT("ns/a"), EVICT("ns/b", delete=True))]) == ([broken] if broken else [])
+
+    @pytest.mark.parametrize(("counted_at", "broken"), [(4, ""), (6, "PodDisruptionBudget ns/web: 1 healthy pod(s), it demands 2")])
+    def test_a_deletion_past_the_budget_before_its_last_count_is_not_the_next_eviction_s_doing(self, counted_at: int, broken: str) -> None:
+        """Seed 2804261928 of Rolling: a ladder deleted b past the budget (revision 5) as the operator was killed; the
+        restarted one's eviction of a came under the budget's count from before that deletion (revision 4), which the
+        Eviction API judged by. Counted again after the deletion (revision 6), the budget would have refused it."""
+        web = [pod("a", labels={"app": "web"}), pod("b", labels={"app": "web"}), pod("c", labels={"app": "web"}, node="n2")]
+        laddered = pool(drain={"escalation": [{"afterSeconds": 300, "action": "DeletePods"}]})
+        start = State.of(T0, 4, nodes=[held("n1", holder="m1")], pods=web, policies=[laddered],
+                         budgets=[builders.budget("web", labels={"app": "web"}, expected=3, minAvailable=2, resource_version="4")],
+                         maintenances=[nm("m1", "n1", status={"drainStartTime": ago(600)})])
+        killed = replace(start.put(pods=[pod("b", labels={"app": "web"}, deleted_at=ago(0))]), revision=5)
+        before = replace(killed.put(budgets=[builders.budget("web", labels={"app": "web"}, expected=3, minAvailable=2,
+                                                             resource_version=str(counted_at))]), revision=max(5, counted_at))
+        after = before.put(pods=[pod("a", labels={"app": "web"}, deleted_at=ago(0))])
+        history = [step(start, killed, EVICT("ns/b", delete=True, revision=5)), step(before, after, EVICT("ns/a", revision=7), started=True)]
+        assert violations(history) == ([broken] if broken else [])
 
     def test_an_eviction_is_judged_by_the_budget_as_it_stood_when_asked(self) -> None:
         """A workload scaled up in the same step demands more of pods not Ready yet: the budget's controller's lag."""
