@@ -16,6 +16,7 @@ help:
 	@echo "             (KEEP=1 leaves the cluster running; transcript in build/demo-transcript.md)"
 	@echo "make demo-transcript - run the demo and rewrite docs/demo-transcript.md"
 	@echo "make test   - unit tests, upstream validators and end-to-end tests on a local control plane"
+	@echo "             (each test's duration in build/test-report.xml)"
 	@echo "make bench  - the drain measured against kubectl drain (one node, twenty at once), where its time goes, API cost,"
 	@echo "             scale, a fleet of 1000 queued under a policy, conversion"
 	@echo "             (report in bench/results: report.json, report.txt, PNG charts)"
@@ -78,9 +79,10 @@ lint: venv
 # The end-to-end tests mostly wait on controllers: they run in this many processes, each with a control
 # plane of its own (four keep both cores busy); tests/conftest.py keeps the tests of a shared setup (the
 # real-node cluster) in one.
+# Each test's outcome and duration go to build/test-report.xml (JUnit), which says where the run's time goes.
 TEST_WORKERS ?= 4
 test: venv lint system-deps tools image-cache
-	$(PYTEST) -q -ra -n $(TEST_WORKERS) --dist loadscope
+	$(PYTEST) -q -ra -n $(TEST_WORKERS) --dist loadscope --junitxml=$(CURDIR)/build/test-report.xml
 
 # The demo's transcript goes to build/ unless DEMO_TRANSCRIPT names another file; KEEP=1 leaves the cluster up.
 DEMO_TRANSCRIPT ?= $(CURDIR)/build/demo-transcript.md
