@@ -87,6 +87,7 @@ class SimulatedApi:
         self.credentials = Credentials(server="https://simulated.invalid")
         self.may_write: Callable[[], bool] = lambda: True
         self.objects: dict[Location, Obj] = {}
+        self._kept: dict[str, tuple[int, list[Obj]]] = {}  # a collection as kept() last listed it, at that revision
         self.revision = 0
         self.history: list[Change] = []
         self.compacted = 0  # watches from an older resourceVersion are answered 410 Gone
@@ -147,9 +148,14 @@ class SimulatedApi:
     def kept(self, path: str) -> list[Obj]:
         """The objects of a collection as stored, never to be changed: what a state of the history holds (nothing
         stored is ever changed in place, each write stores a new object)."""
+        cached = self._kept.get(path)
+        if cached is not None and cached[0] == self.revision:  # nothing stored since: the same objects
+            return list(cached[1])
         location = locate(path)
         held = [(key.namespace, key.name, obj) for key, obj in self.objects.items() if location.holds(key)]
-        return [obj for _, _, obj in sorted(held, key=lambda entry: (entry[0], entry[1]))]  # as the API server lists them
+        found = [obj for _, _, obj in sorted(held, key=lambda entry: (entry[0], entry[1]))]  # as the API server lists them
+        self._kept[path] = (self.revision, found)
+        return list(found)
 
     # ------------------------------------------------ the operator's door (a KubeApi)
     async def request(self, method: str, path: str, *, query: dict[str, str] | None = None, body: Any = None,

@@ -49,6 +49,8 @@ def budget_violations(history: History) -> list[str]:
     newest = history[-1]
     evicted = [pod for a in newest.of_kind(ActionKind.EVICTION) if (pod := newest.before.pods.get(a.key)) is not None and budgets.healthy(pod)]
     covering = {key: b for key, b in newest.before.budgets.items() if any(budgets.covers(b, pod) for pod in evicted)}
+    if not covering:
+        return []
     touched = [min((b, *_counted(newest.after.budgets.get(key))), key=lambda one: budgets.desired_healthy(one) or 0) for key, b in covering.items()]
     counted_at = min((int(b["metadata"].get("resourceVersion") or 0) for b in covering.values()), default=0)
     return budgets.pdb_violations(touched, {**newest.after.pods, **_bypassed(history, counted_at)}.values())

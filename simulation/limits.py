@@ -20,10 +20,12 @@ from simulation.history import History, State, known
 def limit_violations(history: History) -> list[str]:
     """The limits the newest step's takes broke, each naming the node taken, the count and the limit."""
     newest = history[-1]
+    takes = newest.takes()
+    if not takes:
+        return []
     after = counting.with_departed(history, newest.after)
     knew = counting.with_departed(history[:-1], known(history))
-    takes = newest.takes()
-    recovering = given_back.recovering(history) if takes else {}
+    recovering = given_back.recovering(history)
     found = []
     for take in takes:
         node_before = newest.before.nodes.get(take.node) or {}

@@ -4,6 +4,7 @@ object once, as the operator writes it (in the version it works in)."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 from urllib.parse import unquote
 
@@ -29,8 +30,10 @@ class Location:
                 and (not self.namespace or self.namespace == other.namespace))
 
 
+@functools.cache
 def locate(path: str) -> Location:
-    """The location of an API path; raises ValueError for a path the API server would not route."""
+    """The location of an API path; raises ValueError for a path the API server would not route. Kept once worked out:
+    a run asks for the same few paths hundreds of thousands of times, and a Location never changes."""
     parts = [unquote(p) for p in path.split("?", 1)[0].strip("/").split("/")]
     if parts[:1] == ["api"] and len(parts) >= 3:
         rest = parts[2:]

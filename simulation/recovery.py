@@ -27,9 +27,9 @@ def recovery_violations(history: History) -> list[str]:
     found = []
     for name, body in sorted(newest.before.policies.items()):
         after = newest.after.policies.get(name)
-        if after is None or not model.Policy.of(after).wait_for_healthy:
+        if after is None or not (body.get("status") or {}).get("recovering") or not (policy := model.Policy.of(after)).wait_for_healthy:
             continue
-        cap = model.Policy.of(after).wait_for_healthy_seconds
+        cap = policy.wait_for_healthy_seconds
         kept = {e["node"] for e in (after.get("status") or {}).get("recovering") or ()}
         for entry in (body.get("status") or {}).get("recovering") or ():
             if entry["node"] in kept:
