@@ -198,11 +198,12 @@ class Executor:
             metrics.ESCALATIONS.labels(action=removal.escalation).inc()
         return Attempt(now + ACCEPTED_SECONDS, accepted=True)
 
-    async def note(self, fields: dict[str, Any]) -> None:
-        """Patch these status fields of a NodeMaintenance whose drain has ended (a hook's condition at its deletion);
-        fields the API refuses are let go, the hand-back goes on."""
+    async def note(self, fields: dict[str, Any], version: str) -> None:
+        """Patch these status fields of a NodeMaintenance whose drain has ended (a hook's condition at its deletion), as
+        of its resourceVersion ``version`` (``status_writes``: a note of ours carried out late cannot put back an older
+        condition); fields the API refuses are let go, the hand-back goes on."""
         with contextlib.suppress(ApiError):
-            await self.kube.patch(nm_path(self.name, version=self.version, subresource="status"), {"status": fields})
+            await status_writes.write_status(self.kube, nm_path(self.name, version=self.version), version, fields)
 
     async def _write_status(self, stored: dict[str, Any], new: dict[str, Any], version: str) -> bool:
         """Patch the status when it changed (True: patched); only the fields the working version holds are written."""

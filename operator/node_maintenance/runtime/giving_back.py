@@ -110,4 +110,4 @@ async def _note(body: Mapping[str, Any], executor: Executor, condition: Conditio
     fields = status.noted(body.get("status") or {}, condition, generation=body["metadata"].get("generation", 1),
                           now=timestamps.rfc3339(timestamps.now()))
     if fields is not None:
-        await executor.note(fields)
+        await executor.note(fields, body["metadata"]["resourceVersion"])

@@ -195,3 +195,15 @@ def test_a_node_changed_under_the_hand_back_is_decided_again() -> None:
     api.fail("PATCH", node_path("n1"), Conflict(409, "Conflict", "changed"))
     outcome, _ = _run(api, Plan("Failed", STATUS, handback=hand_back("nm", "n1", held_node("nm"), coordinated=False)))
     assert outcome.node_conflict and api.writes() == [("PATCH", STATUS_PATH), ("PATCH", node_path("n1"))]
+
+
+def test_a_hook_s_note_at_a_deletion_carries_the_resource_version_and_goes_on_past_a_refusal() -> None:
+    """A note whose answer never came, carried out after a newer one, would put the older condition back: it is refused."""
+    api = FakeApi()
+    executor = Executor(api, BODY, "v1alpha1", lambda *_: None, logging.LoggerAdapter(logging.getLogger("test"), {}))
+    condition = {"conditions": [{"type": "PostMaintenanceHookSucceeded", "status": "False"}]}
+    asyncio.run(executor.note(condition, RESOURCE_VERSION))
+    assert [(c.method, c.path, c.body) for c in api.calls] == [
+        ("PATCH", STATUS_PATH, {"metadata": {"resourceVersion": RESOURCE_VERSION}, "status": condition})]
+    api.fail("PATCH", STATUS_PATH, NotFound(404, "NotFound", "gone"))
+    asyncio.run(executor.note(condition, RESOURCE_VERSION))  # refused: let go, the hand-back goes on
