@@ -54,7 +54,11 @@ def test_a_lease_held_by_remediation_keeps_the_node_until_released(cluster: Clus
     cluster.kubectl("delete", "lease", remediation.lease_name(target), "-n", NAMESPACE)  # remediation gives it up
     eventually(lambda: nm_status(cluster, name).get("phase") == "Succeeded", "maintenance once the Lease is free", timeout=30)
     lease = _lease(cluster, target)
-    assert lease is not None and lease["spec"]["holderIdentity"] == remediation.HOLDER_IDENTITY and lease["spec"]["leaseDurationSeconds"] == remediation.REMEDIATION_LEASE_SECONDS
+    assert lease is not None and lease["spec"]["holderIdentity"] == remediation.HOLDER_IDENTITY
+    # Created for its first term, renewed to the hour once half of it has passed.
+    lease = eventually(lambda: (held := _lease(cluster, target)) is not None
+                       and held["spec"]["leaseDurationSeconds"] == remediation.REMEDIATION_LEASE_SECONDS and held,
+                       "the Lease renewed for the hour", timeout=remediation.FIRST_LEASE_SECONDS)
     assert lease["metadata"]["ownerReferences"][0]["kind"] == "Node" and lease["metadata"]["ownerReferences"][0]["name"] == target
     held = node(cluster, target)
     assert held["spec"].get("unschedulable") and _label(held) == "true"

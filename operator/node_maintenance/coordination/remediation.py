@@ -12,6 +12,11 @@ deletes the Lease. The duration is medik8s' node maintenance operator's, one hou
 half of it has passed, so a node kept in maintenance for days keeps its Lease, and a Lease left by a
 stopped operator frees within the hour (the label keeps protecting the node meanwhile).
 
+A Lease is created for a first term of a minute only, and the first renewal, half a minute later,
+extends it to the hour. A create carries no resourceVersion: one whose answer was lost may still be
+carried out by the server after the maintenance ended and its release found no Lease to delete; the
+Lease it leaves then keeps remediation from the node for that minute, not for an hour.
+
 Pure functions decide; ``runtime.leases`` does the few requests and remembers when to renew.
 """
 
@@ -31,7 +36,7 @@ DEFAULT_LEASE_NAMESPACE = "medik8s-leases"
 LEASE_NAMESPACE_ENV = "REMEDIATION_LEASE_NAMESPACE"
 HOLDER_IDENTITY = "node-maintenance-operator"
 REMEDIATION_LEASE_SECONDS = 3600
-RENEW_AFTER_SECONDS = REMEDIATION_LEASE_SECONDS / 2
+FIRST_LEASE_SECONDS = 60
 # A Lease another holder owns is looked at again this often (or when it expires, if sooner); one we may
 # not write (no permission), less often: that changes only with the operator's RBAC.
 LEASE_HELD_RECHECK_SECONDS = 5.0
@@ -52,10 +57,17 @@ def other_holder(lease: dict[str, Any] | None, now: datetime.datetime) -> str | 
 
 
 def claimed(lease: dict[str, Any] | None, node: dict[str, Any], namespace: str, now: datetime.datetime) -> dict[str, Any]:
-    """The node's Lease as we write it to hold it from ``now``, owned by the Node (it goes with it)."""
-    body = lease_rules.claimed(lease, HOLDER_IDENTITY, REMEDIATION_LEASE_SECONDS, now, {"name": lease_name(node["metadata"]["name"]), "namespace": namespace})
+    """The node's Lease as we write it to hold it from ``now``, owned by the Node (it goes with it): created for its
+    first term, taken over or renewed for the hour."""
+    duration = FIRST_LEASE_SECONDS if lease is None else REMEDIATION_LEASE_SECONDS
+    body = lease_rules.claimed(lease, HOLDER_IDENTITY, duration, now, {"name": lease_name(node["metadata"]["name"]), "namespace": namespace})
     body["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": node["metadata"]["name"], "uid": node["metadata"]["uid"]}]
     return body
+
+
+def renew_after(claim: LeaseClaim) -> float:
+    """Seconds after writing ``claim`` that the Lease is renewed: once half its term has passed."""
+    return float(claim.body["spec"]["leaseDurationSeconds"]) / 2
 
 
 def held_message(namespace: str, node_name: str, holder: str) -> str:

@@ -18,11 +18,11 @@ from node_maintenance.coordination import lease_rules
 from node_maintenance.coordination.remediation import (
     FORBIDDEN_RECHECK_SECONDS,
     HOLDER_IDENTITY,
-    RENEW_AFTER_SECONDS,
     LeaseClaim,
     LeaseState,
     LeaseView,
     lease_name,
+    renew_after,
 )
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ class LeaseKeeper:
             return LeaseState(self.namespace, self.node_name, problem="the Lease changed while we wrote it", recheck_in=0.5)
         except (Forbidden, Invalid) as error:
             return self._problem(error)
-        return LeaseState(self.namespace, self.node_name, recheck_in=RENEW_AFTER_SECONDS)
+        return LeaseState(self.namespace, self.node_name, recheck_in=renew_after(claim))
 
     def _problem(self, error: Forbidden | Invalid) -> LeaseState:
         # Invalid: no Lease can have this name (node-<name> is longer than a name may be).

@@ -30,14 +30,15 @@ def test_claiming_creates_takes_over_or_renews() -> None:
     assert created["metadata"] == {"name": "node-worker-1", "namespace": "medik8s-leases",
                                    "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": "Worker-1", "uid": "u1"}]}
     spec = created["spec"]
-    assert spec["holderIdentity"] == remediation.HOLDER_IDENTITY and spec["leaseDurationSeconds"] == 3600
+    assert spec["holderIdentity"] == remediation.HOLDER_IDENTITY and spec["leaseDurationSeconds"] == 60  # a first term: a late create holds little
     assert spec["acquireTime"] == spec["renewTime"] == stamp(0) and spec["leaseTransitions"] == 0
     taken = remediation.claimed(lease("NodeHealthCheck", 4000, leaseTransitions=2, acquireTime=stamp(5000)), NODE, "medik8s-leases", NOW)
     assert taken["spec"]["leaseTransitions"] == 3 and taken["spec"]["acquireTime"] == stamp(0)
     assert taken["metadata"]["resourceVersion"] == "3"  # the update is a compare-and-swap
+    assert taken["spec"]["leaseDurationSeconds"] == remediation.REMEDIATION_LEASE_SECONDS
     renewed = remediation.claimed(lease(remediation.HOLDER_IDENTITY, 2000, leaseTransitions=1, acquireTime=stamp(2000)), NODE, "medik8s-leases", NOW)
     assert renewed["spec"]["renewTime"] == stamp(0) and renewed["spec"]["acquireTime"] == stamp(2000)
-    assert renewed["spec"]["leaseTransitions"] == 1
+    assert renewed["spec"]["leaseTransitions"] == 1 and renewed["spec"]["leaseDurationSeconds"] == remediation.REMEDIATION_LEASE_SECONDS
 
 
 def test_the_label_is_set_and_given_back_exactly_as_it_was() -> None:

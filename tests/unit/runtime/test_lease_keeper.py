@@ -39,10 +39,26 @@ def test_the_lease_is_read_again_before_the_node_is_taken() -> None:
     keeper = LeaseKeeper(api, "medik8s-leases", "w1")
 
     async def scenario() -> None:  # due on the event loop's clock
-        keeper.remember(remediation.LeaseState("medik8s-leases", "w1", recheck_in=remediation.RENEW_AFTER_SECONDS))
+        keeper.remember(remediation.LeaseState("medik8s-leases", "w1", recheck_in=remediation.REMEDIATION_LEASE_SECONDS / 2))
         cached = await keeper.view()
         assert not cached.due and api.calls == []
         fresh = await keeper.view(fresh=True)
         assert fresh.due and fresh.read is None and [c.path for c in api.calls] == [lease_path("medik8s-leases", lease_name("w1"))]
 
     asyncio.run(scenario())
+
+
+def test_a_created_lease_is_renewed_to_the_hour_within_its_first_term() -> None:
+    """A create whose answer was lost may be carried out after the maintenance released the node: the Lease it leaves
+    holds for a minute. The keeper renews within that minute, and then each half hour."""
+    node = builders.node("w1", uid="u")
+    api = FakeApi()
+    keeper = LeaseKeeper(api, "medik8s-leases", "w1")
+    now = datetime.datetime.now(datetime.UTC)
+    created = remediation.standing(asyncio.run(keeper.view()), node, now).claim
+    assert created is not None and created.create and created.body["spec"]["leaseDurationSeconds"] == remediation.FIRST_LEASE_SECONDS
+    assert asyncio.run(keeper.write(created)).recheck_in == remediation.FIRST_LEASE_SECONDS / 2
+    ours = {**created.body, "metadata": {**created.body["metadata"], "resourceVersion": "1"}}
+    renewed = remediation.standing(remediation.LeaseView("medik8s-leases", "w1", due=True, read=ours), node, now).claim
+    assert renewed is not None and not renewed.create and renewed.body["spec"]["leaseDurationSeconds"] == remediation.REMEDIATION_LEASE_SECONDS
+    assert asyncio.run(keeper.write(renewed)).recheck_in == remediation.REMEDIATION_LEASE_SECONDS / 2
