@@ -43,32 +43,38 @@ def budget_violations(history: History) -> list[str]:
     workload scaled up meanwhile demands more of pods not Ready yet (Kubernetes' own lag, not the drain's doing), and
     one scaled down within the step was counted again before the eviction came (its budget then demanded less; a
     scale-down after the eviction within the same step is excused alike, the API's own refusal being the check). A pod
-    deleted past its budgets counts as still there until their controller counted again: that deletion bypassed them on
-    purpose (the removals judge whether its ladder step had come), the Eviction API judged the next eviction by the count
-    from before it, and the evictions are judged by what they took."""
+    deleted past its budgets counts as still there: that deletion bypassed them on purpose (the removals judge whether
+    its ladder step had come), and the evictions are judged by what they took. So does one an operator deleted before
+    it was restarted, while the budget's count (as the newest step began) predates that deletion: the Eviction API
+    judged the restarted operator's eviction by that count, and nothing told that operator of the deletion. The same
+    operator that deleted it counts it against the budget itself (``runtime.budget_watch``): no excuse then."""
     newest = history[-1]
     evicted = [pod for a in newest.of_kind(ActionKind.EVICTION) if (pod := newest.before.pods.get(a.key)) is not None and budgets.healthy(pod)]
-    covering = {key: b for key, b in newest.before.budgets.items() if any(budgets.covers(b, pod) for pod in evicted)}
-    if not covering:
-        return []
-    touched = [min((b, *_counted(newest.after.budgets.get(key))), key=lambda one: budgets.desired_healthy(one) or 0) for key, b in covering.items()]
-    counted_at = min((int(b["metadata"].get("resourceVersion") or 0) for b in covering.values()), default=0)
-    return budgets.pdb_violations(touched, {**newest.after.pods, **_bypassed(history, counted_at)}.values())
+    found = []
+    for key, before in newest.before.budgets.items():
+        if not any(budgets.covers(before, pod) for pod in evicted):
+            continue
+        touched = min((before, *_counted(newest.after.budgets.get(key))), key=lambda one: budgets.desired_healthy(one) or 0)
+        bypassed = _bypassed(history, int(before["metadata"].get("resourceVersion") or 0))
+        found += budgets.pdb_violations([touched], {**newest.after.pods, **bypassed}.values())
+    return found
 
 
 def _bypassed(history: History, counted_at: int) -> dict[str, Mapping[str, Any]]:
-    """The pods deleted past their budgets, as they were before, that the budgets' count at ``counted_at`` (the oldest
-    resourceVersion among them as the newest step began) did not know gone: those the newest step deleted, and those an
-    earlier one deleted after that count (a deletion the operator made as it was killed, and the eviction the restarted
-    one sent moments later, both fall between two counts)."""
+    """The pods deleted past their budgets, as they were before: those the newest step deleted, and those an operator
+    deleted before the newest restart and after the budget's count at ``counted_at`` (a deletion the operator made as
+    it was killed, and the eviction the restarted one sent moments later, both fall between two counts)."""
     found: dict[str, Mapping[str, Any]] = {}
+    restarted = False  # a restart came after the step looked at (within the newest step, or at its start)
     for st in reversed(history):
         newest = st is history[-1]
         if not newest and st.after.revision <= counted_at:
             break
-        for action in st.of_kind(ActionKind.POD_DELETE):
-            if (newest or action.revision > counted_at) and (pod := st.before.pods.get(action.key)) is not None:
-                found.setdefault(action.key, pod)
+        if newest or restarted:
+            for action in st.of_kind(ActionKind.POD_DELETE):
+                if (newest or action.revision > counted_at) and (pod := st.before.pods.get(action.key)) is not None:
+                    found.setdefault(action.key, pod)
+        restarted = restarted or st.started
     return found
 
 

@@ -27,10 +27,10 @@ IN_LINE_WRITES_PER_SECOND = 5.0
 
 @dataclass(frozen=True)
 class Eviction:
-    """A removal counted against a budget until the budget's watch shows it: an eviction until the budget lists the
-    pod as disrupted; a deletion past the budget (``bypassing``, an escalation step) until the budget's status is
-    written again, its controller having counted the pod gone: until then the budget still counts the pod healthy,
-    and would let another drain's eviction through on a count that no longer holds."""
+    """A removal counted against a budget: an eviction until the budget lists the pod as disrupted; a deletion past
+    the budget (``bypassing``, an escalation step) for a while (``runtime.budget_watch``): until the disruption
+    controller counts the pod gone, the budget still counts it healthy, and would let another drain's eviction
+    through on a count that no longer holds."""
 
     budget: str
     pod: str

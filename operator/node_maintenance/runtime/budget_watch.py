@@ -4,8 +4,9 @@ not counted yet.
 A budget's ``disruptionsAllowed`` drops when the Eviction API accepts an eviction (it lists the pod
 under ``disruptedPods``); until the watch shows that, an eviction we sent still counts against the
 budget here, so no drain sends more evictions than a budget allows at that moment. A deletion past the
-budget (an escalation step) lowers it only once the disruption controller has counted the pod gone and
-written the budget's status again; until the watch shows the budget changed, it counts here the same way.
+budget (an escalation step) lowers it only once the disruption controller has counted the pod gone, and
+the budget's status shows nothing that tells that count apart from the Eviction API's own writes (each
+accepted eviction writes it too): such a deletion counts here for IN_FLIGHT_SECONDS.
 """
 
 from __future__ import annotations
@@ -21,18 +22,19 @@ from node_maintenance.client.watch import Mirror, without_managed_fields
 from node_maintenance.drain.budgets import InFlight
 
 PATH = "/apis/policy/v1/poddisruptionbudgets"
-# An eviction the watch never shows counted (a lost event) stops holding its budget after this long.
+# An eviction the watch never shows counted (a lost event) stops holding its budget after this long; a deletion past
+# the budget holds it this long.
 IN_FLIGHT_SECONDS = 10.0
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class Sent:
-    """A removal counted against a budget: when it was sent, and for a deletion past the budget, the budget's
-    resourceVersion then (None: an eviction, which the budget lists under ``disruptedPods`` once accepted)."""
+    """A removal counted against a budget: when it was sent, and whether it was a deletion past the budget (else an
+    eviction, which the budget lists under ``disruptedPods`` once accepted)."""
 
     at: float
-    version: str | None
+    bypassing: bool
 
 
 class BudgetWatch:
@@ -63,8 +65,7 @@ class BudgetWatch:
 
     def sent(self, budget: str, pod: str, *, bypassing: bool = False) -> None:
         """An eviction of ``pod`` sent, or its deletion past ``budget`` (``bypassing``)."""
-        version = str(self.mirror.objects.get(budget, {}).get("metadata", {}).get("resourceVersion", "")) if bypassing else None
-        self._sent.setdefault(budget, {})[pod] = Sent(asyncio.get_running_loop().time(), version)
+        self._sent.setdefault(budget, {})[pod] = Sent(asyncio.get_running_loop().time(), bypassing)
 
     def returned(self, budget: str, pod: str) -> None:
         """The eviction was refused or never sent: it does not count against the budget."""
@@ -78,12 +79,9 @@ class BudgetWatch:
     def _forget(self) -> None:
         now = asyncio.get_running_loop().time()
         for budget, pods in list(self._sent.items()):
-            seen = self.mirror.objects.get(budget, {})
-            counted = (seen.get("status") or {}).get("disruptedPods") or {}
-            version = str(seen.get("metadata", {}).get("resourceVersion", ""))
+            counted = (self.mirror.objects.get(budget, {}).get("status") or {}).get("disruptedPods") or {}
             for pod, sent in list(pods.items()):
-                recounted = pod in counted if sent.version is None else version != sent.version
-                if recounted or now - sent.at >= IN_FLIGHT_SECONDS:  # at the bound, not after: it would be due again at once
+                if (pod in counted and not sent.bypassing) or now - sent.at >= IN_FLIGHT_SECONDS:  # at the bound, not after: it would be due again at once
                     del pods[pod]
             if not pods:
                 del self._sent[budget]

@@ -333,11 +333,17 @@ class TestRemovals:
         after = before.put(pods=[pod(name, labels={"app": "web"}, deleted_at=ago(0)) for name in ("a", "b")])
         assert violations([step(before, after, EVICT("ns/a"), EVICT("ns/b", delete=True))]) == ([broken] if broken else [])
 
-    @pytest.mark.parametrize(("counted_at", "broken"), [(4, ""), (6, "PodDisruptionBudget ns/web: 1 healthy pod(s), it demands 2")])
-    def test_a_deletion_past_the_budget_before_its_last_count_is_not_the_next_eviction_s_doing(self, counted_at: int, broken: str) -> None:
+    @pytest.mark.parametrize(("counted_at", "restarted", "broken"), [
+        (4, True, ""),
+        (6, True, "PodDisruptionBudget ns/web: 1 healthy pod(s), it demands 2"),
+        (4, False, "PodDisruptionBudget ns/web: 1 healthy pod(s), it demands 2"),
+    ])
+    def test_a_deletion_past_the_budget_before_a_restart_and_its_last_count_is_not_the_next_eviction_s_doing(
+            self, counted_at: int, restarted: bool, broken: str) -> None:
         """Seed 2804261928 of Rolling: a ladder deleted b past the budget (revision 5) as the operator was killed; the
         restarted one's eviction of a came under the budget's count from before that deletion (revision 4), which the
-        Eviction API judged by. Counted again after the deletion (revision 6), the budget would have refused it."""
+        Eviction API judged by. Counted again after the deletion (revision 6), the budget would have refused it; and
+        the operator that deleted b, had it not restarted, knew of it and had to hold the budget itself."""
         web = [pod("a", labels={"app": "web"}), pod("b", labels={"app": "web"}), pod("c", labels={"app": "web"}, node="n2")]
         laddered = pool(drain={"escalation": [{"afterSeconds": 300, "action": "DeletePods"}]})
         start = State.of(T0, 4, nodes=[held("n1", holder="m1")], pods=web, policies=[laddered],
@@ -347,7 +353,7 @@ class TestRemovals:
         before = replace(killed.put(budgets=[builders.budget("web", labels={"app": "web"}, expected=3, minAvailable=2,
                                                              resource_version=str(counted_at))]), revision=max(5, counted_at))
         after = before.put(pods=[pod("a", labels={"app": "web"}, deleted_at=ago(0))])
-        history = [step(start, killed, EVICT("ns/b", delete=True, revision=5)), step(before, after, EVICT("ns/a", revision=7), started=True)]
+        history = [step(start, killed, EVICT("ns/b", delete=True, revision=5)), step(before, after, EVICT("ns/a", revision=7), started=restarted)]
         assert violations(history) == ([broken] if broken else [])
 
     def test_an_eviction_is_judged_by_the_budget_as_it_stood_when_asked(self) -> None:
