@@ -42,7 +42,7 @@ class BudgetWatch:
         self.mirror = Mirror(kube, PATH, self._changed, slim=self._arrived)
         # listener -> the namespaces whose budgets it reads
         self._listeners: dict[Callable[[], None], Callable[[], Collection[str]]] = {}
-        self._sent: dict[str, dict[str, Sent]] = {}  # budget namespace/name -> pod name -> when sent
+        self._sent: dict[str, dict[str, Sent]] = {}  # budget namespace/name -> pod name -> its removal, counted
         self._task: asyncio.Task[None] | None = None
 
     def subscribe(self, listener: Callable[[], None], namespaces: Callable[[], Collection[str]]) -> None:
@@ -68,7 +68,7 @@ class BudgetWatch:
         self._sent.setdefault(budget, {})[pod] = Sent(asyncio.get_running_loop().time(), bypassing)
 
     def returned(self, budget: str, pod: str) -> None:
-        """The eviction was refused or never sent: it does not count against the budget."""
+        """The removal was refused or never sent: it does not count against the budget."""
         self._sent.get(budget, {}).pop(pod, None)
 
     def in_flight(self) -> dict[str, InFlight]:
