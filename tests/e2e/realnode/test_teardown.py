@@ -8,6 +8,7 @@ and what the cluster under test made, its cgroups and network namespaces, never 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -15,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -56,24 +58,49 @@ def _net_namespace(pid: int | str) -> str | None:
         return None
 
 
-def _cluster_namespaces(owner: int, workdir: str) -> set[str]:
-    """The network namespaces the running cluster made: its own (where its processes run) and its pods'."""
+@contextlib.contextmanager
+def _pinned_namespaces(owner: int, workdir: str) -> Iterator[set[str]]:
+    """The network namespaces the running cluster made (its own, where its processes run, and its pods'), held
+    open until the block ends. The kernel gives a freed namespace's number to the next one made: unheld, a
+    namespace of another cluster, made after this one's went, would pass for one this cluster left behind."""
     pids = {line.split(None, 1)[0] for line in _processes(workdir, with_pid=True)}
     for cgroup in _cgroups(owner):
         pids |= {pid for procs in cgroup.rglob("cgroup.procs") for pid in procs.read_text().split()}
-    return {ns for ns in map(_net_namespace, pids) if ns} - {_net_namespace("self")}
+    held: list[int] = []
+    try:
+        for pid in pids:
+            with contextlib.suppress(OSError):  # a process that ended meanwhile
+                held.append(os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC))
+        yield {f"net:[{os.fstat(fd).st_ino}]" for fd in held} - {_net_namespace("self")}
+    finally:
+        for fd in held:
+            os.close(fd)
 
 
-def _left_in(namespaces: set[str]) -> list[str]:
-    """Processes still in any of ``namespaces``."""
-    return [proc.name for proc in Path("/proc").iterdir() if proc.name.isdigit() and _net_namespace(proc.name) in namespaces]
+def _command_line(proc: Path) -> str:
+    try:
+        return (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return "(ended)"
 
 
-def _wait_settled(owner: int, before: dict[str, object], namespaces: set[str], timeout: float = 30) -> tuple[dict[str, object], list[str]]:
+def _left_in(namespaces: set[str], timeout: float = 30) -> list[str]:
+    """Processes still in any of ``namespaces`` once they have had ``timeout`` seconds to end, with their command lines."""
     deadline = time.monotonic() + timeout
-    while ((after := _host_state(owner)) != before or _left_in(namespaces)) and time.monotonic() < deadline:
+    while True:
+        left = [f"{proc.name}: {_command_line(proc)}"
+                for proc in Path("/proc").iterdir() if proc.name.isdigit() and _net_namespace(proc.name) in namespaces]
+        if not left or time.monotonic() >= deadline:
+            return left
         time.sleep(0.5)
-    return after, _left_in(namespaces)
+
+
+def _settled(owner: int, before: dict[str, object], timeout: float = 30) -> dict[str, object]:
+    """The host's state once it is back to ``before``, or as it is after ``timeout`` seconds (namespaces go asynchronously)."""
+    deadline = time.monotonic() + timeout
+    while (after := _host_state(owner)) != before and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return after
 
 
 def _processes(marker: str, with_pid: bool = False) -> list[str]:
@@ -110,11 +137,12 @@ def test_stopping_by_signal_leaves_nothing_behind(signum: int) -> None:
         raise AssertionError(f"the pod did not become Ready on the real node:\n{ready.stderr}\n{described}")
     assert _processes(str(workdir)), "no process of the running cluster found"
     assert _cgroups(proc.pid), "the running node made no cgroup"
-    namespaces = _cluster_namespaces(proc.pid, str(workdir))
-    assert len(namespaces) >= 2, "the cluster's network namespace and its pod's not found"
-    proc.send_signal(signum)
-    assert proc.wait(120) == 0
-    assert _wait_settled(proc.pid, before, namespaces) == (before, [])
+    with _pinned_namespaces(proc.pid, str(workdir)) as namespaces:
+        assert len(namespaces) >= 2, "the cluster's network namespace and its pod's not found"
+        proc.send_signal(signum)
+        assert proc.wait(120) == 0
+        assert _left_in(namespaces) == []
+    assert _settled(proc.pid, before) == before
     assert _processes(str(workdir)) == [] and not workdir.exists()
 
 
@@ -134,15 +162,16 @@ def test_a_program_ending_inside_the_cluster_block_leaves_nothing_behind(ending:
     before = _host_state(proc.pid)
     assert proc.stdout is not None and proc.stdin is not None
     workdir = proc.stdout.readline().strip()
-    namespaces = _cluster_namespaces(proc.pid, workdir)
-    assert namespaces, "the cluster's network namespace not found"
-    if ending == "sigterm":
-        proc.send_signal(signal.SIGTERM)
-    _, stderr = proc.communicate("\n", timeout=300)
-    if ending == "exception":
-        assert proc.returncode != 0 and "a test failed" in stderr
-    else:
-        # Taken as Ctrl-C: Python ends an uncaught KeyboardInterrupt by SIGINT.
-        assert proc.returncode == -signal.SIGINT, stderr
-    assert _wait_settled(proc.pid, before, namespaces) == (before, [])
+    with _pinned_namespaces(proc.pid, workdir) as namespaces:
+        assert namespaces, "the cluster's network namespace not found"
+        if ending == "sigterm":
+            proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate("\n", timeout=300)
+        if ending == "exception":
+            assert proc.returncode != 0 and "a test failed" in stderr
+        else:
+            # Taken as Ctrl-C: Python ends an uncaught KeyboardInterrupt by SIGINT.
+            assert proc.returncode == -signal.SIGINT, stderr
+        assert _left_in(namespaces) == []
+    assert _settled(proc.pid, before) == before
     assert _processes(workdir) == [] and not Path(workdir).exists()
