@@ -24,6 +24,9 @@ from node_maintenance_packaging.render import Inputs, bundle_output
 
 # Where OLM mounts a webhook's serving certificate in the operator's containers.
 WEBHOOK_CERT_DIR = "/tmp/k8s-webhook-server/serving-certs"
+# The releases before the startup probe: their liveness probe restarts a process silent for 75 s (15 s, then three
+# periods of 20 s), so a Ready pod within two minutes of its start is one that started on its first try.
+READY_WITHOUT_STARTUP_PROBE = 120.0
 
 
 @dataclass(frozen=True)
@@ -96,14 +99,16 @@ def _serve_webhooks(cluster: Cluster, namespace: str, name: str, deployment: dic
         cluster.kubectl("patch", "crd", CRD_NAME, "--type=merge", "-p", json.dumps(patch))
 
 
-def wait_ready(cluster: Cluster, installed: Installed, timeout: float = 120, pull_timeout: float = 600) -> dict[str, Any]:
+def wait_ready(cluster: Cluster, installed: Installed, pull_timeout: float = 600) -> dict[str, Any]:
     """Wait until the Deployment has rolled out and its pod of the current template is Ready; return that pod.
 
-    ``timeout`` counts from the moment the pod's container started, which is what the operator answers for; pulling its
-    image before is the node's work, bounded apart by ``pull_timeout`` (on a loaded machine a pull from the local
-    registry took a minute and a half, and a single deadline over both failed a release whose start was on time)."""
+    The wait counts from the moment the pod's container started, which is what the operator answers for, and lasts
+    as long as the CSV lets the kubelet wait for the operator's first answer (`start_allowance`). Pulling its image
+    before is the node's work, bounded apart by ``pull_timeout`` (on a loaded machine a pull from the local registry
+    took a minute and a half, and a single deadline over both failed a release whose start was on time)."""
     spec = installed.csv["spec"]["install"]["spec"]["deployments"][0]["spec"]
-    image = spec["template"]["spec"]["containers"][0]["image"]
+    container = spec["template"]["spec"]["containers"][0]
+    image, timeout = container["image"], start_allowance(container)
     selector = ",".join(f"{k}={v}" for k, v in spec["selector"]["matchLabels"].items())
     started: float | None = None
     for _ in polls(pull_timeout + timeout):
@@ -120,6 +125,18 @@ def wait_ready(cluster: Cluster, installed: Installed, timeout: float = 120, pul
     logs = cluster.kubectl("logs", "-n", installed.namespace, f"deployment/{installed.deployment}", "--tail=40", check=False).stdout
     when = "its container's start" if started is not None else f"its image's pull (no container started in {pull_timeout + timeout:.0f}s)"
     raise AssertionError(f"operator pod not Ready within {timeout:.0f}s of {when}\nevents:\n{events}\nlogs:\n{logs}")
+
+
+def start_allowance(container: dict[str, Any]) -> float:
+    """Seconds from a container's start to its first Ready that its probes allow. With a startup probe, the kubelet waits
+    ``periodSeconds × failureThreshold`` for a first answer (the CSV gives a replica that starts on a busy node five
+    minutes; at a load average near 30 a start took over two), then one readiness period. A release without one is given
+    ``READY_WITHOUT_STARTUP_PROBE``."""
+    startup = container.get("startupProbe")
+    if startup is None:
+        return READY_WITHOUT_STARTUP_PROBE
+    readiness = container.get("readinessProbe") or {}
+    return float(startup.get("periodSeconds", 10) * startup.get("failureThreshold", 3) + readiness.get("periodSeconds", 10))
 
 
 def _started(pod: dict[str, Any]) -> bool:
