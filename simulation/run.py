@@ -35,6 +35,7 @@ class Simulation:
         self._tasks: list[asyncio.Task[Any]] = []
         self.raised = Raised()
         self._started = False  # the operator started since the last step
+        self._taken: State | None = None  # the state last taken from the API
 
     def __enter__(self) -> Simulation:
         logging.getLogger().addHandler(self.raised)
@@ -63,7 +64,7 @@ class Simulation:
         it was stopped (a timer due at the instant of the kill, a request under way) is a step of its own, of no length,
         checked as any other."""
         if self.process is not None:
-            before, written = recorder.state(self.api), len(self.api.writes)
+            before, written = self._state(), len(self.api.writes)
             self.time.run(self.process.stop())
             if len(self.api.writes) > written:
                 self._record(before, written)
@@ -71,7 +72,7 @@ class Simulation:
 
     def step(self, seconds: float = STEP_SECONDS) -> list[str]:
         """Let everything run ``seconds`` of simulated time, record the step and check the promises on it."""
-        before, written = recorder.state(self.api), len(self.api.writes)
+        before, written = self._state(), len(self.api.writes)
         try:
             self.time.advance(seconds)
         except Spinning as spin:  # the run cannot go on: its clock would never move again
@@ -81,12 +82,19 @@ class Simulation:
 
     def _record(self, before: State, written: int) -> list[str]:
         """The step from ``before`` to now, by the writes since the ``written``-th, added to the history; what it broke."""
-        after = recorder.state(self.api)
+        after = self._state()
         self.history.append(Step(before=before, actions=recorder.actions(self.api.writes[written:], before), after=after, started=self._started))
         self._started = False
         found = [*invariants.violations(self.history), *self.raised.taken()]
         self.violations += [f"at {after.at:%H:%M:%S}: {v}" for v in found]
         return found
+
+    def _state(self) -> State:
+        """The cluster as the API holds it now: the state last taken while neither the API nor the clock has moved since
+        (a step's end is the next one's start, unless a rule wrote in between), else a new one."""
+        if self._taken is None or (self._taken.revision, self._taken.at) != (self.api.revision, self.api.clock()):
+            self._taken = recorder.state(self.api)
+        return self._taken
 
     def run_for(self, seconds: float) -> None:
         for _ in range(int(seconds / STEP_SECONDS)):
