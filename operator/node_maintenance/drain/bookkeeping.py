@@ -26,7 +26,7 @@ IN_LINE_WRITES_PER_SECOND = 5.0
 
 
 @dataclass(frozen=True)
-class Eviction:
+class Counted:
     """A removal counted against a budget: an eviction until the budget lists the pod as disrupted; a deletion past
     the budget (``bypassing``, an escalation step) for a while (``runtime.budget_watch``): until the disruption
     controller counts the pod gone, the budget still counts it healthy, and would let another drain's eviction
@@ -37,23 +37,23 @@ class Eviction:
     bypassing: bool = False
 
 
-def counted(removals: Iterable[Removal]) -> list[Eviction]:
+def counted(removals: Iterable[Removal]) -> list[Counted]:
     """The evictions a plan sends that count against a budget, and its deletions past budgets, counted before any is
     sent, so that concurrent drains see them."""
     return [counting for r in removals for counting in _counting(r)]
 
 
-def uncounted(removals: Iterable[Removal], results: Mapping[str, Attempt | None] | None) -> list[Eviction]:
+def uncounted(removals: Iterable[Removal], results: Mapping[str, Attempt | None] | None) -> list[Counted]:
     """The counted removals to take back: those the API did not accept, or never saw (``results`` None:
     the step stopped before any removal was sent)."""
     return [counting for r in removals if not (results is not None and (a := results.get(r.uid)) is not None and a.accepted)
             for counting in _counting(r)]
 
 
-def _counting(removal: Removal) -> list[Eviction]:
+def _counting(removal: Removal) -> list[Counted]:
     if removal.budget:
-        return [Eviction(removal.budget, removal.name)]
-    return [Eviction(budget, removal.name, bypassing=True) for budget in removal.bypassed] if removal.escalation else []
+        return [Counted(removal.budget, removal.name)]
+    return [Counted(budget, removal.name, bypassing=True) for budget in removal.bypassed] if removal.escalation else []
 
 
 def next_write_in(written_at: float, interval: float, now: float) -> float:

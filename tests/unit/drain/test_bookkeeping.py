@@ -17,15 +17,15 @@ def removal(name: str, budget: str | None = "app/web") -> Removal:
 
 def test_evictions_count_against_their_budget_until_the_api_accepts_or_refuses_them() -> None:
     sent = [removal("a"), removal("b"), removal("c", budget=None)]
-    assert bookkeeping.counted(sent) == [bookkeeping.Eviction("app/web", "a"), bookkeeping.Eviction("app/web", "b")]
+    assert bookkeeping.counted(sent) == [bookkeeping.Counted("app/web", "a"), bookkeeping.Counted("app/web", "b")]
     results = {"uid-a": Attempt(10.0, accepted=True), "uid-b": Attempt(10.0, refused_by=(("app/web", "7"),))}
-    assert bookkeeping.uncounted(sent, results) == [bookkeeping.Eviction("app/web", "b")]  # refused: it never counted
+    assert bookkeeping.uncounted(sent, results) == [bookkeeping.Counted("app/web", "b")]  # refused: it never counted
     assert bookkeeping.uncounted(sent, None) == bookkeeping.counted(sent)  # the step stopped before sending: none counts
 
 
 def test_a_deletion_past_budgets_counts_against_each_until_the_api_accepts_or_refuses_it() -> None:
     deleted = Removal("app", "a", "uid-a", True, None, None, escalation=Action.DELETE_PODS, bypassed=("app/web", "app/all"))
-    counted = [bookkeeping.Eviction("app/web", "a", bypassing=True), bookkeeping.Eviction("app/all", "a", bypassing=True)]
+    counted = [bookkeeping.Counted("app/web", "a", bypassing=True), bookkeeping.Counted("app/all", "a", bypassing=True)]
     assert bookkeeping.counted([deleted]) == counted
     assert bookkeeping.uncounted([deleted], {"uid-a": Attempt(10.0, accepted=True)}) == []
     assert bookkeeping.uncounted([deleted], {"uid-a": Attempt(10.0, error="refused")}) == counted
