@@ -103,6 +103,8 @@ def test_each_release_runs_from_its_image_under_its_csv(real_cluster: Cluster, p
     pod = wait_ready(real_cluster, installed)
     TIMINGS[version] = time.monotonic() - applied
     status = pod["status"]["containerStatuses"][0]
+    # Started once: neither a crash nor its liveness probe restarted it on the way to Ready.
+    assert status["restartCount"] == 0, status.get("lastState")
     assert pod["spec"]["nodeName"] == REAL_NODE
     assert status["imageID"].rsplit("@", 1)[1] == published.digest("operator", version)
     container = pod["spec"]["containers"][0]

@@ -70,11 +70,30 @@ def _pinned_namespaces(owner: int, workdir: str) -> Iterator[set[str]]:
     try:
         for pid in pids:
             with contextlib.suppress(OSError):  # a process that ended meanwhile
-                held.append(os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC))
+                process = os.open(f"/proc/{pid}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+                try:
+                    namespace = os.open("ns/net", os.O_RDONLY | os.O_CLOEXEC, dir_fd=process)
+                    # Still the cluster's process: a pid that ended since it was listed may have gone to another one.
+                    if _of_cluster(process, owner, workdir):
+                        held.append(namespace)
+                    else:
+                        os.close(namespace)
+                finally:
+                    os.close(process)
         yield {f"net:[{os.fstat(fd).st_ino}]" for fd in held} - {_net_namespace("self")}
     finally:
         for fd in held:
             os.close(fd)
+
+
+def _of_cluster(process: int, owner: int, workdir: str) -> bool:
+    """Whether the process of the /proc directory ``process`` runs from the cluster's work directory or in its cgroups."""
+
+    def read(name: str) -> str:
+        with os.fdopen(os.open(name, os.O_RDONLY | os.O_CLOEXEC, dir_fd=process), "rb") as file:
+            return file.read().decode(errors="replace")
+
+    return workdir in read("cmdline") or f"{CGROUP_PREFIX}{owner}-" in read("cgroup")
 
 
 def _command_line(proc: Path) -> str:

@@ -5,37 +5,45 @@ any write. A second in which neither changed costs them nothing, and one in whic
 from __future__ import annotations
 
 from node_maintenance.api.paths import BUDGETS, PODS, node_path
+from simulation.cluster import READY_SECONDS
 from simulation.run import Simulation
 from tests.unit import builders
 
 WORKLOAD = "app/web"
 
 
-def _quiet(sim: Simulation) -> None:
-    """Step until a second stores nothing: every pod bound and Ready, every budget counted."""
-    for _ in range(30):
+def _settled(sim: Simulation) -> int:
+    """Step until the cluster has stored nothing for longer than a pod takes to become Ready; the API's revision then."""
+    quiet = 0
+    for _ in range(60):
         revision = sim.api.revision
         sim.step()
-        if sim.api.revision == revision:
-            return
-    raise AssertionError("the cluster kept writing for 30 s")
+        quiet = quiet + 1 if sim.api.revision == revision else 0
+        if quiet > READY_SECONDS:
+            return sim.api.revision
+    raise AssertionError("the cluster kept writing for 60 s")
+
+
+def _changed_since(sim: Simulation, revision: int) -> list[str]:
+    return [f"{c.location.resource}/{c.location.name}" for c in sim.api.history if c.revision > revision]
 
 
 def test_a_scale_changed_with_nothing_stored_since_is_acted_on() -> None:
     with Simulation() as sim:
         sim.api.create(node_path(), builders.node("n1", ready=True))
-        sim.api.create("/apis/policy/v1/namespaces/app/poddisruptionbudgets", builders.budget("web", namespace="app", labels={"app": "web"}, minAvailable=1))
+        sim.api.create("/apis/policy/v1/namespaces/app/poddisruptionbudgets",
+                       builders.budget("web", namespace="app", labels={"app": "web"}, minAvailable=1))
         sim.cluster.workloads[WORKLOAD] = 2
-        _quiet(sim)
-        assert [p["spec"]["nodeName"] for p in sim.api.kept(PODS)] == ["n1", "n1"]
+        _settled(sim)
+        assert [(p["spec"]["nodeName"], p["status"]["phase"]) for p in sim.api.kept(PODS)] == [("n1", "Running")] * 2
         assert sim.api.kept(BUDGETS)[0]["status"]["expectedPods"] == 2
 
         sim.cluster.workloads[WORKLOAD] = 3  # the ReplicaSet's controller makes one more pod
-        _quiet(sim)
+        revision = _settled(sim)
         assert len(sim.api.kept(PODS)) == 3
         assert sim.api.kept(BUDGETS)[0]["status"]["expectedPods"] == 3
 
         sim.cluster.workloads[WORKLOAD] = 1  # no pod is removed, but the disruption controller expects one pod only
-        _quiet(sim)
-        assert len(sim.api.kept(PODS)) == 3
+        sim.step()
+        assert _changed_since(sim, revision) == ["poddisruptionbudgets/web"]
         assert sim.api.kept(BUDGETS)[0]["status"]["expectedPods"] == 1
