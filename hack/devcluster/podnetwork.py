@@ -43,6 +43,14 @@ def _check(result: int, what: str) -> None:
         raise OSError(errno, f"{what}: {os.strerror(errno)}")
 
 
+def make_mount_points() -> None:
+    """Make the host directories each cluster mounts its own over (``PRIVATE_DIRS``), if missing. They stay on the host,
+    empty, for every later cluster: made by a cluster as it started, they would appear on the host while it runs (the
+    first cluster on a fresh machine did that under the teardown test's eyes)."""
+    for directory in PRIVATE_DIRS:
+        Path(directory).mkdir(parents=True, exist_ok=True)
+
+
 def _unshare_network_and_mounts() -> None:
     """Runs in the holder before exec: new network and mount namespaces."""
     _check(_libc.unshare(_CLONE_NEWNET | _CLONE_NEWNS), "unshare(net, mount)")
@@ -57,12 +65,13 @@ class PodNetwork:
         self._forwarders: list[Process] = []
         # Processes here resolve cluster names (OLM dials its catalog Service by name) through the
         # cluster DNS the real node serves; the host's /etc/resolv.conf is untouched.
+        make_mount_points()
         resolv_conf = log_dir.parent / "resolv.conf"
         resolv_conf.write_text(f"nameserver {NODE_IP}\nsearch cluster.local\noptions ndots:5\n")
         script = (
             # Private propagation first: without it the host would see every container mount.
             f"mount --make-rprivate /; mount --bind {resolv_conf} /etc/resolv.conf; "
-            f"for dir in {' '.join(PRIVATE_DIRS)}; do mkdir -p $dir; mount -t tmpfs -o mode=0755 nmo-node $dir; done; "
+            f"for dir in {' '.join(PRIVATE_DIRS)}; do mount -t tmpfs -o mode=0755 nmo-node $dir; done; "
             f"ip link set lo up; ip addr add {NODE_IP}/32 dev lo; echo 1 > /proc/sys/net/ipv4/ip_forward; "
             # A route for Service IPs, as a node's default route gives them: kube-proxy's rules
             # rewrite them to pod addresses once the packet is routed at all.

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from devcluster import toolchain
+from devcluster.podnetwork import make_mount_points
 from devcluster.realnode import CGROUP_PREFIX, CGROUPS, PAUSE_TAG
 from devcluster.realnode import NAME as REAL_NODE
 
@@ -41,7 +42,10 @@ def _cgroups(owner: int) -> list[Path]:
 
 
 def _host_state(owner: int) -> dict[str, object]:
-    """What a leaked node of the cluster run by ``owner`` would leave on the host, read from the kernel."""
+    """What a leaked node of the cluster run by ``owner`` would leave on the host, read from the kernel. The empty
+    directories every cluster mounts its own over are the harness's, made once and kept: made first, so that the
+    first cluster on a fresh machine is judged like any other."""
+    make_mount_points()
     return {
         "mounts": sorted(line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()),
         "links": subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=True).stdout.count("\n"),
