@@ -103,8 +103,12 @@ def test_each_release_runs_from_its_image_under_its_csv(real_cluster: Cluster, p
     pod = wait_ready(real_cluster, installed)
     TIMINGS[version] = time.monotonic() - applied
     status = pod["status"]["containerStatuses"][0]
-    # Started once: neither a crash nor its liveness probe restarted it on the way to Ready.
-    assert status["restartCount"] == 0, status.get("lastState")
+    # Started once: neither a crash nor its liveness probe restarted it on the way to Ready. The one restart allowed is
+    # the runtime's: a container runc could not start (StartError: "unable to create new parent process", at a load
+    # average of 36), whose process never ran.
+    started_once = status["restartCount"] == 0 or (
+        status["restartCount"] == 1 and ((status.get("lastState") or {}).get("terminated") or {}).get("reason") == "StartError")
+    assert started_once, status.get("lastState")
     assert pod["spec"]["nodeName"] == REAL_NODE
     assert status["imageID"].rsplit("@", 1)[1] == published.digest("operator", version)
     container = pod["spec"]["containers"][0]
