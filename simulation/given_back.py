@@ -51,6 +51,9 @@ def recovering(history: History) -> dict[str, set[str]]:
             ongoing[node] = given
         started += st.seconds()
         ongoing = {node: r for node, r in ongoing.items() if not _ended(r, st, started)}
+    # What was written between the last step and this one (a rule's edit of the policy) is in this step's start: an
+    # edit that stops the wait ends it before this step, as the operator, told of it, may act on it within the step.
+    ongoing = {node: r for node, r in ongoing.items() if not _stops_waiting(r, history[-1].before)}
     found: dict[str, set[str]] = {}
     for node, r in ongoing.items():
         found.setdefault(r.policy, set()).add(node)
@@ -98,10 +101,14 @@ def _given_back(st: Step, started: float, drained: dict[str, set[Workload]], ong
 def _ended(r: Recovering, st: Step, ended: float) -> bool:
     """Whether the recovery has ended by the step's end (``ended``): the whole of the step that gave the node back
     counts, the operator having seen it given back no sooner."""
-    body = st.after.policies.get(r.policy)
-    if body is None or str((body.get("metadata") or {}).get("uid", "")) != r.uid or not model.Policy.of(body).wait_for_healthy:
+    if _stops_waiting(r, st.after):
         return True
     if ended - r.given >= r.cap:
         return True
     return any(not any(health.unhealthy(w, workload_object(state, w)) for w in r.workloads) for state in (st.before, st.after))
 
+
+def _stops_waiting(r: Recovering, state: State) -> bool:
+    """Whether, as ``state`` shows it, the policy ``r`` waits under is gone, replaced or no longer waits for health."""
+    body = state.policies.get(r.policy)
+    return body is None or str((body.get("metadata") or {}).get("uid", "")) != r.uid or not model.Policy.of(body).wait_for_healthy
