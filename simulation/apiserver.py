@@ -92,6 +92,7 @@ class SimulatedApi:
         self.history: list[Change] = []
         self.compacted = 0  # watches from an older resourceVersion are answered 410 Gone
         self.writes: list[Write] = []
+        self.listed: list[tuple[str, int]] = []  # each collection the operator had a listing of, at the revision listed
         self.silent = False  # open watches deliver nothing while set (a watch gone quiet without ending)
         self.latency = 0.0  # seconds a request takes there and back: others' requests and events come meanwhile
         # How long a write the caller gave up on (Fault.LATE) waits in the server before it is applied: a request queued
@@ -177,6 +178,8 @@ class SimulatedApi:
             await asyncio.sleep(self.latency / 2)  # the way back: what was applied is news before the caller hears
         if fault == Fault.LOST:
             raise Unreachable(f"simulated loss of the answer to {method} {path}")
+        if method == "GET" and not locate(path).name:
+            self.listed.append((path, int(answer["metadata"]["resourceVersion"])))
         return answer
 
     def _apply(self, method: str, path: str, query: dict[str, str], body: Any) -> Obj:

@@ -11,7 +11,7 @@ nodes rounded down, at least one unless 0%).
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,30 +31,44 @@ def policies(state: State) -> list[model.Policy]:
 def with_departed(history: History, state: State) -> State:
     """``state`` with each policy deleted within REPLACE_GRACE_SECONDS before it put back as the API last held it, unless one of its
     name exists again (a replace: the new one governs at once). Two steps short of the grace: the operator counts it on
-    its own clock, from when its watch brought the deletion. One deleted before the operator (restarted) could list it
-    is not, since nothing tells of it, unless a node in ``state`` is held under it (docs/policy.md: the operator then
-    holds); one created after the operator started was seen by its watch, even if it came and went between two
-    states, unless it was gone before the operator's first step began."""
+    its own clock, from when its watch brought the deletion. One deleted before the operator (restarted) had its first
+    listing of the policies is not, since nothing tells of it, unless a node in ``state`` is held under it (docs/policy.md:
+    the operator then holds); one that was still there at that listing, or created after it, was seen, by the listing or
+    by the watch that follows it, even if it came and went between two states."""
     recent = history[-int(REPLACE_GRACE_SECONDS / STEP_SECONDS) + 2:]
     if not recent:
         return state
-    start = max((i for i, st in enumerate(recent) if st.started), default=0)
     recorded = {policy_of(dict(node)) for name, node in state.nodes.items() if state.holder(name)}
-    listed = {name for st in recent[start:] for name in st.after.policies}  # what it could have listed since it started
-    # What existed before the operator started: it may never have seen those (a policy created since, it has, unless it
-    # was gone again before the operator's first step began: the operator lists nothing before its first step).
-    before_start = [*(then for st in recent[:start] for then in (st.before, st.after)), recent[start].before]
-    first_step = recent[start].before.revision
-    older = {_uid(body) for then in before_start for body in then.policies.values()}
+    seen = _seen(recent)
     since = recent[0].before.revision  # removed since: within the grace
     gone = [(name, body) for name, body in state.departed.items() if int(body["metadata"].get("resourceVersion") or 0) > since]
     departed: dict[str, Any] = {}
     for name, body in [*gone, *((n, b) for st in reversed(recent) for n, b in st.before.policies.items())]:
         last = state.departed.get(name) or body
-        seen = _uid(last) not in older and int(last["metadata"].get("resourceVersion") or 0) > first_step
-        if name not in state.policies and (name in listed or name in recorded or seen):
+        if name not in state.policies and (name in recorded or seen(name, last)):
             departed.setdefault(name, last)
     return state.put(policies=list(departed.values())) if departed else state
+
+
+def _seen(recent: History) -> Callable[[str, Mapping[str, Any]], bool]:
+    """Whether the operator running in the newest step saw the policy of that name, as last held (``last``). Its first
+    listing (``Step.listed``) shows those there then; its watch, those created or changed since. A history that does
+    not know the listing takes it as made when the operator's first step began, with those already there before that
+    step seen only if a state from then on shows them (it may have listed them within the step, or just after they went)."""
+    start = max((i for i, st in enumerate(recent) if st.started), default=0)
+    listing = recent[-1].listed
+    if listing is not None:
+        shown = {name for st in recent for then in (st.before, st.after) if then.revision >= listing for name in then.policies}
+        return lambda name, last: name in shown or _revision(last) > listing
+    shown = {name for st in recent[start:] for name in st.after.policies}
+    before_start = [*(then for st in recent[:start] for then in (st.before, st.after)), recent[start].before]
+    older = {_uid(body) for then in before_start for body in then.policies.values()}
+    first_step = recent[start].before.revision
+    return lambda name, last: name in shown or (_uid(last) not in older and _revision(last) > first_step)
+
+
+def _revision(body: Mapping[str, Any]) -> int:
+    return int((body.get("metadata") or {}).get("resourceVersion") or 0)
 
 
 def _uid(body: Mapping[str, Any]) -> str:

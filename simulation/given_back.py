@@ -13,7 +13,9 @@ limits count these nodes too, found by walking the history:
 - the recovery ends the first time every workload is healthy at a step's start or end (``policy.health.unhealthy``),
   once its cap has passed since the start of the step that gave it back, counted on the steps' own time (the operator
   counts it on its monotonic clock, from when it sees the node given back: a wall clock set forward, between steps,
-  ends no wait), or when its policy is gone, replaced or stops waiting for health (its entry goes with it).
+  ends no wait), or when its policy is gone, replaced or stops waiting for health (its entry goes with it). A take in
+  the newest step is judged against the recoveries still under way when it was written: one whose workloads were all
+  healthy by then (each as the step's end shows it, and written before the take) had ended.
 """
 
 from __future__ import annotations
@@ -40,8 +42,11 @@ class Recovering:
     workloads: frozenset[Workload]
 
 
-def recovering(history: History) -> dict[str, set[str]]:
-    """The nodes recovering when the newest step began, by the name of the policy that waits for them."""
+def recovering(history: History, until: int = 0) -> dict[str, set[str]]:
+    """The nodes recovering when the newest step began, by the name of the policy that waits for them; with ``until``, the
+    revision of a write of the newest step (a take), those still recovering just before it: a recovery whose workloads
+    were all healthy then (as the step's end shows them, unchanged since) ended within the step, and the operator,
+    told, may take the next node at once."""
     drained: dict[str, set[Workload]] = {}  # node → the workloads its current holder's drain removed pods of
     ongoing: dict[str, Recovering] = {}
     started = 0.0  # the step's start, in seconds of the steps' own time
@@ -54,6 +59,8 @@ def recovering(history: History) -> dict[str, set[str]]:
     # What was written between the last step and this one (a rule's edit of the policy) is in this step's start: an
     # edit that stops the wait ends it before this step, as the operator, told of it, may act on it within the step.
     ongoing = {node: r for node, r in ongoing.items() if not _stops_waiting(r, history[-1].before)}
+    if until:
+        ongoing = {node: r for node, r in ongoing.items() if not _healthy_before(r, history[-1].after, until)}
     found: dict[str, set[str]] = {}
     for node, r in ongoing.items():
         found.setdefault(r.policy, set()).add(node)
@@ -106,6 +113,13 @@ def _ended(r: Recovering, st: Step, ended: float) -> bool:
     if ended - r.given >= r.cap:
         return True
     return any(not any(health.unhealthy(w, workload_object(state, w)) for w in r.workloads) for state in (st.before, st.after))
+
+
+def _healthy_before(r: Recovering, state: State, revision: int) -> bool:
+    """Whether every workload ``r`` waits for is healthy in ``state``, each as last written before ``revision``."""
+    objects = [(w, workload_object(state, w)) for w in r.workloads]
+    return all(obj is not None and int(obj["metadata"].get("resourceVersion") or 0) < revision and not health.unhealthy(w, obj)
+               for w, obj in objects)
 
 
 def _stops_waiting(r: Recovering, state: State) -> bool:

@@ -122,6 +122,7 @@ class Take:
 
     node: str
     maintenance: str
+    revision: int = 0  # the API's resourceVersion once its node patch was applied (0: not known)
 
 
 @dataclass(frozen=True)
@@ -132,6 +133,10 @@ class Step:
     actions: tuple[Action, ...]
     after: State
     started: bool = False  # the operator (re)started just before this step: it knew nothing of the states before
+    # The API's resourceVersion when the running operator first had the answer to its listing of the policies, by this
+    # step's end; None when the history does not know it (built by hand; or not listed yet): taken as listed as its
+    # first step began.
+    listed: int | None = None
 
     def takes(self) -> list[Take]:
         """The nodes whose holder record a node patch of this step set to another NodeMaintenance than the one before."""
@@ -139,7 +144,7 @@ class Step:
         for action in self.actions:
             written, holder = action.holder_written
             if written and holder is not None and holder != holder_of(dict(self.before.nodes.get(action.key) or {})):
-                found.append(Take(node=action.key, maintenance=holder))
+                found.append(Take(node=action.key, maintenance=holder, revision=action.revision))
         return found
 
     def seconds(self) -> float:

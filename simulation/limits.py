@@ -25,9 +25,9 @@ def limit_violations(history: History) -> list[str]:
         return []
     after = counting.with_departed(history, newest.after)
     knew = counting.with_departed(history[:-1], known(history))
-    recovering = given_back.recovering(history)
     found = []
     for take in takes:
+        recovering = given_back.recovering(history, until=take.revision)
         node_before = newest.before.nodes.get(take.node) or {}
         was_down = bool(node_before) and model.unavailable(node_before)
         governing = set(counting.governed_by(after, take.node))

@@ -8,7 +8,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from node_maintenance.api.paths import POLICY_CRD, POLICY_VERSION
+from node_maintenance.api.paths import POLICY_CRD, POLICY_VERSION, policy_path
 from simulation import invariants, recorder
 from simulation.apiserver import Fault, SimulatedApi
 from simulation.clock import SimulatedTime, Spinning
@@ -35,6 +35,7 @@ class Simulation:
         self._tasks: list[asyncio.Task[Any]] = []
         self.raised = Raised()
         self._started = False  # the operator started since the last step
+        self._lists_before = 0  # how many listings the API had answered when the running operator started
         self._taken: State | None = None  # the state last taken from the API
 
     def __enter__(self) -> Simulation:
@@ -56,6 +57,7 @@ class Simulation:
 
     def start_operator(self) -> None:
         self._started = True
+        self._lists_before = len(self.api.listed)
         self.process = Process(self.api)
         self.time.run(_started(self.process))
 
@@ -83,7 +85,9 @@ class Simulation:
     def _record(self, before: State, written: int) -> list[str]:
         """The step from ``before`` to now, by the writes since the ``written``-th, added to the history; what it broke."""
         after = self._state()
-        self.history.append(Step(before=before, actions=recorder.actions(self.api.writes[written:], before), after=after, started=self._started))
+        listed = next((revision for path, revision in self.api.listed[self._lists_before:] if path == policy_path()), None)
+        self.history.append(Step(before=before, actions=recorder.actions(self.api.writes[written:], before), after=after,
+                                 started=self._started, listed=listed))
         self._started = False
         found = [*invariants.violations(self.history), *self.raised.taken()]
         self.violations += [f"at {after.at:%H:%M:%S}: {v}" for v in found]

@@ -146,6 +146,21 @@ def test_a_fault_drawn_is_what_the_operator_sees_and_a_lost_answer_was_applied()
     run(body)
 
 
+def test_a_listing_counts_as_the_operator_s_only_once_it_had_the_answer() -> None:
+    """What the judge takes as the operator's first listing (``Step.listed``): not one refused, nor one whose answer was lost."""
+    async def body() -> None:
+        faults = iter([Fault.REFUSED, Fault.LOST, Fault.NONE, Fault.NONE])
+        server = api(lambda _method, _path: next(faults))
+        for _ in range(2):
+            with pytest.raises((ServerError, Unreachable)):
+                await server.request("GET", node_path())
+        server.create(node_path(), node("n1", spec={}))
+        await server.request("GET", node_path())
+        await server.get(node_path("n1"))
+        assert server.listed == [(node_path(), server.revision)]
+    run(body)
+
+
 def test_a_late_write_is_carried_out_after_the_caller_gave_up_against_what_is_stored_then() -> None:
     async def body() -> None:
         faults = iter([Fault.LATE, Fault.LATE, Fault.NONE])

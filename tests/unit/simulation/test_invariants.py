@@ -115,6 +115,21 @@ class TestLimits:
         found = violations([step(before, before), *steps, take])
         assert any("2 nodes in maintenance (n1, n2), maxParallel allows 1" in f for f in found) is broken
 
+    @pytest.mark.parametrize(("listed", "broken"), [(4, False), (2, True)])
+    def test_a_policy_gone_before_the_restarted_operator_s_first_listing_paces_nothing(self, listed: int, broken: bool) -> None:
+        """Seed 638710011 of Windowed: the restarted operator's first listings failed, and the policy, created by a replace
+        after the restart, was deleted by the next before the listing that was answered (``Step.listed``), no node held
+        under it: nothing told the operator of it (docs/policy.md, "Deleting or replacing a policy"). Listed before it
+        went, it paces for its grace."""
+        maintenances = [nm("m1", "n1"), nm("m2", "n2")]
+        nodes = [held("n1", holder="m1", policy=None), free("n2")]
+        start = State.of(T0, 1, nodes=nodes, maintenances=maintenances)
+        brief = {**pool(maxParallel=1), "metadata": {"name": "p", "uid": "brief", "resourceVersion": "3"}}
+        gone = State.of(T0, 4, nodes=nodes, maintenances=maintenances, departed=[brief])
+        take = step(gone, gone.put(nodes=[held("n2", holder="m2", policy=None)]), builders.take_patch(free("n2"), "m2"))
+        found = violations([step(start, start, started=True), step(start, gone), replace(take, listed=listed)])
+        assert any("2 nodes in maintenance (n1, n2), maxParallel allows 1" in f for f in found) is broken
+
     def test_a_held_node_relabelled_out_of_the_pool_still_counts_against_the_policy_it_was_taken_under(self) -> None:
         moved = held("n1", holder="m1", labels={"role": "other"})
         found = taking([moved, free("n2"), free("n3")], "n2", "m2", policy=pool(maxParallel=1), maintenances=[nm("m1", "n1")])
@@ -655,6 +670,19 @@ class TestGivenBack:
     ])
     def test_its_slot_is_free_once(self, case: str, seconds: int, changes: dict[str, Any]) -> None:
         assert self.take_n2(self.first(), seconds, **changes) == []
+
+    @pytest.mark.parametrize(("healthy_at", "broken"), [(7, False), (9, True)])
+    def test_a_recovery_ended_within_a_step_frees_its_slot_for_a_take_written_after(self, healthy_at: int, broken: bool) -> None:
+        """Seed 3774077545 of Zoned: web became healthy within a step, and the operator, told, took the next node in the
+        same step. Healthy only after the take's write (a later resourceVersion), web still held the slot then."""
+        steps = self.first()
+        last = steps[-1].after
+        now = last.put(at(60))
+        healthy = replicaset("web", 3)
+        healthy = {**healthy, "metadata": {**healthy["metadata"], "resourceVersion": str(healthy_at)}}
+        take = replace(builders.take_patch(free("n2"), "m2", "p"), revision=8)
+        found = violations([*steps, step(last, now), step(now, now.put(nodes=[held("n2", holder="m2")], replicasets=[healthy]), take)])
+        assert [("2 nodes in maintenance (n1, n2)" in f) for f in found] == ([True] if broken else [])
 
     def test_a_wall_clock_set_forward_ends_no_wait(self) -> None:
         """Seed 2316501198 of Rolling: the wall clock jumped an hour between two steps, and the next node was taken at once.
