@@ -1,10 +1,6 @@
 """Draining the node a step holds: which pods go now, the escalation ladder, the timeout, and the status that says so.
 
-Pacing: a pod under a PodDisruptionBudget is evicted only while the budget allows another disruption
-(less the evictions already sent to it), and a pod the budget refused waits until the budget changes;
-one held back only by evictions in flight is looked at again when they stop counting, should the
-budget's change never be seen (an answer lost on the way).
-Pods without a budget go at once; refused or failed ones are tried again at their attempt's time.
+Which pods eviction removes at a step, paced by their budgets and the drain rules, is ``drain.evicting``'s.
 
 Escalation (spec.drain.escalation, opt-in): from a step's afterSeconds past drainStartTime on, the pods eviction has not
 removed are deleted instead, bypassing their budgets (ForceDeletePods: with grace period 0, those still terminating
@@ -19,12 +15,12 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from node_maintenance.api import conditions, timestamps
 from node_maintenance.coordination import quorum
-from node_maintenance.drain import blocking, budgets, elapsed, escalation_guard, events, handback, rules, status, taking
+from node_maintenance.drain import blocking, budgets, elapsed, escalation_guard, events, evicting, handback, status, taking
 from node_maintenance.drain.plans import Action, Attempt, Escalation, Maintenance, OnTimeout, Plan, Removal
 from node_maintenance.drain.podindex import Facts, PodIndex
 from node_maintenance.drain.taking import Taken
@@ -92,7 +88,7 @@ def drain(scene: Scene) -> Plan:
 def _timed_out(scene: Scene) -> Plan:
     """Past spec.drain.timeoutSeconds: fail and keep the node, or (onTimeout HandBack) give it back and end."""
     m = scene.maintenance
-    waiting = removals(m, scene.to_go, scene.coverage, scene.now, scene.attempts, scene.in_flight)
+    waiting = evicting.removals(m, scene.to_go, scene.coverage, scene.now, scene.attempts, scene.in_flight)
     names = ", ".join(f"{ns}/{name}" for ns, name in scene.pending)
     left = f"drain timed out after {m.timeout}s with pods left: {names} ({waiting.text() or 'still terminating'})"
     entries, deadlocks = _blocked_by(scene, (), waiting.blocked)
@@ -111,7 +107,7 @@ def _timed_out(scene: Scene) -> Plan:
 def _running(scene: Scene) -> Plan:
     """Removing pods: those eviction takes now, and those the escalation step due deletes instead."""
     m = scene.maintenance
-    step = removals(m, scene.to_go, scene.coverage, scene.now, scene.attempts, scene.in_flight)
+    step = evicting.removals(m, scene.to_go, scene.coverage, scene.now, scene.attempts, scene.in_flight)
     escalated: list[dict[str, Any]] = list(m.status.get("escalatedPods") or [])
     told = list(scene.taken.events)
     ladder = () if scene.drained else m.escalation
@@ -178,86 +174,7 @@ def _event(kind: events.Type, reason: str, message: str) -> events.Event:
     return events.Event(on_node=False, type=kind, reason=reason, message=message)
 
 
-@dataclass
-class Step:
-    """What eviction does at one step: the pods it removes, those a budget holds, their errors, when to look again."""
-
-    removals: list[Removal] = field(default_factory=list)
-    blocked: dict[str, str] = field(default_factory=dict)  # pod ref -> budget holding it
-    held: set[str] = field(default_factory=set)  # uids of the pods the drain rules hold (a later order, WaitCompleted, misannotated)
-    errors: dict[str, str] = field(default_factory=dict)  # pod ref -> last error
-    recheck_in: float | None = None
-
-    def wake_in(self, seconds: float) -> None:
-        self.recheck_in = seconds if self.recheck_in is None else min(self.recheck_in, seconds)
-
-    def text(self) -> str:
-        parts = [f"{pod} waits on PodDisruptionBudget {budget}" for pod, budget in sorted(self.blocked.items())]
-        parts += [f"{pod}: {error}" for pod, error in sorted(self.errors.items())]
-        return "; ".join(parts)
-
-
-def removals(m: Maintenance, to_go: list[Facts], coverage: budgets.Coverage, now: datetime.datetime,
-             attempts: Mapping[str, Attempt], in_flight: Mapping[str, budgets.InFlight]) -> Step:
-    """The pods eviction (or, for finished ones, deletion) removes now, paced by their budgets and the drain rules."""
-    step = Step()
-    # What the drain rules and the budgets say of each pod, read before the pods are gone through.
-    held = rules.held((f.pod, f.treatment) for f in to_go if f.treatment is not None) if m.terms.rules is not None else {}
-    paced = {f.uid for f in to_go if not f.finished and len(f.budgets) == 1 and not budgets.passes(f.asks, coverage.budgets[f.budgets[0]])}
-    clock = now.timestamp()
-    left: dict[str, int] = {}
-    for pod in to_go:
-        attempt = attempts.get(pod.uid)
-        if pod.leaving:
-            continue  # on its way out
-        if pod.uid in held:  # a later order, or a pod left to complete by itself
-            step.held.add(pod.uid)
-            if held[pod.uid]:
-                step.errors[pod.ref] = held[pod.uid]
-            continue
-        if attempt and attempt.accepted and attempt.not_before > clock:
-            step.wake_in(attempt.not_before - clock)  # accepted: the watch shows it terminating soon
-            continue
-        if pod.uid in paced:  # its one budget paces it
-            name = pod.budgets[0]
-            budget = coverage.budgets[name]
-            version = budget["metadata"].get("resourceVersion", "")
-            flight = in_flight.get(name)
-            if name not in left:
-                left[name] = _allowed(budget) - (flight.count if flight else 0)
-            refused_here = attempt is not None and (name, version) in attempt.refused_by
-            if left[name] > 0 and not refused_here:
-                left[name] -= 1
-                step.removals.append(_removal(m, pod, name, version))
-            else:
-                step.blocked[pod.ref] = name  # tried again when the budget changes
-                if flight:
-                    step.wake_in(flight.expires_in)
-            continue
-        if attempt and attempt.not_before > clock:
-            step.wake_in(attempt.not_before - clock)
-            if attempt.error:
-                step.errors[pod.ref] = attempt.error
-            continue
-        step.removals.append(_removal(m, pod, None))
-    return step
-
-
-def _allowed(budget: dict[str, Any]) -> int:
-    """Disruptions the budget allows now; none until the disruption controller has processed it."""
-    observed = budget.get("status") or {}
-    if observed.get("observedGeneration", -1) < budget["metadata"].get("generation", 0):
-        return 0
-    return int(observed.get("disruptionsAllowed") or 0)
-
-
-def _removal(m: Maintenance, pod: Facts, budget: str | None, version: str = "") -> Removal:
-    meta = pod.pod["metadata"]
-    return Removal(namespace=meta["namespace"], name=meta["name"], uid=pod.uid, delete=pod.finished, grace=m.grace, budget=budget,
-                   budget_version=version)
-
-
-def deletions(m: Maintenance, stage: Escalation, to_go: list[Facts], step: Step, attempts: Mapping[str, Attempt],
+def deletions(m: Maintenance, stage: Escalation, to_go: list[Facts], step: evicting.Step, attempts: Mapping[str, Attempt],
               clock: float, escalated: list[dict[str, Any]]) -> list[Removal]:
     """The pods ``stage`` deletes now: those the drain waits for that eviction has not removed and no eviction goes for in this step
     (for ForceDeletePods, those still terminating too), never a mirror or a DaemonSet pod, nor one the drain rules hold (``step.held``:

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from node_maintenance.coordination import quorum, remediation
-from node_maintenance.drain import draining, status, taking
+from node_maintenance.drain import draining, evicting, status, taking
 from node_maintenance.drain.budgets import Coverage, InFlight
 from node_maintenance.drain.plans import Attempt, Escalation, Maintenance, Plan, Removal
 from node_maintenance.drain.podindex import PodIndex
@@ -81,6 +81,6 @@ def escalations(m: Maintenance, node_pods: list[dict[str, Any]], budgets: list[d
     ladder = []
     for stage in m.escalation:
         at = started + datetime.timedelta(seconds=stage.after)
-        step = draining.removals(m, to_go, coverage, at, {}, {})
+        step = evicting.removals(m, to_go, coverage, at, {}, {})
         ladder.append((stage, at, () if over else tuple(draining.deletions(m, stage, to_go, step, {}, at.timestamp(), []))))
     return ladder

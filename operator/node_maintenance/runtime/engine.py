@@ -1,8 +1,8 @@
 """The drain engine of one NodeMaintenance: read → plan → execute → remember, each time something changes.
 
-Each step reads what it decides from (:class:`Reading`, frozen: the NodeMaintenance with its stored status, its node,
-what the policies know of it, and for a drain step its pods, their budgets, the Lease and the control plane), plans
-with pure functions (``policy.terms`` then ``drain.planner``), has the executor carry the plan out, and remembers what
+Each step reads what it decides from (``runtime.reading.Reading``, frozen: the NodeMaintenance with its stored status,
+its node, what the policies know of it, and for a drain step its pods, their budgets, the Lease and the control plane),
+plans with pure functions (``policy.terms`` then ``drain.planner``, joined by ``runtime.reading.plan``), has the executor carry the plan out, and remembers what
 came back (``drain.memory.remember``, which also says when to look again). What it watches of its own follows the
 step's :class:`~node_maintenance.drain.memory.WatchMode` (``drain_watches``). It plans again whenever a watch reports a
 change, when the NodeMaintenance changes, or when the plan asked to look again at a given time.
@@ -16,7 +16,7 @@ import dataclasses
 import datetime
 import functools
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,10 +26,10 @@ from node_maintenance.api.conversion import convert
 from node_maintenance.api.paths import node_path
 from node_maintenance.client.errors import KubeError
 from node_maintenance.client.protocol import KubeApi
-from node_maintenance.coordination import quorum, remediation
-from node_maintenance.drain import bookkeeping, budgets, escalation_guard, handback, memory, nodes, planner, status
+from node_maintenance.coordination import quorum
+from node_maintenance.drain import bookkeeping, budgets, escalation_guard, handback, memory, nodes, status
 from node_maintenance.drain.memory import Memory, Outcome, WatchMode
-from node_maintenance.drain.plans import Attempt, Maintenance, Plan
+from node_maintenance.drain.plans import Maintenance, Plan
 from node_maintenance.drain.podindex import PodIndex
 from node_maintenance.policy import terms
 from node_maintenance.runtime import giving_back, metrics
@@ -40,6 +40,7 @@ from node_maintenance.runtime.drain_watches import LATE_PODS_SECONDS, DrainWatch
 from node_maintenance.runtime.executor import EventSink, Executor
 from node_maintenance.runtime.leases import LeaseKeeper
 from node_maintenance.runtime.policies.view import Policies
+from node_maintenance.runtime.reading import Reading, plan
 
 
 @dataclass
@@ -63,43 +64,6 @@ class Caches:
     namespaces: set[str] = field(default_factory=set)  # of the node's pods, as last planned: whose budgets wake this drain
     coverage: budgets.Coverage | None = None  # which budgets select the pods, kept while the budgets' selectors stay the same
     index: PodIndex | None = None  # the node's pods as planned, kept while they are watched
-
-
-@dataclass(frozen=True)
-class Reading:
-    """Everything one step decides from."""
-
-    body: dict[str, Any]  # the NodeMaintenance in v1beta1, its stored status merged in
-    foreign: bool  # someone else wrote the status it shows
-    now: datetime.datetime
-    monotonic: float  # the event loop's clock when ``now`` was read: a drain's time is counted on it (``memory.seen``)
-    maintenance: Maintenance | None  # the planner's view (None: handed back at its timeout, it has ended)
-    node: dict[str, Any] | None
-    live: frozenset[str] | None = None  # the uids of the node's pods, for a drain step
-    waits: bool = False  # in line: the policies' waiting plan is carried out instead of a drain
-    pods: PodIndex | None = None
-    disruption_budgets: list[dict[str, Any]] = field(default_factory=list)  # of the pods' namespaces
-    coverage: budgets.Coverage | None = None
-    lease: remediation.LeaseView | None = None
-    members: quorum.Members | None = None
-    daemonsets: Mapping[str, bool] = field(default_factory=dict)
-    in_flight: Mapping[str, budgets.InFlight] = field(default_factory=dict)
-    attempts: Mapping[str, Attempt] = field(default_factory=dict)  # what the last removals met
-    holder_exists: bool = False
-    taking: bool = False  # a drain step for a node no other maintenance holds
-    coordinated: bool = False  # Leases are held: a hand-back lets the node's go (read for an ended maintenance)
-
-
-def plan(reading: Reading) -> Plan:
-    """The step's plan: the ended status written again with what is left of the hand-back it records, or the planner's
-    (the policies' waiting plan, or the drain's: a maintenance in line has no pods read)."""
-    m = reading.maintenance
-    if m is None:
-        left = handback.unfinished(reading.body["metadata"]["name"], reading.body["spec"]["nodeName"], reading.node, reading.coordinated)
-        return Plan(phase=str(reading.body["status"].get("phase") or ""), status=dict(reading.body["status"]), handback=left)
-    return planner.plan(m, reading.node, reading.pods if reading.pods is not None else [], reading.disruption_budgets, reading.now, holder_exists=reading.holder_exists,
-                        daemonsets=reading.daemonsets, attempts=reading.attempts, in_flight=reading.in_flight, lease=reading.lease,
-                        members=reading.members, coverage=reading.coverage)
 
 
 def _in_line(m: Maintenance) -> float:
