@@ -53,11 +53,12 @@ def with_departed(history: History, state: State) -> State:
 def _seen(recent: History) -> Callable[[str, Mapping[str, Any]], bool]:
     """Whether the operator running in the newest step saw the policy of that name, as last held (``last``). Its first
     listing (``Step.listed``) shows those there then; its watch, those created or changed since. A history that does
-    not know the listing takes it as made when the operator's first step began, with those already there before that
-    step seen only if a state from then on shows them (it may have listed them within the step, or just after they went)."""
+    not know the listing, or whose newest step wrote before it (a take before the policies were listed, which nothing
+    excuses), takes it as made when the operator's first step began, with those already there before that step seen
+    only if a state from then on shows them (it may have listed them within the step, or just after they went)."""
     start = max((i for i, st in enumerate(recent) if st.started), default=0)
     listing = recent[-1].listed
-    if listing is not None:
+    if listing is not None and all(action.revision >= listing for action in recent[-1].actions):
         shown = {name for st in recent for then in (st.before, st.after) if then.revision >= listing for name in then.policies}
         return lambda name, last: name in shown or _revision(last) > listing
     shown = {name for st in recent[start:] for name in st.after.policies}

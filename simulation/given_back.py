@@ -45,8 +45,8 @@ class Recovering:
 def recovering(history: History, until: int = 0) -> dict[str, set[str]]:
     """The nodes recovering when the newest step began, by the name of the policy that waits for them; with ``until``, the
     revision of a write of the newest step (a take), those still recovering just before it: a recovery whose workloads
-    were all healthy then (as the step's end shows them, unchanged since) ended within the step, and the operator,
-    told, may take the next node at once."""
+    were all healthy then (as the step's end shows them, unchanged since) ended within the step. A sufficient sign, not
+    the whole rule: a workload deleted, or written again after the take, still counts as not healthy here."""
     drained: dict[str, set[Workload]] = {}  # node → the workloads its current holder's drain removed pods of
     ongoing: dict[str, Recovering] = {}
     started = 0.0  # the step's start, in seconds of the steps' own time

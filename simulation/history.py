@@ -133,9 +133,9 @@ class Step:
     actions: tuple[Action, ...]
     after: State
     started: bool = False  # the operator (re)started just before this step: it knew nothing of the states before
-    # The API's resourceVersion when the running operator first had the answer to its listing of the policies, by this
-    # step's end; None when the history does not know it (built by hand; or not listed yet): taken as listed as its
-    # first step began.
+    # The resourceVersion the running operator's first listing of the policies it had the answer to was served at, by
+    # this step's end; None when the history does not know it (built by hand; or not listed yet): taken as listed as
+    # its first step began.
     listed: int | None = None
 
     def takes(self) -> list[Take]:

@@ -36,6 +36,7 @@ class Simulation:
         self.raised = Raised()
         self._started = False  # the operator started since the last step
         self._lists_before = 0  # how many listings the API had answered when the running operator started
+        self._listed: int | None = None  # the revision of the running operator's first listing of the policies, once made
         self._taken: State | None = None  # the state last taken from the API
 
     def __enter__(self) -> Simulation:
@@ -57,7 +58,7 @@ class Simulation:
 
     def start_operator(self) -> None:
         self._started = True
-        self._lists_before = len(self.api.listed)
+        self._lists_before, self._listed = len(self.api.listed), None
         self.process = Process(self.api)
         self.time.run(_started(self.process))
 
@@ -85,9 +86,11 @@ class Simulation:
     def _record(self, before: State, written: int) -> list[str]:
         """The step from ``before`` to now, by the writes since the ``written``-th, added to the history; what it broke."""
         after = self._state()
-        listed = next((revision for path, revision in self.api.listed[self._lists_before:] if path == policy_path()), None)
+        if self._listed is None:
+            self._listed = next((revision for path, revision in self.api.listed[self._lists_before:] if path == policy_path()), None)
+            self._lists_before = len(self.api.listed)
         self.history.append(Step(before=before, actions=recorder.actions(self.api.writes[written:], before), after=after,
-                                 started=self._started, listed=listed))
+                                 started=self._started, listed=self._listed))
         self._started = False
         found = [*invariants.violations(self.history), *self.raised.taken()]
         self.violations += [f"at {after.at:%H:%M:%S}: {v}" for v in found]

@@ -14,9 +14,9 @@ deliberate delete ends the policy's pacing once the grace has passed. The grace 
 started again knows nothing of a policy deleted before. What it can see is a node held under a policy that does not
 exist (the node records the policy it was taken under): a replace under way, or a deletion it missed, it cannot tell
 which, so for DEPARTED_GRACE_SECONDS from its first listing the policies count as unknown (no node is taken, and that
-node's drain, which has no rules to keep, removes nothing), and the maintenances say why. A policy deleted while the
-operator was down with no node held under it leaves nothing to tell it by: its line goes unpaced for the replace's own
-gap (about a second). The maintenances' own statuses are no evidence: the drains rewrite them as soon as they start.
+node's drain, which has no rules to keep, removes nothing), and the maintenances say why. A policy deleted before the
+operator's first listing (while it was down, or while it started and its first listings failed) with no node held
+under it leaves nothing to tell it by: its line goes unpaced for the replace's own gap (about a second). The maintenances' own statuses are no evidence: the drains rewrite them as soon as they start.
 """
 
 from __future__ import annotations
