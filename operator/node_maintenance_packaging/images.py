@@ -12,8 +12,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from .errors import PackagingError
 from .files import write
-from .imagetool import TOOLS, Builder, pick
+from .imagetool import TOOLS, Builder, pick, registry_host, unanswered
 from .operator_image import build_operator_image
 from .render import RELEASES_FILE, Inputs, bundle_output, catalog_output, load_inputs
 
@@ -46,6 +47,9 @@ def build_images(
     """Build and push operator and bundle images (of ``release``, the newest by default, or of every
     release up to ``through``) and the catalog image of those releases. ``cache``: see
     ``build_operator_image``."""
+    if reason := unanswered(registry, tls_verify):
+        raise PackagingError(f"pushing {registry}/: nothing answers at {registry_host(registry)} ({reason}); check --registry, "
+                             "and that the registry is up")
     builder = Builder(pick(tool), tls_verify=tls_verify)
     assembler = Builder(pick("umoci"), tls_verify=tls_verify)  # the operator image needs no engine
     built: list[Built] = []

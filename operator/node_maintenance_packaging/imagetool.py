@@ -12,8 +12,11 @@ import json
 import os
 import shlex
 import shutil
+import ssl
 import subprocess
 import tempfile
+import urllib.error
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,6 +36,34 @@ def run_tool(argv: list[str], what: str) -> str:
         detail = (result.stderr or result.stdout).strip().splitlines()
         raise PackagingError(f"{what} failed: {detail[-1] if detail else f'exit {result.returncode}'}")
     return result.stdout
+
+
+def registry_host(registry: str) -> str:
+    """The host a registry prefix (``host[:port]/path``) pushes to: its first component when that names a host (a dot,
+    a port or localhost, as image references are read), else Docker Hub's."""
+    first = registry.split("/", 1)[0]
+    return first if "." in first or ":" in first or first == "localhost" else "registry-1.docker.io"
+
+
+def unanswered(registry: str, tls_verify: bool, timeout: float = 10.0) -> str:
+    """Why nothing answers at ``registry``'s host ("" when something does), asked before anything is built, so that a
+    wrong --registry fails in a second, not after the first image. Any answer counts: an HTTP status (401 asks for the
+    login the push brings) or a TLS handshake (the push's tool may trust a CA this process does not); a plain-HTTP
+    registry is tried only when TLS is not verified, as the tools then fall back to it."""
+    reason = ""
+    for scheme in ("https", "http") if not tls_verify else ("https",):
+        try:
+            urllib.request.urlopen(f"{scheme}://{registry_host(registry)}/v2/", timeout=timeout).close()
+            return ""
+        except urllib.error.HTTPError:
+            return ""
+        except urllib.error.URLError as error:
+            if isinstance(error.reason, ssl.SSLError):  # a TLS handshake, whatever its certificate: something answers
+                return ""
+            reason = str(error.reason)
+        except OSError as error:  # a connection reset or a timeout while reading the answer
+            reason = str(error)
+    return reason
 
 
 def available(tool: str) -> bool:
