@@ -17,7 +17,7 @@ from node_maintenance_packaging.imagetool import registry_host, unanswered
 
 
 class _AsksForLogin(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:
         self.send_response(401)
         self.end_headers()
 
