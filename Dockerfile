@@ -9,7 +9,7 @@ ARG VERSION
 WORKDIR /src
 COPY pyproject.toml setup.py releases.yaml README.md ./
 COPY operator/ operator/
-COPY hack/install-app.sh hack/operator-image.lock hack/
+COPY hack/install-app.sh hack/operator-image.lock hack/build-backend.lock hack/
 RUN test -n "${VERSION}" || { echo "pass --build-arg VERSION=<a release in releases.yaml>" >&2; exit 2; }; \
     sh hack/install-app.sh "${VERSION}" /opt/node-maintenance-operator
 

@@ -55,10 +55,13 @@ tools: venv
 image-cache: venv system-deps
 	$(PY) -m devcluster images
 
-# The operator image's dependencies, pinned with their hashes for every platform the image is built for
-# (hack/install-app.sh installs exactly these); run after changing pyproject.toml's dependencies.
+# The operator image's dependencies, and the build backend its wheel is built with, pinned with their hashes for
+# every platform the image is built for (hack/install-app.sh installs exactly these); run after changing
+# pyproject.toml's dependencies or build-system.
 lock: venv
 	$(VENV)/bin/uv pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes --no-header --quiet -o hack/operator-image.lock
+	$(PY) -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"]))' | \
+	  $(VENV)/bin/uv pip compile - --universal --python-version 3.11 --generate-hashes --no-header --quiet -o hack/build-backend.lock
 
 render: venv
 	$(VENV)/bin/nmo-pack all

@@ -5,7 +5,10 @@
 # compiled ahead with hash-based invalidation, because the image's root filesystem is read-only.
 # The dependencies are exactly those of hack/operator-image.lock (`make lock` writes it from pyproject.toml),
 # each wheel checked against the lock's hashes when it is downloaded and again when it is installed, from
-# the downloaded wheels alone (no index): nothing of the same name elsewhere can take their place.
+# the downloaded wheels alone (no index): nothing of the same name elsewhere can take their place. The wheel
+# is built by the backend of hack/build-backend.lock (pyproject.toml's build-system, locked the same way), not
+# by whatever setuptools the index offers that day: its version is written into the image (dist-info/WHEEL),
+# so two builds of the same source, a day apart, give the same image.
 set -eu
 if [ $# -lt 2 ]; then
   echo "usage: install-app.sh VERSION TARGET [PREFIX]  (VERSION: a release in releases.yaml)" >&2
@@ -20,7 +23,10 @@ trap 'rm -rf "$work"' EXIT
 mkdir "$work/src" "$work/wheels"
 tar -cf - --exclude='__pycache__' --exclude='*.egg-info' pyproject.toml setup.py releases.yaml README.md operator |
   tar -xf - -C "$work/src"
-(cd "$work/src" && NMO_VERSION=$version "$python" -m pip wheel --quiet --no-deps --wheel-dir "$work/wheels" .)
+"$python" -m pip install --quiet --only-binary=:all: --require-hashes --no-warn-script-location --target "$work/backend" \
+  -r hack/build-backend.lock
+(cd "$work/src" && PYTHONPATH="$work/backend" NMO_VERSION=$version "$python" -m pip wheel --quiet --no-deps --no-build-isolation \
+  --wheel-dir "$work/wheels" .)
 "$python" -m pip download --quiet --only-binary=:all: --require-hashes --dest "$work/deps" -r hack/operator-image.lock
 # The operator's own wheel, built just now, is pinned by its own hash beside the lock's. It is named as a
 # requirement found among the wheels, not by its path: pip would record a path (a temporary one) in the

@@ -131,7 +131,7 @@ def operator_layout(builder: Builder, root: Path, version: str, reference: str, 
 
 
 # What the build stage reads: the files install-app.sh packs, the recipe itself and the Dockerfile.
-_INPUTS = ("Dockerfile", "hack/install-app.sh", "hack/operator-image.lock", "pyproject.toml", "setup.py", "releases.yaml", "README.md", "operator")
+_INPUTS = ("Dockerfile", "hack/install-app.sh", "hack/operator-image.lock", "hack/build-backend.lock", "pyproject.toml", "setup.py", "releases.yaml", "README.md", "operator")
 
 
 def _inputs_key(root: Path, args: dict[str, str]) -> str:
