@@ -15,7 +15,7 @@ from pathlib import Path
 from .errors import PackagingError
 from .files import write
 from .imagetool import TOOLS, Builder, pick, registry_host, unanswered
-from .operator_image import build_operator_image
+from .operator_image import build_operator_image, image_cache
 from .render import RELEASES_FILE, Inputs, bundle_output, catalog_output, load_inputs
 
 
@@ -105,6 +105,7 @@ def _run(args: argparse.Namespace) -> int:
         tls_verify=args.tls_verify,
         pin_digests=args.pin_digests,
         base_image=args.base_image,
+        cache=image_cache() if args.cache else None,
     ):
         print(f"{item.role}\t{item.reference}\t{item.digest}")
     return 0
@@ -127,4 +128,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     cmd.add_argument("--tool", choices=("auto", *TOOLS), default="auto", help="bundle and catalog image tool (default: the first available of %(choices)s)")
     cmd.add_argument("--tls-verify", action=argparse.BooleanOptionalAction, default=True, help="verify registry TLS (off for a local plain-HTTP registry)")
     cmd.add_argument("--pin-digests", action="store_true", help="release build: reference built images by digest in the bundles and the catalog")
+    cmd.add_argument("--cache", action="store_true",
+                     help="reuse an operator image built before from the same inputs (kept in the image cache; the build is reproducible)")
     cmd.set_defaults(handler=_run)

@@ -43,7 +43,8 @@ BUILD_STAGE = "build"
 
 
 def image_cache() -> Path:
-    """Where the base image is kept between runs: outside the work tree, like the Go tool cache."""
+    """Where the Python bases and the operator images (``--cache``) are kept between runs: outside the work tree,
+    like the Go tool cache."""
     if env := os.environ.get("NMO_IMAGE_CACHE"):
         return Path(env)
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")

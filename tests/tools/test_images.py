@@ -37,7 +37,10 @@ def _nmo_pack(*args: str, env: dict[str, str] | None = None) -> subprocess.Compl
 
 
 def _build(registry: str, opm_image: str, *extra: str) -> dict[str, tuple[str, str]]:
-    result = _nmo_pack("images", "--registry", registry, "--opm-image", opm_image, "--no-tls-verify", *extra)
+    """``nmo-pack images`` to ``registry``, the operator image taken from the image cache (``--cache``): these tests
+    are about the bundle and catalog images; test_operator_image builds the operator image afresh, and shows the
+    cache holds what a fresh build gives."""
+    result = _nmo_pack("images", "--registry", registry, "--opm-image", opm_image, "--no-tls-verify", "--cache", *extra)
     assert result.returncode == 0, result.stderr
     rows = [line.split("\t") for line in result.stdout.splitlines()]
     return {role: (reference, digest) for role, reference, digest in rows}
@@ -200,7 +203,7 @@ def test_operator_dockerfile_passes_hadolint() -> None:
 )
 def test_clear_errors_without_tracebacks(registry: Registry, case: str, args: list[str], message: str) -> None:
     args = [a.format(registry=registry.host) for a in args]
-    result = _nmo_pack("images", *args, "--no-tls-verify")
+    result = _nmo_pack("images", *args, "--no-tls-verify", "--cache")
     assert result.returncode == 2, case
     assert "Traceback" not in result.stderr
     assert result.stderr.startswith("nmo-pack: error: ") and message.format(registry=registry.host) in result.stderr, result.stderr

@@ -1,5 +1,6 @@
 """The operator image: the Dockerfile built by a container engine from a Python base and nmo-pack's
-daemonless build of the same Dockerfile give the same file tree and the same configuration."""
+daemonless build of the same Dockerfile give the same file tree and the same configuration; and the daemonless
+build is reproducible: the image cache hands out what a fresh build gives."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 
 from devcluster.registry import Registry
 from node_maintenance_packaging.imagetool import Builder, pick
-from node_maintenance_packaging.operator_image import BUILD_BASE_PACKAGES, base_layout, build_operator_image
+from node_maintenance_packaging.operator_image import BUILD_BASE_PACKAGES, base_layout, build_operator_image, image_cache, operator_layout
 
 from ..releases import HEAD
 
@@ -63,9 +64,27 @@ def _tree(root: Path) -> dict[str, tuple[str, int, str]]:
 
 
 @pytest.fixture(scope="module")
-def both(registry: Registry, tmp_path_factory: pytest.TempPathFactory) -> tuple[tuple[Path, dict[str, Any]], tuple[Path, dict[str, Any]]]:
-    base, build_base = f"{registry.host}/python-base:test", f"{registry.host}/python-build:test"
-    _push(base_layout(), base)
+def base(registry: Registry) -> str:
+    """The Python base the image cache builds on, pushed as an image of its own."""
+    pushed = f"{registry.host}/python-base:test"
+    _push(base_layout(), pushed)
+    return pushed
+
+
+@pytest.fixture(scope="module")
+def daemonless(registry: Registry, base: str) -> str:
+    """nmo-pack's daemonless build of the operator image, afresh (no cache): its digest."""
+    assembler = Builder(pick("umoci"), tls_verify=False)
+    try:
+        return build_operator_image(assembler, ROOT, VERSION, f"{registry.host}/daemonless:{VERSION}", base_image=base)
+    finally:
+        assembler.close()
+
+
+@pytest.fixture(scope="module")
+def both(registry: Registry, base: str, daemonless: str,
+         tmp_path_factory: pytest.TempPathFactory) -> tuple[tuple[Path, dict[str, Any]], tuple[Path, dict[str, Any]]]:
+    build_base = f"{registry.host}/python-build:test"
     _push(base_layout(packages=BUILD_BASE_PACKAGES), build_base)  # a build stage needs pip
     # The build stage fetches wheels: it trusts what this machine trusts.
     engine = Builder(pick("buildah"), tls_verify=False, run_volumes=("/etc/ssl/certs:/etc/ssl/certs:ro",))
@@ -74,11 +93,6 @@ def both(registry: Registry, tmp_path_factory: pytest.TempPathFactory) -> tuple[
                               {"PYTHON_IMAGE": base, "BUILD_IMAGE": build_base, "VERSION": VERSION})
     finally:
         engine.close()
-    assembler = Builder(pick("umoci"), tls_verify=False)
-    try:
-        build_operator_image(assembler, ROOT, VERSION, f"{registry.host}/daemonless:{VERSION}", base_image=base)
-    finally:
-        assembler.close()
     return (_unpack(f"{registry.host}/engine:{VERSION}", tmp_path_factory.mktemp("engine")),
             _unpack(f"{registry.host}/daemonless:{VERSION}", tmp_path_factory.mktemp("daemonless")))
 
@@ -87,6 +101,18 @@ def _own_record(path: str) -> bool:
     """Files each build writes with its own tools: bytecode of its own interpreter's patch release, and
     pip's record of the install (whose layout differs between pip releases). Their paths must still agree."""
     return path.endswith(".pyc") or path.endswith(".dist-info/RECORD")
+
+
+def test_the_image_cache_holds_what_a_fresh_build_gives(daemonless: str) -> None:
+    """``nmo-pack images --cache`` and the tests' published images take the operator image from the cache, perhaps
+    built days before from the same inputs (``make image-cache``): only a reproducible build makes that the image a
+    build gives now. It was not, while the wheel's build backend was the newest the index offered (dist-info/WHEEL)."""
+    assembler = Builder(pick("umoci"), tls_verify=False)
+    try:
+        cached = operator_layout(assembler, ROOT, VERSION, f"cached:{VERSION}", cache=image_cache())
+    finally:
+        assembler.close()
+    assert json.loads((cached / "index.json").read_text())["manifests"][0]["digest"] == daemonless
 
 
 def test_both_ways_install_the_same_files(both: tuple[tuple[Path, dict[str, Any]], tuple[Path, dict[str, Any]]]) -> None:
