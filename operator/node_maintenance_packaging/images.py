@@ -47,14 +47,14 @@ def build_images(
     """Build and push operator and bundle images (of ``release``, the newest by default, or of every
     release up to ``through``) and the catalog image of those releases. ``cache``: see
     ``build_operator_image``."""
-    if reason := unanswered(registry, tls_verify):
-        raise PackagingError(f"pushing {registry}/: nothing answers at {registry_host(registry)} ({reason}); check --registry, "
-                             "and that the registry is up")
     builder = Builder(pick(tool), tls_verify=tls_verify)
     assembler = Builder(pick("umoci"), tls_verify=tls_verify)  # the operator image needs no engine
     built: list[Built] = []
     digests: dict[str, str] = {}
     try:
+        if reason := unanswered(registry, tls_verify):  # asked once the tools are known to be there, before any build
+            raise PackagingError(f"pushing {registry}/: nothing answers at {registry_host(registry)} ({reason}); check --registry, "
+                                 "and that the registry is up")
         inputs = load_inputs(root / RELEASES_FILE, registry=registry, through=through)
         wanted = inputs.releases.releases if all_releases else [inputs.releases.get(release) if release else inputs.releases.current]
 
