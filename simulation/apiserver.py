@@ -72,9 +72,10 @@ class Change:
     after: Obj | None
 
 
-def _error(code: int, reason: str, message: str, causes: list[Obj] | None = None) -> ApiError:
-    """The typed error the operator's client makes of the Status the real server would send."""
-    details: Obj = {"causes": causes} if causes else {}
+def _error(code: int, reason: str, message: str, causes: list[Obj] | None = None, about: Obj | None = None) -> ApiError:
+    """The typed error the operator's client makes of the Status the real server would send (``about``: the kind, the
+    resource's plural, and name of the object it is about, as a 404 for a missing object names them)."""
+    details: Obj = {**(about or {}), **({"causes": causes} if causes else {})}
     return api_error(code, reason, {"kind": "Status", "status": "Failure", "reason": reason, "message": message, "code": code, "details": details})
 
 
@@ -256,7 +257,7 @@ class SimulatedApi:
     def _existing(self, location: Location) -> Obj:
         found = self.objects.get(location.of_object())
         if found is None:
-            raise _error(404, "NotFound", f'{location.resource} "{location.name}" not found')
+            raise _error(404, "NotFound", f'{location.resource} "{location.name}" not found', about={"kind": location.resource, "name": location.name})
         return found
 
     def _selected(self, obj: Obj, query: dict[str, str]) -> bool:

@@ -90,6 +90,10 @@ class Engine:
         self.log = log
         self.watches = DrainWatches(shared.kube, shared.cordoned, self.node_name, self.wake)
         self.wanted = WatchMode.NOTHING  # what the last step needs
+        # Its NodeMaintenance went without the deletion our finalizer guards (created and deleted while kopf could not
+        # add it, kopf's watch broken): kopf stops no daemon for it and calls no deletion handler, so the drain ends
+        # itself and its daemon gives the node back (handlers.maintain).
+        self.gone = False
         self.memory = Memory.of(first.get("status") or {})
         self.caches = Caches()
         self._changed = asyncio.Event()
@@ -106,6 +110,8 @@ class Engine:
                 self._changed.clear()
                 try:
                     recheck = await self.step()
+                    if self.gone:
+                        return
                 except KubeError as error:  # an API hiccup must not end the maintenance
                     self.log.warning("maintenance step failed; retrying: %s", error)
                     recheck = memory.ERROR_RETRY_SECONDS
@@ -137,6 +143,9 @@ class Engine:
             return reading  # nothing to plan now: look again then
         decided = plan(reading)
         outcome, carried = await self.execute(decided, reading)
+        # Gone on the API server's word: a 404 naming the object, not a version it does not serve (yet). kopf's index is
+        # no proof either way: a watch that relists never tells of an object that went meanwhile.
+        self.gone = outcome.missing
         # The drain is counted from the instant this step decided on, not from after it was carried out.
         seen = memory.seen(self.memory, decided.status, memory.Clock(reading.now.timestamp(), reading.monotonic))
         self.memory, recheck = memory.remember(seen, decided, outcome, memory.Clock(timestamps.now().timestamp(), asyncio.get_running_loop().time()), carried,

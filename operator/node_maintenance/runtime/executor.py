@@ -15,6 +15,7 @@ import random
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from typing import Any, TypeVar
 
+from node_maintenance import api
 from node_maintenance.api import timestamps
 from node_maintenance.api.conversion import status_fields
 from node_maintenance.api.paths import jobs_path, nm_path, node_path, pod_path
@@ -92,7 +93,7 @@ class Executor:
             written = await self._write_status(stored, plan.status, version)
         except KubeError as error:  # nothing it was to record is done: the next step writes it again, then does it
             self.log.warning("writing the status failed; trying again before going on: %s", error)
-            return Outcome(lease=lease, status_failed=True)
+            return Outcome(lease=lease, status_failed=True, missing=isinstance(error, NotFound) and error.names(api.PLURAL, self.name))
         if plan.handback is not None:
             try:
                 if why := await ready() if ready else "":

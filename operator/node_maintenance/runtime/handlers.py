@@ -6,7 +6,7 @@ version the installed CRD serves and builds a registry for it. What they share c
 
 One daemon per NodeMaintenance runs its drain ``Engine`` until the object is deleted; every change
 of the object wakes the engine; the deletion handler (which makes kopf keep our finalizer on every
-object) gives the node back. An index of NodeMaintenance names, which kopf fills before any handler
+object) gives the node back, and so does the daemon of an object gone without that deletion. An index of NodeMaintenance names, which kopf fills before any handler
 runs, tells an engine whether the holder its node names still exists.
 """
 
@@ -21,6 +21,7 @@ from typing import Any, cast
 import kopf
 
 from node_maintenance import api
+from node_maintenance.client.errors import KubeError
 from node_maintenance.client.http import MAX_REQUEST_CONNECTIONS, client_session
 from node_maintenance.runtime import giving_back
 from node_maintenance.runtime.engine import Engine, Shared
@@ -30,6 +31,8 @@ FINALIZER = f"{api.GROUP}/finalizer"
 FINALIZER_POLL_SECONDS = 0.2
 # How long kopf waits for a daemon to end once its NodeMaintenance is deleted, before it looks again later.
 DAEMON_EXIT_SECONDS = 0.1
+# How soon a hand-back of a NodeMaintenance gone without its deletion is tried again after an error with no delay of its own.
+RETRY_SECONDS = 5.0
 
 
 @dataclasses.dataclass
@@ -90,7 +93,9 @@ def names(name: str, **_: Any) -> dict[str, bool]:
 
 
 async def maintain(body: kopf.Body, stopped: kopf.DaemonStopped, memo: Memo, names: kopf.Index[str, bool], **_: Any) -> None:
-    """Drive the drain until kopf stops the daemon (the object is deleted, or the operator stops)."""
+    """Drive the drain until kopf stops the daemon (the object is deleted, or the operator stops); for an object gone
+    without the deletion our finalizer guards, which kopf neither stops a daemon for nor hands to ``remove``, until its
+    node is given back."""
     name = body["metadata"]["name"]
     # kopf starts daemons before its finalizer is on the object: a node taken then would stay cordoned if the
     # NodeMaintenance were deleted before the finalizer landed, since nothing would give it back. Take nothing till then.
@@ -100,11 +105,33 @@ async def maintain(body: kopf.Body, stopped: kopf.DaemonStopped, memo: Memo, nam
     log = _logger(body)
     # kopf keeps `body` current; the engine reads it through the conversion, which copies it.
     engine = Engine(memo.shared, lambda: dict(body), log, exists=lambda holder: holder in names)
-    memo.engines[name] = Running(engine, asyncio.create_task(engine.run()))
+    memo.engines[name] = running = Running(engine, asyncio.create_task(engine.run()))
+    stopping = asyncio.ensure_future(stopped.wait())
     try:
-        await stopped.wait()
+        await asyncio.wait((running.task, stopping), return_when=asyncio.FIRST_COMPLETED)
+        if engine.gone:  # gone without our deletion: nothing else gives its node back
+            log.warning("the NodeMaintenance is gone without its deletion being seen; its node is given back")
+            await _given_back(body, memo, stopped)
+        else:  # the daemon lives as long as its object: kopf stops it
+            await stopping
     finally:
+        stopping.cancel()
         await stop_drain(memo, name)
+
+
+async def _given_back(body: kopf.Body, memo: Memo, stopped: kopf.DaemonStopped) -> None:
+    """Give the node back as the deletion handler does, trying again as kopf would, until it is done or the daemon stops."""
+    while True:
+        try:
+            await remove(body, memo)
+            return
+        except kopf.TemporaryError as error:
+            delay = error.delay or RETRY_SECONDS
+        except KubeError as error:
+            _logger(body).warning("giving the node back failed; trying again: %s", error)
+            delay = RETRY_SECONDS
+        if await stopped.wait(delay):
+            return
 
 
 async def stop_drain(memo: Memo, name: str) -> None:

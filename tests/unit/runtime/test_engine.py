@@ -9,8 +9,10 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from node_maintenance.api.paths import daemonset_path, lease_path, nm_path, node_path, pod_path
-from node_maintenance.client.errors import Conflict, Unreachable
+from node_maintenance.client.errors import Conflict, NotFound, Unreachable
 from node_maintenance.drain import nodes
 from node_maintenance.drain.memory import ERROR_RETRY_SECONDS, WatchMode
 from node_maintenance.runtime.budget_watch import BudgetWatch
@@ -259,6 +261,23 @@ def test_a_status_the_server_could_not_take_is_written_again_after_a_pause_not_a
         assert await engine.step() == ERROR_RETRY_SECONDS
         assert await engine.step() == ERROR_RETRY_SECONDS  # still due, still not sent: a pause again
         assert await engine.step() is not None and api.calls_to("PATCH", nm_path("nm1", subresource="status"))[-1]
+
+    run(scenario)
+
+
+@pytest.mark.parametrize(("details", "gone"), [({"kind": "nodemaintenances", "name": "nm1"}, True), ({}, False)])
+def test_a_maintenance_is_gone_when_the_api_says_so_by_name(details: dict[str, str], gone: bool) -> None:
+    """The soak's seed 1795887490: a NodeMaintenance went without the deletion our finalizer guards, its drain took the
+    node and met a 404 on every status write since, for good. A 404 that names no object is a version the server does
+    not serve (yet): the drain goes on then."""
+    api = FakeApi()
+    engine = an_engine(api, runtime_nm("nm1"), runtime_node(), [], [])
+    api.fail("PATCH", nm_path("nm1", subresource="status"), NotFound(404, "NotFound", 'nodemaintenances "nm1" not found', details))
+
+    async def scenario() -> None:
+        await engine.step()
+        assert api.writes()[0] == ("PATCH", node_path("n1"))  # it took the node
+        assert engine.gone is gone
 
     run(scenario)
 
