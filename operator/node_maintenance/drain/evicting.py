@@ -49,13 +49,13 @@ def removals(m: Maintenance, to_go: list[Facts], coverage: budgets.Coverage, now
     left: dict[str, int] = {}
     for pod in to_go:
         attempt = attempts.get(pod.uid)
-        if pod.leaving:
-            continue  # on its way out
-        if pod.uid in held:  # a later order, or a pod left to complete by itself
+        if pod.uid in held:  # a later order, or a pod left to complete by itself; terminating too: no ladder hastens it
             step.held.add(pod.uid)
-            if held[pod.uid]:
+            if held[pod.uid] and not pod.leaving:
                 step.errors[pod.ref] = held[pod.uid]
             continue
+        if pod.leaving:
+            continue  # on its way out
         if attempt and attempt.accepted and attempt.not_before > clock:
             step.wake_in(attempt.not_before - clock)  # accepted: the watch shows it terminating soon
             continue

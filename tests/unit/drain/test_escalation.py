@@ -114,6 +114,14 @@ LADDER_ROWS = [
         (again(pods=[BATCH_0, DB_0, MISSPELT], budgets=[zero_budget(), DB_BUDGET],
                now=NOW + datetime.timedelta(seconds=5)),
          shows(escalated=[("db-0", FORCE_DELETE_PODS, 0, "app/db")], evicted=[]))),
+    row("a later order's pod already terminating is not forced out before the earlier order's pods are gone",
+        # Seed 895490158 of Windowed: db-0 left early (evicted while the restarted operator knew no policy, the policy
+        # being replaced); the ladder's ForceDeletePods then hastened it with web-0 still on the node.
+        (scene(maintenance(started(61), escalation=LADDER, terms=policy_terms(rules=(LAST,))),
+               pods=[WEB, scene_pod("db-0", labels={"app": "db"}, deleted_at=ago(20))], budgets=[zero_budget()]),
+         shows(escalated=[("web-0", FORCE_DELETE_PODS, 0, "app/web")], escalated_names=[("web-0", FORCE_DELETE_PODS)])),
+        (again(pods=[scene_pod("db-0", labels={"app": "db"}, deleted_at=ago(20))], now=NOW + datetime.timedelta(seconds=5)),
+         shows(escalated=[("db-0", FORCE_DELETE_PODS, 0, None)]))),
     row("the steps count from drainStartTime: time spent in the queue does not count",
         # Waiting for its slot for an hour, it takes its node now: the first step comes 30 s from now.
         (scene(maintenance({"phase": "Pending", "lastError": ""}, escalation=LADDER), node=scene_node(), pods=[WEB], budgets=[zero_budget()]),
