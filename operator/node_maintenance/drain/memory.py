@@ -59,7 +59,7 @@ class Outcome:
     refused_jobs: Mapping[str, str | None] = field(default_factory=dict)  # hook Job name -> why it was refused (None: created)
     status_written: bool = False  # the plan's status was sent (it differed from the one stored)
     status_failed: bool = False  # sending it failed: it is still to be written
-    missing: bool = False  # the API answered that the NodeMaintenance does not exist (a 404 naming it): it is gone
+    missing: bool = False  # the NodeMaintenance does not exist: a 404 naming it, and a read of it finding none
     handback_held: str = ""  # why the hand-back the stored status records is not done yet: the next step does it
 
 

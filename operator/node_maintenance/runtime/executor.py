@@ -93,7 +93,7 @@ class Executor:
             written = await self._write_status(stored, plan.status, version)
         except KubeError as error:  # nothing it was to record is done: the next step writes it again, then does it
             self.log.warning("writing the status failed; trying again before going on: %s", error)
-            return Outcome(lease=lease, status_failed=True, missing=isinstance(error, NotFound) and error.names(api.PLURAL, self.name))
+            return Outcome(lease=lease, status_failed=True, missing=await self._missing(error))
         if plan.handback is not None:
             try:
                 if why := await ready() if ready else "":
@@ -110,6 +110,17 @@ class Executor:
             metrics.DRAIN_SECONDS.observe(plan.drained_after)
         return Outcome(attempts=dict(zip((r.uid for r in plan.removals), results, strict=True)), lease=lease, refused_jobs=refused,
                        status_written=written)
+
+    async def _missing(self, error: KubeError) -> bool:
+        """Whether the NodeMaintenance is gone: its status write met a 404 naming it, and a read of the object itself
+        finds none (a version whose status subresource is not enabled answers a 404 naming the object too; one of its
+        name made again is not this drain's to give back). In doubt, it is not."""
+        if not (isinstance(error, NotFound) and error.names(api.PLURAL, self.name)):
+            return False
+        try:
+            return await self.kube.get(nm_path(self.name, version=self.version)) is None
+        except KubeError:
+            return False
 
     async def hand_back(self, handback: Handback, node: dict[str, Any] | None) -> bool:
         """Carry out a hand-back whole (:func:`whole`); False when the node is to be read again and decided on afresh:

@@ -112,6 +112,8 @@ async def maintain(body: kopf.Body, stopped: kopf.DaemonStopped, memo: Memo, nam
         if engine.gone:  # gone without our deletion: nothing else gives its node back
             log.warning("the NodeMaintenance is gone without its deletion being seen; its node is given back")
             await _given_back(body, memo, stopped)
+        elif running.task.done():  # an error the engine could not handle: raised, and kopf starts the daemon again
+            running.task.result()
         else:  # the daemon lives as long as its object: kopf stops it
             await stopping
     finally:
