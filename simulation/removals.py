@@ -60,8 +60,10 @@ def removal_violations(history: History) -> list[str]:
         m = terms.governed(body, policy, plans.PolicyTerms())
         found += [f"pod {removal.key} {verb} from node {node} by NodeMaintenance {m.name}, but {why}"
                   for why in _kept(before, m, policy, pod, node, gone)]
+        # Decided within the step, or at the end of the one before and carried out now (a request under way as the
+        # operator was stopped, its wall clock set back in between): the window as it stood at any of those instants.
         if policy is not None and policy.window_end == model.WindowEnd.PAUSE and not pods.finished(pod) \
-                and not counting.window_open(policy, before.at, newest.after.at):
+                and not counting.window_open(policy, before.at, newest.after.at, *(st.after.at for st in history[-2:-1])):
             found.append(f"pod {removal.key} {verb} from node {node} by NodeMaintenance {m.name}, but no window of "
                          f"NodeMaintenancePolicy {policy.name} was open and its windowEnd is Pause")
         if removal.kind is ActionKind.POD_DELETE and not pods.finished(pod):

@@ -289,6 +289,19 @@ class TestRemovals:
         assert found == ([paused] if broken else [])
         assert removing([pod("a", phase="Succeeded")], EVICT("ns/a", delete=True), policy=policy) == []  # a finished pod may go
 
+    @pytest.mark.parametrize(("decided_at", "broken"), [(11, False), (8, True)])
+    def test_under_window_end_pause_a_removal_decided_in_the_window_may_land_after_the_clock_was_set_back(self, decided_at: int,
+                                                                                                         broken: bool) -> None:
+        """Seed 205355035 of Rolling: the ladder's deletion, decided as the step before ended in a window (10:00 to 12:00),
+        was still under way when the wall clock was set back out of it and the operator was stopped; it landed then."""
+        policy = pool(windows=[{"schedule": "0 10 * * *", "duration": "2h"}], windowEnd="Pause")
+        earlier = State.of(T0.replace(hour=decided_at) - datetime.timedelta(seconds=1), nodes=[held("n1", holder="m1")], pods=[pod("a")],
+                           policies=[policy], maintenances=[nm("m1", "n1")])
+        decided = earlier.put(T0.replace(hour=decided_at))
+        set_back = decided.put(T0.replace(hour=9))  # out of the window, between two steps
+        found = violations([step(earlier, decided), step(set_back, set_back, EVICT("ns/a"))])
+        assert [("no window of NodeMaintenancePolicy p was open" in f) for f in found] == ([True] if broken else [])
+
     @pytest.mark.parametrize(("removed_by", "web_removed_at", "broken"), [
         ("drain", None, True),  # web still on the node when db went
         ("drain", 6, False),  # the drain deleted web at grace 0, then evicted db (revision 7)
