@@ -72,11 +72,12 @@ def base(registry: Registry) -> str:
 
 
 @pytest.fixture(scope="module")
-def daemonless(registry: Registry, base: str) -> str:
-    """nmo-pack's daemonless build of the operator image, afresh (no cache): its digest."""
+def daemonless(registry: Registry) -> str:
+    """nmo-pack's daemonless build of the operator image, afresh (no cache), on the Python base the image cache builds
+    on (the image ``base`` pushes): its digest."""
     assembler = Builder(pick("umoci"), tls_verify=False)
     try:
-        return build_operator_image(assembler, ROOT, VERSION, f"{registry.host}/daemonless:{VERSION}", base_image=base)
+        return build_operator_image(assembler, ROOT, VERSION, f"{registry.host}/daemonless:{VERSION}")
     finally:
         assembler.close()
 

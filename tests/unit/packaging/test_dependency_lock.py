@@ -66,3 +66,4 @@ def test_the_recipe_builds_the_wheel_with_the_locked_backend_only() -> None:
     wheel = recipe[recipe.index(" pip wheel "):]
     assert "--no-build-isolation" in wheel.split(")")[0] and 'PYTHONPATH="$work/backend"' in recipe
     assert "hack/build-backend.lock" in (ROOT / "Dockerfile").read_text()
+    assert "!hack/build-backend.lock" in (ROOT / ".dockerignore").read_text().splitlines()  # in an engine's build context
