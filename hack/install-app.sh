@@ -36,6 +36,10 @@ for wheel in "$work/wheels"/*.whl; do
 done > "$work/operator.txt"
 "$python" -m pip install --quiet --no-index --require-hashes --only-binary=:all: --no-compile --no-warn-script-location \
   --target "$target" --find-links "$work/deps" --find-links "$work/wheels" -r hack/operator-image.lock -r "$work/operator.txt"
-# Console scripts name the build machine's interpreter; the image runs `python3 -m node_maintenance`.
+# Console scripts name the build machine's interpreter; the image runs `python3 -m node_maintenance`. pip's records
+# of them go too: their hashes follow that interpreter's path, and two checkouts would build two images.
 rm -rf "$target/bin"
+for record in "$target"/*.dist-info/RECORD; do
+  sed -i '/^\(\.\.\/\)*bin\//d' "$record"
+done
 "$python" -m compileall -q -j 0 --invalidation-mode unchecked-hash -s "$target" -p "$prefix" "$target" >/dev/null
