@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,8 +126,7 @@ class Process:
 
     async def _daemon(self, kept: Kept, name: str) -> None:
         if handlers.FINALIZER not in (kept.body["metadata"].get("finalizers") or []):
-            written = await self._until_written(kept, name, lambda: self.api.patch(nm_path(name), {"metadata": {"finalizers": [
-                *(kept.body["metadata"].get("finalizers") or []), handlers.FINALIZER]}}))
+            written = await self._until_written(kept, name, lambda: [*(kept.body["metadata"].get("finalizers") or []), handlers.FINALIZER])
             if not written:
                 return
         if kept.body["metadata"].get("deletionTimestamp"):
@@ -157,18 +156,20 @@ class Process:
             except Exception:  # as kopf does, with its traceback: nobody foresaw it
                 log.exception("deletion handler of %s failed", name)
                 await asyncio.sleep(RETRY_SECONDS)
-        left = [f for f in kept.body["metadata"].get("finalizers") or [] if f != handlers.FINALIZER]
-        await self._until_written(kept, name, lambda: self.api.patch(nm_path(name), {"metadata": {"finalizers": left or None}}))
+        await self._until_written(kept, name, lambda: [f for f in kept.body["metadata"].get("finalizers") or [] if f != handlers.FINALIZER])
 
-    async def _until_written(self, kept: Kept, name: str, write: Any) -> bool:
-        """kopf's own writes (its finalizer) on ``kept`` are tried again until the API takes them, or until the object is
-        gone: kopf's patch_obj takes a 404 for an object deleted meanwhile, and kopf writes to an object only while it
-        handles that object. A retry onto a NodeMaintenance of the name made later would strip its finalizer (seed 1373037640
-        of Rolling); the model never makes one. False when the object was gone."""
+    async def _until_written(self, kept: Kept, name: str, finalizers: Callable[[], list[str]]) -> bool:
+        """kopf's own writes (its finalizer: ``finalizers()``, the list wanted, from the body as it stands) on ``kept``,
+        tried again until the API takes them, or until the object is gone: kopf's patch_obj takes a 404 for an object
+        deleted meanwhile, and kopf writes to an object only while it handles that object. Each write is conditional on
+        the resourceVersion of the body it was made from, as kopf's JSON patch is (its ``test`` op), so a write carried
+        out late, or retried, never lands on a NodeMaintenance of the name made since (seeds 1373037640 of Rolling and
+        1886062486 of Late: its finalizer stripped, and the node it then took never given back). False when the object was gone."""
         uid = kept.body["metadata"].get("uid")
         while self.kept.get(name) is kept and kept.body["metadata"].get("uid") == uid:
             try:
-                await write()
+                await self.api.patch(nm_path(name), {"metadata": {"finalizers": finalizers() or None,
+                                                                  "resourceVersion": kept.body["metadata"]["resourceVersion"]}})
                 return True
             except NotFound:
                 return False
