@@ -10,7 +10,9 @@ was made in its turn and stands, whatever came since (a window closing, or an ol
 a wall clock set back can stamp one). Nor is a take after a window closed by a maintenance that waited in that window
 with room for its node and none older waiting that fitted too, since the operator last started: the operator may have
 granted its slot then, and that grant stands through the close (docs/policy.md, "Maintenance windows") even when the
-status never showed it (the drain held before writing it, the policies unknown a moment: seed 1373037640 of Rolling).
+status never showed it (the drain held before writing it, the policies unknown a moment: seed 1373037640 of Rolling), and
+even when the states show that window's policy gone, deleted by a replace at the instant the maintenance was created
+(a policy deleted moments ago still paces: ``counting.with_departed``; seed 1091069782 of Windowed).
 Whether the take itself had room is :mod:`simulation.limits`' check.
 """
 
@@ -59,8 +61,12 @@ def _fitted_in_a_window(history: History, policy: str, take: Take) -> bool:
     taker = history[-1].after.maintenances.get(take.maintenance) or history[-1].before.maintenances.get(take.maintenance) or {}
     uid, created = taker.get("metadata", {}).get("uid"), taker.get("metadata", {}).get("creationTimestamp") or ""
     opened = False
-    for step in reversed(history):
-        state = step.before
+    for at in range(len(history) - 1, -1, -1):
+        step = history[at]
+        # A policy deleted moments ago still paces (a replace), so a slot may have been granted under it, in its window,
+        # while the state shows it gone: both changes came at one instant, the operator heard of the maintenance first and
+        # decided, and the grant stands under the policy of that name that replaced it (seed 1091069782 of Windowed).
+        state = counting.with_departed(history[:at + 1], step.before)
         maintenance = state.maintenances.get(take.maintenance)
         if step.started or maintenance is None or maintenance["metadata"].get("uid") != uid:
             return False  # before the operator started, or before the taker was created: no grant of then stands
