@@ -126,7 +126,7 @@ class Process:
 
     async def _daemon(self, kept: Kept, name: str) -> None:
         if handlers.FINALIZER not in (kept.body["metadata"].get("finalizers") or []):
-            written = await self._until_written(kept, name, lambda: [*(kept.body["metadata"].get("finalizers") or []), handlers.FINALIZER])
+            written = await self._until_written(kept, name, lambda: _with(kept.body["metadata"].get("finalizers") or [], handlers.FINALIZER))
             if not written:
                 return
         if kept.body["metadata"].get("deletionTimestamp"):
@@ -162,9 +162,11 @@ class Process:
         """kopf's own writes (its finalizer: ``finalizers()``, the list wanted, from the body as it stands) on ``kept``,
         tried again until the API takes them, or until the object is gone: kopf's patch_obj takes a 404 for an object
         deleted meanwhile, and kopf writes to an object only while it handles that object. Each write is conditional on
-        the resourceVersion of the body it was made from, as kopf's JSON patch is (its ``test`` op), so a write carried
-        out late, or retried, never lands on a NodeMaintenance of the name made since (seeds 1373037640 of Rolling and
-        1886062486 of Late: its finalizer stripped, and the node it then took never given back). False when the object was gone."""
+        the resourceVersion of the body it was made from, as kopf's is (its JSON patch opens with a ``test`` op), so a
+        write carried out late, or retried, never lands on a NodeMaintenance of the name made since (seeds 1373037640 of
+        Rolling and 1886062486 of Late: its finalizer stripped, and the node it then took never given back). Where kopf
+        meets a 422 and tries again on its next cycle (the next event), this meets a 409 and tries again each second, on
+        the body as the watch keeps it. False when the object was gone."""
         uid = kept.body["metadata"].get("uid")
         while self.kept.get(name) is kept and kept.body["metadata"].get("uid") == uid:
             try:
@@ -188,3 +190,8 @@ class _Names(dict[str, bool]):
 
     def __contains__(self, name: object) -> bool:
         return f"/{name}" in self.mirror.objects
+
+
+def _with(finalizers: list[str], finalizer: str) -> list[str]:
+    """``finalizers`` with ``finalizer`` in it, once: a retry after an answer lost adds nothing (kopf's block_deletion)."""
+    return finalizers if finalizer in finalizers else [*finalizers, finalizer]

@@ -11,8 +11,8 @@ a wall clock set back can stamp one). Nor is a take after a window closed by a m
 with room for its node and none older waiting that fitted too, since the operator last started: the operator may have
 granted its slot then, and that grant stands through the close (docs/policy.md, "Maintenance windows") even when the
 status never showed it (the drain held before writing it, the policies unknown a moment: seed 1373037640 of Rolling), and
-even when the states show that window's policy gone, deleted by a replace at the instant the maintenance was created
-(a policy deleted moments ago still paces: ``counting.with_departed``; seed 1091069782 of Windowed).
+even when the states show the policy gone then, deleted moments ago by a replace, as long as the operator saw it while
+running (a deleted policy still paces for its grace: seed 1091069782 of Windowed).
 Whether the take itself had room is :mod:`simulation.limits`' check.
 """
 
@@ -61,15 +61,10 @@ def _fitted_in_a_window(history: History, policy: str, take: Take) -> bool:
     taker = history[-1].after.maintenances.get(take.maintenance) or history[-1].before.maintenances.get(take.maintenance) or {}
     uid, created = taker.get("metadata", {}).get("uid"), taker.get("metadata", {}).get("creationTimestamp") or ""
     opened = False
-    for at in range(len(history) - 1, -1, -1):
-        step = history[at]
-        # A policy deleted moments ago still paces (a replace), so a slot may have been granted under it, in its window,
-        # while the state shows it gone: both changes came at one instant, the operator heard of the maintenance first and
-        # decided, and the grant stands under the policy of that name that replaced it (seed 1091069782 of Windowed).
-        state = counting.with_departed(history[:at + 1], step.before)
+    for state in reversed(_lived(history, policy)):
         maintenance = state.maintenances.get(take.maintenance)
-        if step.started or maintenance is None or maintenance["metadata"].get("uid") != uid:
-            return False  # before the operator started, or before the taker was created: no grant of then stands
+        if maintenance is None or maintenance["metadata"].get("uid") != uid:
+            return False  # before the taker was created: no grant of then stands
         governing = counting.policy(state, policy)
         if governing is None:
             continue
@@ -83,6 +78,26 @@ def _fitted_in_a_window(history: History, policy: str, take: Take) -> bool:
                 for name, m in state.maintenances.items() if name != take.maintenance):
             return True
     return False
+
+
+def _lived(history: History, policy: str) -> list[State]:
+    """The states the running operator lived through, from the step after its last start: a grant made before it started
+    lived in the memory of a process since gone. In each, a policy of that name deleted moments ago is the one the
+    operator last saw in them, within the grace a deleted policy keeps pacing (``counting.REPLACE_GRACE_SECONDS``):
+    its slots may be granted meanwhile, and such a grant stands under the policy of its name that replaces it (seed
+    1091069782 of Windowed: a maintenance created and its policy deleted by a replace at one instant, its slot granted in
+    the window and taken after the close). One the operator never saw while running (deleted before it started) grants
+    nothing."""
+    start = next((at for at in range(len(history) - 1, -1, -1) if history[at].started), -1)
+    lived, last = [], None
+    for step in history[start + 1:]:
+        state, body = step.before, step.before.policies.get(policy)
+        if body is not None:
+            last = (state.at, body)
+        elif last is not None and (state.at - last[0]).total_seconds() <= counting.REPLACE_GRACE_SECONDS:
+            state = state.put(policies=[last[1]])
+        lived.append(state)
+    return lived
 
 
 def _fits(state: State, policy: model.Policy, node: str) -> bool:

@@ -568,19 +568,25 @@ class TestTurns:
                             step(closed.put(at=T0), closed.put(at=T0, nodes=[held("n1", holder="m1")]), builders.take_patch(free("n1"), "m1", "p"))])
         assert found == (["node n1 taken by NodeMaintenance m1 while no window of NodeMaintenancePolicy p was open"] if out_of_turn else [])
 
-    @pytest.mark.parametrize(("room", "out_of_turn"), [(True, False), (False, True)])
-    def test_a_take_after_the_window_closed_by_one_that_fitted_under_a_policy_replaced_since(self, room: bool, out_of_turn: bool) -> None:
-        """Seed 1091069782 of Windowed: m1 was created and its policy deleted by a replace at one instant; the operator heard
-        of m1 first and granted its slot in the window. The states show m1 only with the policy gone, yet the grant
-        stands, under the policy of its name that replaced it, through the window's close; unless m1 had no room then."""
+    @pytest.mark.parametrize(("room", "restarted", "out_of_turn"), [
+        pytest.param(True, False, False, id="it fitted while the policy was deleted moments ago: a grant then stands"),
+        pytest.param(False, False, True, id="it had no room then: no grant"),
+        pytest.param(True, True, True, id="the operator started after the deletion: it never saw the policy, no grant"),
+    ])
+    def test_a_take_after_the_window_closed_by_one_that_fitted_under_a_policy_replaced_since(self, room: bool, restarted: bool,
+                                                                                              out_of_turn: bool) -> None:
+        """Seed 1091069782 of Windowed: m1 was created and its policy deleted by a replace at one instant; the operator
+        granted its slot in the window under the policy it had seen, which still paces for its grace. The states show m1
+        only with the policy gone, yet the grant stands, under the policy of its name that replaced it, through the
+        window's close; unless m1 had no room then, or the operator started after the deletion and so never saw it."""
         policy = pool(maxParallel=1, windows=[{"schedule": "45 * * * *", "duration": "10m"}])  # open from :45 to :55 of every hour
         old = {**policy, "metadata": {**policy["metadata"], "uid": "old", "resourceVersion": "2"}}
         new = {**policy, "metadata": {**policy["metadata"], "uid": "new", "resourceVersion": "4"}}
         line, n2 = [nm("m1", "n1"), nm("m2", "n2")], free("n2") if room else held("n2", holder="m2")
         before = State.of(T0 - datetime.timedelta(seconds=400), revision=1, policies=[old], maintenances=line[1:], nodes=[free("n1"), n2])
-        gone = State.of(T0 - datetime.timedelta(seconds=360), revision=3, maintenances=line, nodes=[free("n1"), n2], departed=[old])
+        gone = State.of(T0 - datetime.timedelta(seconds=380), revision=3, maintenances=line, nodes=[free("n1"), n2], departed=[old])
         closed = State.of(T0 - datetime.timedelta(seconds=60), revision=5, policies=[new], maintenances=line, nodes=[free("n1"), free("n2")])
-        found = violations([step(before, gone), step(gone, closed), step(closed, closed.put(at=T0)),
+        found = violations([step(before, gone, started=restarted), step(gone, closed), step(closed, closed.put(at=T0)),
                             step(closed.put(at=T0), closed.put(at=T0, nodes=[held("n1", holder="m1")]), builders.take_patch(free("n1"), "m1", "p"))])
         assert found == (["node n1 taken by NodeMaintenance m1 while no window of NodeMaintenancePolicy p was open"] if out_of_turn else [])
 
