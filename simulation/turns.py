@@ -24,7 +24,7 @@ from typing import Any
 from node_maintenance.drain import status
 from node_maintenance.policy import model
 from simulation import counting
-from simulation.history import History, State, Take
+from simulation.history import STEP_SECONDS, History, State, Take
 
 
 def turn_violations(history: History) -> list[str]:
@@ -61,7 +61,7 @@ def _fitted_in_a_window(history: History, policy: str, take: Take) -> bool:
     taker = history[-1].after.maintenances.get(take.maintenance) or history[-1].before.maintenances.get(take.maintenance) or {}
     uid, created = taker.get("metadata", {}).get("uid"), taker.get("metadata", {}).get("creationTimestamp") or ""
     opened = False
-    for state in reversed(_lived(history, policy)):
+    for state in reversed(_lived(history)):
         maintenance = state.maintenances.get(take.maintenance)
         if maintenance is None or maintenance["metadata"].get("uid") != uid:
             return False  # before the taker was created: no grant of then stands
@@ -80,23 +80,25 @@ def _fitted_in_a_window(history: History, policy: str, take: Take) -> bool:
     return False
 
 
-def _lived(history: History, policy: str) -> list[State]:
+def _lived(history: History) -> list[State]:
     """The states the running operator lived through, from the step after its last start: a grant made before it started
-    lived in the memory of a process since gone. In each, a policy of that name deleted moments ago is the one the
-    operator last saw in them, within the grace a deleted policy keeps pacing (``counting.REPLACE_GRACE_SECONDS``):
-    its slots may be granted meanwhile, and such a grant stands under the policy of its name that replaces it (seed
-    1091069782 of Windowed: a maintenance created and its policy deleted by a replace at one instant, its slot granted in
-    the window and taken after the close). One the operator never saw while running (deleted before it started) grants
-    nothing."""
+    lived in the memory of a process since gone. In each, a policy deleted moments ago is put back as it last showed in
+    them, within the grace a deleted policy keeps pacing (``counting.REPLACE_GRACE_SECONDS``, on the monotonic clock the
+    steps run on, as the operator counts it; a step more, since the grace starts when its watch brings the deletion): its
+    slots may be granted meanwhile, and such a grant stands under the policy of its name that replaces it (seed 1091069782
+    of Windowed: a maintenance created and its policy deleted by a replace at one instant, its slot granted in the window
+    and taken after the close). One the operator never saw while running (deleted before it started) grants nothing."""
     start = next((at for at in range(len(history) - 1, -1, -1) if history[at].started), -1)
-    lived, last = [], None
+    lived: list[State] = []
+    shown: dict[str, tuple[float, Mapping[str, Any]]] = {}  # each policy as it last showed, and the seconds since
     for step in history[start + 1:]:
-        state, body = step.before, step.before.policies.get(policy)
-        if body is not None:
-            last = (state.at, body)
-        elif last is not None and (state.at - last[0]).total_seconds() <= counting.REPLACE_GRACE_SECONDS:
-            state = state.put(policies=[last[1]])
-        lived.append(state)
+        state = step.before
+        shown = {**{name: (seconds, body) for name, (seconds, body) in shown.items() if name not in state.policies},
+                 **{name: (0.0, body) for name, body in state.policies.items()}}
+        departed = [body for name, (seconds, body) in shown.items()
+                    if name not in state.policies and seconds <= counting.REPLACE_GRACE_SECONDS + STEP_SECONDS]
+        lived.append(state.put(policies=departed) if departed else state)
+        shown = {name: (seconds + step.seconds(), body) for name, (seconds, body) in shown.items()}
     return lived
 
 

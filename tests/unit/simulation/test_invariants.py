@@ -590,6 +590,24 @@ class TestTurns:
                             step(closed.put(at=T0), closed.put(at=T0, nodes=[held("n1", holder="m1")]), builders.take_patch(free("n1"), "m1", "p"))])
         assert found == (["node n1 taken by NodeMaintenance m1 while no window of NodeMaintenancePolicy p was open"] if out_of_turn else [])
 
+    @pytest.mark.parametrize(("deleted_for", "out_of_turn"), [(61, True), (20, False)])
+    def test_the_grace_of_a_policy_deleted_under_which_a_slot_stands_runs_on_the_steps_not_on_a_wall_clock_set_back(
+            self, deleted_for: int, out_of_turn: bool) -> None:
+        """A policy deleted, and the wall clock set back an hour: ``deleted_for`` seconds of steps after the deletion, m1
+        waits in an open window of the clock set back. Past the grace the operator paced by the policy no more and granted
+        nothing under it, whatever the wall clock says; within it, a grant stands."""
+        policy = pool(maxParallel=1, windows=[{"schedule": "45 * * * *", "duration": "10m"}])  # open from :45 to :55 of every hour
+        old = {**policy, "metadata": {**policy["metadata"], "uid": "old"}}
+        new = {**policy, "metadata": {**policy["metadata"], "uid": "new"}}
+        line, nodes, hour = [nm("m1", "n1")], [free("n1")], datetime.timedelta(hours=1)
+        shown = State.of(T0 - datetime.timedelta(minutes=15), policies=[old], nodes=nodes)
+        deleted = State.of(shown.at + datetime.timedelta(seconds=deleted_for), nodes=nodes)
+        waiting = State.of(deleted.at - hour, maintenances=line, nodes=nodes)  # the clock set back between two steps
+        closed = State.of(T0 - hour - datetime.timedelta(seconds=60), policies=[new], maintenances=line, nodes=nodes)
+        found = violations([step(shown, deleted), step(waiting, closed), step(closed, closed.put(at=T0 - hour)),
+                            step(closed.put(at=T0 - hour), closed.put(at=T0 - hour, nodes=[held("n1", holder="m1")]), builders.take_patch(free("n1"), "m1", "p"))])
+        assert found == (["node n1 taken by NodeMaintenance m1 while no window of NodeMaintenancePolicy p was open"] if out_of_turn else [])
+
 class TestRecovery:
     def dropping(self, since: int, replicas: dict[str, int]) -> list[str]:
         entry = {"node": "n1", "since": ago(since), "workloads": [{"kind": "ReplicaSet", "namespace": "ns", "name": "web"}]}
