@@ -12,7 +12,9 @@ with room for its node and none older waiting that fitted too, since the operato
 granted its slot then, and that grant stands through the close (docs/policy.md, "Maintenance windows") even when the
 status never showed it (the drain held before writing it, the policies unknown a moment: seed 1373037640 of Rolling), and
 even when the states show the policy gone then, deleted moments ago by a replace, as long as the operator saw it while
-running (a deleted policy still paces for its grace: seed 1091069782 of Windowed).
+running (a deleted policy still paces for its grace: seed 1091069782 of Windowed). Nor is a take ahead of a maintenance
+stamped older by a wall clock set back, when the taker waited first in line with room before that one existed, since the
+operator last started: a grant then stands though its status write was lost (seed 3094506084 of Windowed).
 Whether the take itself had room is :mod:`simulation.limits`' check.
 """
 
@@ -43,7 +45,8 @@ def turn_violations(history: History) -> list[str]:
                              f"NodeMaintenancePolicy {policy.name} was open")
             found += [f"node {take.node} taken by NodeMaintenance {take.maintenance} under NodeMaintenancePolicy {policy.name} ahead of "
                       f"the older NodeMaintenance {older} (node {node}), which waited for the slot it took"
-                      for older, node in _overtaken(newest.before, newest.after, policy, take) if older not in taking]
+                      for older, node in _overtaken(newest.before, newest.after, policy, take)
+                      if older not in taking and not _fitted_before(history, policy.name, take, newest.before.maintenances[older])]
     return found
 
 
@@ -73,11 +76,37 @@ def _fitted_in_a_window(history: History, policy: str, take: Take) -> bool:
                 return False  # an earlier window: a slot granted in it was taken in it
             continue
         opened = True
-        if _waiting(state, policy, maintenance) == take.node and _fits(state, governing, take.node) and not any(
-                (m["metadata"].get("creationTimestamp") or "") < created and (node := _waiting(state, policy, m)) and _fits(state, governing, node)
-                for name, m in state.maintenances.items() if name != take.maintenance):
+        if _first_to_fit(state, policy, governing, take, created):
             return True
     return False
+
+
+def _fitted_before(history: History, policy: str, take: Take, older: Mapping[str, Any]) -> bool:
+    """Whether the taker waited for its node under ``policy``, with room and in an open window, with no maintenance
+    older than it waiting that fitted too, in a state before ``older`` existed, since the operator last started: its
+    slot may have been granted then, and a grant stands, though a wall clock set back since stamped ``older`` as created
+    before it (seed 3094506084 of Windowed, the grant's status write lost to faults)."""
+    taker = history[-1].before.maintenances.get(take.maintenance) or {}
+    uid, created = taker.get("metadata", {}).get("uid"), taker.get("metadata", {}).get("creationTimestamp") or ""
+    for state in reversed(_lived(history)):
+        then = state.maintenances.get(older["metadata"]["name"])
+        if then is not None and then["metadata"].get("uid") == older["metadata"].get("uid"):
+            continue  # ``older`` existed then
+        maintenance = state.maintenances.get(take.maintenance)
+        if maintenance is None or maintenance["metadata"].get("uid") != uid:
+            return False  # before the taker was created
+        governing = counting.policy(state, policy)
+        if governing is not None and counting.window_open(governing, state.at) and _first_to_fit(state, policy, governing, take, created):
+            return True
+    return False
+
+
+def _first_to_fit(state: State, policy: str, governing: model.Policy, take: Take, created: str) -> bool:
+    """Whether, in ``state``, the taker waits for its node with room for it, and no maintenance older than it waits that
+    fits too: the slot the line would grant it."""
+    return _waiting(state, policy, state.maintenances[take.maintenance]) == take.node and _fits(state, governing, take.node) and not any(
+        (m["metadata"].get("creationTimestamp") or "") < created and (node := _waiting(state, policy, m)) and _fits(state, governing, node)
+        for name, m in state.maintenances.items() if name != take.maintenance)
 
 
 def _lived(history: History) -> list[State]:

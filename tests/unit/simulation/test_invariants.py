@@ -211,6 +211,22 @@ class TestRemovals:
         found = removing(pods, EVICT(removed), policy=pool(drainRules=rules))
         assert [f"pod {removed} evicted from node n1 by NodeMaintenance m1, but" in f and kept in f for f in found] == ([True] if kept else [])
 
+    @pytest.mark.parametrize(("earlier", "broken"), [
+        pytest.param("absent", False, id="the policy created just before the step: the drain may act before its watch event"),
+        pytest.param("without the rule", False, id="the Skip rule added just before the step"),
+        pytest.param("with the rule", True, id="the rule known at the end of the step before"),
+    ])
+    def test_a_rule_created_just_before_a_removal_counts_from_the_step_after(self, earlier: str, broken: bool) -> None:
+        """Seed 3094506084 of Windowed: an operator that never saw a replaced policy drained under none, and the
+        replacement's creation, made between two steps, reached its watch as the step began, when its drain acted."""
+        skipping = pool(drainRules=[{"podSelector": {"matchLabels": {"app": "db"}}, "behavior": "Skip"}])
+        policies = {"absent": [], "without the rule": [pool()], "with the rule": [skipping]}[earlier]
+        known = State.of(T0, nodes=[held("n1", holder="m1")], pods=[pod("a", labels={"app": "db"})], policies=policies,
+                         maintenances=[nm("m1", "n1")])
+        before = known.put(policies=[skipping])
+        found = violations([step(known, known), step(before, before, EVICT("ns/a"))])
+        assert [("NodeMaintenancePolicy p keeps it on the node (Skip)" in f) for f in found] == ([True] if broken else [])
+
     def test_a_daemonset_pod_stays_while_its_daemonset_exists(self) -> None:
         (found,) = removing([DS_POD], EVICT("ns/agent"), daemonsets=[builders.daemonset("agent")])
         assert "pod ns/agent evicted from node n1 by NodeMaintenance m1, but it is a pod of DaemonSet ns/agent" in found
@@ -504,6 +520,19 @@ class TestTurns:
         found = taking(list(self.NODES), node, taker, policy=pool(maxParallel=1), maintenances=[m for m in line if m["metadata"]["name"] != taker])
         expected = f"taken by NodeMaintenance {taker} under NodeMaintenancePolicy p ahead of the older NodeMaintenance {overtaken} (node n1)"
         assert [expected in f for f in found] == ([True] if overtaken else [])
+
+    @pytest.mark.parametrize(("older_there_before", "overtaken"), [(False, False), (True, True)])
+    def test_a_take_ahead_of_one_stamped_older_by_a_clock_set_back_after_the_taker_fitted(self, older_there_before: bool,
+                                                                                          overtaken: bool) -> None:
+        """Seed 3094506084 of Windowed: m1 waited with room, so it may have been granted the slot then (its status
+        write lost); m2, created later under a wall clock set back, is stamped older. The grant stands; but had m2
+        waited all along, m1's take overtook it."""
+        first, older = nm("m1", "n1", created=ago(100)), nm("m2", "n2", created=ago(200))
+        line = [first, older] if older_there_before else [first]
+        waited = State.of(T0 - datetime.timedelta(seconds=10), nodes=list(self.NODES), policies=[pool(maxParallel=1)], maintenances=line)
+        before = waited.put(at=T0, maintenances=[older])
+        found = violations([step(waited, waited.put(at=T0)), step(before, before.put(nodes=[held("n1", holder="m1")]), builders.take_patch(free("n1"), "m1", "p"))])
+        assert [("ahead of the older NodeMaintenance m2 (node n2)" in f) for f in found] == ([True] if overtaken else [])
 
     def test_an_older_one_that_still_fits_is_no_overtaking(self) -> None:
         older = nm("m1", "n1", created=ago(200))
