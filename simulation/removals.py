@@ -59,7 +59,7 @@ def removal_violations(history: History) -> list[str]:
         policy = governing[0] if governing else None
         m = terms.governed(body, policy, plans.PolicyTerms())
         kept = _kept(before, m, policy, pod, node, gone)
-        if kept and (as_known := _as_known(history, body, policy)) is not None and not _kept(before, *as_known, pod, node, gone):
+        if kept and (as_known := _as_known(history, body, policy, node)) is not None and not _kept(before, *as_known, pod, node, gone):
             kept = []  # the rules as the operator last surely knew them let it go: a policy created or edited just before the step
         found += [f"pod {removal.key} {verb} from node {node} by NodeMaintenance {m.name}, but {why}" for why in kept]
         # Decided within the step, or at the end of the one before and carried out now (a request under way as the
@@ -73,7 +73,7 @@ def removal_violations(history: History) -> list[str]:
             # the clock was set back in between, the ladder is judged at the later of the two.
             now = max([newest.after.at, *(st.after.at for st in history[-2:-1])])
             unescalated = _unescalated(now, m, pod, removal)
-            if unescalated and (as_known := _as_known(history, body, policy)) is not None and as_known[1] is not None \
+            if unescalated and (as_known := _as_known(history, body, policy, node)) is not None and as_known[1] is not None \
                     and not _unescalated(now, as_known[0], pod, removal):
                 unescalated = []  # the ladder as the operator last surely knew it (a policy edited just before the step) had it due
             found += [f"pod {removal.key} deleted from node {node} past its budgets by NodeMaintenance {m.name}, but {why}"
@@ -81,15 +81,21 @@ def removal_violations(history: History) -> list[str]:
     return found
 
 
-def _as_known(history: History, body: Mapping[str, Any], policy: model.Policy | None) -> tuple[plans.Maintenance, model.Policy | None] | None:
-    """The maintenance and its policy as the operator last surely knew them, at the end of the step before (None: no
-    step before, or no policy now). A policy created or edited between two steps reaches the operator's watch at the
-    instant the next step starts, when a drain's timer due then may already act (as the operator is stopped, say: seed
-    3094506084 of Windowed, a replace's new policy created as the operator that never saw the old one drained under no
-    policy); the policy is then None. A policy deleted moments ago is still ``policy`` here (``counting.with_departed``)."""
-    if len(history) < 2 or policy is None:
+def _as_known(history: History, body: Mapping[str, Any], policy: model.Policy | None, node: str) -> tuple[plans.Maintenance, model.Policy | None] | None:
+    """The maintenance and the policy governing its node as the operator last surely knew them, at the end of the step
+    before (the policy None: none governed it then). None when there is no step before, no policy now, several then (a
+    conflict, which holds the drain), or the operator started just before this step: its drains wait for its first
+    listing, which shows the policies as the step began. A policy created or edited between two steps reaches the
+    operator's watch at the instant the next step starts, when a drain's timer due then may already act (as the operator
+    is stopped, say: seed 3094506084 of Windowed, a replace's new policy created as an operator that never saw the old
+    one drained under none). A policy deleted moments ago still governs here (``counting.with_departed``)."""
+    if len(history) < 2 or policy is None or history[-1].started:
         return None
-    earlier = counting.policy(counting.with_departed(history[:-1], known(history)), policy.name)
+    then = counting.with_departed(history[:-1], known(history))
+    governing = [p for p in counting.policies(then) if p.name in counting.governed_by(then, node)]
+    if len(governing) > 1:
+        return None
+    earlier = governing[0] if governing else None
     return terms.governed(body, earlier, plans.PolicyTerms()), earlier
 
 

@@ -14,7 +14,8 @@ status never showed it (the drain held before writing it, the policies unknown a
 even when the states show the policy gone then, deleted moments ago by a replace, as long as the operator saw it while
 running (a deleted policy still paces for its grace: seed 1091069782 of Windowed). Nor is a take ahead of a maintenance
 stamped older by a wall clock set back, when the taker waited first in line with room before that one existed, since the
-operator last started: a grant then stands though its status write was lost (seed 3094506084 of Windowed).
+operator last started: a grant then stands, unless taken back since, though its status write was lost (seed 3094506084
+of Windowed).
 Whether the take itself had room is :mod:`simulation.limits`' check.
 """
 
@@ -59,8 +60,8 @@ def _granted(maintenance: Mapping[str, Any] | None) -> bool:
 
 def _fitted_in_a_window(history: History, policy: str, take: Take) -> bool:
     """Whether the taker waited for its node under ``policy`` in a state of the policy's last open window before the
-    take, with room for the node and no older maintenance waiting that fitted too: a slot it may have been granted then.
-    Looked for since the operator last started (a grant lives in its memory only) and since the taker was created."""
+    take, with room for the node and no older maintenance waiting that fitted too: a slot it may have been granted then,
+    which stands through the close unless taken back since (``_keeps_a_grant``). Looked for since the operator last started (a grant lives in its memory only) and since the taker was created."""
     taker = history[-1].after.maintenances.get(take.maintenance) or history[-1].before.maintenances.get(take.maintenance) or {}
     uid, created = taker.get("metadata", {}).get("uid"), taker.get("metadata", {}).get("creationTimestamp") or ""
     opened = False
@@ -74,31 +75,45 @@ def _fitted_in_a_window(history: History, policy: str, take: Take) -> bool:
         if not counting.window_open(governing, state.at):
             if opened:
                 return False  # an earlier window: a slot granted in it was taken in it
+            if not _keeps_a_grant(state, policy, governing, take):
+                return False  # a grant made before was taken back since
             continue
         opened = True
         if _first_to_fit(state, policy, governing, take, created):
             return True
+        if not _keeps_a_grant(state, policy, governing, take):
+            return False
     return False
 
 
 def _fitted_before(history: History, policy: str, take: Take, older: Mapping[str, Any]) -> bool:
     """Whether the taker waited for its node under ``policy``, with room and in an open window, with no maintenance
     older than it waiting that fitted too, in a state before ``older`` existed, since the operator last started: its
-    slot may have been granted then, and a grant stands, though a wall clock set back since stamped ``older`` as created
-    before it (seed 3094506084 of Windowed, the grant's status write lost to faults)."""
+    slot may have been granted then, and a grant stands until taken back (``_keeps_a_grant``), though a wall clock set back
+    since stamped ``older`` as created before it (seed 3094506084 of Windowed, the grant's status write lost to faults)."""
     taker = history[-1].before.maintenances.get(take.maintenance) or {}
     uid, created = taker.get("metadata", {}).get("uid"), taker.get("metadata", {}).get("creationTimestamp") or ""
     for state in reversed(_lived(history)):
-        then = state.maintenances.get(older["metadata"]["name"])
-        if then is not None and then["metadata"].get("uid") == older["metadata"].get("uid"):
-            continue  # ``older`` existed then
         maintenance = state.maintenances.get(take.maintenance)
         if maintenance is None or maintenance["metadata"].get("uid") != uid:
             return False  # before the taker was created
         governing = counting.policy(state, policy)
-        if governing is not None and counting.window_open(governing, state.at) and _first_to_fit(state, policy, governing, take, created):
-            return True
+        if governing is None:
+            continue
+        then = state.maintenances.get(older["metadata"]["name"])
+        if (then is None or then["metadata"].get("uid") != older["metadata"].get("uid")) and counting.window_open(governing, state.at) \
+                and _first_to_fit(state, policy, governing, take, created):
+            return True  # ``older`` did not exist yet
+        if not _keeps_a_grant(state, policy, governing, take):
+            return False  # a grant made before was taken back since
     return False
+
+
+def _keeps_a_grant(state: State, policy: str, governing: model.Policy, take: Take) -> bool:
+    """Whether a slot granted to the taker before ``state`` stands in it (policy.line): the taker still waits for its
+    node under the policy (it did not give the slot back, nobody else holds the node, the policy still selects it), and
+    the limits still have room for it (a limit lowered takes back the latest grants)."""
+    return _waiting(state, policy, state.maintenances[take.maintenance]) == take.node and _fits(state, governing, take.node)
 
 
 def _first_to_fit(state: State, policy: str, governing: model.Policy, take: Take, created: str) -> bool:

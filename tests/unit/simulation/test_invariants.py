@@ -211,12 +211,13 @@ class TestRemovals:
         found = removing(pods, EVICT(removed), policy=pool(drainRules=rules))
         assert [f"pod {removed} evicted from node n1 by NodeMaintenance m1, but" in f and kept in f for f in found] == ([True] if kept else [])
 
-    @pytest.mark.parametrize(("earlier", "broken"), [
-        pytest.param("absent", False, id="the policy created just before the step: the drain may act before its watch event"),
-        pytest.param("without the rule", False, id="the Skip rule added just before the step"),
-        pytest.param("with the rule", True, id="the rule known at the end of the step before"),
+    @pytest.mark.parametrize(("earlier", "started", "broken"), [
+        pytest.param("absent", False, False, id="the policy created just before the step: the drain may act before its watch event"),
+        pytest.param("without the rule", False, False, id="the Skip rule added just before the step"),
+        pytest.param("with the rule", False, True, id="the rule known at the end of the step before"),
+        pytest.param("absent", True, True, id="the operator started just before the step: its drains wait for its first listing"),
     ])
-    def test_a_rule_created_just_before_a_removal_counts_from_the_step_after(self, earlier: str, broken: bool) -> None:
+    def test_a_rule_created_just_before_a_removal_counts_from_the_step_after(self, earlier: str, started: bool, broken: bool) -> None:
         """Seed 3094506084 of Windowed: an operator that never saw a replaced policy drained under none, and the
         replacement's creation, made between two steps, reached its watch as the step began, when its drain acted."""
         skipping = pool(drainRules=[{"podSelector": {"matchLabels": {"app": "db"}}, "behavior": "Skip"}])
@@ -224,7 +225,7 @@ class TestRemovals:
         known = State.of(T0, nodes=[held("n1", holder="m1")], pods=[pod("a", labels={"app": "db"})], policies=policies,
                          maintenances=[nm("m1", "n1")])
         before = known.put(policies=[skipping])
-        found = violations([step(known, known), step(before, before, EVICT("ns/a"))])
+        found = violations([step(known, known), step(before, before, EVICT("ns/a"), started=started)])
         assert [("NodeMaintenancePolicy p keeps it on the node (Skip)" in f) for f in found] == ([True] if broken else [])
 
     def test_a_daemonset_pod_stays_while_its_daemonset_exists(self) -> None:
@@ -521,17 +522,23 @@ class TestTurns:
         expected = f"taken by NodeMaintenance {taker} under NodeMaintenancePolicy p ahead of the older NodeMaintenance {overtaken} (node n1)"
         assert [expected in f for f in found] == ([True] if overtaken else [])
 
-    @pytest.mark.parametrize(("older_there_before", "overtaken"), [(False, False), (True, True)])
-    def test_a_take_ahead_of_one_stamped_older_by_a_clock_set_back_after_the_taker_fitted(self, older_there_before: bool,
+    @pytest.mark.parametrize(("older_there_before", "taken_back", "overtaken"), [
+        pytest.param(False, False, False, id="m1 fitted before m2 existed: its grant stands"),
+        pytest.param(True, False, True, id="m2 waited all along: overtaken"),
+        pytest.param(False, True, True, id="m1's grant taken back since by a limit lowered to 0, then raised again"),
+    ])
+    def test_a_take_ahead_of_one_stamped_older_by_a_clock_set_back_after_the_taker_fitted(self, older_there_before: bool, taken_back: bool,
                                                                                           overtaken: bool) -> None:
         """Seed 3094506084 of Windowed: m1 waited with room, so it may have been granted the slot then (its status
-        write lost); m2, created later under a wall clock set back, is stamped older. The grant stands; but had m2
-        waited all along, m1's take overtook it."""
+        write lost); m2, created later under a wall clock set back, is stamped older. The grant stands, unless taken back
+        since; but had m2 waited all along, m1's take overtook it."""
         first, older = nm("m1", "n1", created=ago(100)), nm("m2", "n2", created=ago(200))
         line = [first, older] if older_there_before else [first]
-        waited = State.of(T0 - datetime.timedelta(seconds=10), nodes=list(self.NODES), policies=[pool(maxParallel=1)], maintenances=line)
-        before = waited.put(at=T0, maintenances=[older])
-        found = violations([step(waited, waited.put(at=T0)), step(before, before.put(nodes=[held("n1", holder="m1")]), builders.take_patch(free("n1"), "m1", "p"))])
+        waited = State.of(T0 - datetime.timedelta(seconds=20), nodes=list(self.NODES), policies=[pool(maxParallel=1)], maintenances=line)
+        between = waited.put(at=T0 - datetime.timedelta(seconds=10), policies=[pool(maxParallel=0 if taken_back else 1)])
+        before = between.put(at=T0, maintenances=[older], policies=[pool(maxParallel=1)])
+        found = violations([step(waited, between), step(between, between.put(at=T0)),
+                            step(before, before.put(nodes=[held("n1", holder="m1")]), builders.take_patch(free("n1"), "m1", "p"))])
         assert [("ahead of the older NodeMaintenance m2 (node n2)" in f) for f in found] == ([True] if overtaken else [])
 
     def test_an_older_one_that_still_fits_is_no_overtaking(self) -> None:
