@@ -63,9 +63,12 @@ def removal_violations(history: History) -> list[str]:
             kept = []  # the rules as the operator last surely knew them let it go: a policy created or edited just before the step
         found += [f"pod {removal.key} {verb} from node {node} by NodeMaintenance {m.name}, but {why}" for why in kept]
         # Decided within the step, or at the end of the one before and carried out now (a request under way as the
-        # operator was stopped, its wall clock set back in between): the window as it stood at any of those instants.
-        if policy is not None and policy.window_end == model.WindowEnd.PAUSE and not pods.finished(pod) \
-                and not counting.window_open(policy, before.at, newest.after.at, *(st.after.at for st in history[-2:-1])):
+        # operator was stopped, its wall clock set back in between): the window as it stood at any of those instants,
+        # under the policy as it stands or as the operator last surely knew it (windowEnd Pause set just before the step:
+        # seed 431003124 of Rolling).
+        instants = (before.at, newest.after.at, *(st.after.at for st in history[-2:-1]))
+        if policy is not None and _paused(policy, instants) and not pods.finished(pod) \
+                and ((as_known := _as_known(history, body, policy, node)) is None or _paused(as_known[1], instants)):
             found.append(f"pod {removal.key} {verb} from node {node} by NodeMaintenance {m.name}, but no window of "
                          f"NodeMaintenancePolicy {policy.name} was open and its windowEnd is Pause")
         if removal.kind is ActionKind.POD_DELETE and not pods.finished(pod):
@@ -97,6 +100,11 @@ def _as_known(history: History, body: Mapping[str, Any], policy: model.Policy | 
         return None
     earlier = governing[0] if governing else None
     return terms.governed(body, earlier, plans.PolicyTerms()), earlier
+
+
+def _paused(policy: model.Policy | None, instants: tuple[datetime.datetime, ...]) -> bool:
+    """Whether ``policy`` pauses its drains at every one of ``instants``: windowEnd Pause, and no window open."""
+    return policy is not None and policy.window_end == model.WindowEnd.PAUSE and not counting.window_open(policy, *instants)
 
 
 def _kept(state: State, m: plans.Maintenance, policy: model.Policy | None, pod: Mapping[str, Any], node: str, gone: set[str]) -> list[str]:

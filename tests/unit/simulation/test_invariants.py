@@ -306,6 +306,17 @@ class TestRemovals:
         assert found == ([paused] if broken else [])
         assert removing([pod("a", phase="Succeeded")], EVICT("ns/a", delete=True), policy=policy) == []  # a finished pod may go
 
+    @pytest.mark.parametrize(("known_end", "broken"), [("Continue", False), ("Pause", True)])
+    def test_window_end_pause_set_just_before_a_removal_counts_from_the_step_after(self, known_end: str, broken: bool) -> None:
+        """Seed 431003124 of Rolling: windowEnd set to Pause between two steps, while no window is open; a removal at the
+        next step's start may have been decided before the edit's watch event arrived."""
+        closed = {"windows": [{"schedule": "0 6 * * *", "duration": "2h"}]}  # T0 is 12:00
+        known = State.of(T0, nodes=[held("n1", holder="m1")], pods=[pod("a")], policies=[pool(windowEnd=known_end, **closed)],
+                         maintenances=[nm("m1", "n1")])
+        before = known.put(policies=[pool(windowEnd="Pause", **closed)])
+        found = violations([step(known, known), step(before, before, EVICT("ns/a"))])
+        assert [("its windowEnd is Pause" in f) for f in found] == ([True] if broken else [])
+
     @pytest.mark.parametrize(("decided_at", "broken"), [(11, False), (8, True)])
     def test_under_window_end_pause_a_removal_decided_in_the_window_may_land_after_the_clock_was_set_back(self, decided_at: int,
                                                                                                          broken: bool) -> None:
