@@ -310,10 +310,10 @@ class TestRemovals:
     def test_window_end_pause_set_just_before_a_removal_counts_from_the_step_after(self, known_end: str, broken: bool) -> None:
         """Seed 431003124 of Rolling: windowEnd set to Pause between two steps, while no window is open; a removal at the
         next step's start may have been decided before the edit's watch event arrived."""
-        closed = {"windows": [{"schedule": "0 6 * * *", "duration": "2h"}]}  # T0 is 12:00
-        known = State.of(T0, nodes=[held("n1", holder="m1")], pods=[pod("a")], policies=[pool(windowEnd=known_end, **closed)],
+        closed = [{"schedule": "0 6 * * *", "duration": "2h"}]  # T0 is 12:00
+        known = State.of(T0, nodes=[held("n1", holder="m1")], pods=[pod("a")], policies=[pool(windowEnd=known_end, windows=closed)],
                          maintenances=[nm("m1", "n1")])
-        before = known.put(policies=[pool(windowEnd="Pause", **closed)])
+        before = known.put(policies=[pool(windowEnd="Pause", windows=closed)])
         found = violations([step(known, known), step(before, before, EVICT("ns/a"))])
         assert [("its windowEnd is Pause" in f) for f in found] == ([True] if broken else [])
 
