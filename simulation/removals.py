@@ -58,8 +58,9 @@ def removal_violations(history: History) -> list[str]:
             continue
         policy = governing[0] if governing else None
         m = terms.governed(body, policy, plans.PolicyTerms())
+        as_known = _as_known(history, body, policy, node)
         kept = _kept(before, m, policy, pod, node, gone)
-        if kept and (as_known := _as_known(history, body, policy, node)) is not None and not _kept(before, *as_known, pod, node, gone):
+        if kept and as_known is not None and not _kept(before, *as_known, pod, node, gone):
             kept = []  # the rules as the operator last surely knew them let it go: a policy created or edited just before the step
         found += [f"pod {removal.key} {verb} from node {node} by NodeMaintenance {m.name}, but {why}" for why in kept]
         # Decided within the step, or at the end of the one before and carried out now (a request under way as the
@@ -68,7 +69,7 @@ def removal_violations(history: History) -> list[str]:
         # seed 431003124 of Rolling).
         instants = (before.at, newest.after.at, *(st.after.at for st in history[-2:-1]))
         if policy is not None and _paused(policy, instants) and not pods.finished(pod) \
-                and ((as_known := _as_known(history, body, policy, node)) is None or _paused(as_known[1], instants)):
+                and (as_known is None or _paused(as_known[1], instants)):
             found.append(f"pod {removal.key} {verb} from node {node} by NodeMaintenance {m.name}, but no window of "
                          f"NodeMaintenancePolicy {policy.name} was open and its windowEnd is Pause")
         if removal.kind is ActionKind.POD_DELETE and not pods.finished(pod):
@@ -76,7 +77,7 @@ def removal_violations(history: History) -> list[str]:
             # the clock was set back in between, the ladder is judged at the later of the two.
             now = max([newest.after.at, *(st.after.at for st in history[-2:-1])])
             unescalated = _unescalated(now, m, pod, removal)
-            if unescalated and (as_known := _as_known(history, body, policy, node)) is not None and as_known[1] is not None \
+            if unescalated and as_known is not None and as_known[1] is not None \
                     and not _unescalated(now, as_known[0], pod, removal):
                 unescalated = []  # the ladder as the operator last surely knew it (a policy edited just before the step) had it due
             found += [f"pod {removal.key} deleted from node {node} past its budgets by NodeMaintenance {m.name}, but {why}"

@@ -61,7 +61,8 @@ def _granted(maintenance: Mapping[str, Any] | None) -> bool:
 def _fitted_in_a_window(history: History, policy: str, take: Take) -> bool:
     """Whether the taker waited for its node under ``policy`` in a state of the policy's last open window before the
     take, with room for the node and no older maintenance waiting that fitted too: a slot it may have been granted then,
-    which stands through the close unless taken back since (``_keeps_a_grant``). Looked for since the operator last started (a grant lives in its memory only) and since the taker was created."""
+    which stands through the close unless taken back since (``_keeps_a_grant``). Looked for since the operator last
+    started (a grant lives in its memory only) and since the taker was created."""
     taker = history[-1].after.maintenances.get(take.maintenance) or history[-1].before.maintenances.get(take.maintenance) or {}
     uid, created = taker.get("metadata", {}).get("uid"), taker.get("metadata", {}).get("creationTimestamp") or ""
     opened = False
@@ -119,7 +120,7 @@ def _keeps_a_grant(state: State, policy: str, governing: model.Policy, take: Tak
 def _first_to_fit(state: State, policy: str, governing: model.Policy, take: Take, created: str) -> bool:
     """Whether, in ``state``, the taker waits for its node with room for it, and no maintenance older than it waits that
     fits too: the slot the line would grant it."""
-    return _waiting(state, policy, state.maintenances[take.maintenance]) == take.node and _fits(state, governing, take.node) and not any(
+    return _keeps_a_grant(state, policy, governing, take) and not any(
         (m["metadata"].get("creationTimestamp") or "") < created and (node := _waiting(state, policy, m)) and _fits(state, governing, node)
         for name, m in state.maintenances.items() if name != take.maintenance)
 
