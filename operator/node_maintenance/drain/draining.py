@@ -149,7 +149,9 @@ def _status(scene: Scene, phase: status.Phase, error: str, entries: list[dict[st
     as before), ``also`` conditions besides the policy's and the Lease's."""
     m = scene.maintenance
     lease = (scene.taken.lease_condition,) if scene.taken.lease_condition is not None else ()
-    evicting = tuple((f.budgets, f.pod) for f in scene.to_go if not f.finished) if m.terms.records_evicted else None
+    # Every drain records what it evicts, under a policy or none: its node may be relabelled into a pool that waits for
+    # health, or waitForHealthy switched on, while it runs or just as it ends (seed 1908727256 of Rolling).
+    evicting = tuple((f.budgets, f.pod) for f in scene.to_go if not f.finished)
     return status.Report(phase=phase, last_error=error, total=scene.total, eviction_pods=scene.to_evict, pending=tuple(scene.pending),
                          drain_started=timestamps.rfc3339(scene.started), blocking_budgets=entries, late=scene.drained,
                          conditions=m.terms.conditions + lease + also, escalated=escalated, evicting=evicting)

@@ -1,5 +1,6 @@
-"""What a drain under a policy's waitForHealthy records of the pods it makes leave the node: the workloads whose
-health the policy waits for once the node is given back (``status.evictedWorkloads``)."""
+"""What a drain records of the pods it makes leave the node: the workloads whose health a policy's waitForHealthy
+waits for once the node is given back (``status.evictedWorkloads``). Every drain records them, under a policy or none:
+the node may be relabelled into a pool that waits for health while the drain runs."""
 
 from __future__ import annotations
 

@@ -68,8 +68,6 @@ class PolicyTerms:
     # maintenance that gave its slot back, the plan to carry out instead of taking the node once it may.
     given_back: Condition | None = None
     rejoin: Plan | None = None
-    # Under a policy: the status records the workloads of the pods the drain makes leave the node (waitForHealthy's).
-    records_evicted: bool = False
     # Not the drain's turn: the plan to carry out instead (a place in line, a conflict, the policies unknown), or
     # nothing at all until the policies have a word on this maintenance (``undecided``; looked at again in
     # ``hold_recheck_in``).

@@ -119,7 +119,7 @@ class Report:
     """What one step's status says, before it is written out over the stored one (see :func:`build` for the fields it
     shares): ``conditions`` are set after the drain's own (the policy's, the Lease's, TimedOut); ``escalated`` is
     status.escalatedPods (None: as stored); ``evicting`` the pods the drain makes leave, with the budgets covering each,
-    whose workloads status.evictedWorkloads records (None: not recorded)."""
+    whose workloads status.evictedWorkloads records (None: as recorded before)."""
 
     phase: Phase
     last_error: str = ""

@@ -98,9 +98,7 @@ def _governed(body: Mapping[str, Any], holds: bool, verdict: Verdict, policy: mo
         verdict = line.with_slot(policy, window)
     node_name = body["spec"]["nodeName"]
     queued = wording.queued_condition(verdict, node_name)
-    # What the drain evicts is recorded under any policy, not only one waiting for health now: waitForHealthy switched on
-    # while the drain runs (or just as it ends) waits for what it evicted before too (seed 1908727256 of Rolling).
-    governed = PolicyTerms(rules=policy.rules, records_evicted=True, conditions=(queued,))
+    governed = PolicyTerms(rules=policy.rules, conditions=(queued,))
     # A slot given back stays given back until the decision has seen it: a grant made before must not take the node.
     if not holds and gave_back and verdict.kind != VerdictKind.GIVEN_BACK:
         return PolicyTerms(undecided=True, hold_recheck_in=GIVEN_BACK_RECHECK_SECONDS)

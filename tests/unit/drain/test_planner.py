@@ -275,7 +275,7 @@ POLICY = [
         (scene(maintenance(RUNNING, terms=policy_terms()), pods=[scene_pod("x", annotations={ANNOTATION: "sikp"})]),
          shows(phase="Running", removals=(), error=Text("app/x", "'sikp'", "neither skip nor wait-completed")))),
     row("waitForHealthy: a pod without a budget is judged by its ReplicaSet, a bare pod by nothing",
-        (scene(maintenance(RUNNING, terms=policy_terms(records_evicted=True)), pods=[scene_pod("web-0"), scene_pod("bare", owner=None)]),
+        (scene(maintenance(RUNNING, terms=policy_terms()), pods=[scene_pod("web-0"), scene_pod("bare", owner=None)]),
          shows(evicted_workloads=[{"kind": "ReplicaSet", "namespace": "app", "name": "x"}]))),
 ]
 

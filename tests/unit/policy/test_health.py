@@ -40,15 +40,17 @@ def test_a_pod_is_judged_by_its_budgets_else_its_replicaset_or_statefulset() -> 
     assert evicted.workloads_of([], pod("p", namespace="app", owner="Job")) == []
 
 
-def test_a_drain_under_wait_for_healthy_records_what_it_evicts_and_keeps_it_once_the_pods_are_gone() -> None:
+@pytest.mark.parametrize("terms", [{}, {"rules": None}], ids=["under a policy", "under none"])
+def test_a_drain_records_what_it_evicts_and_keeps_it_once_the_pods_are_gone(terms: dict[str, Any]) -> None:
+    """Under no policy too: its node may be relabelled into a pool that waits for health while it drains, and that
+    pool's slot is then kept until what the drain evicted before is healthy."""
     node_pods = [scene_pod("web-0", labels={"app": "web"}), scene_pod("db-0", owner="StatefulSet", owner_name="db"),
                  scene_pod("done", owner="Job", phase="Succeeded")]
     budgets = [web_budget(labels={"app": "web"}, allowed=1)]
-    first = plan(maintenance(RUNNING, terms=policy_terms(records_evicted=True)), HELD, node_pods, budgets, NOW)
+    first = plan(maintenance(RUNNING, terms=policy_terms(**terms)), HELD, node_pods, budgets, NOW)
     recorded = [{"kind": "PodDisruptionBudget", "namespace": "app", "name": "web"}, {"kind": "StatefulSet", "namespace": "app", "name": "db"}]
     assert first.status["evictedWorkloads"] == recorded
-    assert plan(maintenance(first.status, terms=policy_terms(records_evicted=True)), HELD, [], budgets, NOW).status["evictedWorkloads"] == recorded
-    assert "evictedWorkloads" not in plan(maintenance(RUNNING), HELD, node_pods, budgets, NOW).status
+    assert plan(maintenance(first.status, terms=policy_terms(**terms)), HELD, [], budgets, NOW).status["evictedWorkloads"] == recorded
 
 
 # ------------------------------------------------------------------ judging a node given back

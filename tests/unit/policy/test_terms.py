@@ -33,17 +33,6 @@ def test_an_admitted_maintenance_drains_by_its_policy_s_rules_and_drain_defaults
     assert step.terms.rules == policy.rules and step.grace == 7
 
 
-def test_a_drain_under_any_policy_records_what_it_evicts() -> None:
-    """waitForHealthy may be switched on while the drain runs: what it evicted before is waited for too (seed 1908727256
-    of Rolling: switched on as the drain ended, the node's slot freed at once)."""
-    body = nm("nm", "n1", uid="1234", status={})
-    specs: tuple[tuple[dict[str, Any], bool], ...] = (({"waitForHealthy": True}, True), ({}, True))
-    for spec, records in specs:
-        verdict = Verdict(kind=VerdictKind.ADMITTED, policy=model.Policy.of(nm_policy("rolling", **spec)))
-        assert terms.maintenance(body, seen_by_policies(HELD, verdict), {}, NOW).terms.records_evicted is records
-    assert not terms.maintenance(body, terms.Seen(HELD), {}, NOW).terms.records_evicted  # no policy governs the node
-
-
 def test_one_in_line_carries_out_the_wait_and_touches_nothing() -> None:
     policy = model.Policy.of(nm_policy("rolling", maxParallel=1))
     verdict = Verdict(kind=VerdictKind.WAITING, policy=policy, position=2, queued=3)
