@@ -4,8 +4,10 @@
 
 Each seed runs EXAMPLES histories of one machine, the seeds taking turns between them (``search.MACHINES``: Search's
 rules; Rolling's, which adds a node rolled through maintenance; Windowed's, under a window that closes every two
-minutes; Late's, whose writes the server may carry out after the operator gave up on them; and Zoned's, where a node
-may move to a zone of its own); a seed whose search finds a violation is reported
+minutes; Late's, whose writes the server may carry out after the operator gave up on them; Zoned's, where a node
+may move to a zone of its own; Killed's, where a failed request may be the operator's last; Closing's, with
+maintenances created seconds before a window closes; and Retiring's, where a node leaves the pool as its maintenance
+ends); a seed whose search finds a violation is reported
 with its machine and the shortest history hypothesis shrank it to, and belongs in the bounded run's fixed seeds
 (tests/simulation/test_search.py) once fixed. The report (report.json, report.txt) lists every seed tried, the histories
 run and the violations found.

@@ -48,6 +48,7 @@ class Fault(enum.StrEnum):
     TIMEOUT = "timeout"  # no answer, nothing applied
     LOST = "lost"  # applied, then the answer lost: the caller sees a timeout
     LATE = "late"  # the caller sees a timeout, and the write is applied later, as stored then (SimulatedApi.late_seconds)
+    KILLED = "killed"  # no answer, nothing applied, and the operator killed before the step ends (SimulatedApi.killed)
 
 
 class Write(NamedTuple):
@@ -99,6 +100,8 @@ class SimulatedApi:
         # How long a write the caller gave up on (Fault.LATE) waits in the server before it is applied: a request queued
         # behind others past the client's timeout, or one sent by an operator killed since, is carried out all the same.
         self.late_seconds = 10.0
+        # A request met Fault.KILLED: its operator is to be killed and started again as the step ends (Simulation.step).
+        self.killed = False
         self.removed: dict[Location, Obj] = {}  # each object removed, as it last was (an edit just before counts)
         self._uids = 0
         self._changed = asyncio.Event()
@@ -170,6 +173,9 @@ class SimulatedApi:
             raise _error(429, "TooManyRequests", "simulated throttling")
         if fault == Fault.TIMEOUT:
             raise Unreachable(f"simulated timeout of {method} {path}")
+        if fault == Fault.KILLED:
+            self.killed = True
+            raise Unreachable(f"simulated timeout of {method} {path}, the operator killed")
         if fault == Fault.LATE:
             if method != "GET":
                 asyncio.get_running_loop().call_later(self.late_seconds, self._late, method, path, dict(query or {}), copy.deepcopy(body))

@@ -11,8 +11,8 @@ not a fault's), and returns sentences an admin would read:
 3. holding (:mod:`simulation.holding`): a node is uncordoned only by its holder's hand-back, stays cordoned and tainted
    while held, is as it was once given back, and a maintenance its timeout ended never takes it again;
 4. turns (:mod:`simulation.turns`): a take happens only while a window is open, ahead of no older maintenance waiting;
-5. recovery (:mod:`simulation.recovery`): a node given back under waitForHealthy keeps its slot until its workloads are
-   healthy or the cap passes.
+5. recovery (:mod:`simulation.recovery`): a node given back under waitForHealthy is listed as recovering when given
+   back, and keeps its slot until its workloads are healthy or the cap passes.
 
 Liveness, the sixth, is judged once at the end of a history: :func:`simulation.settling.settled`.
 """
@@ -32,6 +32,7 @@ CHECKS: tuple[Callable[[History], list[str]], ...] = (
     holding.patched_violations,
     turns.turn_violations,
     recovery.recovery_violations,
+    recovery.unlisted_violations,
 )
 
 

@@ -18,7 +18,7 @@ from node_maintenance.api import timestamps
 from node_maintenance.drain.evicted import Kind, Workload
 from node_maintenance.policy import health, model
 from simulation import counting
-from simulation.history import History, State
+from simulation.history import ActionKind, History, State, Step, known
 
 
 def recovery_violations(history: History) -> list[str]:
@@ -48,6 +48,33 @@ def recovery_violations(history: History) -> list[str]:
                 found.append(f"node {entry['node']} dropped from NodeMaintenancePolicy {name}'s status.recovering after {waited:.0f}s "
                              f"of its {cap}s (waitForHealthySeconds) while {'; '.join(unhealthy)}")
     return found
+
+
+def unlisted_violations(history: History) -> list[str]:
+    """The nodes the newest step gave back under a policy waiting for health without listing them in its
+    status.recovering: the entry is written before the hand-back, a deletion's and onTimeout HandBack's alike, so that
+    the node keeps its slot. Judged only where the operator surely knew that the policy governed the node and waited for
+    health: as the step before ended (what its watch had brought, a policy deleted moments ago included), as the step
+    began and, for waitForHealthy, as it ended too (switched off meanwhile, the entry is dropped as soon as it is made)."""
+    newest = history[-1]
+    if len(history) < 2 or newest.started:
+        return []
+    then = counting.with_departed(history[:-1], known(history))
+    found = []
+    for node in newest.gives_back():
+        for name in counting.governed_by(then, node):
+            waiting = all((p := counting.policy(state, name)) is not None and p.wait_for_healthy for state in (then, newest.before, newest.after))
+            if waiting and name in counting.governed_by(newest.before, node) and not _listed(newest, name, node):
+                found.append(f"node {node} given back by NodeMaintenance {newest.before.holder(node)} under NodeMaintenancePolicy "
+                             f"{name}, which waits for health, without being listed in its status.recovering: its slot was freed at once")
+    return found
+
+
+def _listed(step: Step, policy: str, node: str) -> bool:
+    """Whether the policy's status listed the node as recovering at the step's start or end, or a write of it within."""
+    written = (((a.body or {}).get("status") or {}).get("recovering") or () for a in step.of_kind(ActionKind.POLICY_STATUS_WRITE) if a.key == policy)
+    return (node in counting.recovering(step.before, policy) or node in counting.recovering(step.after, policy)
+            or any(entry.get("node") == node for entries in written for entry in entries))
 
 
 def _was_healthy(history: History, policy: str, node: str, workloads: list[Workload]) -> bool:

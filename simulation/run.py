@@ -81,7 +81,11 @@ class Simulation:
         except Spinning as spin:  # the run cannot go on: its clock would never move again
             self.violations.append(f"at {self.time.now():%H:%M:%S}: nothing spins: {spin}")
             raise AssertionError("\n".join(self.violations)) from spin
-        return self._record(before, written)
+        found = self._record(before, written)
+        if self.api.killed:  # a request was its operator's last (Fault.KILLED): it dies within the step it was sent in
+            self.api.killed = False
+            self.restart_operator()
+        return found
 
     def _record(self, before: State, written: int) -> list[str]:
         """The step from ``before`` to now, by the writes since the ``written``-th, added to the history; what it broke."""

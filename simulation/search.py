@@ -17,6 +17,7 @@ end, the faults stop and every maintenance that can finish must have finished.
 
 from __future__ import annotations
 
+import datetime
 import random
 from dataclasses import dataclass, replace
 from typing import Any
@@ -25,6 +26,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from node_maintenance.api.paths import nm_path, node_path, pod_path, policy_path
+from node_maintenance.policy import model
 from simulation import settling
 from simulation.apiserver import Fault
 from simulation.cluster import new_pod
@@ -289,6 +291,28 @@ class Windowed(Search):
     WINDOW = ("*/2 * * * *", "1m")
 
 
+class Closing(Windowed):
+    """Windowed's histories where a maintenance may be created seconds before a window closes: its grant made while the
+    window is open, its take retried (a fault, a restart) or its first evictions sent across the close, which Windowed
+    meets only when a creation happens to fall in those seconds. A machine of its own, so that every seed of Windowed
+    still replays the history it found."""
+
+    CLOSING_WAIT_SECONDS = 240  # the longest it waits for a window to close: two of Windowed's periods
+
+    @rule(node=st.integers(0, 4), before=st.integers(1, 10))
+    def create_at_the_close(self, node: int, before: int) -> None:
+        """A maintenance created ``before`` seconds before the window open now, or the next, closes (at once when the
+        policy has no window: nothing closes)."""
+        policy = model.Policy.of({"metadata": {"name": POLICY}, "spec": self.shape.spec()})
+        for _ in range(self.CLOSING_WAIT_SECONDS):
+            window = policy.window(self.running.api.clock())
+            if window is None or (window.open and window.closes is not None
+                                  and window.closes - self.running.api.clock() <= datetime.timedelta(seconds=before)):
+                break
+            self.running.step()
+        self.create_maintenance(node)
+
+
 class Late(Rolling):
     """Rolling's histories where a write the operator gave up on may still be carried out, seconds later, against what
     is stored then (``Fault.LATE``): a request queued in the API server past the client's timeout, or sent by an
@@ -304,6 +328,17 @@ class Late(Rolling):
         self.running.api.late_seconds = seconds
 
 
+class Killed(Rolling):
+    """Rolling's histories where a request may be its operator's last: it fails, and the operator is killed before the
+    step ends (its node lost, its container killed) and started again (``Fault.KILLED``). Search restarts the operator
+    between rules only, seconds after a failed write was tried again; here the next leader meets what the failed write
+    left: a hand-back or an eviction that went on when the status that records it was not written. A machine of its
+    own, so that every seed of Rolling still replays the history it found. A faulted request is refused or kills, one
+    in two: what it looks for is a write failed and no try after it."""
+
+    FAULTS = (Fault.REFUSED, Fault.KILLED)
+
+
 class Zoned(Rolling):
     """Rolling's histories where a node may move to a zone of its own (a node rebuilt into a new failure domain, its
     zone label corrected): a topology domain of one node, taken, recovering or given back, then leaves and joins the
@@ -316,4 +351,17 @@ class Zoned(Rolling):
         self.running.api.update(node_path(name), lambda n: {**n, "metadata": {**n["metadata"], "labels": {**n["metadata"]["labels"], "zone": f"z-{name}"}}})
 
 
-MACHINES: dict[str, type[Search]] = {"search": Search, "rolling": Rolling, "windowed": Windowed, "late": Late, "zoned": Zoned}
+class Retiring(Zoned):
+    """Zoned's histories where a node may leave the pool as soon as its maintenance ends (a node rolled, then retired):
+    a node given back and recovering under waitForHealthy is then counted by a policy that no longer selects it, in a
+    topology domain perhaps no selected node is in any more. A machine of its own, so that every seed of Zoned still
+    replays the history it found."""
+
+    @rule(node=st.integers(0, 4), seconds=st.sampled_from([20, 60, 180]))
+    def retire(self, node: int, seconds: int) -> None:
+        self.roll(node, seconds)
+        self.relabel(node, "b")
+
+
+MACHINES: dict[str, type[Search]] = {"search": Search, "rolling": Rolling, "windowed": Windowed, "late": Late, "zoned": Zoned,
+                                     "killed": Killed, "closing": Closing, "retiring": Retiring}

@@ -5,7 +5,7 @@ shrank it to, and the seed that replays it.
 The fixed seeds replay the same histories on every run: what the search once covered stays covered. The fresh seeds,
 one for each machine (Search; Rolling with its node rolled through maintenance; Windowed with its window that closes
 every two minutes; Late with writes the server carries out after the operator gave up on them; Zoned with a node moved
-to a zone of its own), are drawn anew each run, so every run of ``make test`` also looks where no run looked before; a violation one finds is
+to a zone of its own; Killed, Closing and Retiring, see ``simulation.search``), are drawn anew each run, so every run of ``make test`` also looks where no run looked before; a violation one finds is
 a defect of the operator (or of a promise as written), never noise: it is printed with its seed, which
 ``simulation.__main__.search(seed, machine=...)`` replays; once it is fixed, the seed joins SEEDS. So does any seed ``make simulate``
 finds a violation with."""

@@ -4,6 +4,7 @@ promises checked, not a gap between two steps that no check sees."""
 from __future__ import annotations
 
 from node_maintenance.api.paths import node_path
+from simulation.apiserver import Fault
 from simulation.history import ActionKind
 from simulation.run import Simulation
 from tests.unit import builders
@@ -25,3 +26,21 @@ def test_a_write_made_as_the_operator_is_killed_is_a_step_of_its_own() -> None:
         assert killed.seconds() == 0 and not killed.started
         sim.step()
         assert sim.history[-1].started and not sim.history[-1].of_kind(ActionKind.NODE_PATCH)
+
+
+def test_a_request_that_kills_its_operator_fails_and_the_operator_starts_again_as_the_step_ends() -> None:
+    """Fault.KILLED: the write is not applied, and the next step is the new operator's first."""
+    def kill(method: str, path: str) -> Fault:
+        return Fault.KILLED if (method, path) == ("PATCH", node_path("n1")) else Fault.NONE
+
+    with Simulation(kill) as sim:
+        sim.api.create(node_path(), builders.node("n1"))
+        sim.start_operator()
+        sim.step()
+        first = sim.process
+        sim.time.loop.create_task(sim.api.patch(node_path("n1"), {"metadata": {"labels": {"written": "never"}}}))
+        sim.step()
+        assert sim.process is not first and not sim.api.killed
+        assert "written" not in (sim.api.get_object(node_path("n1")) or {})["metadata"].get("labels", {})
+        sim.step()
+        assert sim.history[-1].started
