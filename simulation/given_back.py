@@ -6,8 +6,9 @@ write it skips or loses (a hand-back by timeout that records nothing, an entry d
 after they were done and then lost) would leave the list short, and a count read from it would be short alike. So the
 limits count these nodes too, found by walking the history:
 
-- a drain's removals under a policy waiting for health name the workloads of the pods removed (as the operator's
-  ``drain.evicted.workloads_of`` defines them: the budgets covering a pod, else the ReplicaSet or StatefulSet owning it);
+- a drain's removals name the workloads of the pods removed (as the operator's ``drain.evicted.workloads_of`` defines
+  them: the budgets covering a pod, else the ReplicaSet or StatefulSet owning it), under a policy or none: a node
+  relabelled into a pool that waits for health, or waitForHealthy switched on, while it is held waits for them too;
 - the node patch that removes the holder record gives the node back: from then on it recovers, waiting for those
   workloads and for any an earlier hand-back of the node still waited for (a node maintained again while recovering);
 - the recovery ends the first time every workload is healthy at a step's start or end (``policy.health.unhealthy``),
@@ -68,14 +69,13 @@ def recovering(history: History, until: int = 0) -> dict[str, set[str]]:
 
 
 def _drain(st: Step, drained: dict[str, set[Workload]]) -> None:
-    """Adds the workloads of the pods this step removed under a policy waiting for health to their node's drain; a
-    take starts a new drain."""
+    """Adds the workloads of the pods this step removed to their node's drain; a take starts a new drain."""
     for take in st.takes():
         drained[take.node] = set()
     for action in st.of_kind(ActionKind.EVICTION, ActionKind.POD_DELETE):
         pod = st.before.pods.get(action.key) or st.after.pods.get(action.key)
         node = ((pod or {}).get("spec") or {}).get("nodeName")
-        if pod is None or node is None or not _waiting_policies(st.before, node):
+        if pod is None or node is None:
             continue
         covering = [key for key, budget in st.before.budgets.items() if budgets.covers(dict(budget), dict(pod))]
         drained.setdefault(node, set()).update(workloads_of(covering, pod))

@@ -55,7 +55,9 @@ def unlisted_violations(history: History) -> list[str]:
     status.recovering: the entry is written before the hand-back, a deletion's and onTimeout HandBack's alike, so that
     the node keeps its slot. Judged only where the operator surely knew that the policy governed the node and waited for
     health: as the step before ended (what its watch had brought, a policy deleted moments ago included), as the step
-    began and, for waitForHealthy, as it ended too (switched off meanwhile, the entry is dropped as soon as it is made)."""
+    began and, for waitForHealthy, as it ended too (switched off meanwhile, the entry is dropped as soon as it is made);
+    and one policy throughout: a policy replaced around the hand-back had the entry written to the object of the name
+    that existed then (listed as the step before ended counts too)."""
     newest = history[-1]
     if len(history) < 2 or newest.started:
         return []
@@ -63,8 +65,11 @@ def unlisted_violations(history: History) -> list[str]:
     found = []
     for node in newest.gives_back():
         for name in counting.governed_by(then, node):
-            waiting = all((p := counting.policy(state, name)) is not None and p.wait_for_healthy for state in (then, newest.before, newest.after))
-            if waiting and name in counting.governed_by(newest.before, node) and not _listed(newest, name, node):
+            bodies = [state.policies.get(name) for state in (then, newest.before, newest.after)]
+            waiting = all(body is not None and model.Policy.of(body).wait_for_healthy for body in bodies)
+            one = len({str(((body or {}).get("metadata") or {}).get("uid", "")) for body in bodies}) == 1
+            if waiting and one and name in counting.governed_by(newest.before, node) and not _listed(newest, name, node) \
+                    and node not in counting.recovering(then, name):
                 found.append(f"node {node} given back by NodeMaintenance {newest.before.holder(node)} under NodeMaintenancePolicy "
                              f"{name}, which waits for health, without being listed in its status.recovering: its slot was freed at once")
     return found

@@ -80,6 +80,13 @@ REVERTS = (
            "        del memo.engines[name]\n",
            "    running = memo.engines.pop(name, None)\n    if running is None:\n        return\n    running.task.cancel()\n"
            "    await asyncio.gather(running.task, return_exceptions=True)\n"),
+    Revert("13", "a drain under no policy records nothing it evicts: relabelled into a pool that waits for health, its node frees its slot at once (found by review)",
+           "operator/node_maintenance/drain/draining.py",
+           "    evicting = tuple((f.budgets, f.pod) for f in scene.to_go if not f.finished)\n",
+           "    evicting = tuple((f.budgets, f.pod) for f in scene.to_go if not f.finished) if m.terms.rules is not None else None\n"),
+    Revert("14", "a hand-back tried again after its recovering entry's write failed goes on with the entry in memory only (found by review)",
+           "operator/node_maintenance/runtime/policies/view.py",
+           "            if node not in health.listed(stored):\n                await self.publisher.write()\n", ""),
 )
 
 

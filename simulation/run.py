@@ -57,6 +57,7 @@ class Simulation:
         self.time.__exit__(*exc)
 
     def start_operator(self) -> None:
+        self.api.killed = False  # a kill drawn as the last process stopped is that process's
         self._started = True
         self._lists_before, self._listed = len(self.api.listed), None
         self.process = Process(self.api)
@@ -82,8 +83,7 @@ class Simulation:
             self.violations.append(f"at {self.time.now():%H:%M:%S}: nothing spins: {spin}")
             raise AssertionError("\n".join(self.violations)) from spin
         found = self._record(before, written)
-        if self.api.killed:  # a request was its operator's last (Fault.KILLED): it dies within the step it was sent in
-            self.api.killed = False
+        if self.api.killed:  # a write was its operator's last (Fault.KILLED): it dies within the step it was sent in
             self.restart_operator()
         return found
 

@@ -333,8 +333,8 @@ class Killed(Rolling):
     step ends (its node lost, its container killed) and started again (``Fault.KILLED``). Search restarts the operator
     between rules only, seconds after a failed write was tried again; here the next leader meets what the failed write
     left: a hand-back or an eviction that went on when the status that records it was not written. A machine of its
-    own, so that every seed of Rolling still replays the history it found. A faulted request is refused or kills, one
-    in two: what it looks for is a write failed and no try after it."""
+    own, so that every seed of Rolling still replays the history it found. A faulted write is refused or kills, one in
+    two (a read is refused): what it looks for is a write failed and no try after it."""
 
     FAULTS = (Fault.REFUSED, Fault.KILLED)
 

@@ -792,25 +792,37 @@ class TestGivenBack:
         (found,) = self.take_n2([*steps, step(jumped, jumped)], 3600)
         assert "2 nodes in maintenance (n1, n2)" in found
 
-    @pytest.mark.parametrize(("case", "known", "listed", "broken"), [
-        ("listed as it is given back", True, True, False),
-        ("not listed: its slot freed at once", True, False, True),
-        ("waitForHealthy switched on as it was given back", False, False, False),
+    @pytest.mark.parametrize(("case", "known", "listed", "uid", "broken"), [
+        ("listed as it is given back", True, True, "", False),
+        ("not listed: its slot freed at once", True, False, "", True),
+        ("waitForHealthy switched on as it was given back", False, False, "", False),
+        ("the policy replaced as it was given back: listed in the object before", True, False, "another", False),
     ])
-    def test_a_node_given_back_under_waitForHealthy_is_listed_as_recovering(self, case: str, known: bool, listed: bool, broken: bool) -> None:
+    def test_a_node_given_back_under_waitForHealthy_is_listed_as_recovering(self, case: str, known: bool, listed: bool, uid: str,
+                                                                            broken: bool) -> None:
         """Written before the hand-back, by a deletion and by onTimeout HandBack alike (break 3 of the issue "Safety found
         by search": a timed-out hand-back recorded nothing, and the next node was taken in the same step). ``known``:
-        the policy waited for health as the step before ended."""
+        the policy waited for health as the step before ended; ``uid``: the policy's as the node is given back."""
         entry = {"node": "n1", "since": ago(0), "workloads": [{"kind": "ReplicaSet", "namespace": "ns", "name": "web"}]}
         held_n1 = State.of(T0, nodes=[held("n1", holder="m1")], maintenances=[nm("m1", "n1")], policies=[self.WAITING if known else pool(maxParallel=1)],
                            replicasets=[replicaset("web", 2)])
         deleted = held_n1.put(at(1), maintenances=[nm("m1", "n1", deleted_at=ago(0))])
-        back = deleted.put(at(2), nodes=[free("n1")], policies=[pool(maxParallel=1, waitForHealthy=True, waitForHealthySeconds=120,
-                                                                     status={"recovering": [entry]} if listed else None)])
+        now = pool(maxParallel=1, waitForHealthy=True, waitForHealthySeconds=120, status={"recovering": [entry]} if listed else None)
+        back = deleted.put(at(2), nodes=[free("n1")], policies=[{**now, "metadata": {**now["metadata"], "uid": uid}} if uid else now])
         found = violations([step(held_n1, deleted), step(deleted, back, builders.give_back_patch(held("n1", holder="m1"), "m1"))])
         unlisted = ("node n1 given back by NodeMaintenance m1 under NodeMaintenancePolicy p, which waits for health, without "
                     "being listed in its status.recovering: its slot was freed at once")
         assert found == ([unlisted] if broken else []), case
+
+    def test_what_a_drain_evicted_before_waitForHealthy_was_switched_on_is_waited_for(self) -> None:
+        """Every drain records what it evicts: switched on (or the node relabelled into a pool that waits) while the
+        node is held, the hand-back waits for what the drain evicted before."""
+        taken, evicted, _ = self.first(pool(maxParallel=1))
+        waits = evicted.after.put(at(9), policies=[self.WAITING])
+        back = waits.put(at(10), nodes=[free("n1")]).drop("maintenances", "m1")
+        steps = [taken, evicted, step(evicted.after, waits), step(waits, back, builders.give_back_patch(held("n1", holder="m1"), "m1"))]
+        (found,) = self.take_n2(steps, 60)
+        assert "2 nodes in maintenance (n1, n2), maxParallel allows 1" in found
 
     def test_nothing_is_kept_without_waitForHealthy_when_given_back(self) -> None:
         assert self.take_n2(self.first(pool(maxParallel=1)), 60) == []

@@ -22,7 +22,7 @@ from typing import Any
 from node_maintenance.api import timestamps
 from node_maintenance.client.protocol import KubeApi
 from node_maintenance.drain import nodes
-from node_maintenance.policy import hooks, line, model, terms
+from node_maintenance.policy import health, hooks, line, model, terms
 from node_maintenance.runtime.policies import discovery
 from node_maintenance.runtime.policies.decisions import Decisions
 from node_maintenance.runtime.policies.publisher import StatusPublisher
@@ -155,10 +155,14 @@ class Policies:
         ``taken``: when the maintenance giving it back took it (its drainStartTime). An entry since then is this
         maintenance's own (a deletion after its timeout's hand-back): it stands, its wait counting on. An older entry is
         an earlier maintenance's, whose workloads were still short when the node was taken again: the new entry waits
-        for what both drains evicted, from now."""
+        for what both drains evicted, from now. This maintenance's own entry made by a try whose write failed is in
+        memory only: it is written now, or the hand-back waits again (a restart would lose it, and the slot)."""
         assert self.recovery is not None and self.publisher is not None, "recovered only while the policies are served"
-        earlier = next((e for e in self.recovery.entries(policy, self.publisher.stored(policy)) if e["node"] == node), None)
+        stored = self.publisher.stored(policy)
+        earlier = next((e for e in self.recovery.entries(policy, stored) if e["node"] == node), None)
         if earlier is not None and (taken is None or timestamps.parse(earlier["since"]) >= taken):
+            if node not in health.listed(stored):
+                await self.publisher.write()
             return
         self.recovery.give_back(policy, node, [*((earlier or {}).get("workloads") or ()), *workloads])
         self.decisions.invalidate()
