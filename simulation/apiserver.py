@@ -48,8 +48,8 @@ class Fault(enum.StrEnum):
     TIMEOUT = "timeout"  # no answer, nothing applied
     LOST = "lost"  # applied, then the answer lost: the caller sees a timeout
     LATE = "late"  # the caller sees a timeout, and the write is applied later, as stored then (SimulatedApi.late_seconds)
-    # A write: no answer, nothing applied, and the operator killed before the step ends, nothing it sends meanwhile
-    # reaching the server (SimulatedApi.killed); a read so faulted is refused.
+    # A write: no answer, nothing applied, and the operator killed as the step ends (SimulatedApi.killed), what it did
+    # in between standing; a read so faulted is refused.
     KILLED = "killed"
 
 
@@ -168,8 +168,6 @@ class SimulatedApi:
     async def request(self, method: str, path: str, *, query: dict[str, str] | None = None, body: Any = None,
                       content_type: str = "", timeout: float = 0.0) -> Obj:  # noqa: ASYNC109 - AsyncKube's signature
         await asyncio.sleep(self.latency / 2)  # an answer never comes within the call: others run meanwhile, as over a socket
-        if self.killed:
-            raise Unreachable(f"simulated timeout of {method} {path}: the operator is being killed")
         fault = self.faults(method, path)
         if fault == Fault.KILLED and method == "GET":
             fault = Fault.REFUSED

@@ -299,10 +299,11 @@ class Closing(Windowed):
 
     CLOSING_WAIT_SECONDS = 240  # the longest it waits for a window to close: two of Windowed's periods
 
-    @rule(node=st.integers(0, 4), before=st.integers(1, 10))
-    def create_at_the_close(self, node: int, before: int) -> None:
+    @rule(node=st.integers(0, 4), before=st.integers(1, 5), faults=st.sampled_from([0.0, 0.3]))
+    def create_at_the_close(self, node: int, before: int, faults: float) -> None:
         """A maintenance created ``before`` seconds before the window open now, or the next, closes (at once when the
-        policy has no window: nothing closes)."""
+        policy has no window: nothing closes), the API failing from then on at the rate ``faults`` (a take, or its
+        first evictions, retried across the close)."""
         policy = model.Policy.of({"metadata": {"name": POLICY}, "spec": self.shape.spec()})
         for _ in range(self.CLOSING_WAIT_SECONDS):
             window = policy.window(self.running.api.clock())
@@ -310,6 +311,7 @@ class Closing(Windowed):
                                   and window.closes - self.running.api.clock() <= datetime.timedelta(seconds=before)):
                 break
             self.running.step()
+        self.fault_rate = faults
         self.create_maintenance(node)
 
 
@@ -329,12 +331,12 @@ class Late(Rolling):
 
 
 class Killed(Rolling):
-    """Rolling's histories where a request may be its operator's last: it fails, and the operator is killed before the
-    step ends (its node lost, its container killed) and started again (``Fault.KILLED``). Search restarts the operator
-    between rules only, seconds after a failed write was tried again; here the next leader meets what the failed write
-    left: a hand-back or an eviction that went on when the status that records it was not written. A machine of its
-    own, so that every seed of Rolling still replays the history it found. A faulted write is refused or kills, one in
-    two (a read is refused): what it looks for is a write failed and no try after it."""
+    """Rolling's histories where a write may fail as its operator dies: the operator is killed as the step ends (its
+    node lost, its container killed) and started again (``Fault.KILLED``). Search restarts the operator between rules
+    only, seconds after a failed write was tried again; here the next leader meets what the failed write left: a
+    hand-back or an eviction that went on when the status that records it was not written. A machine of its own, so
+    that every seed of Rolling still replays the history it found. A faulted write is refused or kills, one in two (a
+    read is refused): what it looks for is a write failed and no try after it."""
 
     FAULTS = (Fault.REFUSED, Fault.KILLED)
 
