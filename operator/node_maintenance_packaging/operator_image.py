@@ -115,7 +115,7 @@ def operator_layout(builder: Builder, root: Path, version: str, reference: str, 
     ``cache`` keeps for the same inputs, else built (and kept there)."""
     dockerfile = root / "Dockerfile"
     args = {"VERSION": version, "PYTHON_IMAGE": base_image or base_layout()}
-    cached = cache / f"operator-{_inputs_key(root, args)}" if cache else None
+    cached = cache / f"operator-{inputs_key(root, args)}" if cache else None
     if cached and (cached / ".complete").exists():
         os.utime(cached)  # used now: the last to be dropped
         return cached
@@ -135,7 +135,9 @@ def operator_layout(builder: Builder, root: Path, version: str, reference: str, 
 _INPUTS = ("Dockerfile", "hack/install-app.sh", "hack/operator-image.lock", "hack/build-backend.lock", "pyproject.toml", "setup.py", "releases.yaml", "README.md", "operator")
 
 
-def _inputs_key(root: Path, args: dict[str, str]) -> str:
+def inputs_key(root: Path, args: dict[str, str]) -> str:
+    """What names an image built from the work tree's Dockerfile inputs (the build stage's files, as .dockerignore lets
+    in) with the build arguments ``args``: a cache key (``PYTHON_IMAGE`` an OCI layout counts by its digest)."""
     digest = hashlib.sha256(json.dumps([sorted(args.items()), sys.version], sort_keys=True).encode())
     base = args["PYTHON_IMAGE"]
     if base.startswith("oci:"):  # a layout's index names the digest of the image it holds
@@ -153,7 +155,8 @@ KEPT_OPERATOR_IMAGES = 10
 
 def store(layout: Path, cached: Path) -> None:
     """Keep a built layout under ``cached``, whole or not at all (a concurrent build may race us), and
-    drop the oldest beyond KEPT_OPERATOR_IMAGES: each source change adds one per release."""
+    drop the oldest of its kind (the name's part before the first "-") beyond KEPT_OPERATOR_IMAGES: each source change
+    adds one per release."""
     scratch = cached.with_name(f"{cached.name}.{os.getpid()}.tmp")
     shutil.rmtree(scratch, ignore_errors=True)
     shutil.copytree(layout, scratch, symlinks=True)
@@ -162,6 +165,7 @@ def store(layout: Path, cached: Path) -> None:
         scratch.rename(cached)
     except OSError:  # another build stored it first
         shutil.rmtree(scratch, ignore_errors=True)
-    kept = sorted((p for p in cached.parent.glob("operator-*") if "." not in p.name), key=lambda p: p.stat().st_mtime, reverse=True)
+    kind = cached.name.split("-", 1)[0]
+    kept = sorted((p for p in cached.parent.glob(f"{kind}-*") if "." not in p.name), key=lambda p: p.stat().st_mtime, reverse=True)
     for old in kept[KEPT_OPERATOR_IMAGES:]:
         shutil.rmtree(old, ignore_errors=True)

@@ -15,8 +15,16 @@ from typing import Any
 import pytest
 
 from devcluster.registry import Registry
-from node_maintenance_packaging.imagetool import Builder, pick
-from node_maintenance_packaging.operator_image import BUILD_BASE_PACKAGES, base_layout, build_operator_image, image_cache, operator_layout
+from node_maintenance_packaging.imagetool import LAYOUT_TAG, Builder, pick
+from node_maintenance_packaging.operator_image import (
+    BUILD_BASE_PACKAGES,
+    base_layout,
+    build_operator_image,
+    image_cache,
+    inputs_key,
+    operator_layout,
+    store,
+)
 
 from ..releases import HEAD
 
@@ -82,18 +90,34 @@ def daemonless(registry: Registry) -> str:
         assembler.close()
 
 
+def _engine_build(registry: Registry, base: str, scratch: Path) -> str:
+    """The Dockerfile built by a container engine and pushed: its reference. The build is kept outside the work tree,
+    keyed by its inputs (the Dockerfile's files, both bases, the engine's version), as the image cache keeps the
+    daemonless one: it takes minutes, and a later run from the same inputs pushes what it built."""
+    engine = Builder(pick("buildah"), tls_verify=False, run_volumes=("/etc/ssl/certs:/etc/ssl/certs:ro",))
+    pushed = f"{registry.host}/engine:{VERSION}"
+    try:
+        version = subprocess.run(["buildah", "--version"], check=True, capture_output=True, text=True).stdout.strip()
+        inputs = {"VERSION": VERSION, "PYTHON_IMAGE": base_layout(), "BUILD_IMAGE": base_layout(packages=BUILD_BASE_PACKAGES), "ENGINE": version}
+        cached = image_cache() / f"engine-{inputs_key(ROOT, inputs)}"
+        if (cached / ".complete").exists():
+            _push(f"oci:{cached}:{LAYOUT_TAG}", pushed)
+            return pushed
+        build_base = f"{registry.host}/python-build:test"
+        _push(base_layout(packages=BUILD_BASE_PACKAGES), build_base)  # a build stage needs pip
+        # The build stage fetches wheels: it trusts what this machine trusts.
+        engine.build_and_push(ROOT, ROOT / "Dockerfile", pushed, {"PYTHON_IMAGE": base, "BUILD_IMAGE": build_base, "VERSION": VERSION})
+    finally:
+        engine.close()
+    subprocess.run(["skopeo", "copy", "--src-tls-verify=false", f"docker://{pushed}", f"oci:{scratch}:{LAYOUT_TAG}"], check=True, capture_output=True)
+    store(scratch, cached)
+    return pushed
+
+
 @pytest.fixture(scope="module")
 def both(registry: Registry, base: str, daemonless: str,
          tmp_path_factory: pytest.TempPathFactory) -> tuple[tuple[Path, dict[str, Any]], tuple[Path, dict[str, Any]]]:
-    build_base = f"{registry.host}/python-build:test"
-    _push(base_layout(packages=BUILD_BASE_PACKAGES), build_base)  # a build stage needs pip
-    # The build stage fetches wheels: it trusts what this machine trusts.
-    engine = Builder(pick("buildah"), tls_verify=False, run_volumes=("/etc/ssl/certs:/etc/ssl/certs:ro",))
-    try:
-        engine.build_and_push(ROOT, ROOT / "Dockerfile", f"{registry.host}/engine:{VERSION}",
-                              {"PYTHON_IMAGE": base, "BUILD_IMAGE": build_base, "VERSION": VERSION})
-    finally:
-        engine.close()
+    _engine_build(registry, base, tmp_path_factory.mktemp("engine-build") / "oci")
     return (_unpack(f"{registry.host}/engine:{VERSION}", tmp_path_factory.mktemp("engine")),
             _unpack(f"{registry.host}/daemonless:{VERSION}", tmp_path_factory.mktemp("daemonless")))
 
