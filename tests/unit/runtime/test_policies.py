@@ -199,6 +199,30 @@ def test_a_failed_watch_keeps_the_queue_closed_until_the_server_accepts_a_watch_
     scenario(api, body)
 
 
+def test_a_slot_decided_while_a_watch_has_failed_is_not_kept_once_the_watch_is_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The policies' status is written while the watch of NodeMaintenances is down: the decision it shows admits nm-n2,
+    the oldest the watch had shown. nm-n1, older, was created meanwhile; once the watch is back it is first in line,
+    and nm-n2 waits (a search's Killed machine, on an earlier code: nm-n2 kept the grant made blind and overtook it)."""
+    monkeypatch.setattr(watch, "RETRY_FIRST_SECONDS", 3600.0)  # the retry is not reached during the test
+    api = pool_api()
+    api.objects[node_path("n1")]["metadata"]["annotations"] = {}
+    older = api.objects.pop(nm_path("nm-n1"))
+    api.script_watch(nm_path(), [Unreachable("the connection was dropped")])
+
+    async def body(policies: Policies) -> None:
+        await read(policies)
+        maintenances = watches_of(policies).mirrors[Watched.MAINTENANCES]
+        while not maintenances.failure:  # noqa: ASYNC110 - a failed watch signals nobody; it is only read
+            await asyncio.sleep(0.01)
+        await write_statuses(policies)
+        api.objects[nm_path("nm-n1")] = older
+        policies.feed(Watched.MAINTENANCES, "ADDED", older)
+        maintenances.opened()  # what the next accepted watch calls
+        assert queued_reason(gate_of(policies, api, "n2")) == "WaitingForSlot"
+        assert gate_of(policies, api, "n1").terms.waiting is None
+    scenario(api, body)
+
+
 def test_a_post_maintenance_job_is_created_in_its_hook_s_namespace_and_found_there_by_the_cluster_wide_watch() -> None:
     api = pool_api(postMaintenance=policy_hook("storage-hooks"))
 

@@ -121,8 +121,12 @@ class Decisions:
                                          self.watches.objects(Watched.MAINTENANCES).values(), self._admitted, governing,
                                          judged.recovering, now=now, operator_namespace=self.known.namespace)
             self._wake_at_boundary(self._decision, now)
-            self._admitted = {name: v.policy.name for name, v in self._decision.verdicts.items()
-                              if v.kind == verdicts.VerdictKind.ADMITTED and v.policy is not None}
+            # A grant stands once made (policy.line); one made from what a watch that failed, or has not listed, last
+            # showed is not made: an older maintenance it never brought may be first in line (its status is written
+            # meanwhile, and the drains hold while the policies are unknown).
+            if self.known.served and not self.known.unknown():
+                self._admitted = {name: v.policy.name for name, v in self._decision.verdicts.items()
+                                  if v.kind == verdicts.VerdictKind.ADMITTED and v.policy is not None}
             before, after, self._seen = self._seen, self._decision.verdicts, self._decision.verdicts
             if not self._all_told:  # those it moved are told; a decision made after every one was told need not
                 self._tell({n for n in before.keys() | after.keys() if verdicts.acted_on(before.get(n)) != verdicts.acted_on(after.get(n))})
