@@ -105,6 +105,16 @@ async def read(policies: Policies) -> None:
     await listed(policies)
 
 
+async def read_until_failed(policies: Policies, kind: Watched) -> watch.Mirror:
+    """The CRD read and the watches listed, then the watch of ``kind`` failed (its script's error): its mirror. The retry
+    is not reached within a test (``RETRY_FIRST_SECONDS`` patched): ``opened()`` stands for the next accepted watch."""
+    await read(policies)
+    mirror = watches_of(policies).mirrors[kind]
+    while not mirror.failure:  # noqa: ASYNC110 - a failed watch signals nobody; it is only read
+        await asyncio.sleep(0.01)
+    return mirror
+
+
 def test_a_queued_maintenance_is_told_to_wait_and_the_gate_writes_nothing() -> None:
     api = pool_api()
 
@@ -187,14 +197,11 @@ def test_a_failed_watch_keeps_the_queue_closed_until_the_server_accepts_a_watch_
     api.script_watch(node_path(), [Unreachable("the connection was dropped")])
 
     async def body(policies: Policies) -> None:
-        await read(policies)
-        nodes_watch = watches_of(policies).mirrors[Watched.NODES]
-        while not nodes_watch.failure:  # noqa: ASYNC110 - a failed watch signals nobody; it is only read
-            await asyncio.sleep(0.01)
+        nodes_watch = await read_until_failed(policies, Watched.NODES)
         assert policies.unknown() == "the watch of nodes failed: the connection was dropped"
         assert queued_reason(gate_of(policies, api, "n2")) == "WaitingForPolicies"
         assert gate_of(policies, api, "n1").terms.rules is not None  # the holder keeps its rules
-        nodes_watch.opened()  # what the next accepted watch calls
+        nodes_watch.opened()
         assert policies.unknown() == "" and queued_reason(gate_of(policies, api, "n2")) == "WaitingForSlot"
     scenario(api, body)
 
@@ -210,14 +217,11 @@ def test_a_slot_decided_while_a_watch_has_failed_is_not_kept_once_the_watch_is_b
     api.script_watch(nm_path(), [Unreachable("the connection was dropped")])
 
     async def body(policies: Policies) -> None:
-        await read(policies)
-        maintenances = watches_of(policies).mirrors[Watched.MAINTENANCES]
-        while not maintenances.failure:  # noqa: ASYNC110 - a failed watch signals nobody; it is only read
-            await asyncio.sleep(0.01)
+        maintenances = await read_until_failed(policies, Watched.MAINTENANCES)
         await write_statuses(policies)
         api.objects[nm_path("nm-n1")] = older
         policies.feed(Watched.MAINTENANCES, "ADDED", older)
-        maintenances.opened()  # what the next accepted watch calls
+        maintenances.opened()
         assert queued_reason(gate_of(policies, api, "n2")) == "WaitingForSlot"
         assert gate_of(policies, api, "n1").terms.waiting is None
     scenario(api, body)
