@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from node_maintenance.drain import status
+from node_maintenance.drain.nodes import HOLDER
 from node_maintenance.policy import model
 from simulation import counting
 from simulation.history import STEP_SECONDS, History, State, Take
@@ -118,11 +119,22 @@ def _keeps_a_grant(state: State, policy: str, governing: model.Policy, take: Tak
 
 
 def _first_to_fit(state: State, policy: str, governing: model.Policy, take: Take, created: str) -> bool:
-    """Whether, in ``state``, the taker waits for its node with room for it, and no maintenance older than it waits that
-    fits too: the slot the line would grant it."""
-    return _keeps_a_grant(state, policy, governing, take) and not any(
-        (m["metadata"].get("creationTimestamp") or "") < created and (node := _waiting(state, policy, m)) and _fits(state, governing, node)
-        for name, m in state.maintenances.items() if name != take.maintenance)
+    """Whether, in ``state``, the taker waits for its node with room for it, and still has room once the line has granted,
+    in creation order, each older maintenance waiting that fits beside those granted before it: the slot the line would
+    grant it (older ones in another topology domain, or under a limit of several, leave it room: seed 1253708182 of
+    Closing)."""
+    if not _keeps_a_grant(state, policy, governing, take):
+        return False
+    granted = state
+    older = sorted((stamp, name) for name, m in state.maintenances.items()
+                   if name != take.maintenance and (stamp := m["metadata"].get("creationTimestamp") or "") < created)
+    for _, name in older:
+        node = _waiting(state, policy, state.maintenances[name])
+        if node is not None and _fits(granted, governing, node):
+            held = granted.nodes[node]
+            annotations = {**(held["metadata"].get("annotations") or {}), HOLDER: name}
+            granted = granted.put(nodes=[{**held, "metadata": {**held["metadata"], "annotations": annotations}}])
+    return _fits(granted, governing, take.node)
 
 
 def _lived(history: History) -> list[State]:

@@ -615,6 +615,24 @@ class TestTurns:
                             step(closed.put(at=T0), closed.put(at=T0, nodes=[held("n1", holder="m1")]), builders.take_patch(free("n1"), "m1", "p"))])
         assert found == (["node n1 taken by NodeMaintenance m1 while no window of NodeMaintenancePolicy p was open"] if out_of_turn else [])
 
+    @pytest.mark.parametrize(("zone_of_m0", "out_of_turn"), [
+        pytest.param("a", False, id="an older one waited in another zone: both were granted"),
+        pytest.param("b", True, id="an older one waited in its zone: the slot was the older one's"),
+    ])
+    def test_a_take_after_the_window_closed_by_one_granted_beside_an_older_one(self, zone_of_m0: str, out_of_turn: bool) -> None:
+        """Seed 1253708182 of Closing: the line grants in creation order while the limits have room, so a younger one in
+        another topology domain was granted in the window too, and took its node after the close."""
+        zone = {"a": {**POOL, "zone": "a"}, "b": {**POOL, "zone": "b"}}
+        policy = pool(maxParallel=2, topologyLimits=[{"topologyKey": "zone", "maxParallel": 1}],
+                      windows=[{"schedule": "45 * * * *", "duration": "10m"}])  # open from :45 to :55 of every hour
+        nodes = [free("n0", labels=zone[zone_of_m0]), free("n1", labels=zone["b"])]
+        line = [nm("m0", "n0", created=ago(500)), nm("m1", "n1", created=ago(400))]
+        opened = State.of(T0 - datetime.timedelta(seconds=360), policies=[policy], maintenances=line, nodes=nodes)
+        closed = opened.put(at=T0 - datetime.timedelta(seconds=60))
+        taken = closed.put(at=T0, nodes=[held("n1", holder="m1", labels=zone["b"])])
+        found = violations([step(opened, closed), step(closed, taken, builders.take_patch(nodes[1], "m1", "p"))])
+        assert ("node n1 taken by NodeMaintenance m1 while no window of NodeMaintenancePolicy p was open" in found) is out_of_turn
+
     @pytest.mark.parametrize(("room", "restarted", "out_of_turn"), [
         pytest.param(True, False, False, id="it fitted while the policy was deleted moments ago: a grant then stands"),
         pytest.param(False, False, True, id="it had no room then: no grant"),
