@@ -26,7 +26,7 @@ from typing import Any
 
 from node_maintenance.drain import status
 from node_maintenance.drain.nodes import HOLDER
-from node_maintenance.policy import model
+from node_maintenance.policy import line, model
 from simulation import counting
 from simulation.history import STEP_SECONDS, History, State, Take
 
@@ -120,14 +120,14 @@ def _keeps_a_grant(state: State, policy: str, governing: model.Policy, take: Tak
 
 def _first_to_fit(state: State, policy: str, governing: model.Policy, take: Take, created: str) -> bool:
     """Whether, in ``state``, the taker waits for its node with room for it, and still has room once the line has granted,
-    in creation order, each older maintenance waiting that fits beside those granted before it: the slot the line would
+    in its order (``policy.line.order``), each older maintenance waiting that fits beside those granted before it: the slot the line would
     grant it (older ones in another topology domain, or under a limit of several, leave it room: seed 1253708182 of
     Closing)."""
     if not _keeps_a_grant(state, policy, governing, take):
         return False
     granted = state
-    older = sorted((stamp, name) for name, m in state.maintenances.items()
-                   if name != take.maintenance and (stamp := m["metadata"].get("creationTimestamp") or "") < created)
+    older = sorted((line.order(m), name) for name, m in state.maintenances.items()
+                   if name != take.maintenance and (m["metadata"].get("creationTimestamp") or "") < created)
     for _, name in older:
         node = _waiting(state, policy, state.maintenances[name])
         if node is not None and _fits(granted, governing, node):

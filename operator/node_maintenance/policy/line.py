@@ -32,7 +32,7 @@ from node_maintenance.policy import hooks, model, windows
 from node_maintenance.policy.verdicts import Decision, Summary, Verdict, VerdictKind
 
 
-def _order(maintenance: Mapping[str, Any]) -> tuple[str, tuple[str | int, ...], str]:
+def order(maintenance: Mapping[str, Any]) -> tuple[str, tuple[str | int, ...], str]:
     """Creation order; the API stamps creation to the second, so maintenances created together (w-9, w-10) go in the
     order their names count, digit runs read as numbers, and then by name (w-09 before w-9)."""
     meta = maintenance["metadata"]
@@ -65,7 +65,7 @@ def decide(policies: Iterable[model.Policy], node_list: Iterable[Mapping[str, An
     summaries: dict[str, Summary] = {}
     # Deleted, or ended by its timeout (the node given back): it holds no slot and waits for none.
     live = sorted((m for m in maintenances if not m["metadata"].get("deletionTimestamp") and not status.timed_out(m.get("status") or {})),
-                  key=_order)
+                  key=order)
     for policy in policies:
         window = policy.window(now)
         selected = [n for name, n in by_node.items() if policy.name in selecting[name]]

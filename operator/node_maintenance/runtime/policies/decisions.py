@@ -41,6 +41,7 @@ class Decisions:
         self.on_change = on_change
         self.dirty = asyncio.Event()  # the policies' statuses may be out of date
         self._decision: verdicts.Decision | None = None
+        self._blind = False  # that decision was made while the policies were unknown: made again once they are known
         self._seen: dict[str, verdicts.Verdict] = {}  # the verdicts of the last decision made, current or not
         self._all_told = False  # every maintenance was told since that decision: the next need not compare
         self._to_tell: set[str] = set()  # maintenances to tell once the changes seen meanwhile are decided
@@ -61,7 +62,7 @@ class Decisions:
             if timer is not None:
                 timer.cancel()
         self._telling = self._boundary = self._cap = None
-        self._decision, self._admitted, self._seen, self._to_tell = None, {}, {}, set()
+        self._decision, self._admitted, self._seen, self._to_tell, self._blind = None, {}, {}, set(), False
         self.watches = self.recovery = None
 
     # ----------------------------------------------------------------- hearing of changes
@@ -110,7 +111,8 @@ class Decisions:
 
     # ----------------------------------------------------------------- deciding
     def decision(self) -> verdicts.Decision:
-        if self._decision is None:
+        known = self.known.served and not self.known.unknown()
+        if self._decision is None or (self._blind and known):
             assert self.watches is not None and self.recovery is not None, "decided only while the policies are served"
             policies = self.watches.policies()
             governing = self.watches.governing()
@@ -123,10 +125,13 @@ class Decisions:
             self._wake_at_boundary(self._decision, now)
             # A grant stands once made (policy.line); one made from what a watch that failed, or has not listed, last
             # showed is not made: an older maintenance it never brought may be first in line (its status is written
-            # meanwhile, and the drains hold while the policies are unknown).
-            if self.known.served and not self.known.unknown():
-                self._admitted = {name: v.policy.name for name, v in self._decision.verdicts.items()
-                                  if v.kind == verdicts.VerdictKind.ADMITTED and v.policy is not None}
+            # meanwhile, and the drains hold while the policies are unknown). Grants made before are kept only while
+            # this decision still admits them (a maintenance deleted meanwhile gives its grant up), and the decision
+            # is made again as soon as the policies are known, whatever made them known.
+            admitted = {name: v.policy.name for name, v in self._decision.verdicts.items()
+                        if v.kind == verdicts.VerdictKind.ADMITTED and v.policy is not None}
+            self._admitted = admitted if known else {name: p for name, p in self._admitted.items() if admitted.get(name) == p}
+            self._blind = not known
             before, after, self._seen = self._seen, self._decision.verdicts, self._decision.verdicts
             if not self._all_told:  # those it moved are told; a decision made after every one was told need not
                 self._tell({n for n in before.keys() | after.keys() if verdicts.acted_on(before.get(n)) != verdicts.acted_on(after.get(n))})
