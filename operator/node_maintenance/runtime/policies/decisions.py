@@ -103,15 +103,19 @@ class Decisions:
     def _told(self) -> None:
         """Decide (unless a drain's step did meanwhile, which noted whom it moved) and tell whom the changes touched."""
         self._telling = None
-        if self.known.served and not self.known.unknown():
+        if self._known():
             self.decision()
         names, self._to_tell = self._to_tell, set()
         if names:
             self.on_change(names)
 
     # ----------------------------------------------------------------- deciding
+    def _known(self) -> bool:
+        """Whether the policies are known now: served, every read current."""
+        return self.known.served and not self.known.unknown()
+
     def decision(self) -> verdicts.Decision:
-        known = self.known.served and not self.known.unknown()
+        known = self._known()
         if self._decision is None or (self._blind and known):
             assert self.watches is not None and self.recovery is not None, "decided only while the policies are served"
             policies = self.watches.policies()
