@@ -96,6 +96,16 @@ def foreign_status(observed: Mapping[str, Any], written: Iterable[Mapping[str, A
     none of its recent writes gave it (``lastUpdate`` aside). Fields it never writes are not its concern."""
     held = status_fields(version)
     recent = list(written)
-    return bool(recent) and not any(
-        all(observed.get(key) == value for key, value in ours.items() if key in held and key != "lastUpdate") for ours in recent
-    )
+    return bool(recent) and not any(_shows(observed, ours, held) for ours in recent)
+
+
+def applied(observed: Mapping[str, Any], sent: Iterable[Mapping[str, Any]], version: str) -> Mapping[str, Any] | None:
+    """Which of the statuses sent whose answer never came (a timeout, an answer lost on the way) the object shows, the
+    newest: that write was applied, and what it recorded (a drain succeeded, its workloads) holds. None: none shows."""
+    held = status_fields(version)
+    return next((ours for ours in reversed(list(sent)) if _shows(observed, ours, held)), None)
+
+
+def _shows(observed: Mapping[str, Any], ours: Mapping[str, Any], held: frozenset[str]) -> bool:
+    """Whether ``observed`` holds every value ``ours`` wrote to a field ``held`` (``lastUpdate`` aside)."""
+    return all(observed.get(key) == value for key, value in ours.items() if key in held and key != "lastUpdate")

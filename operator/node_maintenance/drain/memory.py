@@ -88,6 +88,7 @@ class Memory:
 
     stored: Mapping[str, Any]  # the status as last written (or read)
     written: tuple[Mapping[str, Any], ...] = ()  # the statuses written last, newest last
+    sent: tuple[Mapping[str, Any], ...] = ()  # the statuses sent since, whose answer never came (each may be applied)
     written_at: float = 0.0  # monotonic
     attempts: Mapping[str, Attempt] = field(default_factory=dict)
     refused_jobs: Mapping[str, str] = field(default_factory=dict)  # hook Job name -> why the API refused it
@@ -163,6 +164,16 @@ def counted(memory: Memory, started: str | None, monotonic: float) -> float | No
     return clock.elapsed + monotonic - clock.at
 
 
+def shown(memory: Memory, observed: Mapping[str, Any], version: str) -> Memory:
+    """The memory once the object shows ``observed``: a status sent whose answer never came, shown now, was applied. It
+    is the status as last written, over what this process last heard back: a drain whose success was recorded so has
+    succeeded (its clock is over, ``status.drained_once``), though the answer saying so was lost."""
+    ours = bookkeeping.applied(observed, memory.sent, version)
+    if ours is None:
+        return memory
+    return replace(memory, stored=ours, written=(*memory.written, ours)[-RECENT_WRITES:], sent=())
+
+
 def seen(memory: Memory, decided: Mapping[str, Any], clock: Clock) -> Memory:
     """The memory with the drain a step's status records (``decided``) counted from ``clock``, the instant the step
     decided on, unless this process counts it already (a drain taken again, with a new drainStartTime, is counted anew)."""
@@ -191,11 +202,11 @@ def remember(memory: Memory, plan: Plan, outcome: Outcome, clock: Clock, carried
         memory = replace(memory, attempts=attempts)
         recheck = sooner(recheck, next_try_in(attempts, clock.wall))
     if outcome.status_failed:  # written again after a pause, not at once: the API server may be away
-        return memory, sooner(recheck, ERROR_RETRY_SECONDS)
+        return replace(memory, sent=(*memory.sent, plan.status)[-RECENT_WRITES:]), sooner(recheck, ERROR_RETRY_SECONDS)
     if carried.write or carried.foreign:
         memory = replace(memory, stored=plan.status, written_at=clock.monotonic)
     if outcome.status_written:  # only what was sent tells our writes from someone else's (an empty one matches any)
-        memory = replace(memory, written=(*memory.written, plan.status)[-RECENT_WRITES:])
+        memory = replace(memory, written=(*memory.written, plan.status)[-RECENT_WRITES:], sent=())
     elif differs(memory.stored, plan.status, version):
         recheck = sooner(recheck, bookkeeping.next_write_in(memory.written_at, carried.interval, clock.monotonic))
     return memory, recheck

@@ -169,10 +169,11 @@ class Engine:
     async def read(self, shown_body: dict[str, Any]) -> Reading | float | None:
         """What this step decides from (``shown_body``: the NodeMaintenance as last seen, in the working version), or when
         to look again when there is nothing to decide yet."""
-        shared, remembered = self.shared, self.memory
+        shared = self.shared
         body = convert(shown_body, f"{api.GROUP}/{HUB}")  # older versions park spec.drain in an annotation
         if body["metadata"].get("deletionTimestamp"):
             return None  # being deleted: the node is given back, never taken again
+        remembered = self.memory = memory.shown(self.memory, body.get("status") or {}, shared.version)
         # Someone else wrote the status (a user's patch, another client): it is written again, whatever changed.
         foreign = bookkeeping.foreign_status(body.get("status") or {}, remembered.written, shared.version)
         # Our last write may not have come back through kopf's watch yet, and an old version drops fields.

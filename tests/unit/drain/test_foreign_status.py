@@ -1,8 +1,9 @@
-"""A status someone else wrote is told apart from the operator's own writes, even those kopf has not shown yet."""
+"""A status someone else wrote is told apart from the operator's own writes, even those kopf has not shown yet; a write
+whose answer never came is known to have been applied once the object shows it."""
 
 from __future__ import annotations
 
-from node_maintenance.drain.bookkeeping import foreign_status
+from node_maintenance.drain.bookkeeping import applied, foreign_status
 
 OURS = {"phase": "Running", "drainProgress": 50, "pendingPods": ["a"], "lastError": "", "lastUpdate": "2026-01-01T00:00:00Z"}
 NEWER = {**OURS, "drainProgress": 100, "pendingPods": [], "phase": "Succeeded", "lastUpdate": "2026-01-01T00:00:09Z"}
@@ -30,3 +31,10 @@ def test_only_fields_the_working_version_holds_are_compared() -> None:
     ours = {**NEWER, "drainStartTime": "2026-01-01T00:00:00Z"}
     assert not foreign_status(NEWER, [ours], "v1alpha1")
     assert foreign_status(NEWER, [ours], "v1beta1")
+
+
+def test_a_write_whose_answer_never_came_is_applied_once_the_object_shows_it() -> None:
+    assert applied({**NEWER, "lastUpdate": "2026-01-01T00:00:10Z"}, [OURS, NEWER], "v1beta1") == NEWER  # the newest shown
+    assert applied(OURS, [OURS, NEWER], "v1beta1") == OURS
+    assert applied({**NEWER, "phase": "Failed"}, [OURS, NEWER], "v1beta1") is None  # not what was sent: not applied
+    assert applied(NEWER, [], "v1beta1") is None

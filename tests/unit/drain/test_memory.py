@@ -20,6 +20,7 @@ from node_maintenance.drain.memory import (
     counted,
     remember,
     seen,
+    shown,
     wait_seconds,
     watch_mode,
 )
@@ -58,6 +59,17 @@ def test_what_a_step_leaves_in_memory(memory: Memory, plan: Plan, outcome: Outco
     assert after.stored == stored
     assert after.written == written
     assert looked == recheck
+
+
+def test_a_status_sent_without_an_answer_is_the_stored_one_once_the_object_shows_it() -> None:
+    sent, _ = remember(Memory.of(RUNNING), Plan(phase=Phase.SUCCEEDED, status=SUCCEEDED), Outcome(status_failed=True), CLOCK, carried(), "v1beta1")
+    assert sent.stored == RUNNING and sent.sent == (SUCCEEDED,)
+    assert shown(sent, RUNNING, "v1beta1") == sent  # not applied (yet): nothing changes
+    applied = shown(sent, {**SUCCEEDED, "lastUpdate": "2026-01-01T00:00:00Z"}, "v1beta1")
+    assert (applied.stored, applied.written, applied.sent) == (SUCCEEDED, (RUNNING, SUCCEEDED), ())
+    # A later write that was answered: nothing sent before it is waited for any more.
+    answered, _ = remember(sent, Plan(phase=Phase.SUCCEEDED, status=SUCCEEDED), Outcome(status_written=True), CLOCK, carried(), "v1beta1")
+    assert answered.sent == ()
 
 
 def test_an_attempt_is_remembered_until_its_pod_leaves_the_node() -> None:

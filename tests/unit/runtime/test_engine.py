@@ -363,3 +363,31 @@ def test_a_maintenance_whose_status_records_its_timeout_hand_back_gives_back_the
         assert await engine.step() is None and api.writes() == []
 
     run(scenario)
+
+
+def test_a_status_applied_though_its_answer_was_lost_counts_as_written_once_it_shows() -> None:
+    # The status saying the drain succeeded reached the API server, but its answer was lost on the way. Once kopf shows
+    # it, the drain has succeeded: a pod bound to the node later is evicted as a late pod, and the drain's clock, over
+    # with its success, never times it out (its node is not given back), whatever this process last heard back.
+    api, events = FakeApi(), list[tuple[str, str]]()
+    node = taken(runtime_node())
+    body = runtime_nm("nm1", drain={"timeoutSeconds": 1, "onTimeout": "HandBack"},
+                      status={"phase": "Running", "drainStartTime": "2020-01-01T00:00:00Z"})
+    engine = an_engine(api, body, node, [], events)
+    status_path = nm_path("nm1", subresource="status")
+    api.fail("PATCH", status_path, Unreachable("connection reset by peer"))
+
+    async def scenario() -> None:
+        assert await engine.step() == ERROR_RETRY_SECONDS
+        sent = api.calls_to("PATCH", status_path)[-1].body["status"]
+        assert sent["phase"] == "Succeeded"
+        body["status"] = sent  # it was applied: kopf shows it
+        own_pods(engine).objects = {"app/late-0": runtime_pod("late-0")}
+        api.calls.clear()
+        await engine.step()
+        assert ("POST", pod_path("app", "late-0") + "/eviction") in api.writes()
+        assert ("PATCH", node_path("n1")) not in api.writes() and ("Node", "Uncordon") not in events
+        late = api.calls_to("PATCH", status_path)[-1].body["status"]
+        assert late["phase"] != "Failed" and [c["reason"] for c in late["conditions"] if c["type"] == "Drained"] == ["LatePods"]
+
+    run(scenario)
