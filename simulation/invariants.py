@@ -80,10 +80,11 @@ def _bypassed(history: History, counted_at: int) -> dict[str, Mapping[str, Any]]
 
 
 def _counted(budget: Mapping[str, Any] | None) -> tuple[Mapping[str, Any], ...]:
-    """The budget as the step left it, if it has counted pods: one that has not (recreated within the step) tells
-    nothing of the demand the eviction met. As the step began, one that had counted none demanded nothing, and the
-    Eviction API judged by that (a workload scaled from none within the step)."""
-    return (budget,) if budget is not None and budgets.desired_healthy(budget) is not None else ()
+    """The budget as the step left it, if its controller has counted it: one that has not (recreated within the step)
+    tells nothing of the demand the eviction met. One counted with no pod expected (its workload scaled to none within
+    the step) demanded nothing when it was counted, and the Eviction API judged by that. As the step began, one that had
+    counted none demanded nothing, and the Eviction API judged by that (a workload scaled from none within the step)."""
+    return (budget,) if budget is not None and (budget.get("status") or {}).get("expectedPods") is not None else ()
 
 
 def violations(history: History) -> list[str]:

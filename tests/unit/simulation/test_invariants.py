@@ -436,6 +436,17 @@ class TestRemovals:
         recreated = before.put(pods=evicted, budgets=[builders.budget("web", labels={"app": "web"}, maxUnavailable=1)])  # counted nothing yet
         assert violations([step(before, recreated, EVICT("ns/a"))]) == ["PodDisruptionBudget ns/web: 1 healthy pod(s), it demands 3"]
 
+    def test_an_eviction_under_a_budget_of_a_workload_scaled_to_none_within_the_step_is_fine(self) -> None:
+        """Seed 2253909232 of Killed: the workload was scaled to none and its budget counted again (expecting no pod,
+        demanding nothing, allowing two) before the drain's eviction came, in one step; judged by the demand of the
+        step's start (2), the eviction broke a budget the API had just said allowed it."""
+        web = [pod("a", labels={"app": "web"}), pod("b", labels={"app": "web"}, node="n2")]
+        before = State.of(T0, nodes=[held("n1", holder="m1")], pods=web, budgets=[builders.budget("web", labels={"app": "web"}, expected=3, maxUnavailable=1)],
+                          policies=[pool()], maintenances=[nm("m1", "n1")])
+        evicted = [pod("a", labels={"app": "web"}, deleted_at=ago(0))]
+        scaled = before.put(pods=evicted, budgets=[builders.budget("web", labels={"app": "web"}, expected=0, maxUnavailable=1)])
+        assert violations([step(before, scaled, EVICT("ns/a"))]) == []
+
     def test_an_eviction_under_a_budget_of_a_workload_scaled_from_none_within_the_step_is_fine(self) -> None:
         """Seed 43333186 of Rolling: the budget had counted no pods (its workload at zero) and allowed the eviction; the
         workload was scaled to 4 within the step, and the budget then demanded 3."""
