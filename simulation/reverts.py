@@ -57,16 +57,16 @@ REVERTS = (
            "operator/node_maintenance/runtime/policies/watches.py", "DEPARTED_GRACE_SECONDS = 30.0", "DEPARTED_GRACE_SECONDS = 0.0"),
     Revert("6", "the timeout's hand-back goes on when the status recording it was not written",
            "operator/node_maintenance/runtime/executor.py",
-           "            return Outcome(lease=lease, status_failed=True, missing=await self._missing(error))\n",
-           "            if plan.handback is None:\n                return Outcome(lease=lease, status_failed=True, missing=await self._missing(error))\n"
+           "            return Outcome(lease=lease, status_failed=True, status_unanswered=unanswered, missing=await self._missing(error))\n",
+           "            if plan.handback is None:\n                return Outcome(lease=lease, status_failed=True, status_unanswered=unanswered, missing=await self._missing(error))\n"
            "            written = False\n"),
     Revert("7", "a recovering node alone in its zone makes the shared decision raise",
            "operator/node_maintenance/policy/line.py",
            "            if domain not in self.size:\n                continue\n", ""),
     Revert("8", "the drain's removals go on when the status recording their workloads was not written",
            "operator/node_maintenance/runtime/executor.py",
-           "            return Outcome(lease=lease, status_failed=True, missing=await self._missing(error))\n",
-           "            if plan.handback is not None:\n                return Outcome(lease=lease, status_failed=True, missing=await self._missing(error))\n"
+           "            return Outcome(lease=lease, status_failed=True, status_unanswered=unanswered, missing=await self._missing(error))\n",
+           "            if plan.handback is not None:\n                return Outcome(lease=lease, status_failed=True, status_unanswered=unanswered, missing=await self._missing(error))\n"
            "            written = False\n"),
     Revert("9", "under windowEnd Pause, a slot granted before the close drains after it",
            "operator/node_maintenance/policy/terms.py", "    if verdict.paused:", "    if holds and verdict.paused:"),

@@ -7,7 +7,7 @@ afterwards is ``memory``'s).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,11 +99,12 @@ def foreign_status(observed: Mapping[str, Any], written: Iterable[Mapping[str, A
     return bool(recent) and not any(_shows(observed, ours, held) for ours in recent)
 
 
-def applied(observed: Mapping[str, Any], sent: Iterable[Mapping[str, Any]], version: str) -> Mapping[str, Any] | None:
-    """Which of the statuses sent whose answer never came (a timeout, an answer lost on the way) the object shows, the
-    newest: that write was applied, and what it recorded (a drain succeeded, its workloads) holds. None: none shows."""
+def applied(observed: Mapping[str, Any], sent: Sequence[Mapping[str, Any]], version: str) -> int | None:
+    """Which of the statuses sent whose answer never came (a timeout, an answer lost on the way), oldest first, the
+    object shows, the newest (its index): that write was applied, and what it recorded (a drain succeeded, its
+    workloads) holds. None: none shows."""
     held = status_fields(version)
-    return next((ours for ours in reversed(list(sent)) if _shows(observed, ours, held)), None)
+    return next((index for index in reversed(range(len(sent))) if _shows(observed, sent[index], held)), None)
 
 
 def _shows(observed: Mapping[str, Any], ours: Mapping[str, Any], held: frozenset[str]) -> bool:

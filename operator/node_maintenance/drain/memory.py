@@ -59,6 +59,7 @@ class Outcome:
     refused_jobs: Mapping[str, str | None] = field(default_factory=dict)  # hook Job name -> why it was refused (None: created)
     status_written: bool = False  # the plan's status was sent (it differed from the one stored)
     status_failed: bool = False  # sending it failed: it is still to be written
+    status_unanswered: bool = False  # sending it met no answer (a timeout, a lost connection, a server error): it may be applied
     missing: bool = False  # the NodeMaintenance does not exist: a 404 naming it, and a read of it finding none
     handback_held: str = ""  # why the hand-back the stored status records is not done yet: the next step does it
 
@@ -168,10 +169,11 @@ def shown(memory: Memory, observed: Mapping[str, Any], version: str) -> Memory:
     """The memory once the object shows ``observed``: a status sent whose answer never came, shown now, was applied. It
     is the status as last written, over what this process last heard back: a drain whose success was recorded so has
     succeeded (its clock is over, ``status.drained_once``), though the answer saying so was lost."""
-    ours = bookkeeping.applied(observed, memory.sent, version)
-    if ours is None:
+    index = bookkeeping.applied(observed, memory.sent, version)
+    if index is None:
         return memory
-    return replace(memory, stored=ours, written=(*memory.written, ours)[-RECENT_WRITES:], sent=())
+    ours = memory.sent[index]  # those sent after it may be applied after it: still waited for
+    return replace(memory, stored=ours, written=(*memory.written, ours)[-RECENT_WRITES:], sent=memory.sent[index + 1:])
 
 
 def seen(memory: Memory, decided: Mapping[str, Any], clock: Clock) -> Memory:
@@ -187,6 +189,8 @@ def seen(memory: Memory, decided: Mapping[str, Any], clock: Clock) -> Memory:
 def remember(memory: Memory, plan: Plan, outcome: Outcome, clock: Clock, carried: Carried, version: str) -> tuple[Memory, float | None]:
     """The memory after ``plan`` was carried out and met ``outcome``, and when to look again (None: on a change only)."""
     memory = replace(memory, refused_jobs=merge_refusals(memory.refused_jobs, outcome.refused_jobs))
+    if outcome.status_written:  # only what was sent tells our writes from someone else's (an empty one matches any)
+        memory = replace(memory, written=(*memory.written, plan.status)[-RECENT_WRITES:], sent=())
     ended = plan.handback is not None and not outcome.status_failed  # its status stored: the node is given back now or next
     if ended:
         memory = replace(memory, stored=plan.status)
@@ -202,11 +206,11 @@ def remember(memory: Memory, plan: Plan, outcome: Outcome, clock: Clock, carried
         memory = replace(memory, attempts=attempts)
         recheck = sooner(recheck, next_try_in(attempts, clock.wall))
     if outcome.status_failed:  # written again after a pause, not at once: the API server may be away
-        return replace(memory, sent=(*memory.sent, plan.status)[-RECENT_WRITES:]), sooner(recheck, ERROR_RETRY_SECONDS)
+        if outcome.status_unanswered:  # it may be applied: known once the object shows it (``shown``)
+            memory = replace(memory, sent=(*memory.sent, plan.status)[-RECENT_WRITES:])
+        return memory, sooner(recheck, ERROR_RETRY_SECONDS)
     if carried.write or carried.foreign:
         memory = replace(memory, stored=plan.status, written_at=clock.monotonic)
-    if outcome.status_written:  # only what was sent tells our writes from someone else's (an empty one matches any)
-        memory = replace(memory, written=(*memory.written, plan.status)[-RECENT_WRITES:], sent=())
-    elif differs(memory.stored, plan.status, version):
+    if not outcome.status_written and differs(memory.stored, plan.status, version):
         recheck = sooner(recheck, bookkeeping.next_write_in(memory.written_at, carried.interval, clock.monotonic))
     return memory, recheck

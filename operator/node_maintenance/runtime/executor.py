@@ -93,7 +93,8 @@ class Executor:
             written = await self._write_status(stored, plan.status, version)
         except KubeError as error:  # nothing it was to record is done: the next step writes it again, then does it
             self.log.warning("writing the status failed; trying again before going on: %s", error)
-            return Outcome(lease=lease, status_failed=True, missing=await self._missing(error))
+            unanswered = isinstance(error, (Unreachable, ServerError))  # it may be applied: memory.shown tells once it shows
+            return Outcome(lease=lease, status_failed=True, status_unanswered=unanswered, missing=await self._missing(error))
         if plan.handback is not None:
             try:
                 if why := await ready() if ready else "":

@@ -34,7 +34,7 @@ def test_only_fields_the_working_version_holds_are_compared() -> None:
 
 
 def test_a_write_whose_answer_never_came_is_applied_once_the_object_shows_it() -> None:
-    assert applied({**NEWER, "lastUpdate": "2026-01-01T00:00:10Z"}, [OURS, NEWER], "v1beta1") == NEWER  # the newest shown
-    assert applied(OURS, [OURS, NEWER], "v1beta1") == OURS
+    assert applied({**NEWER, "lastUpdate": "2026-01-01T00:00:10Z"}, [OURS, NEWER], "v1beta1") == 1  # the newest shown
+    assert applied(OURS, [OURS, NEWER], "v1beta1") == 0
     assert applied({**NEWER, "phase": "Failed"}, [OURS, NEWER], "v1beta1") is None  # not what was sent: not applied
     assert applied(NEWER, [], "v1beta1") is None

@@ -48,8 +48,8 @@ def carried(*, write: bool = True, foreign: bool = False, live: frozenset[str] |
                  Outcome(status_failed=True), carried(), RUNNING, (RUNNING,), ERROR_RETRY_SECONDS,
                  id="a hand-back whose status could not be written was not carried out: decided again after a pause"),
     pytest.param(Memory.of(RUNNING), Plan(phase=Phase.FAILED, status=SUCCEEDED, handback=Handback(node_patch={}, release_lease=False, events=(), uncordons=False)),
-                 Outcome(node_conflict=True, status_written=True), carried(), SUCCEEDED, (RUNNING,), 0.0,
-                 id="a hand-back whose status was written is remembered as ended; a node changed under it is read again at once"),
+                 Outcome(node_conflict=True, status_written=True), carried(), SUCCEEDED, (RUNNING, SUCCEEDED), 0.0,
+                 id="a hand-back whose status was written is remembered as ended and as one of ours; a node changed under it is read again at once"),
     pytest.param(Memory.of(RUNNING), Plan(phase=Phase.RUNNING, status=RUNNING), Outcome(node_conflict=True), carried(),
                  RUNNING, (RUNNING,), None, id="a node that changed under the patch is planned again when its watch brings it"),
 ])
@@ -62,7 +62,8 @@ def test_what_a_step_leaves_in_memory(memory: Memory, plan: Plan, outcome: Outco
 
 
 def test_a_status_sent_without_an_answer_is_the_stored_one_once_the_object_shows_it() -> None:
-    sent, _ = remember(Memory.of(RUNNING), Plan(phase=Phase.SUCCEEDED, status=SUCCEEDED), Outcome(status_failed=True), CLOCK, carried(), "v1beta1")
+    unanswered = Outcome(status_failed=True, status_unanswered=True)
+    sent, _ = remember(Memory.of(RUNNING), Plan(phase=Phase.SUCCEEDED, status=SUCCEEDED), unanswered, CLOCK, carried(), "v1beta1")
     assert sent.stored == RUNNING and sent.sent == (SUCCEEDED,)
     assert shown(sent, RUNNING, "v1beta1") == sent  # not applied (yet): nothing changes
     applied = shown(sent, {**SUCCEEDED, "lastUpdate": "2026-01-01T00:00:00Z"}, "v1beta1")
@@ -70,6 +71,31 @@ def test_a_status_sent_without_an_answer_is_the_stored_one_once_the_object_shows
     # A later write that was answered: nothing sent before it is waited for any more.
     answered, _ = remember(sent, Plan(phase=Phase.SUCCEEDED, status=SUCCEEDED), Outcome(status_written=True), CLOCK, carried(), "v1beta1")
     assert answered.sent == ()
+
+
+def test_of_two_statuses_sent_without_an_answer_the_older_shown_first_leaves_the_newer_waited_for() -> None:
+    unanswered = Outcome(status_failed=True, status_unanswered=True)
+    first, _ = remember(Memory.of({}), Plan(phase=Phase.RUNNING, status=RUNNING), unanswered, CLOCK, carried(), "v1beta1")
+    both, _ = remember(first, Plan(phase=Phase.SUCCEEDED, status=SUCCEEDED), unanswered, CLOCK, carried(), "v1beta1")
+    older = shown(both, RUNNING, "v1beta1")
+    assert (older.stored, older.sent) == (RUNNING, (SUCCEEDED,))
+    assert shown(older, SUCCEEDED, "v1beta1").stored == SUCCEEDED
+
+
+def test_a_status_the_server_refused_is_not_waited_for() -> None:
+    # A conflict, a refusal: the server answered, nothing was applied; a watch behind showing the same content is no sign of it.
+    refused, _ = remember(Memory.of(SUCCEEDED), Plan(phase=Phase.RUNNING, status=RUNNING), Outcome(status_failed=True), CLOCK, carried(), "v1beta1")
+    assert refused.sent == () and shown(refused, RUNNING, "v1beta1").stored == SUCCEEDED
+
+
+def test_a_status_written_before_its_hand_back_was_held_ends_the_wait_for_those_sent_before() -> None:
+    unanswered = Outcome(status_failed=True, status_unanswered=True)
+    sent, _ = remember(Memory.of({}), Plan(phase=Phase.RUNNING, status=RUNNING), unanswered, CLOCK, carried(), "v1beta1")
+    handback = Handback(node_patch={}, release_lease=False, events=(), uncordons=False)
+    for outcome in (Outcome(status_written=True, handback_held="giving the node back failed"), Outcome(status_written=True, node_conflict=True)):
+        held, _ = remember(sent, Plan(phase=Phase.FAILED, status=SUCCEEDED, handback=handback), outcome, CLOCK, carried(), "v1beta1")
+        assert (held.stored, held.sent, held.written[-1]) == (SUCCEEDED, (), SUCCEEDED)
+        assert shown(held, RUNNING, "v1beta1").stored == SUCCEEDED  # the older one shown late takes nothing back
 
 
 def test_an_attempt_is_remembered_until_its_pod_leaves_the_node() -> None:
