@@ -112,10 +112,17 @@ class Install:
     def csv(self, version: str) -> dict[str, Any] | None:
         return self._get("csv", csv_name(version))
 
-    def wait_succeeded(self, version: str, timeout: float = 300) -> dict[str, Any]:
+    def wait_succeeded(self, version: str, timeout: float = 300, *, replacing: str | None = None) -> dict[str, Any]:
         """The CSV reaches Succeeded: OLM's Deployment runs our operator image and its pod is Ready. Bounded as the
         InstallPlan is (300 s): the pod's image is pulled and started on the real node, which a machine building
-        images beside the tests slows (180 s ran out at a load average of 22)."""
+        images beside the tests slows (180 s ran out at a load average of 22).
+
+        An upgrade is done once the CSV it replaces (``replacing``) is gone too: OLM deletes that one after the new one
+        succeeds, and its deletion takes what it owned with it (the webhooks' CA Secret among them), so OLM installs the
+        new CSV again with a new pair; until that rollout, the API server refuses the new CA's webhooks (a policy
+        applied just after the first Succeeded met "x509: certificate signed by unknown authority")."""
+        if replacing is not None:
+            eventually(lambda: self.csv(replacing) is None, f"{csv_name(replacing)} replaced by {csv_name(version)}", timeout=timeout)
 
         def succeeded() -> dict[str, Any] | None:
             csv = self.csv(version)
@@ -128,9 +135,10 @@ class Install:
         return csv
 
     def _webhooks_trust_the_pods(self) -> bool:
-        """Every webhook OLM configured for this namespace names the CA whose pair the Deployment's pods serve,
-        and no pod of an earlier rollout is left. OLM may issue a new CA while it installs a CSV (when its
-        cache has not seen the Secret it created a moment before, it writes the Secret again with a new pair):
+        """Every webhook OLM configured for this namespace names the CA whose pair the Deployment's pods serve, the
+        Secret OLM keeps that pair in holds it, and no pod of an earlier rollout is left. OLM may issue a new CA
+        while it installs a CSV (when its cache has not seen the Secret it created a moment before, it writes the
+        Secret again with a new pair):
         the webhooks then name the new CA while the pods of the earlier rollout, until replaced, serve the old
         pair, and the API server refuses them. For an admin the install is done once that rollout is."""
         deployment = self._get("deployment", PACKAGE)
@@ -147,7 +155,12 @@ class Install:
         if conversion and conversion["clientConfig"].get("service", {}).get("namespace") == self.namespace:
             bundles.append(conversion["clientConfig"].get("caBundle", ""))
         named = {hashlib.sha256(base64.b64decode(bundle)).hexdigest() for bundle in bundles}
-        return rolled_out and named <= ({served} if served else set())  # a release without webhooks has no CA
+        # The pair OLM keeps for the webhooks' Service is the one the pods serve: none deleted with a replaced CSV, none
+        # written anew that the Deployment does not roll out yet.
+        secrets = (self._get("secrets", "-l", "olm.managed=true") or {}).get("items", [])
+        kept = {hashes for s in secrets if (hashes := (s["metadata"].get("annotations") or {}).get("olmcahash"))}
+        expected = {served} if served else set()  # a release without webhooks has no CA
+        return rolled_out and named <= expected and kept == expected
 
     def operator_pods(self) -> list[dict[str, Any]]:
         pods = (self._get("pods", "-l", f"app.kubernetes.io/name={PACKAGE}") or {}).get("items", [])

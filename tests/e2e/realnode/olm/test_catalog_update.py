@@ -135,9 +135,8 @@ def test_a_release_added_to_the_catalog_upgrades_the_subscription_by_itself(
         published.restore_catalog()
         catalog.wait_served(published.digest("catalog"))
         install.wait_plan_complete(HEAD, timeout=300)
-        install.wait_succeeded(HEAD)
+        install.wait_succeeded(HEAD, replacing=PREVIOUS)
         install.assert_operator_image(HEAD)
-        eventually(lambda: install.csv(PREVIOUS) is None, f"{PREVIOUS}'s CSV replaced")
         assert install.subscription()["status"]["installedCSV"] == csv_name(HEAD)
         assert served_versions(crd(cluster)) == SERVED[HEAD]
 
