@@ -20,7 +20,7 @@ from typing import Any
 _VALUED = {"-n": "namespace", "--namespace": "namespace", "-l": "label_selector", "--selector": "label_selector",
            "--field-selector": "field_selector", "-o": "output", "--output": "output"}
 _ALONE = {"-A": "all_namespaces", "--all-namespaces": "all_namespaces"}
-# Seconds a read may take: kubectl's own bound in ``Cluster.kubectl``.
+# Seconds a read may take, kubectl's own bound in ``Cluster.kubectl``: past it, kubectl itself is asked.
 TIMEOUT_SECONDS = 120
 
 
@@ -57,40 +57,46 @@ class Reads:
     time (a test's background threads read too, and the discovery cache is not theirs to share)."""
 
     def __init__(self, kubeconfig: Path, cache: Path) -> None:
-        from kubernetes.config import new_client_from_config
+        from kubernetes.client import ApiClient, Configuration
+        from kubernetes.config import load_kube_config
         from kubernetes.dynamic import DynamicClient
 
-        self.client = DynamicClient(new_client_from_config(config_file=str(kubeconfig)), cache_file=str(cache))
+        configuration = Configuration()
+        load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
+        configuration.retries = False  # one request, as kubectl sends: a server away is an error at once
+        self.client = DynamicClient(ApiClient(configuration), cache_file=str(cache))
         self.lock = threading.Lock()
 
     def get(self, args: tuple[str, ...]) -> subprocess.CompletedProcess[str] | None:
-        """kubectl's answer to ``args``, or None when kubectl itself is to answer them."""
+        """kubectl's answer to ``args``, or None when kubectl itself is to answer them: another shape, or a server
+        that did not answer (kubectl then says so in its own words, within its own bound)."""
+        from kubernetes.client.exceptions import ApiException
+        from kubernetes.dynamic.exceptions import DynamicApiError
+        from urllib3.exceptions import HTTPError
+
         read = parse(args)
         if read is None:
             return None
+        command = ["kubectl", *args]
         with self.lock:
-            return self._get(read, ["kubectl", *args])
+            try:
+                return self._get(read, command)
+            except (DynamicApiError, ApiException) as error:
+                if not getattr(error, "status", None):  # no answer from the server
+                    return None
+                return subprocess.CompletedProcess(command, 1, "", f"Error from server ({_reason(error)}): {_message(error)}\n")
+            except HTTPError:
+                return None
 
     def _get(self, read: dict[str, Any], command: list[str]) -> subprocess.CompletedProcess[str]:
-        from kubernetes.client.exceptions import ApiException
-        from kubernetes.dynamic.exceptions import DynamicApiError
-        from urllib3.exceptions import HTTPError, TimeoutError
-
         resource = self._resource(read["resource"])
         if resource is None:
             return subprocess.CompletedProcess(command, 1, "", f'error: the server doesn\'t have a resource type "{read["resource"]}"\n')
         namespace = None
         if resource.namespaced and not read.get("all_namespaces"):
             namespace = read.get("namespace") or "default"
-        try:
-            answer = self.client.get(resource, name=read["name"], namespace=namespace, label_selector=read.get("label_selector"),
-                                     field_selector=read.get("field_selector"), serialize=False, _request_timeout=TIMEOUT_SECONDS)
-        except (DynamicApiError, ApiException) as error:
-            return subprocess.CompletedProcess(command, 1, "", f"Error from server ({_reason(error)}): {_message(error)}\n")
-        except TimeoutError as error:
-            raise subprocess.TimeoutExpired(command, TIMEOUT_SECONDS) from error
-        except HTTPError as error:
-            return subprocess.CompletedProcess(command, 1, "", f"Unable to connect to the server: {error}\n")
+        answer = self.client.get(resource, name=read["name"], namespace=namespace, label_selector=read.get("label_selector"),
+                                 field_selector=read.get("field_selector"), serialize=False, _request_timeout=TIMEOUT_SECONDS)
         obj: dict[str, Any] = json.loads(answer.data)
         if read["name"] is None:  # kubectl lists every kind as a List, each item with its apiVersion and kind
             items = [{"apiVersion": resource.group_version, "kind": resource.kind, **item} for item in obj.get("items") or []]
@@ -99,40 +105,32 @@ class Reads:
 
     def _resource(self, text: str) -> Any:
         """The resource ``text`` names, as kubectl resolves it; None when the server has none of that name (once its
-        discovery is read again: a CRD made since the last reading)."""
+        discovery is read again: a CRD made or changed since the last reading)."""
         return self._resolved(text) or (self.client.resources.invalidate_cache() or self._resolved(text))
 
     def _resolved(self, text: str) -> Any:
+        """Of every resource discovery lists, the one ``text`` names: ``resource``, ``resource.group`` or
+        ``resource.version.group``, by plural, singular, short name or kind; of several groups, kubectl's choice (the
+        core group, as for events, then the group's preferred version)."""
         name, _, qualifier = text.partition(".")
         version, _, group = qualifier.partition(".")
-        shapes = [{"group": qualifier}] if qualifier else [{}]
+        wanted: list[tuple[str | None, str | None]] = [(qualifier, None)] if qualifier else [(None, None)]
         if group:  # resource.version.group, or else a group with dots in its name
-            shapes.insert(0, {"group": group, "api_version": version})
-        for shape in shapes:
+            wanted.insert(0, (group, version))
+        resources = [r for r in self.client.resources.search() if type(r).__name__ == "Resource" and "/" not in (r.name or "")]
+        for in_group, in_version in wanted:
+            shaped = [r for r in resources if (in_group is None or r.group == in_group) and (in_version is None or r.api_version == in_version)]
             for field in ("name", "singular_name", "short_names", "kind"):
-                found = self._search(shape, field, name)
-                if found is not None:
-                    return found
+                found = sorted((r for r in shaped if _matches(r, field, name)), key=lambda r: (r.group != "", not getattr(r, "preferred", False)))
+                if found:
+                    return found[0]
         return None
-
-    def _search(self, shape: dict[str, str], field: str, name: str) -> Any:
-        from kubernetes.dynamic.exceptions import ResourceNotFoundError
-
-        try:
-            found = [r for r in self.client.resources.search(**shape) if _matches(r, field, name)]
-        except ResourceNotFoundError:
-            return None
-        # Of several groups, kubectl prefers the core group (events), then the group's preferred version.
-        found.sort(key=lambda r: (r.group != "", not getattr(r, "preferred", False)))
-        return found[0] if found else None
 
 
 def _matches(resource: Any, field: str, name: str) -> bool:
-    if type(resource).__name__ != "Resource" or "/" in (resource.name or ""):
-        return False
     value = getattr(resource, field, None)
     if field == "short_names":
-        return name in (value or [])
+        return name.lower() in [short.lower() for short in value or []]
     return isinstance(value, str) and value.lower() == name.lower()
 
 

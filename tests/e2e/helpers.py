@@ -51,11 +51,7 @@ def eventually(check: Callable[[], T | Literal[False] | None], what: str, timeou
 
 
 def apply(cluster: Cluster, *objects: dict[str, Any]) -> None:
-    """Apply the objects a test builds (``tests.unit.builders`` and the helpers here). kubectl's own check of their
-    fields is off: it reads the API server's OpenAPI documents anew in every process, 100 ms of CPU per call, and
-    these objects are the builders'; the API server still validates each against its schema, and the webhooks still
-    admit or refuse it. A test of what a user's kubectl refuses calls kubectl itself."""
-    cluster.kubectl("apply", "--validate=false", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)}))
+    cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)}))
 
 
 def get(cluster: Cluster, *args: str) -> dict[str, Any] | None:
