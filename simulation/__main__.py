@@ -43,9 +43,18 @@ def search(seed: int, examples: int = EXAMPLES, steps: int = STEPS, *, shrink: b
             max_examples=examples, stateful_step_count=steps, deadline=None, database=None, print_blob=True,
             suppress_health_check=list(HealthCheck), phases=phases))
     except AssertionError as error:
-        notes = getattr(error, "__notes__", [])
-        return "\n".join([str(error), *notes]).replace(f"{ROOT}/", "")  # the project's paths, as a report committed shows them
+        return _told(error)
+    except ExceptionGroup as group:  # Hypothesis found several distinct failures while it shrank: each is told
+        if not all(isinstance(error, AssertionError) for error in group.exceptions):
+            raise
+        return "\n\n".join(_told(error) for error in group.exceptions)
     return ""
+
+
+def _told(error: BaseException) -> str:
+    """A failure as the report tells it: the broken promise and the history, in the project's paths."""
+    notes = getattr(error, "__notes__", [])
+    return "\n".join([str(error), *notes]).replace(f"{ROOT}/", "")  # the project's paths, as a report committed shows them
 
 
 def rules_run(found: str) -> int:
