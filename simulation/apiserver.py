@@ -63,6 +63,7 @@ class Write(NamedTuple):
     body: Any
     applied: bool
     revision: int
+    sent: int = 0  # carried out late (Fault.LATE): the API's resourceVersion when the operator sent it, and gave up
 
 
 @dataclass(frozen=True)
@@ -182,7 +183,8 @@ class SimulatedApi:
             raise Unreachable(f"simulated timeout of {method} {path}, the operator killed")
         if fault == Fault.LATE:
             if method != "GET":
-                asyncio.get_running_loop().call_later(self.late_seconds, self._late, method, path, dict(query or {}), copy.deepcopy(body))
+                asyncio.get_running_loop().call_later(self.late_seconds, self._late, method, path, dict(query or {}), copy.deepcopy(body),
+                                                       self.revision)
             raise Unreachable(f"simulated timeout of {method} {path}, carried out later")
         answer = self._apply(method, path, query or {}, body)
         if self.latency:
@@ -193,23 +195,24 @@ class SimulatedApi:
             self.listed.append((path, int(answer["metadata"]["resourceVersion"])))
         return answer
 
-    def _apply(self, method: str, path: str, query: dict[str, str], body: Any) -> Obj:
-        """Answer a request of the operator's now, recording a write in ``writes`` whether it was applied or refused."""
+    def _apply(self, method: str, path: str, query: dict[str, str], body: Any, sent: int = 0) -> Obj:
+        """Answer a request of the operator's now, recording a write in ``writes`` whether it was applied or refused
+        (``sent``: the revision a write carried out late was sent at)."""
         try:
             answer = self._answer(method, path, query, body)
         except ApiError:
             if method != "GET":
-                self.writes.append(Write(self.clock(), method, path, copy.deepcopy(body), False, self.revision))
+                self.writes.append(Write(self.clock(), method, path, copy.deepcopy(body), False, self.revision, sent))
             raise
         if method != "GET":
-            self.writes.append(Write(self.clock(), method, path, copy.deepcopy(body), True, self.revision))
+            self.writes.append(Write(self.clock(), method, path, copy.deepcopy(body), True, self.revision, sent))
         return answer
 
-    def _late(self, method: str, path: str, query: dict[str, str], body: Any) -> None:
-        """A write the caller gave up on, carried out now against what is stored now: refused if its resourceVersion
-        is stale by then, as any write."""
+    def _late(self, method: str, path: str, query: dict[str, str], body: Any, sent: int) -> None:
+        """A write the caller gave up on (sent at revision ``sent``), carried out now against what is stored now:
+        refused if its resourceVersion is stale by then, as any write."""
         with contextlib.suppress(ApiError):
-            self._apply(method, path, query, body)
+            self._apply(method, path, query, body, sent)
 
     async def get(self, path: str) -> Obj | None:
         try:

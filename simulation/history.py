@@ -98,7 +98,8 @@ class Action:
     """One request of the operator the API applied: ``key`` names the object as the state keys it (a node's name, a
     pod's "namespace/name"); ``body`` is what was sent (a patch, a status), ``grace`` a removal's grace period;
     ``maintenance`` the NodeMaintenance it was done for, when known; ``revision`` the API's resourceVersion once it was
-    applied (0: not known, as in a hand-written history)."""
+    applied (0: not known, as in a hand-written history); ``sent`` the resourceVersion when a write carried out late was
+    sent (0: carried out as it came), which dates what the operator decided it from."""
 
     kind: ActionKind
     key: str
@@ -106,6 +107,7 @@ class Action:
     grace: int | None = None
     maintenance: str | None = None
     revision: int = 0
+    sent: int = 0
 
     @property
     def holder_written(self) -> tuple[bool, str | None]:

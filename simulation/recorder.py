@@ -23,7 +23,7 @@ def state(api: SimulatedApi) -> State:
 
 def actions(writes: Iterable[Write], before: State) -> tuple[Action, ...]:
     """The writes the API applied, as actions; ``before`` names the maintenance a removal was done for (the holder of
-    the pod's node)."""
+    the pod's node), unless it was sent in an earlier step and carried out late (the judge reads its holder then)."""
     found = []
     for write in writes:
         if not write.applied:
@@ -36,12 +36,13 @@ def actions(writes: Iterable[Write], before: State) -> tuple[Action, ...]:
             continue
         if kind in (ActionKind.EVICTION, ActionKind.POD_DELETE):
             pod = before.pods.get(key) or {}
-            holder = before.holder(str((pod.get("spec") or {}).get("nodeName") or ""))
+            holder = None if write.sent else before.holder(str((pod.get("spec") or {}).get("nodeName") or ""))
             options = body.get("deleteOptions") if kind is ActionKind.EVICTION else body
             grace = (options or {}).get("gracePeriodSeconds")
-            found.append(Action(kind=kind, key=key, body=body, grace=grace, maintenance=holder, revision=write.revision))
+            found.append(Action(kind=kind, key=key, body=body, grace=grace, maintenance=holder, revision=write.revision,
+                                sent=write.sent))
             continue
-        found.append(Action(kind=kind, key=key, body=body, revision=write.revision))  # whom a node patch was for, the API does not see
+        found.append(Action(kind=kind, key=key, body=body, revision=write.revision, sent=write.sent))  # whom a node patch was for, the API does not see
     return tuple(found)
 
 

@@ -26,62 +26,77 @@ from simulation.history import Action, ActionKind, History, State, known
 def removal_violations(history: History) -> list[str]:
     """The pods the newest step evicted or deleted that the drain had to leave, each sentence naming the pod, its node
     and what kept it."""
+    return [found for removal in history[-1].of_kind(ActionKind.EVICTION, ActionKind.POD_DELETE)
+            for found in _violations(_until_sent(history, removal), removal)]
+
+
+def _until_sent(history: History, removal: Action) -> History:
+    """The history up to the step ``removal`` was decided in: the newest, or for a write carried out late
+    (``Fault.LATE``), the step it was sent in. A removal sent while its maintenance held the node may land after the
+    node was given back, as a request queued in the API server does: what it is judged by is what the operator knew
+    when it sent it (seed 1343346368 of Late, a deletion the escalation ladder ordered landing after its
+    NodeMaintenance was deleted)."""
+    if not removal.sent:
+        return history
+    index = max((i for i, st in enumerate(history) if st.before.revision <= removal.sent), default=len(history) - 1)
+    return history[:index + 1]
+
+
+def _violations(history: History, removal: Action) -> list[str]:
+    """Why the drain had to leave the pod ``removal`` took, judged in the newest step of ``history`` (empty: it could
+    go)."""
     newest = history[-1]
     before = newest.before
     taken = {take.node: take.maintenance for take in newest.takes()}
-    found = []
     # Pods bound since the step before (a user's, between steps) may not have reached the operator's watch yet: they do
     # not hold back a later order in this step.
     unseen = set(before.pods) - set(known(history).pods)
     # Pods this step took off their nodes, by when: a drain's own removal or the kubelet finishing a deletion, either
     # before a later removal of the same step (which may hold several drain steps).
     left = {key: newest.after.pod_removals.get(key, 0) for key in before.pods if key not in newest.after.pods}
-    for removal in newest.of_kind(ActionKind.EVICTION, ActionKind.POD_DELETE):
-        gone = unseen | {key for key, revision in left.items() if revision < removal.revision}
-        pod = before.pods.get(removal.key)
-        if pod is None:
-            continue
-        if (later := newest.after.pods.get(removal.key)) is not None and pods.finished(later):
-            pod = later  # it completed within the step, before the drain removed it: a finished pod may go
-        node = str((pod.get("spec") or {}).get("nodeName") or "")
-        verb = "evicted" if removal.kind is ActionKind.EVICTION else "deleted"
-        holder = removal.maintenance or before.holder(node) or taken.get(node)
-        body = before.maintenances.get(holder or "")
-        if body is None:
-            found.append(f"pod {removal.key} {verb} from node {node}, which no NodeMaintenance holds")
-            continue
-        ruling = counting.with_departed(history, before)  # a policy deleted moments ago still rules its drains
-        governing = [p for p in counting.policies(ruling) if p.name in counting.governed_by(ruling, node)]
-        if len(governing) > 1:
-            found.append(f"pod {removal.key} {verb} from node {node} while NodeMaintenancePolicies "
-                         f"{', '.join(p.name for p in governing)} all govern it (a conflict holds the drain)")
-            continue
-        policy = governing[0] if governing else None
-        m = terms.governed(body, policy, plans.PolicyTerms())
-        as_known = _as_known(history, body, policy, node)
-        kept = _kept(before, m, policy, pod, node, gone)
-        if kept and as_known is not None and not _kept(before, *as_known, pod, node, gone):
-            kept = []  # the rules as the operator last surely knew them let it go: a policy created or edited just before the step
-        found += [f"pod {removal.key} {verb} from node {node} by NodeMaintenance {m.name}, but {why}" for why in kept]
-        # Decided within the step, or at the end of the one before and carried out now (a request under way as the
-        # operator was stopped, its wall clock set back in between): the window as it stood at any of those instants,
-        # under the policy as it stands or as the operator last surely knew it (windowEnd Pause set just before the step:
-        # seed 431003124 of Rolling).
-        instants = (before.at, newest.after.at, *(st.after.at for st in history[-2:-1]))
-        if policy is not None and _paused(policy, instants) and not pods.finished(pod) \
-                and (as_known is None or _paused(as_known[1], instants)):
-            found.append(f"pod {removal.key} {verb} from node {node} by NodeMaintenance {m.name}, but no window of "
-                         f"NodeMaintenancePolicy {policy.name} was open and its windowEnd is Pause")
-        if removal.kind is ActionKind.POD_DELETE and not pods.finished(pod):
-            # The deletion may be the retry of one the drain decided in the step before, on that step's wall clock: when
-            # the clock was set back in between, the ladder is judged at the later of the two.
-            now = max([newest.after.at, *(st.after.at for st in history[-2:-1])])
-            unescalated = _unescalated(now, m, pod, removal)
-            if unescalated and as_known is not None and as_known[1] is not None \
-                    and not _unescalated(now, as_known[0], pod, removal):
-                unescalated = []  # the ladder as the operator last surely knew it (a policy edited just before the step) had it due
-            found += [f"pod {removal.key} deleted from node {node} past its budgets by NodeMaintenance {m.name}, but {why}"
-                      for why in unescalated]
+    gone = unseen | {key for key, revision in left.items() if revision < removal.revision}
+    pod = before.pods.get(removal.key)
+    if pod is None:
+        return []
+    if (later := newest.after.pods.get(removal.key)) is not None and pods.finished(later):
+        pod = later  # it completed within the step, before the drain removed it: a finished pod may go
+    node = str((pod.get("spec") or {}).get("nodeName") or "")
+    verb = "evicted" if removal.kind is ActionKind.EVICTION else "deleted"
+    holder = removal.maintenance or before.holder(node) or taken.get(node)
+    body = before.maintenances.get(holder or "")
+    if body is None:
+        return [f"pod {removal.key} {verb} from node {node}, which no NodeMaintenance holds"]
+    ruling = counting.with_departed(history, before)  # a policy deleted moments ago still rules its drains
+    governing = [p for p in counting.policies(ruling) if p.name in counting.governed_by(ruling, node)]
+    if len(governing) > 1:
+        rivals = ", ".join(p.name for p in governing)
+        return [f"pod {removal.key} {verb} from node {node} while NodeMaintenancePolicies {rivals} all govern it (a conflict holds the drain)"]
+    policy = governing[0] if governing else None
+    m = terms.governed(body, policy, plans.PolicyTerms())
+    as_known = _as_known(history, body, policy, node)
+    kept = _kept(before, m, policy, pod, node, gone)
+    if kept and as_known is not None and not _kept(before, *as_known, pod, node, gone):
+        kept = []  # the rules as the operator last surely knew them let it go: a policy created or edited just before the step
+    found = [f"pod {removal.key} {verb} from node {node} by NodeMaintenance {m.name}, but {why}" for why in kept]
+    # Decided within the step, or at the end of the one before and carried out now (a request under way as the
+    # operator was stopped, its wall clock set back in between): the window as it stood at any of those instants,
+    # under the policy as it stands or as the operator last surely knew it (windowEnd Pause set just before the step:
+    # seed 431003124 of Rolling).
+    instants = (before.at, newest.after.at, *(st.after.at for st in history[-2:-1]))
+    if policy is not None and _paused(policy, instants) and not pods.finished(pod) \
+            and (as_known is None or _paused(as_known[1], instants)):
+        found.append(f"pod {removal.key} {verb} from node {node} by NodeMaintenance {m.name}, but no window of "
+                     f"NodeMaintenancePolicy {policy.name} was open and its windowEnd is Pause")
+    if removal.kind is ActionKind.POD_DELETE and not pods.finished(pod):
+        # The deletion may be the retry of one the drain decided in the step before, on that step's wall clock: when
+        # the clock was set back in between, the ladder is judged at the later of the two.
+        now = max([newest.after.at, *(st.after.at for st in history[-2:-1])])
+        unescalated = _unescalated(now, m, pod, removal)
+        if unescalated and as_known is not None and as_known[1] is not None \
+                and not _unescalated(now, as_known[0], pod, removal):
+            unescalated = []  # the ladder as the operator last surely knew it (a policy edited just before the step) had it due
+        found += [f"pod {removal.key} deleted from node {node} past its budgets by NodeMaintenance {m.name}, but {why}"
+                  for why in unescalated]
     return found
 
 

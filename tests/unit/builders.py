@@ -246,10 +246,12 @@ def give_back_patch(node_obj: Obj, holder: str) -> Action:
     return Action(kind=ActionKind.NODE_PATCH, key=node_obj["metadata"]["name"], body=body, maintenance=holder)
 
 
-def removal(pod_key: str, *, delete: bool = False, grace: int | None = None, maintenance: str | None = None, revision: int = 0) -> Action:
-    """An eviction of the pod ("namespace/name"), or its deletion (``delete``), applied at ``revision``."""
+def removal(pod_key: str, *, delete: bool = False, grace: int | None = None, maintenance: str | None = None, revision: int = 0,
+            sent: int = 0) -> Action:
+    """An eviction of the pod ("namespace/name"), or its deletion (``delete``), applied at ``revision`` (carried out
+    late: sent at ``sent``)."""
     return Action(kind=ActionKind.POD_DELETE if delete else ActionKind.EVICTION, key=pod_key, grace=grace, maintenance=maintenance,
-                  revision=revision)
+                  revision=revision, sent=sent)
 
 
 # ---------------------------------------------------------------- the drain planner's scene

@@ -365,7 +365,7 @@ def test_a_burst_of_changes_is_decided_once_and_told_at_once(monkeypatch: pytest
                 policies.feed(Watched.NODES, "MODIFIED", relabelled)
             assert decided == [] and told == []  # nothing yet: more may come in the same turn
             await asyncio.sleep(0)
-            assert len(decided) == 1 and told == [{f"nm-{name}" for name in POOL}]  # each node's maintenance, told once
+            assert len(decided) == 1 and told == [sorted(f"nm-{name}" for name in POOL)]  # each node's maintenance, told once
         finally:
             await policies.stop()
     real = line.decide
@@ -419,7 +419,7 @@ def test_a_slot_freed_wakes_the_next_in_line_not_every_maintenance_whose_place_m
             freed = dict(api.objects[node_path("n1")], metadata={"name": "n1", "labels": {"pool": "a"}})
             policies.feed(Watched.NODES, "MODIFIED", freed)
             await asyncio.sleep(0)  # told once the loop turns: every change seen meanwhile is decided once
-            assert told == [{"nm-n1", "nm-n2"}]  # the one gone, and the next in line, now admitted; not the three that moved up
+            assert told == [["nm-n1", "nm-n2"]]  # the one gone, and the next in line, now admitted; not the three that moved up
             assert policies.decisions.decision().verdicts["nm-n3"].position == 1  # moved up: it sees that when it looks again
             pool = api.objects[policy_path("pool")]
             told.clear()
@@ -430,7 +430,7 @@ def test_a_slot_freed_wakes_the_next_in_line_not_every_maintenance_whose_place_m
                                                          "spec": {**pool["spec"], "maxParallel": 2}})
             await asyncio.sleep(0)
             # Its spec changed: the one admitted reads it again, and the next in line now fits; those still in line are not woken.
-            assert told == [{"nm-n2", "nm-n3"}]
+            assert told == [["nm-n2", "nm-n3"]]
         finally:
             await policies.stop()
     asyncio.run(run())

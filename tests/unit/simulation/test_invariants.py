@@ -242,6 +242,25 @@ class TestRemovals:
         (found,) = removing([pod("a")], EVICT("ns/a"), holder=None)
         assert found == "pod ns/a evicted from node n1, which no NodeMaintenance holds"
 
+    @pytest.mark.parametrize(("sent", "rules", "found"), [
+        pytest.param(10, [], [], id="sent while m1 held the node"),
+        pytest.param(0, [], ["pod ns/a evicted from node n1, which no NodeMaintenance holds"], id="sent after the hand-back"),
+        pytest.param(10, [{"podSelector": {"matchLabels": {"app": "db"}}, "behavior": "Skip"}],
+                     ["pod ns/a evicted from node n1 by NodeMaintenance m1, but NodeMaintenancePolicy p keeps it on the node (Skip)"],
+                     id="sent while held, though a rule kept the pod then"),
+    ])
+    def test_a_removal_carried_out_late_is_judged_by_what_the_operator_knew_when_it_sent_it(
+            self, sent: int, rules: list[dict[str, Any]], found: list[str]) -> None:
+        """Seed 1343346368 of Late: a deletion the escalation ladder ordered timed out, the NodeMaintenance was deleted
+        and its node given back, and the API server carried the deletion out seconds later."""
+        holding = State.of(T0, revision=10, nodes=[held("n1", holder="m1")], pods=[pod("a", labels={"app": "db"})],
+                           policies=[pool(drainRules=rules)], maintenances=[nm("m1", "n1")])
+        given_back = State.of(T0 + datetime.timedelta(seconds=5), revision=20, nodes=[free("n1")], pods=[pod("a", labels={"app": "db"})],
+                              policies=[pool(drainRules=rules)])
+        history = [step(holding, holding.put(T0 + datetime.timedelta(seconds=1))),
+                   step(given_back, given_back.drop("pods", "ns/a"), EVICT("ns/a", revision=21, sent=sent))]
+        assert violations(history) == found
+
     @pytest.mark.parametrize(("drain", "status", "grace", "broken"), [
         ({}, {"drainStartTime": ago(600)}, None, "no step of its escalation ladder had come (ladder: none"),
         ({"escalation": [{"afterSeconds": 300, "action": "DeletePods"}]}, {"drainStartTime": ago(600)}, None, ""),

@@ -107,7 +107,7 @@ class Decisions:
             self.decision()
         names, self._to_tell = self._to_tell, set()
         if names:
-            self.on_change(names)
+            self.on_change(sorted(names))  # in one order, whatever the hash seed: a run replays as it went
 
     # ----------------------------------------------------------------- deciding
     def _known(self) -> bool:
