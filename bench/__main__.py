@@ -20,7 +20,7 @@ from typing import Any
 from devcluster.operator import OperatorProcess, grant_csv_permissions, point_conversion_at
 from node_maintenance.api import CRD_NAME
 from node_maintenance.api.paths import nm_path
-from node_maintenance.client.http import AsyncKube
+from node_maintenance.client.async_http import AsyncKube
 from node_maintenance.runtime.leader import LEASE_NAME
 from node_maintenance_packaging.clusterserviceversion import NAMESPACE
 

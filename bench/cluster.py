@@ -12,8 +12,8 @@ from typing import Any
 import yaml
 
 from devcluster.cluster import Cluster
+from node_maintenance.client.async_http import AsyncKube
 from node_maintenance.client.config import load_credentials
-from node_maintenance.client.http import AsyncKube
 
 OPERATOR_USER = "system:serviceaccount:node-maintenance-operator:node-maintenance-operator"
 KUBECTL_NAMESPACE, KUBECTL_ACCOUNT = "bench", "kubectl-drain"

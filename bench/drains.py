@@ -11,7 +11,7 @@ from pathlib import Path
 from devcluster.cluster import Cluster
 from node_maintenance.api import GROUP, KIND
 from node_maintenance.api.paths import nm_path
-from node_maintenance.client.http import AsyncKube
+from node_maintenance.client.async_http import AsyncKube
 
 POLL_SECONDS = 0.1
 

@@ -22,8 +22,8 @@ from typing import Any
 from devcluster.operator import OperatorProcess
 from node_maintenance.api import GROUP, KIND, POLICY
 from node_maintenance.api.paths import POLICY_VERSION, nm_path, node_path, policy_path
+from node_maintenance.client.async_http import AsyncKube
 from node_maintenance.client.errors import NotFound
-from node_maintenance.client.http import AsyncKube
 
 from . import drains
 from .cluster import OPERATOR_USER, AuditCounter, BenchCluster

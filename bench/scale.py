@@ -19,8 +19,8 @@ from devcluster.cluster import KWOK_SELECTOR, Cluster
 from devcluster.operator import OperatorProcess
 from node_maintenance.api import GROUP, KIND
 from node_maintenance.api.paths import nm_path
+from node_maintenance.client.async_http import AsyncKube
 from node_maintenance.client.errors import Conflict
-from node_maintenance.client.http import AsyncKube
 
 from . import drains
 from .workload import SETUP_TIMEOUT_SECONDS, has_service_account, pages, until, wait_nodes_ready

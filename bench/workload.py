@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from devcluster.cluster import Cluster
+from node_maintenance.client.async_http import AsyncKube
 from node_maintenance.client.errors import Conflict
-from node_maintenance.client.http import AsyncKube
 
 IMAGE = "registry.invalid/app:1"
 # Setting up many nodes at once queues hundreds of requests for the client's connections, while the

@@ -225,7 +225,7 @@ class Search(RuleBasedStateMachine):
     def silence(self, seconds: int) -> None:
         """Every watch goes quiet without ending, for ``seconds``: what changes meanwhile arrives late. What was sent
         before arrives first: the operator cannot know of a change its watch never brought (a policy created as the
-        connection died takes effect once the watch notices, after client.http.WATCH_INACTIVITY_SECONDS at most, longer
+        connection died takes effect once the watch notices, after client.async_http.WATCH_INACTIVITY_SECONDS at most, longer
         than any silence drawn here), so the search does not hold it to one."""
         self.running.step()
         self.running.api.silent = True

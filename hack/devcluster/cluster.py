@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import secrets
 import shutil
 import signal
@@ -34,6 +35,10 @@ if TYPE_CHECKING:  # the official client costs 40 MiB of imports: only the tests
 
 # The one cluster, context and user entry of the kubeconfigs this harness writes.
 KUBECONFIG_CLUSTER = "local"
+# The Go runtime of the control plane and of kubectl collects garbage once its heap has grown fivefold, not twofold: a
+# throwaway cluster has memory to spare, and on two cores every test waits for the CPU the collections took (an
+# end-to-end module spent 9% less CPU in all, a kubectl call 18% less).
+GO_RUNTIME = {"GOGC": "400"}
 SERVICE_CIDR = "10.96.0.0/24"
 SERVICE_IP = "10.96.0.1"
 # Addresses KWOK hands simulated pods: nothing answers there.
@@ -185,7 +190,7 @@ class Cluster:
 
         The cluster does not own it: the caller stops it."""
         setup = self.network.enter if self.network else None
-        return Process(name, argv, log_dir or self.logs_dir, env, setup=setup)
+        return Process(name, argv, log_dir or self.logs_dir, {**GO_RUNTIME, **(env or {})}, setup=setup)
 
     def reach(self, port: int) -> int:
         """The port on the host's 127.0.0.1 at which 127.0.0.1:``port`` of a ``spawn``-ed process answers."""
@@ -455,6 +460,7 @@ class Cluster:
             capture_output=True,
             text=True,
             timeout=120,
+            env={**os.environ, **GO_RUNTIME},
         )
         if check and result.returncode != 0:
             raise ClusterError(f"kubectl {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")

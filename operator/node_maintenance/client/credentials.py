@@ -1,6 +1,6 @@
 """What a request carries to the API server and through which proxy: the server, the TLS context, the
 Authorization header and the impersonation. :mod:`node_maintenance.client.config` finds them (a kubeconfig through
-:mod:`node_maintenance.client.kubeconfig`, or the pod's ServiceAccount); :mod:`node_maintenance.client.http` sends them."""
+:mod:`node_maintenance.client.kubeconfig`, or the pod's ServiceAccount); :mod:`node_maintenance.client.http` and :mod:`node_maintenance.client.async_http` send them."""
 
 from __future__ import annotations
 

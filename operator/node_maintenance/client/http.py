@@ -1,30 +1,30 @@
-"""Dict-in, dict-out access to the Kubernetes API.
+"""Dict-in, dict-out access to the Kubernetes API, blocking.
 
 The runtime works with plain JSON objects (as the API sends them and as the pure functions expect),
 and says which patch type it sends instead of relying on a generated default. Failed requests raise
-the typed errors of :mod:`node_maintenance.client.errors`: this module is the only place that knows
-HTTP status codes and the HTTP libraries' exceptions.
+the typed errors of :mod:`node_maintenance.client.errors`: this module and
+:mod:`node_maintenance.client.async_http` are the only places that know HTTP status codes and the HTTP
+libraries' exceptions.
 
-``Kube`` is blocking (leader election, storage migration and admission run it in threads);
-``AsyncKube`` serves the drain engine on the event loop, including watch streams, with the same
-credentials. Both build a request and read its answer through the same two functions, and stand on
-the standard library and aiohttp (which kopf brings): the official client would cost the process
-about 40 MiB of imports for the few requests made here. Both keep the server URL's path (a cluster
-behind a proxy that serves it under a prefix), tunnel through the proxy the credentials name, and
-send repeated headers (impersonated groups).
+``Kube`` is blocking (leader election, storage migration, admission and the kubectl plugin);
+``AsyncKube`` (:mod:`node_maintenance.client.async_http`) serves the drain engine on the event loop,
+including watch streams, with the same credentials. Both build a request and read its answer through the
+same two functions here, and stand on the standard library and aiohttp (which kopf brings): the official
+client would cost the process about 40 MiB of imports for the few requests made here. This one imports no
+aiohttp, which would double the plugin's start. Both keep the server URL's path (a cluster behind a proxy
+that serves it under a prefix), tunnel through the proxy the credentials name, and send repeated headers
+(impersonated groups).
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import http.client
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlencode, urlsplit
 
-import aiohttp
 import orjson
 
 from node_maintenance.client.credentials import Credentials
@@ -33,18 +33,11 @@ from node_maintenance.client.redaction import redact_url
 
 MERGE_PATCH = "application/merge-patch+json"
 JSON = "application/json"
-# Watch events are one JSON object a line; a line holds one whole object.
-MAX_EVENT_BYTES = 16 * 1024 * 1024
-MAX_REQUEST_CONNECTIONS = 64
 REQUEST_TIMEOUT_SECONDS = 30.0
-WATCH_CONNECT_TIMEOUT_SECONDS = 30.0
 # Methods that change nothing: allowed whoever leads.
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
-# The API server sends a bookmark about once a minute on a watch that asks for them; silence for longer
-# means the connection is gone.
-WATCH_INACTIVITY_SECONDS = 90.0
-# What the HTTP libraries raise when no whole answer came back: the server is out of reach.
-_NO_ANSWER = (OSError, asyncio.TimeoutError, http.client.HTTPException, aiohttp.ClientError)
+# What the standard library raises when no whole answer came back: the server is out of reach.
+_NO_ANSWER = (OSError, http.client.HTTPException)
 
 
 @dataclass(frozen=True)
@@ -145,91 +138,3 @@ class Kube:
 
     def patch(self, path: str, body: dict[str, Any], content_type: str = MERGE_PATCH) -> dict[str, Any]:
         return self.request("PATCH", path, body=body, content_type=content_type)
-
-
-def client_session(credentials: Credentials, limit: int, headers: list[tuple[str, str]] | None = None,
-                   may_write: Callable[[], bool] = lambda: True) -> aiohttp.ClientSession:
-    """An aiohttp session to the server as the credentials describe it (TLS, proxy), for ours and kopf's
-    requests; ``headers`` go with every request (ours send theirs per request, fresh). A write is refused
-    (NotLeading) before it is sent whenever ``may_write`` says no: kopf's own writes included."""
-    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=credentials.ssl_context(), limit=limit),
-                                 proxy=credentials.proxy, headers=headers, trace_configs=[_writes_fenced(may_write)])
-
-
-def _writes_fenced(may_write: Callable[[], bool]) -> aiohttp.TraceConfig:
-    trace = aiohttp.TraceConfig()
-
-    async def on_request_start(_session: aiohttp.ClientSession, _context: Any, params: aiohttp.TraceRequestStartParams) -> None:
-        if params.method not in READS and not may_write():
-            raise NotLeading(f"{params.method} {params.url.path}: not sent, this replica no longer leads")
-
-    trace.on_request_start.append(on_request_start)
-    return trace
-
-
-class AsyncKube:
-    """The same API access on the event loop (aiohttp), for the drain engine's requests and watches."""
-
-    def __init__(self, credentials: Credentials, may_write: Callable[[], bool] = lambda: True) -> None:
-        self.credentials = credentials
-        self.may_write = may_write  # False once this replica no longer leads: every write is refused unsent
-        self._sessions: dict[bool, aiohttp.ClientSession] = {}
-
-    def _session(self, watching: bool) -> aiohttp.ClientSession:
-        """Watches hold their connection for minutes, so they get a pool of their own without a limit:
-        sharing one bounded pool, enough open watches would leave no connection for a request."""
-        session = self._sessions.get(watching)
-        if session is None or session.closed:
-            session = self._sessions[watching] = client_session(self.credentials, 0 if watching else MAX_REQUEST_CONNECTIONS,
-                                                                may_write=self.may_write)
-        return session
-
-    async def close(self) -> None:
-        for session in self._sessions.values():
-            await session.close()
-
-    async def request(self, method: str, path: str, *, query: dict[str, str] | None = None, body: Any = None,
-                      content_type: str = JSON, timeout: float = REQUEST_TIMEOUT_SECONDS) -> dict[str, Any]:
-        prepared = prepare(self.credentials, path, query, body, content_type)
-        try:
-            async with self._session(False).request(method, prepared.url, data=prepared.data, headers=prepared.headers,
-                                                    timeout=aiohttp.ClientTimeout(total=timeout)) as response:
-                return answer(response.status, response.reason or "", await response.read(), response.headers.get("Retry-After"))
-        except _NO_ANSWER as error:
-            raise unreachable(error) from None
-
-    async def get(self, path: str) -> dict[str, Any] | None:
-        try:
-            return await self.request("GET", path)
-        except NotFound:
-            return None
-
-    async def patch(self, path: str, body: dict[str, Any], content_type: str = MERGE_PATCH) -> dict[str, Any]:
-        return await self.request("PATCH", path, body=body, content_type=content_type)
-
-    async def watch(self, path: str, query: dict[str, str], on_open: Callable[[], None] | None = None) -> AsyncIterator[dict[str, Any]]:
-        """The events of one watch request until the server ends it; an ERROR event raises its typed error, and
-        WATCH_INACTIVITY_SECONDS without a byte (bookmarks included) raise Unreachable: a connection dropped
-        without a reset never ends otherwise. ``on_open`` is called once the server has accepted the watch."""
-        prepared = prepare(self.credentials, path, {**query, "watch": "true"}, None, JSON)
-        try:
-            async with self._session(True).get(
-                prepared.url, headers=prepared.headers,
-                timeout=aiohttp.ClientTimeout(total=None, sock_connect=WATCH_CONNECT_TIMEOUT_SECONDS, sock_read=WATCH_INACTIVITY_SECONDS),
-            ) as response:
-                if response.status != 200:
-                    answer(response.status, response.reason or "", await response.read(), None)
-                if on_open:
-                    on_open()
-                while line := await response.content.readuntil(b"\n", max_size=MAX_EVENT_BYTES):
-                    if not line.strip():
-                        continue
-                    event = orjson.loads(line)
-                    if event.get("type") == "ERROR":
-                        status = event.get("object") or {}
-                        raise api_error(int(status.get("code") or 500), str(status.get("reason", "")), status)
-                    yield event
-        except _NO_ANSWER as error:
-            raise unreachable(error) from None
-        except ValueError as error:  # a line cut short
-            raise Unreachable(f"a watch event could not be read: {error}") from None

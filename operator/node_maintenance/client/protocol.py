@@ -1,5 +1,5 @@
 """What the runtime and the webhooks ask of the API access, as Protocols: the code that makes requests names
-these instead of ``AsyncKube`` and ``Kube`` (:mod:`node_maintenance.client.http`), so that anything answering
+these instead of ``AsyncKube`` (:mod:`node_maintenance.client.async_http`) and ``Kube`` (:mod:`node_maintenance.client.http`), so that anything answering
 the same calls, the unit tests' in-memory API above all, stands in for them and is type-checked as they are."""
 
 from __future__ import annotations

@@ -21,8 +21,8 @@ from typing import Any, cast
 import kopf
 
 from node_maintenance import api
+from node_maintenance.client.async_http import MAX_REQUEST_CONNECTIONS, client_session
 from node_maintenance.client.errors import KubeError
-from node_maintenance.client.http import MAX_REQUEST_CONNECTIONS, client_session
 from node_maintenance.runtime import giving_back
 from node_maintenance.runtime.engine import Engine, Shared
 

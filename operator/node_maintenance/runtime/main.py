@@ -24,9 +24,10 @@ from typing import Any
 import kopf
 
 from node_maintenance.api import HUB
+from node_maintenance.client.async_http import AsyncKube
 from node_maintenance.client.config import load_credentials, user_agent
 from node_maintenance.client.errors import KubeError, Unreachable
-from node_maintenance.client.http import AsyncKube, Kube
+from node_maintenance.client.http import Kube
 from node_maintenance.coordination import remediation
 from node_maintenance.runtime import handlers, logs, metrics_endpoint
 from node_maintenance.runtime.budget_watch import BudgetWatch

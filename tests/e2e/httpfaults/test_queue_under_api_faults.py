@@ -25,7 +25,7 @@ pytestmark = pytest.mark.e2e
 
 ERROR_SECONDS = 20
 SAMPLE_SECONDS = 0.2
-# The operator notices a silent watch after this long (client.http.WATCH_INACTIVITY_SECONDS), with room to spare.
+# The operator notices a silent watch after this long (client.async_http.WATCH_INACTIVITY_SECONDS), with room to spare.
 SILENCE_NOTICED_SECONDS = 150
 
 

@@ -18,7 +18,7 @@ from ..helpers import eventually
 
 pytestmark = pytest.mark.e2e
 
-# The operator notices a silent watch after client.http.WATCH_INACTIVITY_SECONDS (kopf's own after 70 s).
+# The operator notices a silent watch after client.async_http.WATCH_INACTIVITY_SECONDS (kopf's own after 70 s).
 NOTICED_SECONDS = 150
 
 

@@ -11,9 +11,10 @@ from typing import cast
 
 from aiohttp import web
 
+from node_maintenance.client.async_http import AsyncKube
 from node_maintenance.client.config import user_agent
 from node_maintenance.client.credentials import Credentials
-from node_maintenance.client.http import AsyncKube, Kube
+from node_maintenance.client.http import Kube
 from node_maintenance.runtime import handlers
 from tests.unit.serving import serving
 

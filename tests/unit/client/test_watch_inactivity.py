@@ -10,17 +10,17 @@ import json
 import pytest
 from aiohttp import web
 
-from node_maintenance.client import http
+from node_maintenance.client import async_http
+from node_maintenance.client.async_http import AsyncKube
 from node_maintenance.client.credentials import Credentials
 from node_maintenance.client.errors import Unreachable
-from node_maintenance.client.http import AsyncKube
 from tests.unit.serving import serving
 
 EVENT = {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "5"}}}
 
 
 def test_a_watch_silent_for_the_inactivity_timeout_raises_unreachable(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(http, "WATCH_INACTIVITY_SECONDS", 0.5)
+    monkeypatch.setattr(async_http, "WATCH_INACTIVITY_SECONDS", 0.5)
     opened: list[str] = []
     done = asyncio.Event()
 

@@ -9,9 +9,10 @@ import pytest
 from aiohttp import web
 
 from node_maintenance.api.paths import NODE_MAINTENANCE_CRD, nm_path
+from node_maintenance.client.async_http import AsyncKube
 from node_maintenance.client.credentials import Credentials
 from node_maintenance.client.errors import NotLeading
-from node_maintenance.client.http import AsyncKube, Kube
+from node_maintenance.client.http import Kube
 from node_maintenance.runtime.storage import migrate_storage_version
 from tests.unit.serving import serving
 

@@ -9,8 +9,8 @@ from typing import cast
 
 from aiohttp import web
 
+from node_maintenance.client.async_http import MAX_REQUEST_CONNECTIONS, AsyncKube
 from node_maintenance.client.credentials import Credentials
-from node_maintenance.client.http import MAX_REQUEST_CONNECTIONS, AsyncKube
 from node_maintenance.runtime import handlers
 from tests.unit.serving import serving
 
