@@ -440,41 +440,24 @@ class TestRemovals:
                             budgets=[builders.budget("web", labels={"app": "web"}, expected=4, maxUnavailable=1)])
         assert violations([step(before, scaled, EVICT("ns/a"))]) == []
 
-    def test_an_eviction_after_a_scale_down_counted_within_the_step_is_judged_by_the_smaller_demand(self) -> None:
-        """Seed 2202816603 of Rolling: the workload scaled from 4 to 2 and its budget counted again (demanding 1, allowing
-        1) in the step where the drain's eviction came; judged by the demand of the step's start (3), the eviction
-        broke a budget the API had just said allowed it."""
+    @pytest.mark.parametrize(("counted", "recounted", "found"), [
+        pytest.param(4, 2, [], id="seed 2202816603 of Rolling: scaled from 4 to 2, and counted again within the step"),
+        pytest.param(4, 3, ["PodDisruptionBudget ns/web: 1 healthy pod(s), it demands 2"], id="scaled from 4 to 3: still short"),
+        pytest.param(4, None, ["PodDisruptionBudget ns/web: 1 healthy pod(s), it demands 3"], id="recreated: it counted nothing yet"),
+        pytest.param(3, 0, [], id="seed 2253909232 of Killed: scaled to none, demanding nothing"),
+        pytest.param(0, 4, [], id="seed 43333186 of Rolling: scaled from none, the eviction allowed by a budget that counted none"),
+    ])
+    def test_an_eviction_as_its_workload_is_scaled_within_the_step_is_judged_by_the_budget_the_api_counted(
+            self, counted: int, recounted: int | None, found: list[str]) -> None:
+        """The workload was scaled, and its budget counted again, in the step where the drain's eviction came: judged by
+        the demand of the step's start alone, the eviction broke a budget the API had just said allowed it (a scale-down
+        to 2 or to none), or was allowed by one that had counted no pods (a scale-up from none)."""
         web = [pod("a", labels={"app": "web"}), pod("b", labels={"app": "web"}, node="n2")]
-        before = State.of(T0, nodes=[held("n1", holder="m1")], pods=web, budgets=[builders.budget("web", labels={"app": "web"}, expected=4, maxUnavailable=1)],
-                          policies=[pool()], maintenances=[nm("m1", "n1")])
-        evicted = [pod("a", labels={"app": "web"}, deleted_at=ago(0))]
-        scaled = before.put(pods=evicted, budgets=[builders.budget("web", labels={"app": "web"}, expected=2, maxUnavailable=1)])
-        assert violations([step(before, scaled, EVICT("ns/a"))]) == []
-        short = before.put(pods=evicted, budgets=[builders.budget("web", labels={"app": "web"}, expected=3, maxUnavailable=1)])
-        assert violations([step(before, short, EVICT("ns/a"))]) == ["PodDisruptionBudget ns/web: 1 healthy pod(s), it demands 2"]
-        recreated = before.put(pods=evicted, budgets=[builders.budget("web", labels={"app": "web"}, maxUnavailable=1)])  # counted nothing yet
-        assert violations([step(before, recreated, EVICT("ns/a"))]) == ["PodDisruptionBudget ns/web: 1 healthy pod(s), it demands 3"]
-
-    def test_an_eviction_under_a_budget_of_a_workload_scaled_to_none_within_the_step_is_fine(self) -> None:
-        """Seed 2253909232 of Killed: the workload was scaled to none and its budget counted again (expecting no pod,
-        demanding nothing, allowing two) before the drain's eviction came, in one step; judged by the demand of the
-        step's start (2), the eviction broke a budget the API had just said allowed it."""
-        web = [pod("a", labels={"app": "web"}), pod("b", labels={"app": "web"}, node="n2")]
-        before = State.of(T0, nodes=[held("n1", holder="m1")], pods=web, budgets=[builders.budget("web", labels={"app": "web"}, expected=3, maxUnavailable=1)],
-                          policies=[pool()], maintenances=[nm("m1", "n1")])
-        evicted = [pod("a", labels={"app": "web"}, deleted_at=ago(0))]
-        scaled = before.put(pods=evicted, budgets=[builders.budget("web", labels={"app": "web"}, expected=0, maxUnavailable=1)])
-        assert violations([step(before, scaled, EVICT("ns/a"))]) == []
-
-    def test_an_eviction_under_a_budget_of_a_workload_scaled_from_none_within_the_step_is_fine(self) -> None:
-        """Seed 43333186 of Rolling: the budget had counted no pods (its workload at zero) and allowed the eviction; the
-        workload was scaled to 4 within the step, and the budget then demanded 3."""
-        web = [pod("a", labels={"app": "web"}), pod("b", labels={"app": "web"}, node="n2")]
-        before = State.of(T0, nodes=[held("n1", holder="m1")], pods=web, budgets=[builders.budget("web", labels={"app": "web"}, expected=0, maxUnavailable=1)],
-                          policies=[pool()], maintenances=[nm("m1", "n1")])
-        scaled = before.put(pods=[pod("a", labels={"app": "web"}, deleted_at=ago(0))],
-                            budgets=[builders.budget("web", labels={"app": "web"}, expected=4, maxUnavailable=1)])
-        assert violations([step(before, scaled, EVICT("ns/a"))]) == []
+        before = State.of(T0, nodes=[held("n1", holder="m1")], pods=web, policies=[pool()], maintenances=[nm("m1", "n1")],
+                          budgets=[builders.budget("web", labels={"app": "web"}, expected=counted, maxUnavailable=1)])
+        after = before.put(pods=[pod("a", labels={"app": "web"}, deleted_at=ago(0))],
+                           budgets=[builders.budget("web", labels={"app": "web"}, expected=recounted, maxUnavailable=1)])
+        assert violations([step(before, after, EVICT("ns/a"))]) == found
 
 
 class TestHandingBack:
