@@ -38,7 +38,7 @@ def _until_sent(history: History, removal: Action) -> History:
     NodeMaintenance was deleted)."""
     if not removal.sent:
         return history
-    index = max((i for i, st in enumerate(history) if st.before.revision <= removal.sent), default=len(history) - 1)
+    index = max((i for i, st in enumerate(history) if st.before.revision <= removal.sent), default=0)
     return history[:index + 1]
 
 
@@ -47,14 +47,15 @@ def _violations(history: History, removal: Action) -> list[str]:
     go)."""
     newest = history[-1]
     before = newest.before
-    taken = {take.node: take.maintenance for take in newest.takes()}
+    decided = removal.sent or removal.revision  # the revision the removal was sent at: what happened after came too late to count
+    taken = {take.node: take.maintenance for take in newest.takes() if not (take.revision and decided) or take.revision < decided}
     # Pods bound since the step before (a user's, between steps) may not have reached the operator's watch yet: they do
     # not hold back a later order in this step.
     unseen = set(before.pods) - set(known(history).pods)
     # Pods this step took off their nodes, by when: a drain's own removal or the kubelet finishing a deletion, either
     # before a later removal of the same step (which may hold several drain steps).
     left = {key: newest.after.pod_removals.get(key, 0) for key in before.pods if key not in newest.after.pods}
-    gone = unseen | {key for key, revision in left.items() if revision < removal.revision}
+    gone = unseen | {key for key, revision in left.items() if revision < decided}
     pod = before.pods.get(removal.key)
     if pod is None:
         return []

@@ -178,4 +178,6 @@ def test_a_late_write_is_carried_out_after_the_caller_gave_up_against_what_is_st
         kept = server.get_object(node_path("n1")) or {}
         assert not kept["spec"] and kept["metadata"]["labels"] == {"edited": "yes", "late": "yes"}
         assert [(w.method, w.applied) for w in server.writes] == [("PATCH", False), ("PATCH", True)]
+        assert [w.sent for w in server.writes] == [int(version)] * 2  # each dated by the revision it was sent at
+        assert [w.revision for w in server.writes] == [int(version) + 1, int(version) + 2]  # refused after the edit, applied after it
     run(body)

@@ -244,7 +244,7 @@ class TestRemovals:
 
     @pytest.mark.parametrize(("sent", "rules", "found"), [
         pytest.param(10, [], [], id="sent while m1 held the node"),
-        pytest.param(0, [], ["pod ns/a evicted from node n1, which no NodeMaintenance holds"], id="sent after the hand-back"),
+        pytest.param(0, [], ["pod ns/a evicted from node n1, which no NodeMaintenance holds"], id="carried out as it came, after the hand-back"),
         pytest.param(10, [{"podSelector": {"matchLabels": {"app": "db"}}, "behavior": "Skip"}],
                      ["pod ns/a evicted from node n1 by NodeMaintenance m1, but NodeMaintenancePolicy p keeps it on the node (Skip)"],
                      id="sent while held, though a rule kept the pod then"),
@@ -458,6 +458,25 @@ class TestRemovals:
         after = before.put(pods=[pod("a", labels={"app": "web"}, deleted_at=ago(0))],
                            budgets=[builders.budget("web", labels={"app": "web"}, expected=recounted, maxUnavailable=1)])
         assert violations([step(before, after, EVICT("ns/a"))]) == found
+
+
+    def test_a_removal_carried_out_late_counts_only_what_came_before_it_was_sent(self) -> None:
+        """A late eviction of a later order's pod, sent while a pod of an earlier order was still on the node, broke the
+        order even if that pod left before the eviction landed; an eviction sent to a node nobody held broke the promise
+        even if the node was taken before it landed."""
+        rules = [{"podSelector": {"matchLabels": {"app": "db"}}, "order": 1}]
+        web, db = pod("web", labels={"app": "web"}), pod("db", labels={"app": "db"})
+        holding = State.of(T0, revision=10, nodes=[held("n1", holder="m1")], pods=[web, db], policies=[pool(drainRules=rules)],
+                           maintenances=[nm("m1", "n1")])
+        left = replace(holding.put(T0 + datetime.timedelta(seconds=1)).drop("pods", "ns/web"), revision=16, pod_removals={"ns/web": 15})
+        history = [step(holding, left), step(left, left.drop("pods", "ns/db"), EVICT("ns/db", revision=21, sent=12))]
+        (found,) = violations(history)
+        assert found == "pod ns/db evicted from node n1 by NodeMaintenance m1, but its drain order 1 under NodeMaintenancePolicy p comes after order 0, whose pods are still on the node"
+        free_then = State.of(T0, revision=10, nodes=[free("n1")], pods=[web], policies=[pool()], maintenances=[nm("m1", "n1")])
+        taken = replace(free_then.put(T0 + datetime.timedelta(seconds=1), nodes=[held("n1", holder="m1")]), revision=13)
+        history = [step(free_then, taken, replace(builders.take_patch(dict(free_then.nodes["n1"]), "m1", "p"), revision=12)),
+                   step(taken, taken.drop("pods", "ns/web"), EVICT("ns/web", revision=21, sent=11))]
+        assert violations(history) == ["pod ns/web evicted from node n1, which no NodeMaintenance holds"]
 
 
 class TestHandingBack:
