@@ -98,6 +98,9 @@ class SimulatedApi:
         self.compacted = 0  # watches from an older resourceVersion are answered 410 Gone
         self.writes: list[Write] = []
         self.listed: list[tuple[str, int]] = []  # each collection the operator had a listing of, at the revision listed
+        # For each collection, the revision the operator's listing or watch has brought it up to: what it can know of
+        # it (a watch gone silent, or failed and not resumed yet, brings nothing more).
+        self.told: dict[str, int] = {}
         self.silent = False  # open watches deliver nothing while set (a watch gone quiet without ending)
         self.latency = 0.0  # seconds a request takes there and back: others' requests and events come meanwhile
         # How long a write the caller gave up on (Fault.LATE) waits in the server before it is applied: a request queued
@@ -193,6 +196,7 @@ class SimulatedApi:
             raise Unreachable(f"simulated loss of the answer to {method} {path}")
         if method == "GET" and not locate(path).name:
             self.listed.append((path, int(answer["metadata"]["resourceVersion"])))
+            self.told[path] = int(answer["metadata"]["resourceVersion"])
         return answer
 
     def _apply(self, method: str, path: str, query: dict[str, str], body: Any, sent: int = 0) -> Obj:
@@ -242,6 +246,7 @@ class SimulatedApi:
                     since = change.revision
                     if (event := self._event(change, location, query)) is not None:
                         yield event
+                self.told[path] = since
             self._changed.clear()
             try:
                 async with asyncio.timeout_at(ends):  # not wait_for, which on Python 3.11 may lose a cancellation

@@ -139,6 +139,9 @@ class Step:
     # this step's end; None when the history does not know it (built by hand; or not listed yet): taken as listed as
     # its first step began.
     listed: int | None = None
+    # The revision the running operator's listing or watch of the policies had brought it up to by this step's end
+    # (SimulatedApi.told); None when the history does not know it: taken as up to date.
+    told: int | None = None
 
     def takes(self) -> list[Take]:
         """The nodes whose holder record a node patch of this step set to another NodeMaintenance than the one before."""

@@ -60,6 +60,7 @@ class Simulation:
         self.api.killed = False  # a kill drawn as the last process stopped is that process's
         self._started = True
         self._lists_before, self._listed = len(self.api.listed), None
+        self.api.told.pop(policy_path(), None)  # the new process knows nothing of the policies until it lists them
         self.process = Process(self.api)
         self.time.run(_started(self.process))
 
@@ -94,7 +95,7 @@ class Simulation:
             self._listed = next((revision for path, revision in self.api.listed[self._lists_before:] if path == policy_path()), None)
             self._lists_before = len(self.api.listed)
         self.history.append(Step(before=before, actions=recorder.actions(self.api.writes[written:], before), after=after,
-                                 started=self._started, listed=self._listed))
+                                 started=self._started, listed=self._listed, told=self.api.told.get(policy_path())))
         self._started = False
         found = [*invariants.violations(self.history), *self.raised.taken()]
         self.violations += [f"at {after.at:%H:%M:%S}: {v}" for v in found]

@@ -181,3 +181,28 @@ def test_a_late_write_is_carried_out_after_the_caller_gave_up_against_what_is_st
         assert [w.sent for w in server.writes] == [int(version)] * 2  # each dated by the revision it was sent at
         assert [w.revision for w in server.writes] == [int(version) + 1, int(version) + 2]  # refused after the edit, applied after it
     run(body)
+
+
+def test_what_the_operator_was_told_of_a_collection_moves_with_its_listing_and_its_watch_unless_silent() -> None:
+    async def body() -> None:
+        server = api()
+        server.create(node_path(), node("n1", spec={}))
+        listed = int((await server.request("GET", node_path()))["metadata"]["resourceVersion"])
+        assert server.told == {node_path(): listed}
+        events: list[str] = []
+
+        async def watch() -> None:
+            async for event in server.watch(node_path(), {"resourceVersion": str(listed)}):
+                events.append(event["object"]["metadata"]["name"])
+
+        watching = asyncio.create_task(watch())
+        server.silent = True
+        server.create(node_path(), node("n2", spec={}))
+        await asyncio.sleep(0.01)
+        assert events == [] and server.told == {node_path(): listed}  # a silent watch brings nothing
+        server.silent = False
+        server.create(node_path(), node("n3", spec={}))
+        await asyncio.sleep(0.01)
+        assert events == ["n2", "n3"] and server.told == {node_path(): server.revision}
+        watching.cancel()
+    run(body)

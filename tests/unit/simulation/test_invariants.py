@@ -460,6 +460,20 @@ class TestRemovals:
         assert violations([step(before, after, EVICT("ns/a"))]) == found
 
 
+    @pytest.mark.parametrize(("told", "broken"), [
+        pytest.param(10, False, id="its watch brought nothing after revision 10: the policy never reached it"),
+        pytest.param(15, True, id="its watch brought the policy"),
+        pytest.param(None, True, id="not known: taken as up to date"),
+    ])
+    def test_a_policy_the_operators_watch_never_brought_does_not_keep_a_pod(self, told: int | None, broken: bool) -> None:
+        """Seed 2113657920 of Search: an operator started again listed the policies in the gap of a replace, its watch
+        then went silent, and it drained under no policy while the new one, created after the listing, never reached it."""
+        skipping = pool(drainRules=[{"podSelector": {"matchLabels": {"app": "db"}}, "behavior": "Skip"}])
+        unknown = State.of(T0, revision=10, nodes=[held("n1", holder="m1")], pods=[pod("a", labels={"app": "db"})], maintenances=[nm("m1", "n1")])
+        created = replace(unknown.put(T0 + datetime.timedelta(seconds=1), policies=[skipping]), revision=15)
+        history = [step(unknown, created), replace(step(created, created.drop("pods", "ns/a"), EVICT("ns/a", revision=21)), told=told)]
+        assert [("keeps it on the node (Skip)" in f) for f in violations(history)] == ([True] if broken else [])
+
     def test_a_removal_carried_out_late_counts_only_what_came_before_it_was_sent(self) -> None:
         """A late eviction of a later order's pod, sent while a pod of an earlier order was still on the node, broke the
         order even if that pod left before the eviction landed; an eviction sent to a node nobody held broke the promise
