@@ -140,7 +140,8 @@ class Step:
     # its first step began.
     listed: int | None = None
     # The revision the running operator's listing or watch of the policies had brought it up to by this step's end
-    # (SimulatedApi.told); None when the history does not know it: taken as up to date.
+    # (SimulatedApi.told); None when the history does not know it (built by hand, or not listed yet: a drain waits for
+    # the first listing): taken as up to date.
     told: int | None = None
 
     def takes(self) -> list[Take]:

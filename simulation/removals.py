@@ -121,12 +121,12 @@ def _as_known(history: History, body: Mapping[str, Any], policy: model.Policy | 
 
 def _policies_known(history: History) -> State:
     """The state whose policies the operator knew as the newest step began: the end of the step before, unless its
-    watch of the policies had brought it no further than an earlier state by the newest step's end (gone silent, or
-    failed and not resumed): then the latest state it had reached. Seed 2113657920 of Search: an operator started again
-    listed the policies in the gap of a replace, its watch then silent, and drained under none while the new policy,
-    created after that listing, never reached it."""
+    watch of the policies had brought it no further by then (gone silent, or failed and not resumed): then the latest
+    state at or before the revision it had reached. Seed 2113657920 of Search: an operator started again listed the
+    policies in the gap of a replace, its watch then silent, and drained under none while the new policy, created after
+    that listing, never reached it. Rounding down to a state is strict: what it had reached within a step is not known."""
     then = known(history)
-    told = history[-1].told
+    told = history[-2].told if len(history) > 1 else None
     if told is None or told >= then.revision:
         return then
     reached = [state for st in history for state in (st.before, st.after) if state.revision <= told]

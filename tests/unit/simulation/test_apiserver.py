@@ -196,6 +196,7 @@ def test_what_the_operator_was_told_of_a_collection_moves_with_its_listing_and_i
                 events.append(event["object"]["metadata"]["name"])
 
         watching = asyncio.create_task(watch())
+        await asyncio.sleep(0.01)  # the watch open and current
         server.silent = True
         server.create(node_path(), node("n2", spec={}))
         await asyncio.sleep(0.01)

@@ -461,7 +461,7 @@ class TestRemovals:
 
 
     @pytest.mark.parametrize(("told", "broken"), [
-        pytest.param(10, False, id="its watch brought nothing after revision 10: the policy never reached it"),
+        pytest.param(10, False, id="by the step before's end its watch had brought nothing after revision 10: the policy never reached it"),
         pytest.param(15, True, id="its watch brought the policy"),
         pytest.param(None, True, id="not known: taken as up to date"),
     ])
@@ -471,7 +471,27 @@ class TestRemovals:
         skipping = pool(drainRules=[{"podSelector": {"matchLabels": {"app": "db"}}, "behavior": "Skip"}])
         unknown = State.of(T0, revision=10, nodes=[held("n1", holder="m1")], pods=[pod("a", labels={"app": "db"})], maintenances=[nm("m1", "n1")])
         created = replace(unknown.put(T0 + datetime.timedelta(seconds=1), policies=[skipping]), revision=15)
-        history = [step(unknown, created), replace(step(created, created.drop("pods", "ns/a"), EVICT("ns/a", revision=21)), told=told)]
+        history = [replace(step(unknown, created), told=told), step(created, created.drop("pods", "ns/a"), EVICT("ns/a", revision=21))]
+        assert [("keeps it on the node (Skip)" in f) for f in violations(history)] == ([True] if broken else [])
+
+    @pytest.mark.parametrize(("listed", "broken"), [
+        pytest.param(27, False, id="listed after the deletion: the old policy was never seen, its namesake never reached it"),
+        pytest.param(25, True, id="listed before the deletion: the operator saw the old policy, which keeps its rules for the grace"),
+    ])
+    def test_a_policy_replaced_before_the_restarted_operators_listing_is_not_seen_for_its_namesake(self, listed: int, broken: bool) -> None:
+        """Seed 2113657920 of Search, the replace's first half: the old policy was deleted before the restarted
+        operator's first listing, and the new one (another object of the same name) came after it while its watch was
+        silent. Seen by name, the old one would rule the drain for its grace."""
+        rules = [{"podSelector": {"matchLabels": {"app": "db"}}, "behavior": "Skip"}]
+        old, new = (dict(pool(drainRules=rules), metadata={"name": "p", "uid": uid, "resourceVersion": version})
+                    for uid, version in (("uid-old", "20"), ("uid-new", "29")))
+        objects = {"nodes": [held("n1", holder="m1", policy=None)], "pods": [pod("a", labels={"app": "db"})], "maintenances": [nm("m1", "n1")]}
+        started = State.of(T0, revision=24, policies=[old], **objects)
+        deleted = replace(State.of(T0 + datetime.timedelta(seconds=1), revision=26, **objects),
+                          departed={"p": {**old, "metadata": {**old["metadata"], "resourceVersion": "26"}}})
+        created = replace(deleted.put(T0 + datetime.timedelta(seconds=2), policies=[new]), revision=30)
+        history = [step(started, deleted, started=True), replace(step(deleted, created), listed=listed, told=listed),
+                   step(created, created.drop("pods", "ns/a"), EVICT("ns/a", revision=31))]
         assert [("keeps it on the node (Skip)" in f) for f in violations(history)] == ([True] if broken else [])
 
     def test_a_removal_carried_out_late_counts_only_what_came_before_it_was_sent(self) -> None:
