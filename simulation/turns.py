@@ -22,6 +22,7 @@ Whether the take itself had room is :mod:`simulation.limits`' check.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from node_maintenance.drain import status
@@ -144,12 +145,17 @@ def _lived(history: History) -> list[State]:
     steps run on, as the operator counts it; a step more, since the grace starts when its watch brings the deletion): its
     slots may be granted meanwhile, and such a grant stands under the policy of its name that replaces it (seed 1091069782
     of Windowed: a maintenance created and its policy deleted by a replace at one instant, its slot granted in the window
-    and taken after the close). One the operator never saw while running (deleted before it started) grants nothing."""
-    start = next((at for at in range(len(history) - 1, -1, -1) if history[at].started), -1)
+    and taken after the close). One the operator never saw while running (deleted before it started) grants nothing.
+    The step it started before is one it lived through from its start (seed 1675138370 of Closing: started a second
+    before the window closed, it granted the slot at once and took the node at the close, within that step), with the
+    policies its first listing surely showed: those still there at the step's end."""
+    start = next((at for at in range(len(history) - 1, -1, -1) if history[at].started), 0)
     lived: list[State] = []
     shown: dict[str, tuple[float, Mapping[str, Any]]] = {}  # each policy as it last showed, and the seconds since
-    for step in history[start + 1:]:
+    for step in history[start:]:
         state = step.before
+        if step.started:
+            state = replace(state, policies={name: body for name, body in state.policies.items() if name in step.after.policies})
         shown = {**{name: (seconds, body) for name, (seconds, body) in shown.items() if name not in state.policies},
                  **{name: (0.0, body) for name, body in state.policies.items()}}
         departed = [body for name, (seconds, body) in shown.items()

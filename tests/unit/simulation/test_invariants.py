@@ -681,6 +681,16 @@ class TestTurns:
                             step(closed.put(at=T0), closed.put(at=T0, nodes=[held("n1", holder="m1")]), builders.take_patch(free("n1"), "m1", "p"))])
         assert found == (["node n1 taken by NodeMaintenance m1 while no window of NodeMaintenancePolicy p was open"] if out_of_turn else [])
 
+    def test_a_take_at_the_close_by_one_an_operator_started_in_the_window_granted(self) -> None:
+        """Seed 1675138370 of Closing: the operator started again a second before the window closed and granted the slot
+        at once, within the step it started before; it took the node in the next, after the close."""
+        policy = pool(maxParallel=1, windows=[{"schedule": "45 * * * *", "duration": "10m"}])  # open from :45 to :55 of every hour
+        in_window = State.of(T0 - datetime.timedelta(seconds=301), policies=[policy], maintenances=[nm("m1", "n1"), nm("m2", "n2")],
+                             nodes=[free("n1"), free("n2")])
+        closed = in_window.put(at=T0 - datetime.timedelta(seconds=300))
+        taken = closed.put(at=T0, nodes=[held("n1", holder="m1")])
+        assert violations([step(in_window, closed, started=True), step(closed, taken, builders.take_patch(free("n1"), "m1", "p"))]) == []
+
     @pytest.mark.parametrize(("zone_of_m0", "out_of_turn"), [
         pytest.param("a", False, id="an older one waited in another zone: both were granted"),
         pytest.param("b", True, id="an older one waited in its zone: the slot was the older one's"),
