@@ -99,7 +99,8 @@ class SimulatedApi:
         self.writes: list[Write] = []
         self.listed: list[tuple[str, int]] = []  # each collection the operator had a listing of, at the revision listed
         # For each collection, the revision the operator's listing or watch has brought it up to: what it can know of
-        # it (a watch gone silent, or failed and not resumed yet, brings nothing more).
+        # it (a watch gone silent, or failed and not resumed yet, brings nothing more). Keyed by path alone: it speaks
+        # for a collection the operator reads whole, as the policies (selected reads of nodes share their path).
         self.told: dict[str, int] = {}
         self.silent = False  # open watches deliver nothing while set (a watch gone quiet without ending)
         self.latency = 0.0  # seconds a request takes there and back: others' requests and events come meanwhile
