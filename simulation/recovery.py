@@ -59,11 +59,12 @@ def unlisted_violations(history: History) -> list[str]:
     and one policy throughout: a policy replaced around the hand-back had the entry written to the object of the name
     that existed then (listed as the step before ended counts too)."""
     newest = history[-1]
-    if len(history) < 2 or newest.started:
+    given_back = newest.gives_back()
+    if len(history) < 2 or newest.started or not given_back:
         return []
-    then = counting.with_departed(history[:-1], known(history))
+    then = counting.with_departed(history[:-1], known(history))  # dear to count: only for a step that gave a node back
     found = []
-    for node in newest.gives_back():
+    for node in given_back:
         for name in counting.governed_by(then, node):
             bodies = [state.policies.get(name) for state in (then, newest.before, newest.after)]
             waiting = all(body is not None and model.Policy.of(body).wait_for_healthy for body in bodies)

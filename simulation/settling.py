@@ -4,7 +4,8 @@ every one that waits says why.
 :func:`settled_violations` is the soak's form, over the objects a real cluster lists, for a workload no policy paces:
 every NodeMaintenance has drained its node, and none that was deleted is kept by a finalizer. :func:`settled` judges the
 end of a simulated history, where policies may keep maintenances waiting in line: a wait is fine when its status says
-why and its policy has no room for it.
+why and its policy has no room for it. :func:`at_rest` tells when a history may stop settling early: there is nothing left to
+wait for.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from node_maintenance.api.objects import key_of
 from node_maintenance.drain import nodes, pods, rules, status
 from node_maintenance.policy import model
 from simulation import counting
-from simulation.history import History, State
+from simulation.history import STEP_SECONDS, History, State
 from simulation.holding import deleting
 
 
@@ -96,3 +97,26 @@ def _waiting(end: State, name: str, m: Mapping[str, Any], quiet: str) -> list[st
     return [f"NodeMaintenance {name}: waits for a slot of NodeMaintenancePolicy {policy.name}, which has room for node {node_name}, {quiet}"
             for policy in counting.policies(end) if policy.name in governing
             and all(scope.room("") for scope in counting.scopes(end, policy, node_name))]
+
+
+# Longer than the longest any recheck of the operator's waits for a maintenance that has finished (its backoff's cap, a
+# Forbidden lease's recheck: 60 s), so that a history at rest that long has nothing left to come.
+QUIET_SECONDS = 90.0
+
+
+def at_rest(history: History, quiet_seconds: float = QUIET_SECONDS) -> bool:
+    """Whether the history has come to rest: every maintenance has finished (Succeeded on its drained node, or ended by
+    its timeout), none is being deleted, no node is held by one that is gone, no policy waits for a recovering node, and
+    nothing the promises read has changed for ``quiet_seconds``. Settling longer would only repeat its last state, so the
+    search ends it there, and spends its time on histories instead (the full settling time is for one still moving)."""
+    steps = int(quiet_seconds / STEP_SECONDS)
+    if len(history) < steps:
+        return False
+    first, end = history[-steps].before, history[-1].after
+    if any(getattr(first, kind) != getattr(end, kind) for kind in ("nodes", "pods", "budgets", "maintenances", "policies")):
+        return False
+    if any(counting.recovering(end, name) for name in end.policies):
+        return False
+    finished = (status.timed_out(m.get("status") or {}) or (m.get("status") or {}).get("phase") == status.Phase.SUCCEEDED
+                for m in end.maintenances.values())
+    return all(finished) and not any(deleting(m) for m in end.maintenances.values()) and not settled(history, end.at)

@@ -16,7 +16,7 @@ from node_maintenance.api import timestamps
 from node_maintenance.drain.nodes import TAINT
 from simulation.history import Action, ActionKind, State, step
 from simulation.invariants import violations
-from simulation.settling import settled
+from simulation.settling import at_rest, settled
 from tests.unit import builders
 
 T0 = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.UTC)
@@ -959,3 +959,18 @@ class TestSettled:
     def test_a_succeeded_maintenance_whose_node_is_not_drained(self) -> None:
         end = State.of(T0, nodes=[held("n1", holder="m1")], pods=[pod("a")], maintenances=[nm("m1", "n1", status={"phase": "Succeeded"})])
         assert settled([step(end, end)], T0) == ["NodeMaintenance m1: Succeeded but node n1 not drained, ns/a still there, 0s after the last fault"]
+
+    @pytest.mark.parametrize(("maintenance", "recovering", "quiet", "rests"), [
+        (nm("m1", "n1", status={"phase": "Succeeded"}), [], 90, True),
+        (nm("m1", "n1", status={"phase": "Succeeded"}), [], 89, False),  # not quiet long enough: a recheck may come
+        (nm("m1", "n1", status={"phase": "Succeeded"}), [{"node": "n2", "since": "2026-01-05T08:00:00Z"}], 90, False),  # a wait for health
+        (nm("m1", "n1", status={"phase": "Running", "lastError": "waiting for budget ns/web"}), [], 90, False),  # a drain that waits
+        (nm("m1", "n1", deleted_at=ago(5), status={"phase": "Succeeded"}), [], 90, False),  # a deletion under way
+    ])
+    def test_a_history_at_rest_only_once_every_maintenance_finished_and_nothing_moved(
+            self, maintenance: dict[str, Any], recovering: list[dict[str, Any]], quiet: int, rests: bool) -> None:
+        end = State.of(T0, nodes=[held("n1", holder="m1"), free("n2")], maintenances=[maintenance],
+                       policies=[pool({"recovering": recovering}, maxParallel=1, waitForHealthy=True)])
+        moved = replace(end, nodes={**end.nodes, "n2": free("n2", unschedulable=True)})
+        history = [step(moved, end), *(step(end, end) for _ in range(quiet))]
+        assert at_rest(history) is rests
