@@ -10,6 +10,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from devcluster.cluster import Cluster
+from devcluster.waiting import ClusterError
 
 from .helpers import apply, deployment, eventually, pdb
 
@@ -107,3 +108,12 @@ def test_cordon_makes_node_lifecycle_controller_taint_the_node(cluster: Cluster,
         return any(t["key"] == "node.kubernetes.io/unschedulable" and t["effect"] == "NoSchedule" for t in taints)
 
     eventually(tainted, f"node {name} carries node.kubernetes.io/unschedulable:NoSchedule")
+
+
+@pytest.mark.parametrize("verb", ["apply", "create"])
+def test_a_manifest_with_a_field_the_api_does_not_know_fails_the_call(cluster: Cluster, namespace: str, verb: str) -> None:
+    """The API server checks the fields of what the tests write (kubectl's own check costs more than the write): a
+    misspelt field fails the test that wrote it, as kubectl's strict check would, rather than being dropped."""
+    manifest = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"typo-{verb}", "namespace": namespace}, "dta": {"a": "1"}}
+    with pytest.raises(ClusterError, match='unknown field "dta"'):
+        cluster.kubectl(verb, "-f", "-", input=json.dumps(manifest))
