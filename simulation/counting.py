@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from node_maintenance.drain.nodes import policy_of
 from node_maintenance.policy import model
-from simulation.history import STEP_SECONDS, History, State
+from simulation.history import STEP_SECONDS, History, State, known
 
 # docs/policy.md, "Deleting or replacing a policy": a policy deleted keeps pacing and protecting that long (said here,
 # not read from the operator's constant: the promise must not move with the code it judges).
@@ -48,6 +48,27 @@ def with_departed(history: History, state: State) -> State:
         if name not in state.policies and (name in recorded or seen(name, last)):
             departed.setdefault(name, last)
     return state.put(policies=list(departed.values())) if departed else state
+
+
+def policies_known(history: History) -> State:
+    """What the operator surely knew as the newest step began (``history.known``), its policies as far as its watch of
+    them had brought it (gone silent, or failed and not resumed: as the latest state at or before the revision it had
+    reached held them), and those deleted moments before that put back (``with_departed``): what the limits, the recovery and the
+    removal judges read the policies from. Seeds 2113657920 of Search and 3265660538 of Closing: an operator started
+    again listed the policies in the gap of a replace, its watch then silent, and drained (took its node) under none
+    while the new policy, created after that listing, never reached it. Rounding down to a state is strict: what it had
+    reached within a step is not known."""
+    then = known(history)
+    told = history[-2].told if len(history) > 1 else None
+    if told is None or told >= then.revision:
+        return with_departed(history[:-1], then)
+    reached = [state for st in history for state in (st.before, st.after) if state.revision <= told]
+    policies_then = reached[-1] if reached else history[0].before
+    then = replace(then, policies=policies_then.policies, departed=policies_then.departed)  # the rest as other watches brought it
+    put_back = with_departed(history[:-1], then)
+    # Only those deleted by then: one the states since show, and ``then`` neither holds nor saw deleted, came after it.
+    later = [name for name in put_back.policies if name not in then.policies and name not in then.departed]
+    return put_back.drop("policies", *later) if later else put_back
 
 
 def _seen(recent: History) -> Callable[[str, Mapping[str, Any]], bool]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from node_maintenance.policy import model
 from simulation import counting, given_back
-from simulation.history import History, State, known
+from simulation.history import History, State
 
 
 def limit_violations(history: History) -> list[str]:
@@ -24,7 +24,7 @@ def limit_violations(history: History) -> list[str]:
     if not takes:
         return []
     after = counting.with_departed(history, newest.after)
-    knew = counting.with_departed(history[:-1], known(history))
+    knew = counting.policies_known(history)
     found = []
     for take in takes:
         recovering = given_back.recovering(history, until=take.revision)
@@ -43,9 +43,10 @@ def limit_violations(history: History) -> list[str]:
 
 def _over(after: State, knew: State, policy: model.Policy, node: str, was_down: bool, back: set[str]) -> bool:
     """Whether the take of ``node`` broke ``policy``'s limits both as they are after the step and as the operator
-    surely knew them (``knew``: the end of the step before). A user's change made between two steps (the policy
-    created or edited, the node relabelled into its pool) reaches the operator through a watch, at the same instant
-    as the step starts: a take decided just before it arrived is judged by what was known."""
+    surely knew them (``knew``: the end of the step before, as far as its watch of the policies had brought it). A
+    user's change made between two steps (the policy created or edited, the node relabelled into its pool) reaches the
+    operator through a watch, at the same instant as the step starts: a take decided just before it arrived is judged
+    by what was known."""
     if not any(scope.over(unavailable=not was_down) for scope in counting.scopes(after, policy, node, back)):
         return False
     earlier = counting.policy(knew, policy.name)

@@ -18,7 +18,7 @@ from node_maintenance.api import timestamps
 from node_maintenance.drain.evicted import Kind, Workload
 from node_maintenance.policy import health, model
 from simulation import counting
-from simulation.history import ActionKind, History, State, Step, known
+from simulation.history import ActionKind, History, State, Step
 
 
 def recovery_violations(history: History) -> list[str]:
@@ -62,7 +62,7 @@ def unlisted_violations(history: History) -> list[str]:
     given_back = newest.gives_back()
     if len(history) < 2 or newest.started or not given_back:
         return []
-    then = counting.with_departed(history[:-1], known(history))  # dear to count: only for a step that gave a node back
+    then = counting.policies_known(history)  # dear to count: only for a step that gave a node back
     found = []
     for node in given_back:
         for name in counting.governed_by(then, node):

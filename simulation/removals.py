@@ -111,26 +111,12 @@ def _as_known(history: History, body: Mapping[str, Any], policy: model.Policy | 
     one drained under none). A policy deleted moments ago still governs here (``counting.with_departed``)."""
     if len(history) < 2 or policy is None or history[-1].started:
         return None
-    then = counting.with_departed(history[:-1], _policies_known(history))
+    then = counting.policies_known(history)
     governing = [p for p in counting.policies(then) if p.name in counting.governed_by(then, node)]
     if len(governing) > 1:
         return None
     earlier = governing[0] if governing else None
     return terms.governed(body, earlier, plans.PolicyTerms()), earlier
-
-
-def _policies_known(history: History) -> State:
-    """The state whose policies the operator knew as the newest step began: the end of the step before, unless its
-    watch of the policies had brought it no further by then (gone silent, or failed and not resumed): then the latest
-    state at or before the revision it had reached. Seed 2113657920 of Search: an operator started again listed the
-    policies in the gap of a replace, its watch then silent, and drained under none while the new policy, created after
-    that listing, never reached it. Rounding down to a state is strict: what it had reached within a step is not known."""
-    then = known(history)
-    told = history[-2].told if len(history) > 1 else None
-    if told is None or told >= then.revision:
-        return then
-    reached = [state for st in history for state in (st.before, st.after) if state.revision <= told]
-    return reached[-1] if reached else history[0].before
 
 
 def _paused(policy: model.Policy | None, instants: tuple[datetime.datetime, ...]) -> bool:

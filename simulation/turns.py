@@ -29,7 +29,7 @@ from node_maintenance.drain import status
 from node_maintenance.drain.nodes import HOLDER
 from node_maintenance.policy import line, model
 from simulation import counting
-from simulation.history import STEP_SECONDS, History, State, Take
+from simulation.history import STEP_SECONDS, ActionKind, History, State, Step, Take
 
 
 def turn_violations(history: History) -> list[str]:
@@ -48,7 +48,7 @@ def turn_violations(history: History) -> list[str]:
                              f"NodeMaintenancePolicy {policy.name} was open")
             found += [f"node {take.node} taken by NodeMaintenance {take.maintenance} under NodeMaintenancePolicy {policy.name} ahead of "
                       f"the older NodeMaintenance {older} (node {node}), which waited for the slot it took"
-                      for older, node in _overtaken(newest.before, newest.after, policy, take)
+                      for older, node in _overtaken(newest, policy, take)
                       if older not in taking and not _fitted_before(history, policy.name, take, newest.before.maintenances[older])]
     return found
 
@@ -178,12 +178,17 @@ def _waiting(state: State, policy: str, maintenance: Mapping[str, Any]) -> str |
     return node if counting.governed_by(state, node) == (policy,) else None
 
 
-def _overtaken(before: State, after: State, policy: model.Policy, take: Take) -> list[tuple[str, str]]:
+def _overtaken(step: Step, policy: model.Policy, take: Take) -> list[tuple[str, str]]:
     """The older maintenances waiting under ``policy`` that fitted before the take and no longer fit after it: after
     this take alone (another maintenance's take in the same step, one earlier in line, may fill an older one's topology
-    domain; that take is judged on its own)."""
+    domain; that take is judged on its own), and the hand-backs of the step made before it, whose slots it may have
+    taken while the older one kept its own (seed 1491276738 of Zoned: an older maintenance granted its slot and slowed
+    by faults, a node given back and the next maintenance taking the slot it freed, in one step)."""
+    before, after = step.before, step.after
     taker = before.maintenances.get(take.maintenance) or after.maintenances.get(take.maintenance) or {}
-    taken = before.put(nodes=[after.nodes[take.node]]) if take.node in after.nodes else after
+    freed = [after.nodes[node] for node in _given_back_before(step, take) if node in after.nodes and not after.holder(node)
+             and node not in counting.recovering(after, policy.name)]
+    taken = before.put(nodes=[*freed, after.nodes[take.node]]) if take.node in after.nodes else after
     created = taker.get("metadata", {}).get("creationTimestamp") or ""
     found = []
     for name, m in sorted(before.maintenances.items()):
@@ -194,3 +199,10 @@ def _overtaken(before: State, after: State, policy: model.Policy, take: Take) ->
         if _fits(before, policy, node) and not _fits(taken, policy, node):
             found.append((name, node))
     return found
+
+
+def _given_back_before(step: Step, take: Take) -> list[str]:
+    """The nodes the step gave back before the take (both revisions known), in the order it did."""
+    return [action.key for action in step.of_kind(ActionKind.NODE_PATCH)
+            if action.key in step.gives_back() and action.holder_written == (True, None)
+            and action.revision and take.revision and action.revision < take.revision]

@@ -175,6 +175,22 @@ class TestLimits:
         found = violations([step(earlier, earlier), step(before, after, builders.take_patch(free("n1"), "m1", "p"))])
         assert [("maxParallel allows 0" in f) for f in found] == ([True] if broken else [])
 
+    @pytest.mark.parametrize(("told", "broken"), [
+        pytest.param(17, False, id="its watch stopped before the new policy: the take knew of no policy"),
+        pytest.param(21, True, id="its watch brought the new policy"),
+        pytest.param(None, True, id="not known: taken as up to date"),
+    ])
+    def test_a_policy_the_operators_watch_never_brought_does_not_limit_a_take(self, told: int | None, broken: bool) -> None:
+        """Seed 3265660538 of Closing: an operator started again listed the policies in the gap of a replace, its watch
+        then went silent, and it took its node under no policy while the new one (maxParallel 0), created after the
+        listing, never reached it."""
+        unknown = State.of(T0, revision=16, nodes=[free("n1"), free("n2")], maintenances=[nm("m1", "n1")])
+        created = replace(unknown.put(T0 + datetime.timedelta(seconds=1), policies=[pool(maxParallel=0)]), revision=20)
+        taken = replace(created.put(T0 + datetime.timedelta(seconds=2), nodes=[held("n1", holder="m1", policy=None)]), revision=23)
+        history = [replace(step(unknown, created), told=told), replace(step(created, created), told=told),
+                   step(created, taken, replace(builders.take_patch(free("n1"), "m1"), revision=22))]
+        assert [("maxParallel allows 0" in f) for f in violations(history)] == ([True] if broken else [])
+
     def test_a_node_going_not_ready_by_itself_is_no_take(self) -> None:
         before = State.of(T0, nodes=[held("n1", holder="m1"), free("n2")], policies=[pool(maxUnavailable=1)], maintenances=[nm("m1", "n1")])
         assert violations([step(before, before.put(nodes=[free("n2", ready=False)]))]) == []
@@ -650,6 +666,22 @@ class TestTurns:
         after = before.put(nodes=[held("n1", holder="m1"), held("n2", holder="m2")])
         both = [builders.take_patch(free("n1"), "m1", "p"), builders.take_patch(free("n2"), "m2", "p")]
         assert violations([step(before, after, *both)]) == []
+
+    @pytest.mark.parametrize(("given_back_first", "overtaken"), [
+        pytest.param(True, False, id="n3 given back before the take: its slot was the one taken"),
+        pytest.param(False, True, id="n3 given back after the take: the take used m1's slot"),
+    ])
+    def test_a_take_of_the_slot_a_hand_back_of_the_same_step_freed_is_no_overtaking(self, given_back_first: bool, overtaken: bool) -> None:
+        """Seed 1491276738 of Zoned: m1, older, was granted a slot and slowed by faults; within one step n3 was given
+        back and m2 took the slot that freed, while m1's stayed free for it."""
+        nodes = [free("n1"), free("n2"), held("n3", holder="m3")]
+        line = [nm("m1", "n1", created=ago(200)), nm("m2", "n2", created=ago(100)), nm("m3", "n3", created=ago(300), deleted_at=ago(1))]
+        before = State.of(T0, revision=50, nodes=nodes, policies=[pool(maxParallel=2)], maintenances=line)
+        after = replace(before.put(nodes=[free("n3"), held("n2", holder="m2")]), revision=60)
+        back, take = (replace(builders.give_back_patch(nodes[2], "m3"), revision=57 if given_back_first else 61),
+                      replace(builders.take_patch(free("n2"), "m2", "p"), revision=58))
+        found = violations([step(before, after, back, take)])
+        assert [("ahead of the older NodeMaintenance m1 (node n1)" in f) for f in found] == ([True] if overtaken else [])
 
     @pytest.mark.parametrize(("schedule", "closed"), [("0 11 * * *", False), ("0 6 * * *", True)])
     def test_a_take_only_while_a_window_is_open(self, schedule: str, closed: bool) -> None:
