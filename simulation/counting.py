@@ -60,7 +60,7 @@ def policies_known(history: History) -> State:
     reached within a step is not known."""
     then = known(history)
     told = history[-2].told if len(history) > 1 else None
-    if told is None or told >= then.revision:
+    if told is None or told >= then.revision or history[-1].started:  # a process started since lists them itself
         return with_departed(history[:-1], then)
     reached = [state for st in history for state in (st.before, st.after) if state.revision <= told]
     policies_then = reached[-1] if reached else history[0].before

@@ -100,8 +100,9 @@ def _waiting(end: State, name: str, m: Mapping[str, Any], quiet: str) -> list[st
 
 
 # Longer than the longest any recheck of the operator's waits for a maintenance that has finished (its backoff's cap, a
-# Forbidden lease's recheck: 60 s), so that a history at rest that long has nothing left to come.
-QUIET_SECONDS = 90.0
+# Forbidden lease's recheck: 60 s) and than a quiet watch lasts before it is opened again (90 s), so that a history at
+# rest that long has nothing left to come.
+QUIET_SECONDS = 120.0
 
 
 def at_rest(history: History, quiet_seconds: float = QUIET_SECONDS) -> bool:

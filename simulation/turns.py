@@ -28,7 +28,7 @@ from typing import Any
 from node_maintenance.drain import status
 from node_maintenance.drain.nodes import HOLDER
 from node_maintenance.policy import line, model
-from simulation import counting
+from simulation import counting, given_back
 from simulation.history import STEP_SECONDS, ActionKind, History, State, Step, Take
 
 
@@ -48,7 +48,7 @@ def turn_violations(history: History) -> list[str]:
                              f"NodeMaintenancePolicy {policy.name} was open")
             found += [f"node {take.node} taken by NodeMaintenance {take.maintenance} under NodeMaintenancePolicy {policy.name} ahead of "
                       f"the older NodeMaintenance {older} (node {node}), which waited for the slot it took"
-                      for older, node in _overtaken(newest, policy, take)
+                      for older, node in _overtaken(history, policy, take)
                       if older not in taking and not _fitted_before(history, policy.name, take, newest.before.maintenances[older])]
     return found
 
@@ -126,15 +126,9 @@ def _first_to_fit(state: State, policy: str, governing: model.Policy, take: Take
     Closing)."""
     if not _keeps_a_grant(state, policy, governing, take):
         return False
-    granted = state
     older = sorted((line.order(m), name) for name, m in state.maintenances.items()
                    if name != take.maintenance and (m["metadata"].get("creationTimestamp") or "") < created)
-    for _, name in older:
-        node = _waiting(state, policy, state.maintenances[name])
-        if node is not None and _fits(granted, governing, node):
-            held = granted.nodes[node]
-            annotations = {**(held["metadata"].get("annotations") or {}), HOLDER: name}
-            granted = granted.put(nodes=[{**held, "metadata": {**held["metadata"], "annotations": annotations}}])
+    granted, _ = _line_grants(state, policy, governing, [name for _, name in older])
     return _fits(granted, governing, take.node)
 
 
@@ -178,31 +172,49 @@ def _waiting(state: State, policy: str, maintenance: Mapping[str, Any]) -> str |
     return node if counting.governed_by(state, node) == (policy,) else None
 
 
-def _overtaken(step: Step, policy: model.Policy, take: Take) -> list[tuple[str, str]]:
-    """The older maintenances waiting under ``policy`` that fitted before the take and no longer fit after it: after
-    this take alone (another maintenance's take in the same step, one earlier in line, may fill an older one's topology
-    domain; that take is judged on its own), and the hand-backs of the step made before it, whose slots it may have
-    taken while the older one kept its own (seed 1491276738 of Zoned: an older maintenance granted its slot and slowed
-    by faults, a node given back and the next maintenance taking the slot it freed, in one step)."""
-    before, after = step.before, step.after
+def _overtaken(history: History, policy: model.Policy, take: Take) -> list[tuple[str, str]]:
+    """The older maintenances waiting under ``policy`` that the line granted a slot before the take and no longer grants
+    after it (each in line order, beside those granted before it): after this take alone (another maintenance's take in
+    the same step, one earlier in line, may fill an older one's topology domain; that take is judged on its own), and
+    with the hand-backs of the step made before it (``_freed_before``), whose slots it may have taken while the older
+    ones kept theirs (seed 1491276738 of Zoned: an older maintenance granted its slot and slowed by faults, a node given
+    back and the next maintenance taking the slot it freed, in one step)."""
+    before, after = history[-1].before, history[-1].after
     taker = before.maintenances.get(take.maintenance) or after.maintenances.get(take.maintenance) or {}
-    freed = [after.nodes[node] for node in _given_back_before(step, take) if node in after.nodes and not after.holder(node)
-             and node not in counting.recovering(after, policy.name)]
-    taken = before.put(nodes=[*freed, after.nodes[take.node]]) if take.node in after.nodes else after
     created = taker.get("metadata", {}).get("creationTimestamp") or ""
-    found = []
-    for name, m in sorted(before.maintenances.items()):
-        older = (m["metadata"].get("creationTimestamp") or "") < created and name != take.maintenance
-        node = _waiting(before, policy.name, m) if older else None
-        if node is None:
-            continue
-        if _fits(before, policy, node) and not _fits(taken, policy, node):
-            found.append((name, node))
-    return found
+    older = [name for _, name in sorted((line.order(m), name) for name, m in before.maintenances.items()
+                                        if name != take.maintenance and (m["metadata"].get("creationTimestamp") or "") < created)]
+    freed = before.put(nodes=_freed_before(history, policy.name, take))
+    taken = freed.put(nodes=[after.nodes[take.node]]) if take.node in after.nodes else after
+    _, could = _line_grants(freed, policy.name, policy, older)
+    _, can = _line_grants(taken, policy.name, policy, older)
+    return [granted for granted in could if granted not in can]
 
 
-def _given_back_before(step: Step, take: Take) -> list[str]:
-    """The nodes the step gave back before the take (both revisions known), in the order it did."""
-    return [action.key for action in step.of_kind(ActionKind.NODE_PATCH)
-            if action.key in step.gives_back() and action.holder_written == (True, None)
+def _freed_before(history: History, policy: str, take: Take) -> list[Mapping[str, Any]]:
+    """The nodes the newest step gave back before the take (both revisions known) that are free after it: nobody holds
+    them and they wait for no workload under ``policy``, neither as its status lists them nor as the history shows their
+    drains (``given_back``: a write of the list may be skipped or lost)."""
+    newest = history[-1]
+    back = [action.key for action in newest.of_kind(ActionKind.NODE_PATCH)
+            if action.key in newest.gives_back() and action.holder_written == (True, None)
             and action.revision and take.revision and action.revision < take.revision]
+    if not back:
+        return []
+    recovering = given_back.recovering([*history, Step(before=newest.after, actions=(), after=newest.after)]).get(policy, set())
+    return [newest.after.nodes[node] for node in back if node in newest.after.nodes and not newest.after.holder(node)
+            and node not in recovering and node not in counting.recovering(newest.after, policy)]
+
+
+def _line_grants(state: State, policy: str, governing: model.Policy, names: list[str]) -> tuple[State, list[tuple[str, str]]]:
+    """The slots the line grants in ``state`` to those of ``names``, in their order, that wait under ``policy`` and fit
+    beside those granted before them, each with its node; and the state with those nodes held."""
+    granted, found = state, []
+    for name in names:
+        node = _waiting(state, policy, state.maintenances[name])
+        if node is not None and _fits(granted, governing, node):
+            held = granted.nodes[node]
+            annotations = {**(held["metadata"].get("annotations") or {}), HOLDER: name}
+            granted = granted.put(nodes=[{**held, "metadata": {**held["metadata"], "annotations": annotations}}])
+            found.append((name, node))
+    return granted, found

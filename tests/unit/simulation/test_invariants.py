@@ -191,6 +191,16 @@ class TestLimits:
                    step(created, taken, replace(builders.take_patch(free("n1"), "m1"), revision=22))]
         assert [("maxParallel allows 0" in f) for f in violations(history)] == ([True] if broken else [])
 
+    def test_an_operator_started_in_the_step_of_its_take_is_judged_by_its_own_listing(self) -> None:
+        """The watch that stopped before the new policy was the process killed before the step: the one started lists
+        the policies itself, and its take is judged by them."""
+        unknown = State.of(T0, revision=16, nodes=[free("n1"), free("n2")], maintenances=[nm("m1", "n1")])
+        created = replace(unknown.put(T0 + datetime.timedelta(seconds=1), policies=[pool(maxParallel=0)]), revision=20)
+        taken = replace(created.put(T0 + datetime.timedelta(seconds=2), nodes=[held("n1", holder="m1", policy=None)]), revision=23)
+        history = [replace(step(unknown, created), told=17), replace(step(created, created), told=17),
+                   replace(step(created, taken, replace(builders.take_patch(free("n1"), "m1"), revision=22), started=True), listed=21)]
+        assert [("maxParallel allows 0" in f) for f in violations(history)] == [True]
+
     def test_a_node_going_not_ready_by_itself_is_no_take(self) -> None:
         before = State.of(T0, nodes=[held("n1", holder="m1"), free("n2")], policies=[pool(maxUnavailable=1)], maintenances=[nm("m1", "n1")])
         assert violations([step(before, before.put(nodes=[free("n2", ready=False)]))]) == []
@@ -683,6 +693,18 @@ class TestTurns:
         found = violations([step(before, after, back, take)])
         assert [("ahead of the older NodeMaintenance m1 (node n1)" in f) for f in found] == ([True] if overtaken else [])
 
+    def test_a_take_of_a_freed_slot_that_two_older_ones_waited_for_overtakes_the_second(self) -> None:
+        """n3 given back frees a second slot of two: the line grants m0 and m1, both older, one each; m2 took one."""
+        nodes = [free("n0"), free("n1"), free("n2"), held("n3", holder="m3")]
+        line = [nm("m0", "n0", created=ago(250)), nm("m1", "n1", created=ago(200)), nm("m2", "n2", created=ago(100)),
+                nm("m3", "n3", created=ago(300), deleted_at=ago(1))]
+        before = State.of(T0, revision=50, nodes=nodes, policies=[pool(maxParallel=2)], maintenances=line)
+        after = replace(before.put(nodes=[free("n3"), held("n2", holder="m2")]), revision=60)
+        back, take = (replace(builders.give_back_patch(nodes[3], "m3"), revision=57), replace(builders.take_patch(free("n2"), "m2", "p"), revision=58))
+        found = violations([step(before, after, back, take)])
+        assert [f for f in found if "ahead of" in f] == [
+            "node n2 taken by NodeMaintenance m2 under NodeMaintenancePolicy p ahead of the older NodeMaintenance m1 (node n1), which waited for the slot it took"]
+
     @pytest.mark.parametrize(("schedule", "closed"), [("0 11 * * *", False), ("0 6 * * *", True)])
     def test_a_take_only_while_a_window_is_open(self, schedule: str, closed: bool) -> None:
         found = taking(list(self.NODES), "n1", "m1", policy=pool(windows=[{"schedule": schedule, "duration": "2h"}]))
@@ -993,11 +1015,13 @@ class TestSettled:
         assert settled([step(end, end)], T0) == ["NodeMaintenance m1: Succeeded but node n1 not drained, ns/a still there, 0s after the last fault"]
 
     @pytest.mark.parametrize(("maintenance", "recovering", "quiet", "rests"), [
-        (nm("m1", "n1", status={"phase": "Succeeded"}), [], 90, True),
-        (nm("m1", "n1", status={"phase": "Succeeded"}), [], 89, False),  # not quiet long enough: a recheck may come
-        (nm("m1", "n1", status={"phase": "Succeeded"}), [{"node": "n2", "since": "2026-01-05T08:00:00Z"}], 90, False),  # a wait for health
-        (nm("m1", "n1", status={"phase": "Running", "lastError": "waiting for budget ns/web"}), [], 90, False),  # a drain that waits
-        (nm("m1", "n1", deleted_at=ago(5), status={"phase": "Succeeded"}), [], 90, False),  # a deletion under way
+        (nm("m1", "n1", status={"phase": "Succeeded"}), [], 120, True),
+        (nm("m1", "n1", status={"phase": "Succeeded"}), [], 119, False),  # not quiet long enough: a recheck may come
+        (nm("m1", "n3", status={"phase": "Failed", "conditions": [{"type": "TimedOut", "status": "True"}]}), [], 120, True),  # ended
+        (nm("m1", "n1", status={"phase": "Succeeded"}), [{"node": "n2", "since": "2026-01-05T08:00:00Z"}], 120, False),  # a wait for health
+        (nm("m1", "n1", status={"phase": "Running", "lastError": "waiting for budget ns/web"}), [], 120, False),  # a drain that waits
+        (nm("m1", "n1", deleted_at=ago(5), status={"phase": "Succeeded"}), [], 120, False),  # a deletion under way
+        (nm("m1", "n9", status={"phase": "Pending", "lastError": "node n9 not found"}), [], 120, False),  # waits for its node
     ])
     def test_a_history_at_rest_only_once_every_maintenance_finished_and_nothing_moved(
             self, maintenance: dict[str, Any], recovering: list[dict[str, Any]], quiet: int, rests: bool) -> None:
