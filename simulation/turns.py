@@ -182,8 +182,11 @@ def _overtaken(history: History, policy: model.Policy, take: Take) -> list[tuple
     before, after = history[-1].before, history[-1].after
     taker = before.maintenances.get(take.maintenance) or after.maintenances.get(take.maintenance) or {}
     created = taker.get("metadata", {}).get("creationTimestamp") or ""
+    # Not one that held its node as the step began: its hand-back ended it (deleted, or by its timeout), whatever its
+    # status showed then (seed 2151111732 of Retiring: timed out and given back, then the next one took the slot).
     older = [name for _, name in sorted((line.order(m), name) for name, m in before.maintenances.items()
-                                        if name != take.maintenance and (m["metadata"].get("creationTimestamp") or "") < created)]
+                                        if name != take.maintenance and (m["metadata"].get("creationTimestamp") or "") < created
+                                        and before.holder(str((m.get("spec") or {}).get("nodeName") or "")) != name)]
     freed = before.put(nodes=_freed_before(history, policy.name, take))
     taken = freed.put(nodes=[after.nodes[take.node]]) if take.node in after.nodes else after
     _, could = _line_grants(freed, policy.name, policy, older)

@@ -705,6 +705,18 @@ class TestTurns:
         assert [f for f in found if "ahead of" in f] == [
             "node n2 taken by NodeMaintenance m2 under NodeMaintenancePolicy p ahead of the older NodeMaintenance m1 (node n1), which waited for the slot it took"]
 
+    def test_a_take_of_the_slot_an_older_one_gave_back_by_its_timeout_in_the_same_step_is_no_overtaking(self) -> None:
+        """Seed 2151111732 of Retiring: m1, older, held n1 and was ended by its timeout within the step, giving n1 back;
+        m2 took the slot next. m1 held its node as the step began: it waited for nothing."""
+        timed_out = {"phase": "Failed", "conditions": [{"type": "TimedOut", "status": "True", "reason": "HandedBack"}]}
+        line = [nm("m1", "n1", created=ago(200), status={"phase": "Running"}), nm("m2", "n2", created=ago(100))]
+        before = State.of(T0, revision=50, nodes=[held("n1", holder="m1"), free("n2")], policies=[pool(maxParallel=1)], maintenances=line)
+        after = replace(before.put(nodes=[free("n1"), held("n2", holder="m2")], maintenances=[nm("m1", "n1", created=ago(200), status=timed_out)]),
+                        revision=60)
+        back = replace(builders.give_back_patch(dict(before.nodes["n1"]), "m1"), revision=57)
+        take = replace(builders.take_patch(free("n2"), "m2", "p"), revision=58)
+        assert [f for f in violations([step(before, after, back, take)]) if "ahead of" in f] == []
+
     @pytest.mark.parametrize(("schedule", "closed"), [("0 11 * * *", False), ("0 6 * * *", True)])
     def test_a_take_only_while_a_window_is_open(self, schedule: str, closed: bool) -> None:
         found = taking(list(self.NODES), "n1", "m1", policy=pool(windows=[{"schedule": schedule, "duration": "2h"}]))
