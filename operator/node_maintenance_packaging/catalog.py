@@ -1,13 +1,15 @@
 """The file-based catalog: the package, its channels and one olm.bundle per release, as opm renders them.
 
-Each olm.bundle embeds its manifests as olm.bundle.object properties (base64 of the JSON object), so
-OLM can install a release from the catalog without pulling and unpacking the bundle image.
+Each olm.bundle describes its CSV with one olm.csv.metadata property, what ``opm render
+--migrate-level bundle-object-to-csv-metadata`` writes: the form OpenShift's catalogs accept from 4.17 on,
+which no longer take the manifests embedded whole (olm.bundle.object). Nothing is lost by it: OLM
+installs a bundle that names its image by unpacking that image, and its package server builds the
+PackageManifest (OperatorHub's view) from olm.csv.metadata and the package's icon.
 """
 
 from __future__ import annotations
 
 import base64
-import json
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -88,9 +90,6 @@ def _bundle(releases: Releases, images: ImageRefs, release: Release, manifests: 
     ]
     properties.append({"type": "olm.package", "value": {"packageName": releases.package, "version": release.version}})
     properties.append({"type": "olm.csv.metadata", "value": _csv_metadata(csv)})
-    properties.extend(
-        {"type": "olm.bundle.object", "value": {"data": _encode(obj)}} for obj in manifests.values()
-    )
     bundle_image = images.ref("bundle", release)
     related = [{"name": "", "image": bundle_image}, *csv["spec"]["relatedImages"]]
     return {
@@ -104,8 +103,10 @@ def _bundle(releases: Releases, images: ImageRefs, release: Release, manifests: 
 
 
 def _csv_metadata(csv: dict[str, Any]) -> dict[str, Any]:
-    """The CSV fields OperatorHub shows, as opm's olm.csv.metadata property carries them."""
+    """The CSV fields OperatorHub shows, as opm's olm.csv.metadata property carries them (labels only when
+    the CSV has some, as opm leaves an empty map out)."""
     spec = csv["spec"]
+    labels = csv["metadata"].get("labels")
     return {
         "annotations": csv["metadata"]["annotations"],
         "apiServiceDefinitions": {},
@@ -114,6 +115,7 @@ def _csv_metadata(csv: dict[str, Any]) -> dict[str, Any]:
         "displayName": spec["displayName"],
         "installModes": spec["installModes"],
         "keywords": spec["keywords"],
+        **({"labels": labels} if labels else {}),
         "links": spec["links"],
         "maintainers": spec["maintainers"],
         "maturity": spec["maturity"],
@@ -121,8 +123,3 @@ def _csv_metadata(csv: dict[str, Any]) -> dict[str, Any]:
         "provider": spec["provider"],
     }
 
-
-def _encode(obj: dict[str, Any]) -> str:
-    """Base64 of the object's JSON, keys sorted as Go's encoder writes them."""
-    data = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return base64.b64encode(data.encode("utf-8")).decode("ascii")

@@ -21,6 +21,8 @@ from .errors import PackagingError, release_error
 FEATURES = ("conversion", "validation", "remediation", "health", "authorization", "secure-metrics", "hook-namespaces", "listing",
             "self-drain", "network-policy")
 MATURITIES = ("alpha", "beta", "stable")
+# The Linux architectures OLM's operatorframework.io/arch.* labels know, by Go's names.
+ARCHITECTURES = ("amd64", "arm64", "ppc64le", "s390x")
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
 
 
@@ -76,6 +78,7 @@ class Releases:
     images: dict[str, str]
     catalog_tag: str
     min_kube_version: str
+    architectures: tuple[str, ...]
     channels: tuple[str, ...]
     default_channel: str
     releases: tuple[Release, ...]
@@ -141,6 +144,12 @@ def _parse(doc: dict[str, Any]) -> Releases:
     min_kube = str(_field(doc, "minKubeVersion", str))
     if not semver.Version.is_valid(min_kube):
         raise PackagingError(f"releases.yaml: minKubeVersion: {min_kube!r} is not semver; write it like 1.30.0")
+    architectures = tuple(_string_list(doc, "architectures", where="releases.yaml"))
+    for architecture in architectures:
+        if architecture not in ARCHITECTURES:
+            raise PackagingError(f"releases.yaml: architectures: {architecture!r} is not one OLM labels; use Go's names, one of {list(ARCHITECTURES)}")
+    if not architectures:
+        raise PackagingError("releases.yaml: architectures: empty; list those the images are built for, e.g. [amd64]")
     raw_releases = _field(doc, "releases", list)
     if not raw_releases:
         raise PackagingError("releases.yaml: releases: empty; declare at least one release")
@@ -156,6 +165,7 @@ def _parse(doc: dict[str, Any]) -> Releases:
         images=dict(images),
         catalog_tag=_catalog_tag(str(_field(doc, "catalogTag", str)), max(releases, key=lambda r: r.semver)),
         min_kube_version=min_kube,
+        architectures=architectures,
         channels=channels,
         default_channel=default_channel,
         releases=releases,

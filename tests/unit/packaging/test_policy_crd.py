@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import json
 from pathlib import Path
 
@@ -60,12 +59,12 @@ def test_older_releases_stay_without_the_policy_crd_and_its_permissions(tmp_path
     assert "nodemaintenancepolicies" not in json.dumps(csv) and "jobs" not in json.dumps(csv["spec"]["install"])
 
 
-def test_the_catalog_lists_the_policy_gvk_and_embeds_both_crds_for_0_4_0_only() -> None:
+def test_the_catalog_lists_the_policy_gvk_and_both_owned_crds_from_0_4_0_on() -> None:
     def kinds(version: str) -> tuple[set[str], set[str]]:
         bundle = load_yaml(ROOT / f"catalog/node-maintenance-operator/bundles/node-maintenance-operator.v{version}.yaml")
         gvks = {p["value"]["kind"] for p in bundle["properties"] if p["type"] == "olm.gvk"}
-        objects = [json.loads(base64.b64decode(p["value"]["data"])) for p in bundle["properties"] if p["type"] == "olm.bundle.object"]
-        return gvks, {o["metadata"]["name"] for o in objects if o["kind"] == "CustomResourceDefinition"}
+        (metadata,) = [p["value"] for p in bundle["properties"] if p["type"] == "olm.csv.metadata"]
+        return gvks, {owned["name"] for owned in metadata["crdDescriptions"]["owned"]}
 
     assert kinds("0.4.0") == ({"NodeMaintenance", "NodeMaintenancePolicy"}, {api.CRD_NAME, api.POLICY.crd_name})
     assert kinds("0.3.0") == ({"NodeMaintenance"}, {api.CRD_NAME})

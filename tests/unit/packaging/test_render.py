@@ -26,6 +26,7 @@ CRD = "bundle/manifests/nodemaintenance.kubevirt.io_nodemaintenances.yaml"
 DIGEST = "sha256:" + "ab" * 32
 OPERATOR_IMAGE = f"ghcr.io/node-maintenance-operator/node-maintenance-operator:{HEAD}"
 HEAD_CSV = f"node-maintenance-operator.v{HEAD}"
+NEWEST_ARCHITECTURES = yaml.safe_load((ROOT / "releases.yaml").read_text())["architectures"]
 
 
 def _copy_repo(tmp_path: Path) -> Path:
@@ -294,6 +295,27 @@ def test_from_0_6_0_the_bundle_names_the_openshift_versions(tmp_path: Path) -> N
     assert "com.redhat.openshift.versions" not in annotations["0.5.0"]
 
 
+def test_from_0_6_0_the_csv_labels_the_os_and_every_architecture_the_images_are_built_for(tmp_path: Path) -> None:
+    labels = {version: load_yaml(render_bundle(tmp_path, version) / CSV)["metadata"].get("labels") for version in ("0.5.0", "0.6.0")}
+    assert labels == {"0.5.0": None, "0.6.0": {"operatorframework.io/os.linux": "supported",
+                                               **{f"operatorframework.io/arch.{arch}": "supported" for arch in NEWEST_ARCHITECTURES}}}
+
+
+@pytest.mark.parametrize(
+    ("architectures", "message"),
+    [
+        ("[amd64, x86_64]", "architectures: 'x86_64' is not one OLM labels; use Go's names, one of ['amd64', 'arm64', 'ppc64le', 's390x']"),
+        ("[]", "architectures: empty; list those the images are built for, e.g. [amd64]"),
+    ],
+)
+def test_architectures_olm_cannot_label_are_refused_with_the_field_and_the_fix(tmp_path: Path, architectures: str, message: str) -> None:
+    root = _copy_repo(tmp_path)
+    releases = root / "releases.yaml"
+    releases.write_text(re.sub(r"(?m)^architectures: .*$", f"architectures: {architectures}", releases.read_text()))
+    with pytest.raises(PackagingError, match=re.escape(message)):
+        load_inputs(releases)
+
+
 def test_from_0_6_0_the_operator_survives_a_drain_of_its_own_node(tmp_path: Path) -> None:
     """Two replicas kept apart, a budget that keeps one of them, a priority class and the control-plane tolerations:
     what lets a rolling maintenance of every node drain the node the operator runs on."""
@@ -335,7 +357,7 @@ def test_from_0_6_0_only_the_webhooks_and_prometheus_reach_the_operator_s_pods(t
     assert opened == {*((port, ()) for port in webhook_ports), (metrics_port, monitoring)}
 
 
-def test_catalog_channels_have_one_head_and_bundles_embed_their_manifests() -> None:
+def test_catalog_channels_have_one_head_and_bundles_carry_their_csv_s_metadata_alone() -> None:
     docs = list(yaml.safe_load_all((ROOT / "catalog/node-maintenance-operator/index.yaml").read_text()))
     package = next(d for d in docs if d["schema"] == "olm.package")
     channels = [d for d in docs if d["schema"] == "olm.channel"]
@@ -348,13 +370,15 @@ def test_catalog_channels_have_one_head_and_bundles_embed_their_manifests() -> N
     for version in RELEASES:
         bundle = load_yaml(ROOT / f"catalog/node-maintenance-operator/bundles/node-maintenance-operator.v{version}.yaml")
         assert bundle["image"] == f"ghcr.io/node-maintenance-operator/node-maintenance-operator-bundle:v{version}"
-        kinds = {
-            json.loads(base64.b64decode(p["value"]["data"]))["kind"]
-            for p in bundle["properties"]
-            if p["type"] == "olm.bundle.object"
-        }
-        assert {"ClusterServiceVersion", "CustomResourceDefinition"} <= kinds
-        assert {"olm.package", "olm.gvk", "olm.csv.metadata"} <= {p["type"] for p in bundle["properties"]}
+        # OpenShift's catalogs from 4.17 on take the CSV's metadata, not the manifests embedded whole.
+        assert {p["type"] for p in bundle["properties"]} == {"olm.package", "olm.gvk", "olm.csv.metadata"}
+    (metadata,) = [p["value"] for p in load_yaml(ROOT / f"catalog/node-maintenance-operator/bundles/{HEAD_CSV}.yaml")["properties"]
+                   if p["type"] == "olm.csv.metadata"]
+    csv = load_yaml(ROOT / "bundle/manifests/node-maintenance-operator.clusterserviceversion.yaml")
+    assert metadata["labels"] == csv["metadata"]["labels"] and metadata["annotations"] == csv["metadata"]["annotations"]
+    assert metadata["crdDescriptions"] == csv["spec"]["customresourcedefinitions"]
+    assert {key: metadata[key] for key in ("description", "displayName", "installModes", "minKubeVersion")} == {
+        key: csv["spec"][key] for key in ("description", "displayName", "installModes", "minKubeVersion")}
 
 
 def test_stable_skips_to_the_head_and_candidate_steps_through_every_release() -> None:
