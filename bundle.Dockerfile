@@ -8,6 +8,9 @@ LABEL operators.operatorframework.io.bundle.package.v1=node-maintenance-operator
 LABEL operators.operatorframework.io.bundle.channels.v1=stable,candidate
 LABEL operators.operatorframework.io.bundle.channel.default.v1=stable
 LABEL com.redhat.openshift.versions=v4.17
+LABEL operators.operatorframework.io.test.mediatype.v1=scorecard+v1
+LABEL operators.operatorframework.io.test.config.v1=tests/scorecard/
 
 COPY bundle/manifests /manifests/
 COPY bundle/metadata /metadata/
+COPY bundle/tests/scorecard/ /tests/scorecard/

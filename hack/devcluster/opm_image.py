@@ -7,6 +7,9 @@
   Dockerfile does (``/bin``, user 1001): ``cpb`` and a ``/bin/cp``, which an unpack Job's init container
   runs to copy ``cpb`` into the bundle container (bundle images are FROM scratch), and ``package-server``,
   which the packageserver CSV's Deployment runs.
+- ``scorecard-test``: operator-sdk scorecard's tests, where the bundle's scorecard configuration names them, and
+  the untar image its pods unpack the bundle with (a busybox whose ``tar`` the pod's arguments call), both run
+  as upstream's images run them (user 1001).
 """
 
 from __future__ import annotations
@@ -16,14 +19,15 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from node_maintenance_packaging.bundle import SCORECARD_REPOSITORY, SCORECARD_VERSION
 from node_maintenance_packaging.catalog import OPM_REPOSITORY, OPM_VERSION
 from node_maintenance_packaging.imagetool import Builder, pick
 
 from . import toolchain
 
-CONTAINERFILE = 'FROM scratch\nCOPY rootfs/ /\n{user}ENTRYPOINT ["{entrypoint}"]\n'
-# Upstream's OLM image runs as this user: the packageserver CSV's pod asks for a non-root user without naming one.
-OLM_IMAGE_USER = 1001
+CONTAINERFILE = 'FROM scratch\nCOPY rootfs/ /\nENV PATH=/bin\n{user}ENTRYPOINT ["{entrypoint}"]\n'
+# Upstream's OLM and scorecard images run as this user: the pods that run them ask for a non-root user without naming one.
+UPSTREAM_IMAGE_USER = 1001
 # A statically linked busybox answers as `cp` when called as /bin/cp.
 BUSYBOX = Path("/bin/busybox")
 
@@ -64,6 +68,12 @@ def _build(registry: str, name: str, binaries: dict[str, Path], entrypoint: str,
         shutil.rmtree(context, ignore_errors=True)
 
 
+def _busybox(needed_for: str) -> Path:
+    if not BUSYBOX.exists():
+        raise RuntimeError(f"busybox is needed for {needed_for}: install Debian's busybox-static")
+    return BUSYBOX
+
+
 def build_opm_image(registry: str, builder_tool: str = "auto") -> str:
     """Build and push ``<registry>/opm:<version>``, where the catalog image expects it; return it by digest."""
     tools = toolchain.ensure(["opm", "grpc_health_probe"])
@@ -72,7 +82,14 @@ def build_opm_image(registry: str, builder_tool: str = "auto") -> str:
 
 def build_util_image(registry: str, builder_tool: str = "auto") -> str:
     """Build and push ``<registry>/olm-util`` (OLM's ``-util-image`` and the package server's image); return it by digest."""
-    if not BUSYBOX.exists():
-        raise RuntimeError("busybox is needed for the OLM util image's /bin/cp: install Debian's busybox-static")
-    binaries = {**toolchain.ensure(["cpb", "package-server"]), "cp": BUSYBOX}
-    return _build(registry, "olm-util", binaries, "/bin/cpb", builder_tool, user=OLM_IMAGE_USER)
+    binaries = {**toolchain.ensure(["cpb", "package-server"]), "cp": _busybox("the OLM util image's /bin/cp")}
+    return _build(registry, "olm-util", binaries, "/bin/cpb", builder_tool, user=UPSTREAM_IMAGE_USER)
+
+
+def build_scorecard_images(registry: str, builder_tool: str = "auto") -> str:
+    """Build and push ``<registry>/scorecard-test:<version>``, where the bundle's scorecard configuration names it, and
+    ``<registry>/scorecard-untar``; return the untar image (operator-sdk scorecard's ``--untar-image``) by digest."""
+    _build(registry, SCORECARD_REPOSITORY, toolchain.ensure(["scorecard-test"]), "/bin/scorecard-test", builder_tool,
+           SCORECARD_VERSION, user=UPSTREAM_IMAGE_USER)
+    return _build(registry, "scorecard-untar", {"busybox": _busybox("the scorecard's untar image")}, "/bin/busybox",
+                  builder_tool, user=UPSTREAM_IMAGE_USER)

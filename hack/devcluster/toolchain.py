@@ -102,6 +102,7 @@ BINARIES: dict[str, str] = {
     "kwok": "kwok",
     "opm": "opm",
     "operator-sdk": "operator-sdk",
+    "scorecard-test": "operator-sdk",
     "olm": "olm",
     "catalog": "olm",
     "cpb": "olm-util",

@@ -19,7 +19,7 @@ from node_maintenance import api
 from .errors import PackagingError, release_error
 
 FEATURES = ("conversion", "validation", "remediation", "health", "authorization", "secure-metrics", "hook-namespaces", "listing",
-            "self-drain", "network-policy")
+            "self-drain", "network-policy", "scorecard")
 MATURITIES = ("alpha", "beta", "stable")
 # The Linux architectures OLM's operatorframework.io/arch.* labels know, by Go's names.
 ARCHITECTURES = ("amd64", "arm64", "ppc64le", "s390x")

@@ -103,6 +103,18 @@ def test_opm_renders_the_pushed_bundle_like_the_catalog_entry(built: dict[str, t
     assert _normalised(from_image) == _normalised(entries[0])
 
 
+def test_the_bundle_image_carries_the_rendered_bundle_file_for_file(built: dict[str, tuple[str, str]], registry: Registry, tmp_path: Path) -> None:
+    """Manifests, metadata and, from 0.6.0, the scorecard's configuration, which OperatorHub's pipelines read from the image."""
+    rootfs = _unpack(built["bundle"][0], tmp_path)
+    shutil.copy(ROOT / "releases.yaml", tmp_path / "releases.yaml")
+    result = _nmo_pack("bundle", "--registry", f"{registry.host}/nmo", "--root", str(tmp_path), "--out", str(tmp_path / "rendered"))
+    assert result.returncode == 0, result.stderr
+    rendered = tmp_path / "rendered" / "bundle"
+    files = {p.relative_to(rendered): p.read_bytes() for p in rendered.rglob("*") if p.is_file()}
+    assert Path("tests/scorecard/config.yaml") in files
+    assert {p.relative_to(rootfs): p.read_bytes() for p in rootfs.rglob("*") if p.is_file()} == files
+
+
 def test_the_images_that_run_code_are_built_for_the_architectures_the_csv_labels(built: dict[str, tuple[str, str]]) -> None:
     csv = yaml.safe_load((ROOT / "bundle" / "manifests" / "node-maintenance-operator.clusterserviceversion.yaml").read_text())
     labelled = {label.rsplit(".", 1)[1] for label in csv["metadata"]["labels"] if label.startswith("operatorframework.io/arch.")}

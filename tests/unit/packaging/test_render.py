@@ -472,6 +472,31 @@ def test_the_opm_version_is_the_pinned_one() -> None:
     assert f"github.com/operator-framework/operator-registry {OPM_VERSION}" in (ROOT / "hack/tools/opm/go.mod").read_text()
 
 
+def test_the_scorecard_version_is_the_pinned_operator_sdk_s() -> None:
+    assert f"github.com/operator-framework/operator-sdk {bundle.SCORECARD_VERSION} " in (ROOT / "hack/tools/operator-sdk/go.mod").read_text()
+
+
+def test_from_0_6_0_the_bundle_ships_the_scorecard_s_basic_and_olm_suites_in_the_image_this_project_builds(tmp_path: Path) -> None:
+    """The configuration OperatorHub's pipelines read (tests/scorecard/, named by the bundle's annotations and labels),
+    each test in the scorecard-test image of the registry the bundle is rendered for."""
+    config_file = "bundle/tests/scorecard/config.yaml"
+    old, new = render_bundle(tmp_path, "0.5.0"), render_bundle(tmp_path, "0.6.0")
+    assert not (old / "bundle/tests").exists()
+    assert "operators.operatorframework.io.test.config.v1" not in load_yaml(old / "bundle/metadata/annotations.yaml")["annotations"]
+    annotations = load_yaml(new / "bundle/metadata/annotations.yaml")["annotations"]
+    assert (annotations["operators.operatorframework.io.test.mediatype.v1"], annotations["operators.operatorframework.io.test.config.v1"]) == (
+        "scorecard+v1", "tests/scorecard/")
+    assert "COPY bundle/tests/scorecard/ /tests/scorecard/" in (new / "bundle.Dockerfile").read_text().splitlines()
+    config = load_yaml(new / config_file)
+    assert (config["apiVersion"], config["kind"]) == ("scorecard.operatorframework.io/v1alpha3", "Configuration")
+    tests = [test for stage in config["stages"] for test in stage["tests"]]
+    assert {(t["labels"]["suite"], t["entrypoint"][1]) for t in tests} == {
+        ("basic", "basic-check-spec"), ("olm", "olm-bundle-validation"), ("olm", "olm-crds-have-validation"),
+        ("olm", "olm-crds-have-resources"), ("olm", "olm-spec-descriptors"), ("olm", "olm-status-descriptors")}
+    assert {t["image"] for t in tests} == {f"ghcr.io/node-maintenance-operator/scorecard-test:{bundle.SCORECARD_VERSION}"}
+    assert (ROOT / config_file).read_text() == (new / config_file).read_text()
+
+
 def test_a_release_with_the_remediation_feature_grants_the_lease_rules_and_names_the_namespace(tmp_path: Path) -> None:
     """The CSV's RBAC and setting come from the one template, for the releases declaring the feature only."""
     doc = yaml.safe_load((ROOT / "releases.yaml").read_text())
