@@ -23,7 +23,7 @@ from node_maintenance_packaging.releases import Releases
 from node_maintenance_packaging.render import RELEASES_FILE, Inputs, load_inputs
 from node_maintenance_packaging.templating import DEFAULT_TEMPLATES, Templates
 
-from .opm_image import build_opm_image, build_util_image
+from .upstream_images import build_opm_image, build_util_image
 
 ROOT = Path(__file__).resolve().parents[2]
 REPOSITORY = "nmo"  # the registry path our images go under, as a release's registry would name an organisation

@@ -1,4 +1,4 @@
-"""Build the upstream Go tools (Kubernetes, etcd, KWOK, opm, operator-sdk, OLM, Helm, Toxiproxy, promtool) from pinned modules.
+"""Build the upstream Go tools (Kubernetes, etcd, KWOK, opm, operator-sdk and its scorecard-test, OLM, Helm, Toxiproxy, promtool) from pinned modules.
 
 Each tool module under ``hack/tools/<name>/`` pins its upstream release in ``go.mod``/``go.sum`` and
 lists the binaries it provides as ``tool`` directives. Binaries are cached outside the work tree,
@@ -72,6 +72,8 @@ MODULES: dict[str, ToolModule] = {
         ToolModule("kwok"),
         ToolModule("opm", tags=_OPERATOR_FRAMEWORK_TAGS),
         ToolModule("operator-sdk", tags=_OPERATOR_FRAMEWORK_TAGS),
+        # operator-sdk scorecard's tests run in a FROM-scratch image, statically linked as upstream links them.
+        ToolModule("scorecard-test", tags=_OPERATOR_FRAMEWORK_TAGS, cgo=False),
         ToolModule("olm", tags=_OPERATOR_FRAMEWORK_TAGS),
         # OLM's bundle-copy tool runs inside FROM-scratch bundle images, so it is linked statically.
         ToolModule("olm-util", tags=_OPERATOR_FRAMEWORK_TAGS, cgo=False),
@@ -102,7 +104,7 @@ BINARIES: dict[str, str] = {
     "kwok": "kwok",
     "opm": "opm",
     "operator-sdk": "operator-sdk",
-    "scorecard-test": "operator-sdk",
+    "scorecard-test": "scorecard-test",
     "olm": "olm",
     "catalog": "olm",
     "cpb": "olm-util",

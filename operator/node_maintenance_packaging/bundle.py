@@ -1,5 +1,5 @@
-"""One release's registry+v1 bundle: manifests, metadata, from the scorecard feature on operator-sdk scorecard's
-configuration (tests/scorecard/), and its Dockerfile."""
+"""One release's registry+v1 bundle: manifests, metadata, operator-sdk scorecard's configuration (tests/scorecard/)
+for a release that names its scorecard, and its Dockerfile."""
 
 from __future__ import annotations
 
@@ -26,12 +26,12 @@ NETWORK_POLICY_FILE = "node-maintenance-operator_networking.k8s.io_v1_networkpol
 # Namespace labels that say Prometheus runs there, and may read /metrics through the NetworkPolicy: the one
 # kubebuilder's scaffolding uses, and the one OpenShift gives its monitoring namespaces.
 MONITORING_NAMESPACE_LABELS = (("metrics", "enabled"), ("network.openshift.io/policy-group", "monitoring"))
-# operator-sdk scorecard's tests image, built by this project from the operator-sdk module hack/tools/operator-sdk
-# pins and published next to our other images, as the opm image is.
-SCORECARD_REPOSITORY = "scorecard-test"
-SCORECARD_VERSION = "v1.42.2"
+# operator-sdk scorecard's tests image, upstream's, of the operator-sdk release a release names (`scorecard`): the
+# configuration names it as operator-sdk's own scaffolding does, so that certification runs it from the bundle.
+SCORECARD_IMAGE = "quay.io/operator-framework/scorecard-test"
 SCORECARD_CONFIG_DIR = "tests/scorecard/"
-# The basic and olm suites OperatorHub's pipelines run, by suite and test.
+# The basic and olm suites, by suite and test, which Red Hat's certification (preflight) runs from the bundle's
+# configuration with these labels.
 SCORECARD_TESTS = (("basic", "basic-check-spec"), ("olm", "olm-bundle-validation"), ("olm", "olm-crds-have-validation"),
                    ("olm", "olm-crds-have-resources"), ("olm", "olm-spec-descriptors"), ("olm", "olm-status-descriptors"))
 
@@ -57,15 +57,11 @@ def openshift_versions(min_kube_version: str) -> str:
     return f"v4.{kube.minor - 13}"
 
 
-def scorecard_image(releases: Releases) -> str:
-    return f"{releases.registry}/{SCORECARD_REPOSITORY}:{SCORECARD_VERSION}"
-
-
 def bundle_annotations(releases: Releases, release: Release) -> dict[str, str]:
     """metadata/annotations.yaml, which the bundle image also carries as labels."""
     listing = {"com.redhat.openshift.versions": openshift_versions(releases.min_kube_version)} if release.has("listing") else {}
     scorecard = {"operators.operatorframework.io.test.mediatype.v1": "scorecard+v1",
-                 "operators.operatorframework.io.test.config.v1": SCORECARD_CONFIG_DIR} if release.has("scorecard") else {}
+                 "operators.operatorframework.io.test.config.v1": SCORECARD_CONFIG_DIR} if release.scorecard else {}
     return {
         "operators.operatorframework.io.bundle.mediatype.v1": "registry+v1",
         "operators.operatorframework.io.bundle.manifests.v1": "manifests/",
@@ -127,12 +123,12 @@ def render_bundle_tree(templates: Templates, releases: Releases, images: ImageRe
     files.append(RenderedFile.text("bundle/metadata/annotations.yaml", yamlout.dump(
         templates.yaml("annotations.yaml.j2", annotations=annotations)
     )))
-    if release.has("scorecard"):
+    if release.scorecard:
         files.append(RenderedFile.text(f"bundle/{SCORECARD_CONFIG_DIR}config.yaml", yamlout.dump(
-            templates.yaml("scorecard-config.yaml.j2", tests=SCORECARD_TESTS, image=scorecard_image(releases))
+            templates.yaml("scorecard-config.yaml.j2", tests=SCORECARD_TESTS, image=f"{SCORECARD_IMAGE}:{release.scorecard}")
         )))
     files.append(RenderedFile.text("bundle.Dockerfile", templates.text(
         "bundle.Dockerfile.j2", package=releases.package, version=release.version, annotations=annotations,
-        scorecard_config=SCORECARD_CONFIG_DIR if release.has("scorecard") else None,
+        scorecard_config=SCORECARD_CONFIG_DIR if release.scorecard else None,
     )))
     return Output(tuple(files), owned_dirs=(PurePosixPath("bundle"),))

@@ -1,10 +1,11 @@
 """The file-based catalog: the package, its channels and one olm.bundle per release, as opm renders them.
 
 Each olm.bundle describes its CSV with one olm.csv.metadata property, what ``opm render
---migrate-level bundle-object-to-csv-metadata`` writes: the form OpenShift's catalogs accept from 4.17 on,
-which no longer take the manifests embedded whole (olm.bundle.object). Nothing is lost by it: OLM
-installs a bundle that names its image by unpacking that image, and its package server builds the
-PackageManifest (OperatorHub's view) from olm.csv.metadata and the package's icon.
+--migrate-level bundle-object-to-csv-metadata`` writes: the form Red Hat's catalogs for OpenShift 4.17 and
+later require, which refuse the manifests embedded whole (olm.bundle.object). Nothing is lost by it: OLM
+installs a bundle that names its image by unpacking that image, and the catalog's own opm serves the CSV
+the package server shows (OperatorHub's view) built from olm.csv.metadata and the package's icon, whatever
+the cluster's OLM.
 """
 
 from __future__ import annotations

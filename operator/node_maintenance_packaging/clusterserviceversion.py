@@ -51,7 +51,7 @@ def build_csv(templates: Templates, releases: Releases, images: ImageRefs, relea
         lease_namespace=remediation.DEFAULT_LEASE_NAMESPACE,
         operator_image=images.ref("operator", release),
         alm_examples=json.dumps(_examples(release), indent=2),
-        platform_labels=_platforms(releases) if release.has("listing") else None,
+        platform_labels=_platforms(release) if release.has("listing") else None,
         namespace_template=json.dumps(templates.yaml("deploy/nm-ns.yaml.j2", namespace=NAMESPACE)) if release.has("listing") else None,
         description=_description(templates, release),
         icon=assets.icon_svg(),
@@ -64,10 +64,10 @@ def build_csv(templates: Templates, releases: Releases, images: ImageRefs, relea
     return csv
 
 
-def _platforms(releases: Releases) -> dict[str, str]:
-    """OLM's platform labels: without them a package counts as linux/amd64 only."""
+def _platforms(release: Release) -> dict[str, str]:
+    """The platform labels OperatorHub and OpenShift filter packages by: without them a package counts as linux/amd64 only."""
     return {"operatorframework.io/os.linux": "supported",
-            **{f"operatorframework.io/arch.{architecture}": "supported" for architecture in releases.architectures}}
+            **{f"operatorframework.io/arch.{architecture}": "supported" for architecture in release.architectures}}
 
 
 def _examples(release: Release) -> list[dict[str, Any]]:

@@ -8,15 +8,21 @@ decides the version the wheel, the labels, the tags and the CSV carry.
 from __future__ import annotations
 
 import argparse
+import platform
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import PackagingError
+from .errors import PackagingError, release_error
 from .files import write
 from .imagetool import TOOLS, Builder, pick, registry_host, unanswered
 from .operator_image import build_operator_image, image_cache
+from .releases import Release
 from .render import RELEASES_FILE, Inputs, bundle_output, catalog_output, load_inputs
+
+# Go's names of the machines `uname -m` reports: every builder here makes images of the host's architecture.
+_GO_ARCHITECTURES = {"x86_64": "amd64", "aarch64": "arm64", "ppc64le": "ppc64le", "s390x": "s390x"}
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,7 @@ def build_images(
                                  "and that the registry is up")
         inputs = load_inputs(root / RELEASES_FILE, registry=registry, through=through)
         wanted = inputs.releases.releases if all_releases else [inputs.releases.get(release) if release else inputs.releases.current]
+        check_architectures([*wanted, inputs.releases.current], platform.machine())
 
         def record(item: Built) -> None:
             built.append(item)
@@ -75,6 +82,17 @@ def build_images(
     finally:
         builder.close()
         assembler.close()
+
+
+def check_architectures(releases: Iterable[Release], machine: str) -> None:
+    """Refuse to build images whose CSV would label them with architectures other than the host's (``machine``, as
+    `uname -m` says it), the one architecture the builders make: a wrong label offers the operator to nodes it cannot
+    run on. The catalog image is built beside the newest release's, so it is judged by that release."""
+    host = _GO_ARCHITECTURES.get(machine, machine)
+    for release in releases:
+        if release.architectures and release.architectures != (host,):
+            raise release_error(release.version, "architectures", f"{list(release.architectures)}, but this host builds {host} images only",
+                                f"build it on a host of that architecture, or declare [{host}]")
 
 
 def build_bundle_image(builder: Builder, inputs: Inputs, version: str) -> Built:

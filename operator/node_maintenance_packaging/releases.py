@@ -19,10 +19,12 @@ from node_maintenance import api
 from .errors import PackagingError, release_error
 
 FEATURES = ("conversion", "validation", "remediation", "health", "authorization", "secure-metrics", "hook-namespaces", "listing",
-            "self-drain", "network-policy", "scorecard")
+            "self-drain", "network-policy")
 MATURITIES = ("alpha", "beta", "stable")
-# The Linux architectures OLM's operatorframework.io/arch.* labels know, by Go's names.
+# The Linux architectures OpenShift and OperatorHub offer operators for, by Go's names, as the CSV's
+# operatorframework.io/arch.* labels name them.
 ARCHITECTURES = ("amd64", "arm64", "ppc64le", "s390x")
+_OPERATOR_SDK_VERSION = re.compile(r"^v\d+\.\d+\.\d+$")
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
 
 
@@ -52,6 +54,10 @@ class Release:
     related_images: tuple[str, ...]
     # CRDs the release owns besides the NodeMaintenance's, by kind.
     owns: tuple[OwnedCrd, ...] = ()
+    # The architectures its images are built for (all linux); the CSV's platform labels with the listing feature.
+    architectures: tuple[str, ...] = ()
+    # The operator-sdk release whose scorecard-test image the bundle's scorecard configuration names; None ships none.
+    scorecard: str | None = None
 
     @property
     def semver(self) -> semver.Version:
@@ -78,7 +84,6 @@ class Releases:
     images: dict[str, str]
     catalog_tag: str
     min_kube_version: str
-    architectures: tuple[str, ...]
     channels: tuple[str, ...]
     default_channel: str
     releases: tuple[Release, ...]
@@ -144,12 +149,6 @@ def _parse(doc: dict[str, Any]) -> Releases:
     min_kube = str(_field(doc, "minKubeVersion", str))
     if not semver.Version.is_valid(min_kube):
         raise PackagingError(f"releases.yaml: minKubeVersion: {min_kube!r} is not semver; write it like 1.30.0")
-    architectures = tuple(_string_list(doc, "architectures", where="releases.yaml"))
-    for architecture in architectures:
-        if architecture not in ARCHITECTURES:
-            raise PackagingError(f"releases.yaml: architectures: {architecture!r} is not one OLM labels; use Go's names, one of {list(ARCHITECTURES)}")
-    if not architectures:
-        raise PackagingError("releases.yaml: architectures: empty; list those the images are built for, e.g. [amd64]")
     raw_releases = _field(doc, "releases", list)
     if not raw_releases:
         raise PackagingError("releases.yaml: releases: empty; declare at least one release")
@@ -165,7 +164,6 @@ def _parse(doc: dict[str, Any]) -> Releases:
         images=dict(images),
         catalog_tag=_catalog_tag(str(_field(doc, "catalogTag", str)), max(releases, key=lambda r: r.semver)),
         min_kube_version=min_kube,
-        architectures=architectures,
         channels=channels,
         default_channel=default_channel,
         releases=releases,
@@ -221,6 +219,19 @@ def _parse_release(raw: Any, channels: tuple[str, ...], images: dict[str, str]) 
     if skip_range is not None and not isinstance(skip_range, str):
         raise release_error(version, "skipRange", "must be a string", 'quote it, e.g. ">=0.1.0 <0.3.0"')
 
+    architectures = tuple(_string_list(raw, "architectures", where))
+    for architecture in architectures:
+        if architecture not in ARCHITECTURES:
+            raise release_error(version, "architectures", f"{architecture!r} is not a platform OperatorHub lists",
+                                f"use Go's names, any of {', '.join(ARCHITECTURES)}")
+    if "listing" in features and not architectures:
+        raise release_error(version, "architectures", "missing, and the listing feature labels the CSV with them",
+                            "list those its images are built for, e.g. architectures: [amd64]")
+    scorecard = raw.get("scorecard")
+    if scorecard is not None and not (isinstance(scorecard, str) and _OPERATOR_SDK_VERSION.match(scorecard)):
+        raise release_error(version, "scorecard", f"{scorecard!r} is not an operator-sdk release",
+                            "name the one whose scorecard-test image runs the suites, e.g. v1.42.2")
+
     related = tuple(_string_list(raw, "relatedImages", where))
     for role in related:
         if role not in images:
@@ -239,6 +250,8 @@ def _parse_release(raw: Any, channels: tuple[str, ...], images: dict[str, str]) 
         skip_range=skip_range,
         related_images=related,
         owns=_owns(raw, version),
+        architectures=architectures,
+        scorecard=scorecard,
     )
 
 

@@ -18,9 +18,9 @@ import pytest
 import yaml
 
 from devcluster import toolchain
-from devcluster.opm_image import build_opm_image
 from devcluster.processes import free_port
 from devcluster.registry import Registry
+from devcluster.upstream_images import build_opm_image
 
 from ..releases import HEAD
 

@@ -2,11 +2,7 @@ module nodemaintenance.local/hack/tools/operator-sdk
 
 go 1.26.0
 
-tool (
-	github.com/operator-framework/operator-sdk/cmd/operator-sdk
-	// The image operator-sdk scorecard runs its basic and olm suites in.
-	github.com/operator-framework/operator-sdk/images/scorecard-test
-)
+tool github.com/operator-framework/operator-sdk/cmd/operator-sdk
 
 require (
 	cel.dev/expr v0.25.1 // indirect

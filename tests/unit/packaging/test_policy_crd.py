@@ -6,9 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
+import semver
 
 from node_maintenance import api
-from tests.releases import HEAD, NEXT
+from tests.releases import HEAD, NEXT, RELEASES
 from tests.unit.rendering import ROOT, append_release, load_yaml, render_bundle, render_edited
 
 CSV = "bundle/manifests/node-maintenance-operator.clusterserviceversion.yaml"
@@ -66,8 +67,10 @@ def test_the_catalog_lists_the_policy_gvk_and_both_owned_crds_from_0_4_0_on() ->
         (metadata,) = [p["value"] for p in bundle["properties"] if p["type"] == "olm.csv.metadata"]
         return gvks, {owned["name"] for owned in metadata["crdDescriptions"]["owned"]}
 
-    assert kinds("0.4.0") == ({"NodeMaintenance", "NodeMaintenancePolicy"}, {api.CRD_NAME, api.POLICY.crd_name})
-    assert kinds("0.3.0") == ({"NodeMaintenance"}, {api.CRD_NAME})
+    for version in RELEASES:
+        policy = semver.Version.parse(version) >= semver.Version.parse("0.4.0")
+        assert kinds(version) == ({"NodeMaintenance", *(["NodeMaintenancePolicy"] if policy else [])},
+                                  {api.CRD_NAME, *([api.POLICY.crd_name] if policy else [])}), version
 
 
 NEXT_RELEASE = f"""  - version: {NEXT}

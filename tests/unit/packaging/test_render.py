@@ -6,6 +6,7 @@ import base64
 import json
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import yaml
 from node_maintenance.coordination import remediation
 from node_maintenance_packaging import bundle, cli
 from node_maintenance_packaging.errors import PackagingError
+from node_maintenance_packaging.images import check_architectures
 from node_maintenance_packaging.render import load_inputs, render_all
 from node_maintenance_packaging.templating import DEFAULT_TEMPLATES
 from tests.releases import HEAD, NEWEST, RELEASES
@@ -26,7 +28,6 @@ CRD = "bundle/manifests/nodemaintenance.kubevirt.io_nodemaintenances.yaml"
 DIGEST = "sha256:" + "ab" * 32
 OPERATOR_IMAGE = f"ghcr.io/node-maintenance-operator/node-maintenance-operator:{HEAD}"
 HEAD_CSV = f"node-maintenance-operator.v{HEAD}"
-NEWEST_ARCHITECTURES = yaml.safe_load((ROOT / "releases.yaml").read_text())["architectures"]
 
 
 def _copy_repo(tmp_path: Path) -> Path:
@@ -297,23 +298,43 @@ def test_from_0_6_0_the_bundle_names_the_openshift_versions(tmp_path: Path) -> N
 
 def test_from_0_6_0_the_csv_labels_the_os_and_every_architecture_the_images_are_built_for(tmp_path: Path) -> None:
     labels = {version: load_yaml(render_bundle(tmp_path, version) / CSV)["metadata"].get("labels") for version in ("0.5.0", "0.6.0")}
-    assert labels == {"0.5.0": None, "0.6.0": {"operatorframework.io/os.linux": "supported",
-                                               **{f"operatorframework.io/arch.{arch}": "supported" for arch in NEWEST_ARCHITECTURES}}}
+    assert labels == {"0.5.0": None, "0.6.0": {"operatorframework.io/os.linux": "supported", "operatorframework.io/arch.amd64": "supported"}}
 
 
 @pytest.mark.parametrize(
-    ("architectures", "message"),
+    ("edit", "message"),
     [
-        ("[amd64, x86_64]", "architectures: 'x86_64' is not one OLM labels; use Go's names, one of ['amd64', 'arm64', 'ppc64le', 's390x']"),
-        ("[]", "architectures: empty; list those the images are built for, e.g. [amd64]"),
+        (lambda text: text.replace("architectures: [amd64]", "architectures: [amd64, x86_64]"),
+         "release 0.6.0: architectures: 'x86_64' is not a platform OperatorHub lists; use Go's names, any of amd64, arm64, ppc64le, s390x"),
+        (lambda text: text.replace("    architectures: [amd64]\n", ""),
+         ("release 0.6.0: architectures: missing, and the listing feature labels the CSV with them; list those its images are built for, "
+          "e.g. architectures: [amd64]")),
+        (lambda text: text.replace("scorecard: v1.42.2", "scorecard: v1.42"),
+         "release 0.6.0: scorecard: 'v1.42' is not an operator-sdk release; name the one whose scorecard-test image runs the suites, e.g. v1.42.2"),
     ],
+    ids=["unknown architecture", "no architectures with listing", "scorecard not a release"],
 )
-def test_architectures_olm_cannot_label_are_refused_with_the_field_and_the_fix(tmp_path: Path, architectures: str, message: str) -> None:
+def test_bad_platforms_and_scorecards_are_refused_with_the_field_and_the_fix(tmp_path: Path, edit: Callable[[str], str], message: str) -> None:
     root = _copy_repo(tmp_path)
     releases = root / "releases.yaml"
-    releases.write_text(re.sub(r"(?m)^architectures: .*$", f"architectures: {architectures}", releases.read_text()))
+    edited = edit(releases.read_text())
+    assert edited != releases.read_text()
+    releases.write_text(edited)
     with pytest.raises(PackagingError, match=re.escape(message)):
         load_inputs(releases)
+
+
+@pytest.mark.parametrize(("machine", "refused"), [("x86_64", False), ("aarch64", True)])
+def test_images_are_built_only_on_a_host_of_the_architectures_their_release_declares(machine: str, refused: bool) -> None:
+    """Every builder here makes the host's architecture: built elsewhere, the CSV's labels would offer the operator to
+    nodes it cannot run on."""
+    if not refused:
+        check_architectures([NEWEST], machine)
+        return
+    with pytest.raises(PackagingError, match=re.escape(
+            "release 0.6.0: architectures: ['amd64'], but this host builds arm64 images only; "
+            "build it on a host of that architecture, or declare [arm64]")):
+        check_architectures([NEWEST], machine)
 
 
 def test_from_0_6_0_the_operator_survives_a_drain_of_its_own_node(tmp_path: Path) -> None:
@@ -442,7 +463,8 @@ def test_bad_digest_pins_are_refused(digests: dict[str, str], message: str) -> N
 
 def test_committed_artifacts_name_only_images_this_project_builds() -> None:
     """Every image the bundle, the catalog, the deploy manifests and the Dockerfiles name is under the
-    registry releases.yaml names, the one this project publishes to."""
+    registry releases.yaml names, the one this project publishes to; but for the scorecard's configuration,
+    which names upstream's test image, run by a certification and never by a cluster the operator serves."""
     registry = yaml.safe_load((ROOT / "releases.yaml").read_text())["registry"]
     found: list[str] = []
 
@@ -457,7 +479,7 @@ def test_committed_artifacts_name_only_images_this_project_builds() -> None:
                 images(item)
 
     for top in ("bundle", "catalog", "olm-deploy-manifests"):
-        for path in (ROOT / top).rglob("*.yaml"):
+        for path in (p for p in (ROOT / top).rglob("*.yaml") if p != ROOT / "bundle/tests/scorecard/config.yaml"):
             for doc in yaml.safe_load_all(path.read_text()):
                 images(doc)
     for dockerfile in ("bundle.Dockerfile", "catalog.Dockerfile"):
@@ -472,13 +494,15 @@ def test_the_opm_version_is_the_pinned_one() -> None:
     assert f"github.com/operator-framework/operator-registry {OPM_VERSION}" in (ROOT / "hack/tools/opm/go.mod").read_text()
 
 
-def test_the_scorecard_version_is_the_pinned_operator_sdk_s() -> None:
-    assert f"github.com/operator-framework/operator-sdk {bundle.SCORECARD_VERSION} " in (ROOT / "hack/tools/operator-sdk/go.mod").read_text()
+def test_the_newest_release_s_scorecard_is_the_operator_sdk_release_the_tools_pin() -> None:
+    """So the scorecard-test image the tests build is the release of it the newest bundle's configuration names."""
+    assert NEWEST.scorecard is not None
+    assert f"github.com/operator-framework/operator-sdk {NEWEST.scorecard} " in (ROOT / "hack/tools/scorecard-test/go.mod").read_text()
 
 
-def test_from_0_6_0_the_bundle_ships_the_scorecard_s_basic_and_olm_suites_in_the_image_this_project_builds(tmp_path: Path) -> None:
-    """The configuration OperatorHub's pipelines read (tests/scorecard/, named by the bundle's annotations and labels),
-    each test in the scorecard-test image of the registry the bundle is rendered for."""
+def test_from_0_6_0_the_bundle_ships_the_scorecard_s_basic_and_olm_suites_in_upstream_s_test_image(tmp_path: Path) -> None:
+    """The configuration certification reads (tests/scorecard/, named by the bundle's annotations and labels), each
+    test in upstream's scorecard-test image of the operator-sdk release the release names."""
     config_file = "bundle/tests/scorecard/config.yaml"
     old, new = render_bundle(tmp_path, "0.5.0"), render_bundle(tmp_path, "0.6.0")
     assert not (old / "bundle/tests").exists()
@@ -490,10 +514,11 @@ def test_from_0_6_0_the_bundle_ships_the_scorecard_s_basic_and_olm_suites_in_the
     config = load_yaml(new / config_file)
     assert (config["apiVersion"], config["kind"]) == ("scorecard.operatorframework.io/v1alpha3", "Configuration")
     tests = [test for stage in config["stages"] for test in stage["tests"]]
-    assert {(t["labels"]["suite"], t["entrypoint"][1]) for t in tests} == {
-        ("basic", "basic-check-spec"), ("olm", "olm-bundle-validation"), ("olm", "olm-crds-have-validation"),
-        ("olm", "olm-crds-have-resources"), ("olm", "olm-spec-descriptors"), ("olm", "olm-status-descriptors")}
-    assert {t["image"] for t in tests} == {f"ghcr.io/node-maintenance-operator/scorecard-test:{bundle.SCORECARD_VERSION}"}
+    assert {(t["labels"]["suite"], t["labels"]["test"], t["entrypoint"][1]) for t in tests} == {
+        ("basic", "basic-check-spec-test", "basic-check-spec"), ("olm", "olm-bundle-validation-test", "olm-bundle-validation"),
+        ("olm", "olm-crds-have-validation-test", "olm-crds-have-validation"), ("olm", "olm-crds-have-resources-test", "olm-crds-have-resources"),
+        ("olm", "olm-spec-descriptors-test", "olm-spec-descriptors"), ("olm", "olm-status-descriptors-test", "olm-status-descriptors")}
+    assert {t["image"] for t in tests} == {"quay.io/operator-framework/scorecard-test:v1.42.2"}
     assert (ROOT / config_file).read_text() == (new / config_file).read_text()
 
 

@@ -7,9 +7,9 @@
   Dockerfile does (``/bin``, user 1001): ``cpb`` and a ``/bin/cp``, which an unpack Job's init container
   runs to copy ``cpb`` into the bundle container (bundle images are FROM scratch), and ``package-server``,
   which the packageserver CSV's Deployment runs.
-- ``scorecard-test``: operator-sdk scorecard's tests, where the bundle's scorecard configuration names them, and
-  the untar image its pods unpack the bundle with (a busybox whose ``tar`` the pod's arguments call), both run
-  as upstream's images run them (user 1001).
+- ``scorecard-test``: operator-sdk scorecard's tests, the image the bundle's scorecard configuration names upstream's
+  of, and the untar image the scorecard's pods unpack the bundle with (a busybox, which runs the ``tar`` the pod's
+  arguments name), both run as upstream's images run them (user 1001).
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from node_maintenance_packaging.bundle import SCORECARD_REPOSITORY, SCORECARD_VERSION
 from node_maintenance_packaging.catalog import OPM_REPOSITORY, OPM_VERSION
 from node_maintenance_packaging.imagetool import Builder, pick
 
 from . import toolchain
 
+# PATH: a scorecard configuration's entrypoint names its command bare (`scorecard-test`), as upstream's images answer it.
 CONTAINERFILE = 'FROM scratch\nCOPY rootfs/ /\nENV PATH=/bin\n{user}ENTRYPOINT ["{entrypoint}"]\n'
 # Upstream's OLM and scorecard images run as this user: the pods that run them ask for a non-root user without naming one.
 UPSTREAM_IMAGE_USER = 1001
@@ -86,10 +86,11 @@ def build_util_image(registry: str, builder_tool: str = "auto") -> str:
     return _build(registry, "olm-util", binaries, "/bin/cpb", builder_tool, user=UPSTREAM_IMAGE_USER)
 
 
-def build_scorecard_images(registry: str, builder_tool: str = "auto") -> str:
-    """Build and push ``<registry>/scorecard-test:<version>``, where the bundle's scorecard configuration names it, and
-    ``<registry>/scorecard-untar``; return the untar image (operator-sdk scorecard's ``--untar-image``) by digest."""
-    _build(registry, SCORECARD_REPOSITORY, toolchain.ensure(["scorecard-test"]), "/bin/scorecard-test", builder_tool,
-           SCORECARD_VERSION, user=UPSTREAM_IMAGE_USER)
-    return _build(registry, "scorecard-untar", {"busybox": _busybox("the scorecard's untar image")}, "/bin/busybox",
-                  builder_tool, user=UPSTREAM_IMAGE_USER)
+def build_scorecard_images(registry: str, version: str, builder_tool: str = "auto") -> tuple[str, str]:
+    """Build and push ``<registry>/scorecard-test:<version>`` (``version``: the operator-sdk release the tools pin) and
+    ``<registry>/scorecard-untar``; return both by digest: the test image, and operator-sdk scorecard's ``--untar-image``."""
+    test_image = _build(registry, "scorecard-test", toolchain.ensure(["scorecard-test"]), "/bin/scorecard-test", builder_tool,
+                        version, user=UPSTREAM_IMAGE_USER)
+    untar_image = _build(registry, "scorecard-untar", {"busybox": _busybox("the scorecard's untar image")}, "/bin/busybox",
+                         builder_tool, user=UPSTREAM_IMAGE_USER)
+    return test_image, untar_image
