@@ -12,7 +12,8 @@ Under maintenance windows, a waiting maintenance takes a slot only while one is 
 are never open. A maintenance that holds its node, or was granted a slot before the window closed, goes on at the
 window's end, unless the policy's windowEnd is Pause: it then evicts nothing until the next window opens.
 
-A slot once granted stands until its maintenance takes the node, is deleted, or gives the slot back: a
+A limit lowered since a slot was granted, the pool's or a topology domain's, takes back the latest grants it has no
+room for. Otherwise a slot once granted stands until its maintenance takes the node, is deleted, or gives the slot back: a
 check made at takeover (another holder's remediation Lease, the etcd-quorum guard) refused the node,
 and its status says so. Such a maintenance counts for nothing and keeps nobody waiting; it looks again
 and rejoins the line, in its creation-order place, once the check passes, but never takes a slot
@@ -103,9 +104,15 @@ def decide(policies: Iterable[model.Policy], node_list: Iterable[Mapping[str, An
                 used, out = used - 1, out - adds[name]
         for recovering_node in still & by_node.keys():  # its slot is in use in its domains too, those that still exist
             domains.take(by_node[recovering_node], 0)
-        for m in waiting:
-            if m["metadata"]["name"] in granted:
-                domains.take(by_node[m["spec"]["nodeName"]], adds[m["metadata"]["name"]])
+        for m in waiting:  # and so does a topology limit added or lowered since, domain by domain, in line order
+            name = m["metadata"]["name"]
+            if name not in granted:
+                continue
+            if domains.full(by_node[m["spec"]["nodeName"]], adds[name]):
+                granted.discard(name)
+                used, out = used - 1, out - adds[name]
+            else:
+                domains.take(by_node[m["spec"]["nodeName"]], adds[name])
         queue: list[tuple[str, str]] = []  # (name, the full domain keeping it waiting, "" for the pool)
         pool_full = window is not None and not window.open
         for m in waiting:

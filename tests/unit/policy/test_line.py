@@ -411,6 +411,28 @@ def test_topology_limits_per_domain(limit: dict[str, Any], node_list: list[dict[
     assert _kinds(decision) == expected
 
 
+@pytest.mark.parametrize(("limit", "kinds"), [
+    ({"maxParallel": 3}, {"m-a0": (VerdictKind.ADMITTED, 0), "m-a1": (VerdictKind.ADMITTED, 0), "m-a2": (VerdictKind.ADMITTED, 0),
+                          "m-b0": (VerdictKind.ADMITTED, 0)}),
+    ({"maxParallel": 2}, {"m-a0": (VerdictKind.ADMITTED, 0), "m-a1": (VerdictKind.ADMITTED, 0), "m-a2": (VerdictKind.WAITING, 1),
+                          "m-b0": (VerdictKind.ADMITTED, 0)}),
+    ({"maxParallel": 1}, {"m-a0": (VerdictKind.ADMITTED, 0), "m-a1": (VerdictKind.WAITING, 1), "m-a2": (VerdictKind.WAITING, 2),
+                          "m-b0": (VerdictKind.ADMITTED, 0)}),
+    ({"maxUnavailable": 1}, {"m-a0": (VerdictKind.ADMITTED, 0), "m-a1": (VerdictKind.WAITING, 1), "m-a2": (VerdictKind.WAITING, 2),
+                             "m-b0": (VerdictKind.ADMITTED, 0)}),
+])
+def test_a_slot_granted_but_not_taken_yet_is_taken_back_when_its_domain_no_longer_has_room_for_it(limit: dict[str, Any], kinds: dict[str, Any]) -> None:
+    """Found by the search (seed 3410207015 of Closing): a topology limit added (here one per zone) after m-a1 and m-a2
+    were granted slots in zone a, before they took their nodes; both took them, two in a zone whose limit allows one.
+    As with the pool's limits, the latest grants of a domain without room are taken back; m-a0, which holds its node,
+    keeps it, and m-b0's zone has room."""
+    node_list = [zoned("a0", "a", holder="m-a0", unschedulable=True), zoned("a1", "a"), zoned("a2", "a"), zoned("b0", "b")]
+    nms = [an_nm(f"m-{n['metadata']['name']}", n["metadata"]["name"], created=at(i)) for i, n in enumerate(node_list)]
+    decision = line.decide([a_policy(topologyLimits=[{"topologyKey": "zone", **limit}])], node_list, nms,
+                           admitted={"m-a1": "p", "m-a2": "p", "m-b0": "p"}, now=NOW)
+    assert _kinds(decision) == kinds
+
+
 def test_a_slot_granted_before_counts_in_its_domain() -> None:
     node_list = [zoned("a0", "a"), zoned("a1", "a")]
     nms = [an_nm("m-a1", "a1", created=at(0)), an_nm("m-a0", "a0", created=at(1))]
