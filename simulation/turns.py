@@ -140,22 +140,30 @@ def _lived(history: History) -> list[State]:
     slots may be granted meanwhile, and such a grant stands under the policy of its name that replaces it (seed 1091069782
     of Windowed: a maintenance created and its policy deleted by a replace at one instant, its slot granted in the window
     and taken after the close). One the operator never saw while running (deleted before it started) grants nothing.
+    One deleted since the state before is put back as the API last held it, which the operator's watch brought: an edit,
+    or a whole policy created again by a replace, and its deletion may all fall between two states (seed 1550767387 of
+    Closing: the windows removed and the policy replaced twice, a slot granted meanwhile under the policy without windows).
     The step it started before is one it lived through from its start (seed 1675138370 of Closing: started a second
     before the window closed, it granted the slot at once and took the node at the close, within that step), with the
     policies its first listing surely showed: those still there at the step's end."""
     start = next((at for at in range(len(history) - 1, -1, -1) if history[at].started), 0)
     lived: list[State] = []
     shown: dict[str, tuple[float, Mapping[str, Any]]] = {}  # each policy as it last showed, and the seconds since
+    # Deleted after this revision: while the operator ran; of the step it started in, only what was there at its end was seen.
+    since = history[start].after.revision if history[start].started else history[start].before.revision
     for step in history[start:]:
         state = step.before
         if step.started:
             state = replace(state, policies={name: body for name, body in state.policies.items() if name in step.after.policies})
-        shown = {**{name: (seconds, body) for name, (seconds, body) in shown.items() if name not in state.policies},
+        deleted = {name: (0.0, body) for name, body in state.departed.items()
+                   if name not in state.policies and int(body["metadata"].get("resourceVersion") or 0) > since}
+        shown = {**{name: kept for name, kept in shown.items() if name not in state.policies}, **deleted,
                  **{name: (0.0, body) for name, body in state.policies.items()}}
         departed = [body for name, (seconds, body) in shown.items()
                     if name not in state.policies and seconds <= counting.REPLACE_GRACE_SECONDS + STEP_SECONDS]
         lived.append(state.put(policies=departed) if departed else state)
         shown = {name: (seconds + step.seconds(), body) for name, (seconds, body) in shown.items()}
+        since = max(since, state.revision)
     return lived
 
 

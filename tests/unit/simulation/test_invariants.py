@@ -797,6 +797,30 @@ class TestTurns:
                             step(closed.put(at=T0), closed.put(at=T0, nodes=[held("n1", holder="m1")]), builders.take_patch(free("n1"), "m1", "p"))])
         assert found == (["node n1 taken by NodeMaintenance m1 while no window of NodeMaintenancePolicy p was open"] if out_of_turn else [])
 
+    @pytest.mark.parametrize(("windows_removed", "last_uid", "out_of_turn"), [
+        pytest.param(True, "old", False, id="its windows removed before the deletion: it fitted, always open, and a grant stands"),
+        pytest.param(True, "between", False, id="a policy created and deleted between the states without windows: a grant stands"),
+        pytest.param(False, "old", True, id="deleted as the states showed it: every window closed, no grant"),
+    ])
+    def test_a_take_after_a_replace_by_one_that_fitted_under_the_policy_as_it_was_deleted(self, windows_removed: bool, last_uid: str,
+                                                                                          out_of_turn: bool) -> None:
+        """Seed 1550767387 of Closing: the policy's windows were removed and the policy deleted by a replace between two
+        states (or, among its first histories, a policy created again by one replace and deleted by the next, unseen by
+        any state), m1 created meanwhile; the operator's watch brought them, and it granted m1's slot under the policy
+        deleted moments ago, without windows. The new policy, windowed again, found the grant standing. A policy deleted
+        is put back as the API last held it, not as the states last showed it."""
+        windowed = pool(maxParallel=1, windows=[{"schedule": "45 * * * *", "duration": "10m"}])  # open from :45 to :55 of every hour
+        shown = {**windowed, "metadata": {**windowed["metadata"], "uid": "old", "resourceVersion": "2"}}
+        unwindowed = pool(maxParallel=1)
+        last = {**(unwindowed if windows_removed else windowed), "metadata": {**windowed["metadata"], "uid": last_uid, "resourceVersion": "3"}}
+        new = {**windowed, "metadata": {**windowed["metadata"], "uid": "new", "resourceVersion": "5"}}
+        before = State.of(T0 - datetime.timedelta(seconds=300), revision=2, policies=[shown], nodes=[free("n1")])
+        gone = State.of(T0 - datetime.timedelta(seconds=280), revision=4, maintenances=[nm("m1", "n1")], nodes=[free("n1")], departed=[last])
+        closed = State.of(T0 - datetime.timedelta(seconds=270), revision=6, policies=[new], maintenances=[nm("m1", "n1")], nodes=[free("n1")])
+        found = violations([step(before, gone), step(gone, closed), step(closed, closed.put(at=T0)),
+                            step(closed.put(at=T0), closed.put(at=T0, nodes=[held("n1", holder="m1")]), builders.take_patch(free("n1"), "m1", "p"))])
+        assert found == (["node n1 taken by NodeMaintenance m1 while no window of NodeMaintenancePolicy p was open"] if out_of_turn else [])
+
     @pytest.mark.parametrize(("deleted_for", "out_of_turn"), [(61, True), (20, False)])
     def test_the_grace_of_a_policy_deleted_under_which_a_slot_stands_runs_on_the_steps_not_on_a_wall_clock_set_back(
             self, deleted_for: int, out_of_turn: bool) -> None:
