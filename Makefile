@@ -73,7 +73,10 @@ unit: venv
 	$(PYTEST) -q tests/unit
 
 # The layers (import-linter's contracts), the types (mypy, of the tests and the tools too) and the style (ruff),
-# from pyproject.toml's configuration.
+# from pyproject.toml's configuration. mypy keeps its incremental cache beside the project's other caches, outside
+# the work tree, so that a fresh clone does not type-check all over again (about 25 s of one core): it checks each
+# cached module against its source's hash, and a cache of another mypy version or other options is not used.
+lint: export MYPY_CACHE_DIR := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/node-maintenance-operator/mypy
 lint: venv
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy operator/node_maintenance operator/node_maintenance_cli operator/node_maintenance_packaging tests hack bench soak simulation
