@@ -163,21 +163,25 @@ class Bench:
         return scale.cpu_seconds(self.pid)
 
     async def many(self, count: int, shape: Shape, stacks: Path | None) -> dict[str, Any]:
-        """``count`` identical nodes drained at once by the operator, and ``count`` more by as many `kubectl drain`s
-        at once, in the same run (py-spy samples the operator's half into ``stacks``)."""
+        """``count`` identical nodes drained at once by the operator, ``count`` more by as many `kubectl drain`s at
+        once, and ``count`` more evicted as fast as their budgets allow (the control plane's pace, which no drain
+        beats), in the same run (py-spy samples the operator's third into ``stacks``)."""
         started = time.monotonic()
-        pairs = await asyncio.gather(*(node_pair(self.cluster, self.api, self.tag("m"), shape) for _ in range(2 * count)))
+        pairs = await asyncio.gather(*(node_pair(self.cluster, self.api, self.tag("m"), shape) for _ in range(3 * count)))
         setup = time.monotonic() - started
-        by_kubectl, by_operator = pairs[:count], pairs[count:]
-        # kubectl's half goes first, the operator's once kubectl's nodes have settled: whatever the controllers
-        # still do after such a drain then counts against the operator, never for it.
+        by_kubectl, by_budgets, by_operator = pairs[:count], pairs[count:2 * count], pairs[2 * count:]
+        # kubectl's third goes first, the operator's last, each once the nodes before have settled: whatever the
+        # controllers still do after such a drain then counts against the operator, never for it.
         kubectl = await self.half(by_kubectl, shape, self.kubectl_drains, _children_cpu)
         settle = await self.settle(by_kubectl, shape)
+        pace = await self.half(by_budgets, shape, lambda nodes: drains.as_budgets_allow(self.api, nodes), time.process_time)
+        await self.settle(by_budgets, shape)
         with profiling(self.pid, stacks):
             operator = await self.half(by_operator, shape, lambda nodes: drains.with_operator(self.api, nodes), self.operator_cpu)
         await self.settle(by_operator, shape)  # the parts after this one start from rest as well
         return {"nodes": count, "setup_seconds": round(setup, 1), "first": "kubectl", "settle_seconds": round(settle, 1),
-                "kubectl": kubectl, "operator": operator, "ratio": round(operator["seconds"] / kubectl["seconds"], 2)}
+                "kubectl": kubectl, "pace": pace, "operator": operator, "ratio": round(operator["seconds"] / kubectl["seconds"], 2),
+                "operator_vs_pace": round(operator["seconds"] / pace["seconds"], 2)}
 
     async def settle(self, pairs: list[tuple[str, str]], shape: Shape) -> float:
         """Seconds until the workloads of drained nodes are at rest: every Deployment's pods Running (the replacements)
