@@ -130,11 +130,15 @@ class _Budgets:
             self.allowed[budget] -= 1
 
 
+def _budget_of(pod: dict[str, Any]) -> tuple[str, str]:
+    """The budget that would cover ``pod``: the workload names each budget after its pods' ``app`` label."""
+    return pod["metadata"]["namespace"], (pod["metadata"].get("labels") or {}).get("app", "")
+
+
 async def _evict(api: AsyncKube, budgets: _Budgets, pod: dict[str, Any]) -> None:
-    """Evict ``pod`` as soon as its budget has room, again after each refusal (the workload names each budget after
-    its pods' ``app`` label; a pod of no budget goes at once)."""
+    """Evict ``pod`` as soon as its budget has room, again after each refusal; a pod of no budget goes at once."""
     namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
-    budget = (namespace, (pod["metadata"].get("labels") or {}).get("app", ""))
+    budget = _budget_of(pod)
     body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
     while True:
         if budget in budgets.allowed:
@@ -159,7 +163,7 @@ async def _as_budgets_allow(api: AsyncKube, budgets: _Budgets, node: str) -> Non
             if not any(o.get("kind") == "DaemonSet" for o in p["metadata"].get("ownerReferences") or [])]
     in_turn: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for pod in pods:
-        budget = (pod["metadata"]["namespace"], (pod["metadata"].get("labels") or {}).get("app", ""))
+        budget = _budget_of(pod)
         in_turn[budget if budget in budgets.allowed else ("", pod["metadata"]["name"])].append(pod)
 
     async def one_after_another(group: list[dict[str, Any]]) -> None:
