@@ -172,12 +172,12 @@ class Bench:
         by_kubectl, by_budgets, by_operator = pairs[:count], pairs[count:2 * count], pairs[2 * count:]
         # kubectl's third goes first, the operator's last, each once the nodes before have settled: whatever the
         # controllers still do after such a drain then counts against the operator, never for it.
-        kubectl = await self.half(by_kubectl, shape, self.kubectl_drains, _children_cpu)
+        kubectl = await self.drained_at_once(by_kubectl, shape, self.kubectl_drains, _children_cpu)
         settle = await self.settle(by_kubectl, shape)
-        pace = await self.half(by_budgets, shape, lambda nodes: drains.as_budgets_allow(self.api, nodes), time.process_time)
+        pace = await self.drained_at_once(by_budgets, shape, lambda nodes: drains.as_budgets_allow(self.api, nodes), time.process_time)
         await self.settle(by_budgets, shape)
         with profiling(self.pid, stacks):
-            operator = await self.half(by_operator, shape, lambda nodes: drains.with_operator(self.api, nodes), self.operator_cpu)
+            operator = await self.drained_at_once(by_operator, shape, lambda nodes: drains.with_operator(self.api, nodes), self.operator_cpu)
         await self.settle(by_operator, shape)  # the parts after this one start from rest as well
         return {"nodes": count, "setup_seconds": round(setup, 1), "first": "kubectl", "settle_seconds": round(settle, 1),
                 "kubectl": kubectl, "pace": pace, "operator": operator, "ratio": round(operator["seconds"] / kubectl["seconds"], 2),
@@ -195,9 +195,9 @@ class Bench:
         await until(lambda: _every(settled(self.api, node, running) for node, _ in pairs), "the drained nodes' workloads at rest", SETTLE_SECONDS)
         return time.monotonic() - started
 
-    async def half(self, pairs: list[tuple[str, str]], shape: Shape, drain: Callable[[list[str]], Awaitable[float]],
-                   cpu: Callable[[], float]) -> dict[str, Any]:
-        """One side's nodes drained at once: seconds, how fast the controllers replaced the evicted pods (the pace
+    async def drained_at_once(self, pairs: list[tuple[str, str]], shape: Shape, drain: Callable[[list[str]], Awaitable[float]],
+                              cpu: Callable[[], float]) -> dict[str, Any]:
+        """One drainer's nodes drained at once: seconds, how fast the controllers replaced the evicted pods (the pace
         every drain of the nodes waits on) and the drainer's CPU per evicted pod."""
         used = cpu()
         seconds = await drain([node for node, _ in pairs])
