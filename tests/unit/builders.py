@@ -411,6 +411,7 @@ READS: dict[str, Callable[[Plan, Scene], Any]] = {
     "updated": lambda p, _: p.status.get("lastUpdate"),
     "handback": lambda p, _: p.handback,
     "claim": lambda p, _: p.lease_claim and (p.lease_claim.create, p.lease_claim.body["spec"]["holderIdentity"]),
+    "claimed_before_take": lambda p, _: p.lease_claim is not None and p.lease_claim.before_take,
     "lease_seen": lambda p, _: _lease_seen(p),
     "jobs": lambda p, _: p.jobs,
     "plan": lambda p, _: p,

@@ -120,6 +120,7 @@ class LeaseState:
     other: str | None = None  # another holder owns the Lease
     problem: str = ""  # we could not read or write the Lease (RBAC, say): why
     recheck_in: float | None = None
+    raced: bool = False  # another writer changed the Lease while we wrote it: who holds it now is not known
 
     @property
     def held(self) -> bool:
@@ -160,6 +161,8 @@ class LeaseClaim:
     node_name: str
     body: dict[str, Any]
     create: bool
+    # The node is taken in the same step, right after this claim, only if no other writer changed the Lease meanwhile.
+    before_take: bool = False
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from node_maintenance.api import conditions
@@ -68,8 +68,9 @@ def take(m: Maintenance, node: Mapping[str, Any] | None, now: datetime.datetime,
     if fresh and m.terms.rejoin is not None:  # the checks pass now: back in the policy's queue, not yet taken
         return m.terms.rejoin
     if fresh and claim is not None and lease is not None and (lease.known is None or lease.known.other):
-        # Never claimed yet: claim first, and take the node on the next step, knowing what the claim met.
-        return Plan(phase=str(m.status.get("phase") or ""), status=dict(m.status), lease_claim=claim, recheck_in=0.0)
+        # Never claimed yet: claimed, and the node taken right after in the same step unless another writer changed the
+        # Lease meanwhile (one step, three requests: a slot freed is taken again without a step and two requests more).
+        claim = replace(claim, before_take=True)
     return Taken(node=node, fresh=fresh, node_patch=patch, events=_begun(m) if fresh else (),
                  lease_claim=claim, lease_seen=seen, lease_condition=held, coordinated=lease is not None, members=members)
 

@@ -81,6 +81,8 @@ class Executor:
     async def _run(self, plan: Plan, node: dict[str, Any] | None, attempts: Mapping[str, Attempt], stored: dict[str, Any],
                    version: str, ready: Readiness | None) -> Outcome:
         lease = await self.lease.write(plan.lease_claim) if self.lease and plan.lease_claim else None
+        if lease is not None and lease.raced and plan.lease_claim is not None and plan.lease_claim.before_take:
+            return Outcome(node_conflict=True, lease=lease)  # not taken on a claim that may not hold: planned again, the Lease read
         if plan.node_patch is not None:
             try:
                 await self.kube.patch(node_path(self.node_name), plan.node_patch)

@@ -66,7 +66,7 @@ class LeaseKeeper:
             else:
                 await self.kube.request("PUT", self.path, body=claim.body)  # resourceVersion: a compare-and-swap
         except Conflict:  # another holder wrote it meanwhile: look again at once
-            return LeaseState(self.namespace, self.node_name, problem="the Lease changed while we wrote it", recheck_in=0.5)
+            return LeaseState(self.namespace, self.node_name, problem="the Lease changed while we wrote it", recheck_in=0.5, raced=True)
         except (Forbidden, Invalid) as error:
             return self._problem(error)
         return LeaseState(self.namespace, self.node_name, recheck_in=renew_after(claim))

@@ -222,9 +222,9 @@ COORDINATION = [
         # Between reads, what the last one found still holds the node back.
         (again(lease=remediation.LeaseView(LEASES, "Worker-1", known=remediation.standing(HELD_BY_OTHER, worker_1(), NOW).seen)),
          shows(phase="Failed", patch=None, claim=None, holds=False)),
-        # Once the holder lets it expire, the plan claims it first, and takes nothing yet.
+        # Once the holder lets it expire, the plan claims it and takes the node right after, in the same step.
         (again(lease=remediation.LeaseView(LEASES, "Worker-1", due=True, read=lease("NodeHealthCheck", 4000))),
-         shows(claim=(False, remediation.HOLDER_IDENTITY), patch=None)),
+         shows(claim=(False, remediation.HOLDER_IDENTITY), holds=True, holder="nm", claimed_before_take=True)),
         # Once it is ours the node is taken, and labelled, and the status says the Lease is held.
         (again(lease=remediation.LeaseView(LEASES, "Worker-1", known=OURS)),
          shows(phase="Succeeded", labels={remediation.EXCLUDE_LABEL: "true"}, conditions={"Drained": ("True", "Drained"), remediation.CONDITION: ("True", "Held")})),

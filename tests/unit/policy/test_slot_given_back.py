@@ -91,7 +91,8 @@ def test_a_slot_refused_at_takeover_goes_to_the_next_in_line_and_the_first_rejoi
     last = _decide([a], frozenset({"b"}))
     assert _kinds(last) == {"a": VerdictKind.ADMITTED}
     claim = _step(a, last, NODES[0], lease=RELEASED)
-    assert claim is not None and claim.lease_claim is not None  # the Lease is claimed first, then the node taken
+    # The Lease is claimed, and the node taken right after it in the same step.
+    assert claim is not None and claim.lease_claim is not None and claim.lease_claim.before_take and claim.node_patch is not None
 
 
 def test_without_the_grant_standing_the_rejoining_one_would_take_the_slot_of_one_taking_its_node() -> None:

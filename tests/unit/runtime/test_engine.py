@@ -13,6 +13,7 @@ import pytest
 
 from node_maintenance.api.paths import daemonset_path, lease_path, nm_path, node_path, pod_path
 from node_maintenance.client.errors import Conflict, NotFound, Unreachable
+from node_maintenance.coordination.remediation import lease_name
 from node_maintenance.drain import nodes
 from node_maintenance.drain.memory import ERROR_RETRY_SECONDS, WatchMode
 from node_maintenance.runtime.budget_watch import BudgetWatch
@@ -166,16 +167,30 @@ def test_an_answer_lost_on_the_way_keeps_every_other_outcome_of_the_batch() -> N
     run(scenario)
 
 
+def test_a_node_is_taken_in_the_step_that_first_claims_its_lease() -> None:
+    """A slot freed is taken again in one step and three requests: the Lease read, claimed, and the node taken."""
+    api, events = FakeApi(), list[tuple[str, str]]()
+    engine = an_engine(api, runtime_nm("nm1"), runtime_node(), [runtime_pod("web-0")], events, lease_namespace="leases")
+
+    async def scenario() -> None:
+        await engine.step()
+        assert [(c.method, c.path) for c in api.calls][:3] == [("GET", lease_path("leases", lease_name("n1"))), ("POST", lease_path("leases")),
+                                                              ("PATCH", node_path("n1"))]
+
+    run(scenario)
+
+
 def test_a_status_someone_else_wrote_is_written_again_after_a_lease_claimed_first() -> None:
-    """The first step only claims the remediation Lease and writes no status: that unwritten (empty) status
+    """A first claim that another writer raced takes nothing and writes no status: that unwritten (empty) status
     must not count as one of ours, or every status anyone writes would look like ours."""
     api, events = FakeApi(), list[tuple[str, str]]()
     node, body = runtime_node(), runtime_nm("nm1")
     engine = an_engine(api, body, node, [runtime_pod("web-0")], events, lease_namespace="leases")
+    api.fail("POST", lease_path("leases"), Conflict(409, "Conflict", "leases.coordination.k8s.io \"node-n1\" already exists"))
 
     async def scenario() -> None:
         await engine.step()
-        assert api.writes() == [("POST", lease_path("leases"))]  # the claim alone, no status
+        assert api.writes() == [("POST", lease_path("leases"))]  # the claim alone, raced: no node, no status
         await engine.step()
         truth = api.calls_to("PATCH", nm_path("nm1", subresource="status"))[-1].body["status"]
         assert truth["phase"] == "Running"
