@@ -5,6 +5,7 @@ and read through the same two functions, with the same credentials."""
 from __future__ import annotations
 
 import asyncio
+import enum
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -18,6 +19,9 @@ from node_maintenance.client.http import JSON, MERGE_PATCH, READS, REQUEST_TIMEO
 # Watch events are one JSON object a line; a line holds one whole object.
 MAX_EVENT_BYTES = 16 * 1024 * 1024
 MAX_REQUEST_CONNECTIONS = 64
+# Pod removals (evictions, deletions) have a pool of their own: twenty drains keep hundreds in flight, and a take, a
+# hand-back, a Lease or a status write queued behind them waited seconds for a connection (5.5 s in a fleet of ten at once).
+MAX_REMOVAL_CONNECTIONS = 64
 WATCH_CONNECT_TIMEOUT_SECONDS = 30.0
 # The API server sends a bookmark about once a minute on a watch that asks for them; silence for longer
 # means the connection is gone.
@@ -46,21 +50,39 @@ def _writes_fenced(may_write: Callable[[], bool]) -> aiohttp.TraceConfig:
     return trace
 
 
+class Pool(enum.Enum):
+    """Which connections a request takes."""
+
+    REQUESTS = "requests"
+    REMOVALS = "removals"
+    WATCHES = "watches"
+
+
+# How many connections each pool may hold open (0: no limit).
+POOL_LIMITS = {Pool.REQUESTS: MAX_REQUEST_CONNECTIONS, Pool.REMOVALS: MAX_REMOVAL_CONNECTIONS, Pool.WATCHES: 0}
+
+
+def pool_of(method: str, path: str) -> Pool:
+    """A pod's eviction or deletion goes through the removals' pool, any other request through the requests' pool."""
+    removal = (method == "POST" and path.endswith("/eviction")) or (method == "DELETE" and "/pods/" in path)
+    return Pool.REMOVALS if removal else Pool.REQUESTS
+
+
 class AsyncKube:
     """The same API access on the event loop (aiohttp), for the drain engine's requests and watches."""
 
     def __init__(self, credentials: Credentials, may_write: Callable[[], bool] = lambda: True) -> None:
         self.credentials = credentials
         self.may_write = may_write  # False once this replica no longer leads: every write is refused unsent
-        self._sessions: dict[bool, aiohttp.ClientSession] = {}
+        self._sessions: dict[Pool, aiohttp.ClientSession] = {}
 
-    def _session(self, watching: bool) -> aiohttp.ClientSession:
+    def _session(self, pool: Pool) -> aiohttp.ClientSession:
         """Watches hold their connection for minutes, so they get a pool of their own without a limit:
-        sharing one bounded pool, enough open watches would leave no connection for a request."""
-        session = self._sessions.get(watching)
+        sharing one bounded pool, enough open watches would leave no connection for a request. Pod removals get
+        one of their own too, so that a drain's hundreds in flight hold up no other request."""
+        session = self._sessions.get(pool)
         if session is None or session.closed:
-            session = self._sessions[watching] = client_session(self.credentials, 0 if watching else MAX_REQUEST_CONNECTIONS,
-                                                                may_write=self.may_write)
+            session = self._sessions[pool] = client_session(self.credentials, POOL_LIMITS[pool], may_write=self.may_write)
         return session
 
     async def close(self) -> None:
@@ -71,7 +93,7 @@ class AsyncKube:
                       content_type: str = JSON, timeout: float = REQUEST_TIMEOUT_SECONDS) -> dict[str, Any]:
         prepared = prepare(self.credentials, path, query, body, content_type)
         try:
-            async with self._session(False).request(method, prepared.url, data=prepared.data, headers=prepared.headers,
+            async with self._session(pool_of(method, path)).request(method, prepared.url, data=prepared.data, headers=prepared.headers,
                                                     timeout=aiohttp.ClientTimeout(total=timeout)) as response:
                 return answer(response.status, response.reason or "", await response.read(), response.headers.get("Retry-After"))
         except _NO_ANSWER as error:
@@ -92,7 +114,7 @@ class AsyncKube:
         without a reset never ends otherwise. ``on_open`` is called once the server has accepted the watch."""
         prepared = prepare(self.credentials, path, {**query, "watch": "true"}, None, JSON)
         try:
-            async with self._session(True).get(
+            async with self._session(Pool.WATCHES).get(
                 prepared.url, headers=prepared.headers,
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=WATCH_CONNECT_TIMEOUT_SECONDS, sock_read=WATCH_INACTIVITY_SECONDS),
             ) as response:
