@@ -25,6 +25,7 @@ from .helpers import (
     eventually,
     evictions,
     get,
+    nm,
     nm_status,
     node,
     our_taint,
@@ -110,6 +111,9 @@ def test_mixed_node_drains_to_daemonset_and_mirror_pods(cluster: Cluster, operat
     assert lowest and min(lowest) >= 0, f"the PDB went below its minimum: {min(lowest)}"
     target_node = node(cluster, target)
     assert target_node["spec"]["unschedulable"] is True and our_taint(target_node)
+    # kopf wrote its finalizer and nothing else on the object: no diff base of its own, a patch per NodeMaintenance.
+    annotations = ((nm(cluster, f"nm-{target}") or {}).get("metadata") or {}).get("annotations") or {}
+    assert not [k for k in annotations if k.endswith("/last-handled-configuration")], annotations
     delete_nm(cluster, f"nm-{target}")
 
 

@@ -51,6 +51,22 @@ class Memo:
     engines: dict[str, Running]
 
 
+class NoEssence(kopf.DiffBaseStorage):
+    """No NodeMaintenance has an essence for kopf to compare: no handler of ours tells a creation from an update or
+    one update from another (every change wakes the engine, which reads the object whole). kopf's own diff base, kept
+    in an annotation, cost every NodeMaintenance a patch of its own, and the status write that raced it a conflict:
+    its last handled spec is neither built, nor read, nor written."""
+
+    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
+        return cast(kopf.BodyEssence, {})
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence:
+        return cast(kopf.BodyEssence, {})
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        return None
+
+
 def post_event(obj: dict[str, Any], type_: str, reason: str, message: str) -> None:
     kopf.event(cast(kopf.Body, obj), type=type_, reason=reason, message=message[:1024])  # kopf reads it as a mapping
 
@@ -77,7 +93,7 @@ async def login(memo: Memo, **_: Any) -> kopf.AiohttpSession:
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.finalizer = FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=api.GROUP)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=api.GROUP, key="last-handled-configuration")
+    settings.persistence.diffbase_storage = NoEssence()
     settings.scanning.disabled = True  # we serve one known resource; no cluster-wide CRD/namespace watches
     settings.posting.level = logging.WARNING  # our own events say what happened; kopf's would duplicate them
     settings.watching.server_timeout = 300
