@@ -101,7 +101,7 @@ demo-transcript:
 bench: venv tools
 	$(PY) -m bench
 
-# One round of 30 pods, the timeline of one such drain and a fleet of 50 nodes five at a time: checks the report is
+# One round of 30 pods, the timeline of one such drain and a fleet of 200 queued maintenances ten at a time: checks the report is
 # written and well formed (tests/e2e/test_bench_smoke.py runs it in `make test`).
 bench-smoke: venv tools
 	$(PY) -m bench --smoke --out $(CURDIR)/build/bench-smoke

@@ -33,10 +33,10 @@ ROOT = Path(__file__).resolve().parents[1]
 CRD_FILE = ROOT / "bundle" / "manifests" / "nodemaintenance.kubevirt.io_nodemaintenances.yaml"
 # The parts besides the single-node rounds, in the order they run.
 PARTS = ("conversion", "timeline", "no_budgets", "curve", "twenty_nodes", "scale", "fleet")
-# What --smoke changes: one round of 30 pods, the timeline of one such drain, and a fleet of 50 nodes of two
-# pods each, five at once. Flags given with --smoke still win.
-SMOKE = {"rounds": 1, "grace_rounds": 0, "pods": 30, "parts": "timeline,fleet", "scale_nodes": 50, "scale_pods": 100,
-         "fleet_parallel": 5, "fleet_first": 25}
+# What --smoke changes: one round of 30 pods, the timeline of one such drain, and a fleet of 200 queued
+# maintenances, ten at once, on nodes of a pod or none. Flags given with --smoke still win.
+SMOKE = {"rounds": 1, "grace_rounds": 0, "pods": 30, "parts": "timeline,fleet", "scale_nodes": 200, "scale_pods": 100,
+         "fleet_parallel": 10, "fleet_first": 25}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

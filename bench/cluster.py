@@ -101,6 +101,13 @@ class AuditCounter:
                 data += handle.read()
         return [json.loads(line) for line in data[:data.rfind(b"\n") + 1].splitlines() if line.strip()]
 
+    def on_objects(self, user: str, resource: str, verbs: tuple[str, ...] = ("get", "patch", "update", "delete")) -> list[tuple[str, str]]:
+        """The requests of ``user`` logged since the mark on single objects of ``resource`` (any subresource), with one
+        of ``verbs``, as (the object's name, when the request came, RFC 3339 in UTC), in the log's order."""
+        return [(ref["name"], event.get("requestReceivedTimestamp", "")) for event in self.events()
+                if event.get("user", {}).get("username") == user and event.get("stage") == "ResponseComplete" and event.get("verb") in verbs
+                and (ref := event.get("objectRef") or {}).get("resource") == resource and ref.get("name")]
+
     def since_mark(self, user: str) -> Counter[str]:
         """Requests of ``user`` logged since the mark, keyed "verb resource[/subresource]" (429s as "... refused")."""
         counts: Counter[str] = Counter()

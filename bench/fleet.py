@@ -6,12 +6,14 @@ alone costs the operator (memory, connections, requests) is measured apart from 
 ``parallel`` go at once. As an admin would once a node's maintenance is done, the bench deletes each
 NodeMaintenance as soon as it has Succeeded, which hands its node back and frees its slot for the next in
 line. Meanwhile a watch of the fleet's nodes counts, at every change, how many are cordoned at once: never
-more than the policy allows.
+more than the policy allows. Once the first nodes are drained, the operator is stopped and started again, and
+timed until it evicts again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime
 import statistics
 import time
 from collections import Counter
@@ -40,6 +42,8 @@ FIRST_TIMEOUT_SECONDS = 600
 # Each window in which the operator's memory and connections are sampled before and with the queue.
 WINDOW_SECONDS = 2
 Seen = Callable[[str, dict[str, Any]], None]
+# How the audit log stamps a request (UTC, to the microsecond).
+STAMP = "%Y-%m-%dT%H:%M:%S.%fZ"
 
 
 async def listed(api: AsyncKube, path: str, query: dict[str, str]) -> tuple[list[dict[str, Any]], str]:
@@ -168,6 +172,7 @@ class Fleet:
         self.watches: list[asyncio.Task[None]] = []
         self.single = 0.0  # seconds one node of the fleet takes alone
         self.result: dict[str, Any] = {"nodes": len(names), "max_parallel": parallel, "first": first}
+        self.maintenances = {f"{POLICY_NAME}-{i:04d}": node for i, node in enumerate(self.order)}  # name -> its node, in line order
 
     async def run(self) -> dict[str, Any]:
         """Measure; then delete the NodeMaintenances and the policy without waiting (nothing is measured after)."""
@@ -192,7 +197,9 @@ class Fleet:
             async with Peaks(self.operator, 0.2) as whole:
                 queued = await self.queue_all(before)
                 await self.drain_first()
+            await self.restart()
             await asyncio.gather(*self.queue.deleting)
+            told = await self.events()
         finally:
             for watch in self.watches:
                 watch.cancel()
@@ -201,7 +208,7 @@ class Fleet:
             await self.api.request("DELETE", policy_path(POLICY_NAME))
         self.result["rss_mib"] = {**self.result["rss_mib"], "peak": whole.rss_mib}
         self.result["connections"] = {**self.result["connections"], "peak": whole.connections}
-        self.count_requests(queued)
+        self.count_requests(queued, told)
         self.result["cordoned"] = {"most": self.cordons.most, "events": self.cordons.events, "cordons": self.cordons.cordons}
         return self.result
 
@@ -219,7 +226,7 @@ class Fleet:
         operator, in memory and connections (against ``before``) and requests (returned)."""
         started = time.monotonic()
         async with Peaks(self.operator, 0.2) as queueing:
-            await post_all(self.api, [(nm_path(), _maintenance(f"{POLICY_NAME}-{i:04d}", node)) for i, node in enumerate(self.order)])
+            await post_all(self.api, [(nm_path(), _maintenance(name, node)) for name, node in self.maintenances.items()])
             self.result["create_seconds"] = round(time.monotonic() - started, 2)
 
             async def all_queued() -> bool:
@@ -257,6 +264,27 @@ class Fleet:
                            first_wave_seconds=round(wave, 2), first_wave_vs_kubectl=round(wave / self.result["kubectl_wave_seconds"], 2),
                            **self.split(released))
 
+    async def restart(self) -> None:
+        """The operator stopped and started again in the middle of the fleet, its slots draining and the rest of the
+        line waiting (an upgrade, its pod moved): how soon after its start it evicts again, and its memory meanwhile."""
+        audit = AuditCounter(self.cluster.audit_log)
+        audit.mark()
+        await asyncio.to_thread(self.operator.stop)
+        started = datetime.datetime.now(datetime.UTC)
+        await asyncio.to_thread(self.operator.start)  # returns once it answers its readiness probe
+        ready = (datetime.datetime.now(datetime.UTC) - started).total_seconds()
+
+        async def evicted() -> bool:
+            self.alive()
+            return any(at >= _stamp(started) for _pod, at in audit.on_objects(OPERATOR_USER, "pods", verbs=("create",)))
+
+        async with Peaks(self.operator, 0.2) as after:
+            await until(evicted, "an eviction after the operator's restart", FIRST_TIMEOUT_SECONDS, interval=1)
+            await asyncio.sleep(WINDOW_SECONDS)
+        first = min(at for _pod, at in audit.on_objects(OPERATOR_USER, "pods", verbs=("create",)) if at >= _stamp(started))
+        self.result["restart"] = {"ready_seconds": round(ready, 2), "first_eviction_seconds": round(
+            (datetime.datetime.strptime(first, STAMP).replace(tzinfo=datetime.UTC) - started).total_seconds(), 2), "rss_mib": after.rss_mib}
+
     def split(self, released: float) -> dict[str, Any]:
         """Where the first nodes' time went, from the watch of the fleet's nodes: when the first wave was cordoned; the
         median time a node was held (cordoned until handed back: the drain, its Succeeded, the bench's deletion and the
@@ -269,17 +297,48 @@ class Fleet:
         held = [uncordoned[node] - cordoned[node] for node in handed_back]
         empty = [take - free for take, free in zip(taken[self.parallel:], back, strict=False)]
         return {"first_wave_cordoned_seconds": round(taken[self.parallel - 1] - released, 2) if len(taken) >= self.parallel else None,
-                "held_median_seconds": _median(held), "slot_empty_median_seconds": _median(empty)}
+                "held_median_seconds": _median(held), "slot_empty_median_seconds": _median(empty), "slot_empty_p99_seconds": _p99(empty)}
 
-    def count_requests(self, queueing: Counter[str]) -> None:
-        """The operator's requests while queueing, per NodeMaintenance, and over the whole fleet, per node drained."""
+    async def events(self) -> dict[str, list[tuple[str, str]]]:
+        """Each event the operator posted on a NodeMaintenance of the fleet, as (its reason, when it first happened), by
+        NodeMaintenance: an event the recorder aggregated counts as often as its count says."""
+        told: dict[str, list[tuple[str, str]]] = {}
+        async for listing in pages(self.api, "/api/v1/events", {"fieldSelector": f"involvedObject.kind={KIND}"}):
+            for event in listing.get("items") or []:
+                at = event.get("firstTimestamp") or event.get("eventTime") or ""
+                told.setdefault(event["involvedObject"]["name"], []).extend([(event.get("reason") or "", at)] * int(event.get("count") or 1))
+        return told
+
+    def count_requests(self, queueing: Counter[str], told: dict[str, list[tuple[str, str]]]) -> None:
+        """The operator's requests while queueing, per NodeMaintenance; each one's requests (on the object, and its
+        events) over its whole wait, from its creation until the operator took its node (its first patch of the node,
+        as the audit log stamps it) or the fleet ended, whatever the line's length then; its events over the fleet; and
+        over the whole fleet, per node drained, in all and beside the evictions."""
         requests, drained = self.audit.since_mark(OPERATOR_USER), len(self.queue.succeeded)
+        taken: dict[str, str] = {}  # node -> when the operator first patched it
+        for node, at in self.audit.on_objects(OPERATOR_USER, "nodes", verbs=("patch",)):
+            taken.setdefault(node, at)
+        waited = dict.fromkeys(self.maintenances, 0)
+        for name, at in self.audit.on_objects(OPERATOR_USER, "nodemaintenances"):
+            if name in waited:  # "~" sorts after any time: a node never taken, a wait as long as the fleet
+                waited[name] += at < taken.get(self.maintenances[name], "~")
+        for name, events in told.items():  # stamped to the second: one of the second its node was taken counts, unless it says so
+            if name in waited:
+                ends = taken.get(self.maintenances[name], "~")[:19]
+                waited[name] += sum(at[:19] < ends or (at[:19] == ends and reason != "BeginMaintenance") for reason, at in events)
+        beyond = sum(v for k, v in _drain_counts(requests).items() if not k.startswith("create pods/eviction"))
         self.result["drained"] = drained
         self.result["requests"] = {
             "queueing_per_maintenance": round(_total(queueing) / len(self.order), 2),
+            "queueing_by_request": {k: round(v / len(self.order), 2) for k, v in sorted(_drain_counts(queueing).items())},
+            "whole_wait": {"median": _median([float(v) for v in waited.values()]), "max": max(waited.values()),
+                           "taken": sum(node in taken for node in self.maintenances.values())},
             "per_node": {k: round(v / drained, 2) for k, v in sorted(_drain_counts(requests).items())},
             "per_node_total": round(_total(requests) / drained, 2),
+            "per_node_beyond_evictions": round(beyond / drained, 2),
             "leases_per_node": round(sum(v for k, v in requests.items() if "leases" in k) / drained, 2)}
+        self.result["events_per_maintenance"] = {"median": _median([float(len(told.get(n, []))) for n in self.maintenances]),
+                                                 "max": max(len(told.get(n, [])) for n in self.maintenances)}
 
     def alive(self) -> None:
         """Raise what ended a watch: a fleet measured without it would wait in vain, or pass on no data."""
@@ -301,6 +360,15 @@ def _drain_counts(counts: Counter[str]) -> Counter[str]:
 
 def _median(values: list[float]) -> float | None:
     return round(statistics.median(values), 2) if values else None
+
+
+def _stamp(at: datetime.datetime) -> str:
+    """``at`` as the audit log stamps a request: comparable with its stamps as text."""
+    return at.strftime(STAMP)
+
+
+def _p99(values: list[float]) -> float | None:
+    return round(sorted(values)[min(len(values) - 1, int(0.99 * len(values)))], 2) if values else None
 
 
 def _total(counts: Counter[str]) -> int:

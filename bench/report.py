@@ -24,6 +24,9 @@ SECTIONS = {
                      "operator.cpu_ms_per_pod", "kubectl.cpu_ms_per_pod"),
     "fleet": ("nodes", "max_parallel", "drained", "single_node_seconds", "first_seconds", "ideal_seconds", "first_vs_ideal",
               "kubectl_wave_seconds", "first_wave_seconds", "first_wave_vs_kubectl", "held_median_seconds", "slot_empty_median_seconds",
+              "slot_empty_p99_seconds", "requests.whole_wait.median", "requests.whole_wait.max", "±requests.per_node_beyond_evictions",
+              "±events_per_maintenance.median", "±events_per_maintenance.max", "restart.ready_seconds", "restart.first_eviction_seconds",
+              "restart.rss_mib",
               "rss_mib.before", "rss_mib.queued", "rss_mib.peak", "±memory_per_queued_kib", "connections.before", "connections.peak",
               "±connections_added_by_queue", "requests.per_node_total", "cordoned.events", "cordoned.cordons", "cordoned.most"),
 }
@@ -35,13 +38,14 @@ def goals(report: dict[str, Any]) -> list[dict[str, Any]]:
     twenty, scale, conv, curve, fleet = (report.get(k) or {} for k in ("twenty_nodes", "scale", "conversion", "curve", "fleet"))
     op, kc = cost.get("operator", {}).get("per_pod_total"), cost.get("kubectl", {}).get("per_pod_total")
     many, queued = twenty.get("nodes", 20), fleet.get("nodes", 1000)
-    rows = [
-        ("operator/kubectl median drain time", single.get("ratio"), "<=", 0.36),
-        ("operator median / budget-recovery limit", single.get("operator_vs_limit"), "<=", 1.3),
-        ("API requests per pod (operator)", op, "<=", 1.16),
+    waits, told = (fleet.get("requests") or {}).get("whole_wait") or {}, fleet.get("events_per_maintenance") or {}
+    rows = [  # the single-node figures are not to regress from those of release 0.5.0's bench
+        ("operator/kubectl median drain time", single.get("ratio"), "<=", 0.19),
+        ("operator median / budget-recovery limit", single.get("operator_vs_limit"), "<=", 1.2),
+        ("API requests per pod (operator)", op, "<=", 1.156),
         ("API requests per pod, operator/kubectl", round(op / kc, 2) if op and kc else None, "<=", 0.5),
         ("API requests per pod without budgets (operator)", (report.get("no_budgets") or {}).get("per_pod_total"), "<=", 2),
-        (f"{many} nodes at once: operator / {many} kubectl drains at once", twenty.get("ratio"), "<=", 0.45),
+        (f"{many} nodes at once: operator / {many} kubectl drains at once", twenty.get("ratio"), "<=", 0.7),
         (f"{many} nodes at once: operator / the control plane's pace (evicted as fast as every budget allows)",
          twenty.get("operator_vs_pace"), "<=", 1.3),
         (f"{many} nodes at once: operator CPU per evicted pod (ms)", (twenty.get("operator") or {}).get("cpu_ms_per_pod"), "<=", 3),
@@ -51,6 +55,13 @@ def goals(report: dict[str, Any]) -> list[dict[str, Any]]:
         (f"fleet: open connections added by {queued} queued NodeMaintenances", fleet.get("connections_added_by_queue"), "<=", 0),
         (f"fleet: peak RSS, {queued} queued and {fleet.get('max_parallel', 20)} draining (MiB)", (fleet.get("rss_mib") or {}).get("peak"), "<=", 150),
         (f"fleet: first {fleet.get('first', 100)} nodes drained / ideal", fleet.get("first_vs_ideal"), "<=", 1.3),
+        ("fleet: a slot freed until the next node is cordoned, median (s)", fleet.get("slot_empty_median_seconds"), "<=", 0.3),
+        ("fleet: a slot freed until the next node is cordoned, p99 (s)", fleet.get("slot_empty_p99_seconds"), "<=", 1),
+        (f"fleet: requests per queued NodeMaintenance over its whole wait, most of {queued}", waits.get("max"), "<=", 3),
+        ("fleet: requests per drained node besides its evictions", (fleet.get("requests") or {}).get("per_node_beyond_evictions"), "<=", 10),
+        (f"fleet: events per NodeMaintenance, most of {queued}", told.get("max"), "<=", 3),
+        ("fleet: restarted in the middle, its first eviction after its start (s)", (fleet.get("restart") or {}).get("first_eviction_seconds"), "<=", 10),
+        ("fleet: restarted in the middle, peak RSS until then (MiB)", (fleet.get("restart") or {}).get("rss_mib"), "<=", 150),
         (f"fleet: first {fleet.get('max_parallel', 20)} nodes drained / as many kubectl drains at once", fleet.get("first_wave_vs_kubectl"), "<=", 1.0),
         ("conversion of 500 objects, p99 (ms)", (conv.get("review_500") or {}).get("p99_ms"), "<=", 50),
         ("drain time per pod, largest/smallest node", curve.get("linearity"), "<=", 1.5),
@@ -155,10 +166,18 @@ def _fleet(console: Console, fleet: dict[str, Any]) -> None:
                   f"{fleet['first_vs_ideal']}")
     console.print(f"first {fleet['max_parallel']} nodes drained in {fleet['first_wave_seconds']} s, {fleet['max_parallel']} kubectl drains at "
                   f"once on as many of its nodes {fleet['kubectl_wave_seconds']} s: {fleet['first_wave_vs_kubectl']}; a node held "
-                  f"{fleet['held_median_seconds']} s (median, cordoned to handed back), a slot empty {fleet['slot_empty_median_seconds']} s")
-    console.print(f"operator requests: {requests['queueing_per_maintenance']} per queued NodeMaintenance while queueing, "
-                  f"{requests['per_node_total']} per drained node over the fleet ({fleet['drained']} drained; "
+                  f"{fleet['held_median_seconds']} s (median, cordoned to handed back), a slot empty {fleet['slot_empty_median_seconds']} s "
+                  f"(median; p99 {fleet['slot_empty_p99_seconds']} s)")
+    waits, told = requests["whole_wait"], fleet["events_per_maintenance"]
+    console.print(f"operator requests: {requests['queueing_per_maintenance']} per queued NodeMaintenance while queueing "
+                  f"({json.dumps(requests['queueing_by_request'], sort_keys=True)}); over each one's whole wait (until its node was "
+                  f"taken, {waits['taken']} were, or the fleet's end) median {waits['median']}, most {waits['max']}; events per "
+                  f"NodeMaintenance median {told['median']}, most {told['max']}; {requests['per_node_total']} per drained node over the "
+                  f"fleet, {requests['per_node_beyond_evictions']} besides its evictions ({fleet['drained']} drained; "
                   f"{json.dumps(requests['per_node'], sort_keys=True)})")
+    restart = fleet["restart"]
+    console.print(f"restarted in the middle of the fleet: ready after {restart['ready_seconds']} s, first eviction after "
+                  f"{restart['first_eviction_seconds']} s, RSS until then {restart['rss_mib']} MiB")
     cordoned = fleet["cordoned"]
     console.print(f"nodes cordoned at once: at most {cordoned['most']} (maxParallel {fleet['max_parallel']}; "
                   f"{cordoned['events']} node changes watched, {cordoned['cordons']} cordons)")
