@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import math
 import statistics
 import time
 from collections import Counter
@@ -29,7 +30,7 @@ from node_maintenance.client.errors import NotFound
 
 from . import drains
 from .cluster import OPERATOR_USER, AuditCounter, BenchCluster
-from .scale import FLEET_LABEL, Peaks, post_all
+from .scale import FLEET_LABEL, Peaks, post_all, reconciling
 from .spy import profiling
 from .workload import SETUP_TIMEOUT_SECONDS, pages, until
 
@@ -190,6 +191,7 @@ class Fleet:
         # keeps what a burst took) would hide part of it.
         await asyncio.to_thread(self.operator.stop)
         await asyncio.to_thread(self.operator.start)
+        await until(reconciling(self.operator), "the operator started afresh reconciling", 120, interval=0.1)
         self.watches = [asyncio.create_task(follow(self.api, node_path(), {"labelSelector": SELECTOR}, self.cordons.seen),
                                             name="the watch of the fleet's nodes"),
                         asyncio.create_task(follow(self.api, nm_path(), {"labelSelector": SELECTOR}, self.queue.seen),
@@ -204,6 +206,7 @@ class Fleet:
             await self.restart()
             await asyncio.gather(*self.queue.deleting)
             told = await self.events()
+            ended = _stamp(datetime.datetime.now(datetime.UTC))  # the waits end here, before every NodeMaintenance is deleted
         finally:
             for watch in self.watches:
                 watch.cancel()
@@ -212,7 +215,7 @@ class Fleet:
             await self.api.request("DELETE", policy_path(POLICY_NAME))
         self.result["rss_mib"] = {**self.result["rss_mib"], "peak": whole.rss_mib}
         self.result["connections"] = {**self.result["connections"], "peak": whole.connections}
-        self.count_requests(queued, told)
+        self.count_requests(queued, told, ended)
         self.result["cordoned"] = {"most": self.cordons.most, "events": self.cordons.events, "cordons": self.cordons.cordons}
         return self.result
 
@@ -303,40 +306,43 @@ class Fleet:
         return {"first_wave_cordoned_seconds": round(taken[self.parallel - 1] - released, 2) if len(taken) >= self.parallel else None,
                 "held_median_seconds": _median(held), "slot_empty_median_seconds": _median(empty), "slot_empty_p99_seconds": _p99(empty)}
 
-    async def events(self) -> dict[str, list[tuple[str, str]]]:
-        """Each event the operator posted on a NodeMaintenance of the fleet, as (its reason, when it first happened), by
-        NodeMaintenance: an event the recorder aggregated counts as often as its count says."""
-        told: dict[str, list[tuple[str, str]]] = {}
+    async def events(self) -> dict[str, list[str]]:
+        """When each event the operator posted on a NodeMaintenance of the fleet happened, by NodeMaintenance: its
+        eventTime (to the microsecond, as the audit log stamps requests) or else its first time (to the second, padded to
+        the second's end: within a wait only if the whole second is); an event the recorder aggregated counts as often as
+        its count says."""
+        told: dict[str, list[str]] = {}
         async for listing in pages(self.api, "/api/v1/events", {"fieldSelector": f"involvedObject.kind={KIND}"}):
             for event in listing.get("items") or []:
-                at = event.get("firstTimestamp") or event.get("eventTime") or ""
-                told.setdefault(event["involvedObject"]["name"], []).extend([(event.get("reason") or "", at)] * int(event.get("count") or 1))
+                at = event.get("eventTime") or (event.get("firstTimestamp") or "")[:19] + ".999999Z"
+                told.setdefault(event["involvedObject"]["name"], []).extend([at] * int(event.get("count") or 1))
         return told
 
-    def count_requests(self, queueing: Counter[str], told: dict[str, list[tuple[str, str]]]) -> None:
+    def count_requests(self, queueing: Counter[str], told: dict[str, list[str]], ended: str) -> None:
         """The operator's requests while queueing, per NodeMaintenance; each one's requests (on the object, and its
         events) over its whole wait, from its creation until the operator took its node (its first patch of the node,
-        as the audit log stamps it) or the fleet ended, whatever the line's length then; its events over the fleet; and
-        over the whole fleet, per node drained, in all and beside the evictions."""
+        as the audit log stamps it) or the fleet's measures ended (``ended``, before the teardown deletes them all),
+        whatever the line's length then; its events over the fleet; and over the whole fleet, per node drained, in all
+        and beside the evictions."""
         requests, drained = self.audit.since_mark(OPERATOR_USER), len(self.queue.succeeded)
         taken: dict[str, str] = {}  # node -> when the operator first patched it
         for node, at in self.audit.on_objects(OPERATOR_USER, "nodes", verbs=("patch",)):
             taken.setdefault(node, at)
+        ends = {name: min(taken.get(node, ended), ended) for name, node in self.maintenances.items()}
         waited = dict.fromkeys(self.maintenances, 0)
         for name, at in self.audit.on_objects(OPERATOR_USER, "nodemaintenances"):
-            if name in waited:  # "~" sorts after any time: a node never taken, a wait as long as the fleet
-                waited[name] += at < taken.get(self.maintenances[name], "~")
-        for name, events in told.items():  # stamped to the second: one of the second its node was taken counts, unless it says so
             if name in waited:
-                ends = taken.get(self.maintenances[name], "~")[:19]
-                waited[name] += sum(at[:19] < ends or (at[:19] == ends and reason != "BeginMaintenance") for reason, at in events)
+                waited[name] += at < ends[name]
+        for name, times in told.items():
+            if name in waited:
+                waited[name] += sum(at < ends[name] for at in times)
         beyond = sum(v for k, v in _drain_counts(requests).items() if not k.startswith("create pods/eviction"))
         self.result["drained"] = drained
         self.result["requests"] = {
             "queueing_per_maintenance": round(_total(queueing) / len(self.order), 2),
             "queueing_by_request": {k: round(v / len(self.order), 2) for k, v in sorted(_drain_counts(queueing).items())},
             "whole_wait": {"median": _median([float(v) for v in waited.values()]), "max": max(waited.values()),
-                           "taken": sum(node in taken for node in self.maintenances.values())},
+                           "taken": sum(node in taken and taken[node] < ended for node in self.maintenances.values())},
             "per_node": {k: round(v / drained, 2) for k, v in sorted(_drain_counts(requests).items())},
             "per_node_total": round(_total(requests) / drained, 2),
             "per_node_beyond_evictions": round(beyond / drained, 2),
@@ -372,7 +378,8 @@ def _stamp(at: datetime.datetime) -> str:
 
 
 def _p99(values: list[float]) -> float | None:
-    return round(sorted(values)[min(len(values) - 1, int(0.99 * len(values)))], 2) if values else None
+    """The nearest-rank 99th percentile."""
+    return round(sorted(values)[math.ceil(0.99 * len(values)) - 1], 2) if values else None
 
 
 def _total(counts: Counter[str]) -> int:

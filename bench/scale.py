@@ -161,7 +161,7 @@ async def many_nodes(cluster: Cluster, api: AsyncKube, operator: OperatorProcess
     spawned = time.monotonic()
     operator.start()  # returns once /readyz answers
     result["start_to_ready_seconds"] = round(time.monotonic() - spawned, 2)
-    await until(_reconciling(operator), "the restarted operator reconciling", 120, interval=0.1)
+    await until(reconciling(operator), "the restarted operator reconciling", 120, interval=0.1)
     result["start_to_reconciling_seconds"] = round(time.monotonic() - spawned, 2)
     # The same cluster idle for an operator that has run nothing else: what the process itself holds,
     # against ``idle``, which also holds what the earlier parts (many nodes at once) left allocated.
@@ -169,7 +169,7 @@ async def many_nodes(cluster: Cluster, api: AsyncKube, operator: OperatorProcess
     return result
 
 
-def _reconciling(operator: OperatorProcess) -> Any:
+def reconciling(operator: OperatorProcess) -> Any:
     async def check() -> bool:
         return operator.logs().count("reconciling NodeMaintenances") >= operator.starts
     return check
