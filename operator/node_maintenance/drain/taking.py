@@ -67,9 +67,10 @@ def take(m: Maintenance, node: Mapping[str, Any] | None, now: datetime.datetime,
         return _failed(m, remediation.held_message(state.namespace, m.node_name, state.other), state.recheck_in, state)
     if fresh and m.terms.rejoin is not None:  # the checks pass now: back in the policy's queue, not yet taken
         return m.terms.rejoin
-    if fresh and claim is not None and lease is not None and (lease.known is None or lease.known.other):
-        # Never claimed yet: claimed, and the node taken right after in the same step unless another writer changed the
-        # Lease meanwhile (one step, three requests: a slot freed is taken again without a step and two requests more).
+    if fresh and claim is not None:
+        # Claimed, and the node taken right after in the same step unless another writer changed the Lease meanwhile (one
+        # step, three requests: a slot freed is taken again without a step and two requests more). Any claim before a
+        # take, a first one or one after a claim that was raced: a node is never taken on a claim that may not hold.
         claim = replace(claim, before_take=True)
     return Taken(node=node, fresh=fresh, node_patch=patch, events=_begun(m) if fresh else (),
                  lease_claim=claim, lease_seen=seen, lease_condition=held, coordinated=lease is not None, members=members)

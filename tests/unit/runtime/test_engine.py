@@ -180,6 +180,23 @@ def test_a_node_is_taken_in_the_step_that_first_claims_its_lease() -> None:
     run(scenario)
 
 
+def test_a_node_is_not_taken_while_every_claim_of_its_lease_is_raced() -> None:
+    """A claim another writer raced takes nothing, and neither does the next one that is raced too: the node is taken
+    only right after a claim that held."""
+    api, events = FakeApi(), list[tuple[str, str]]()
+    engine = an_engine(api, runtime_nm("nm1"), runtime_node(), [runtime_pod("web-0")], events, lease_namespace="leases")
+    api.fail("POST", lease_path("leases"), Conflict(409, "Conflict", "leases.coordination.k8s.io \"node-n1\" already exists"), times=2)
+
+    async def scenario() -> None:
+        await engine.step()
+        await engine.step()
+        assert api.writes() == [("POST", lease_path("leases"))] * 2  # raced twice: the node untouched
+        await engine.step()
+        assert api.writes()[2:4] == [("POST", lease_path("leases")), ("PATCH", node_path("n1"))]
+
+    run(scenario)
+
+
 def test_a_status_someone_else_wrote_is_written_again_after_a_lease_claimed_first() -> None:
     """A first claim that another writer raced takes nothing and writes no status: that unwritten (empty) status
     must not count as one of ours, or every status anyone writes would look like ours."""
