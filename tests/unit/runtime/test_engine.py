@@ -197,6 +197,23 @@ def test_a_node_is_not_taken_while_every_claim_of_its_lease_is_raced() -> None:
     run(scenario)
 
 
+def test_a_claim_whose_answer_never_came_takes_nothing() -> None:
+    """A claim of the Lease that met no answer (a hung connection, a reset) may or may not hold: the step goes no
+    further, and the node is taken by a later step, after a claim that held."""
+    api, events = FakeApi(), list[tuple[str, str]]()
+    engine = an_engine(api, runtime_nm("nm1"), runtime_node(), [runtime_pod("web-0")], events, lease_namespace="leases")
+    api.fail("POST", lease_path("leases"), Unreachable("connection reset by peer"))
+
+    async def scenario() -> None:
+        with pytest.raises(Unreachable):  # the engine's loop logs it and steps again after ERROR_RETRY_SECONDS
+            await engine.step()
+        assert api.writes() == [("POST", lease_path("leases"))]
+        await engine.step()
+        assert api.writes()[1:3] == [("POST", lease_path("leases")), ("PATCH", node_path("n1"))]
+
+    run(scenario)
+
+
 def test_a_status_someone_else_wrote_is_written_again_after_a_lease_claimed_first() -> None:
     """A first claim that another writer raced takes nothing and writes no status: that unwritten (empty) status
     must not count as one of ours, or every status anyone writes would look like ours."""
