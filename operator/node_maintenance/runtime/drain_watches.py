@@ -84,6 +84,10 @@ class DrainWatches:
     def pod_objects(self) -> dict[str, dict[str, Any]]:
         return self.pods.objects if self.pods is not None else {}
 
+    def late_pods_due_in(self) -> float:
+        """Seconds until a drained node's pods are listed again (0: now)."""
+        return max(0.0, self.pods_listed + LATE_PODS_SECONDS - asyncio.get_running_loop().time())
+
     async def late_pods(self) -> None:
         """Drained: list the node's pods when the node changed or LATE_PODS_SECONDS have passed since the last listing."""
         if self.node_changed or asyncio.get_running_loop().time() - self.pods_listed >= LATE_PODS_SECONDS:

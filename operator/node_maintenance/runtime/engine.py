@@ -162,7 +162,10 @@ class Engine:
             return None
         if self.wanted == WatchMode.DRAINED:  # no budget paces anything here any more, so none wakes it
             self.caches = Caches()
-        recheck = LATE_PODS_SECONDS if self.wanted == WatchMode.DRAINED else None
+        # Drained already: when the next listing is due, which a step woken for another reason (a Lease renewal, its own
+        # status coming back) does not put off; drained by this step: a whole interval from now.
+        drained_before = self.watches.mode == WatchMode.DRAINED
+        recheck = (self.watches.late_pods_due_in() if drained_before else LATE_PODS_SECONDS) if self.wanted == WatchMode.DRAINED else None
         recheck = memory.sooner(recheck, memory.ERROR_RETRY_SECONDS if reading.taking and self.daemonsets.unknown else None)
         return memory.sooner(recheck, self.lease.due_in() if self.lease and self.lease.known is not None else None)
 
