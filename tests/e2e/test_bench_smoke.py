@@ -56,6 +56,13 @@ def test_smoke_fleet_never_cordons_more_than_its_policy_allows(smoke_report: dic
     assert 1 <= cordoned["most"] <= 10, cordoned
 
 
+def test_smoke_fleet_keeps_each_wait_in_line_within_three_requests(smoke_report: dict[str, Any]) -> None:
+    # Waiting in line costs each maintenance at most 3 requests (its finalizer, its status when it joins the line, the
+    # event saying it is queued), however long it waits and however often its place moves: the audit log counted them.
+    waits = smoke_report["fleet"]["requests"]["whole_wait"]
+    assert waits["taken"] >= 25 and waits["max"] <= 3, waits
+
+
 def test_smoke_timeline_times_every_wave(smoke_report: dict[str, Any]) -> None:
     timeline = smoke_report["timeline"]
     # 30 pods: two Deployments of 10 under `maxUnavailable: 1` budgets, so nine releases of each budget between its

@@ -17,10 +17,11 @@ from node_maintenance.drain.plans import Attempt, Removal
 # While the phase stays the same, the status is written at most this often (a drain of many pods
 # would otherwise write it once per pod); a new phase is written at once.
 NM_STATUS_INTERVAL_SECONDS = 2.0
-# A maintenance in line writes a new place in line at most this often: each admission moves every one in line,
-# and a thousand writing at each would load the API server for nothing anyone waits on.
+# A maintenance in line writes a new wording of the same wait (another domain full, the next window's opening) at
+# most this often: a change of the pool's counts can reword every one in line, and a thousand writing at each would
+# load the API server for nothing anyone waits on. (Its place in line is never in its status.)
 IN_LINE_STATUS_INTERVAL_SECONDS = 30.0
-# Nor do all those in line together write their places more often than this, on average: a long line spaces
+# Nor do all those in line together write such rewordings more often than this, on average: a long line spaces
 # each one's writes further apart (a thousand in line: each every 200 s).
 IN_LINE_WRITES_PER_SECOND = 5.0
 
@@ -78,13 +79,13 @@ def records_more(stored: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
 
 
 def in_line_interval(queued: int) -> float:
-    """How often a maintenance in a line of ``queued`` writes its place in line at most."""
+    """How often a maintenance in a line of ``queued`` writes a new wording of the same wait at most."""
     return max(IN_LINE_STATUS_INTERVAL_SECONDS, queued / IN_LINE_WRITES_PER_SECOND)
 
 
 def status_interval(stored: Mapping[str, Any], status: Mapping[str, Any], in_line: float = IN_LINE_STATUS_INTERVAL_SECONDS) -> float:
     """How long a status waits after the last write: ``in_line`` when it says nothing new but its messages (a place
-    in line that moved), else NM_STATUS_INTERVAL_SECONDS."""
+    in line reworded), else NM_STATUS_INTERVAL_SECONDS."""
     def gist(s: Mapping[str, Any]) -> tuple[Any, ...]:
         return s.get("phase"), [(c.get("type"), c.get("status"), c.get("reason")) for c in s.get("conditions") or []]
 

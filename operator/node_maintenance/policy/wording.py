@@ -22,6 +22,9 @@ HOOK_CONDITIONS = {hooks.PRE_DRAIN: "PreDrain", hooks.POST_MAINTENANCE: "PostMai
 NOT_GOVERNED = Condition(type=QUEUED, status="False", reason=QueuedReason.NO_POLICY, message="no NodeMaintenancePolicy selects the node")
 # The condition saying that a policy's spec.drain.maxEscalation dropped steps of the maintenance's escalation ladder.
 ESCALATION_CAPPED = "EscalationCapped"
+# Where a waiting maintenance's place in line is read. Not in its own status: a place moves each time one ahead is
+# admitted, and a line of thousands rewriting theirs would load the API server for nothing.
+_PLACE = "its place in line is in the policy's status.queue"
 # A look at a window's boundary is made this long after it, so that clocks read there see it passed.
 WINDOW_MARGIN_SECONDS = 0.1
 
@@ -73,8 +76,9 @@ def left_line(stored: Mapping[str, Any]) -> tuple[Condition, ...]:
 
 def waiting_plan(body: Mapping[str, Any], verdict: Verdict, now: datetime.datetime) -> Plan:
     """Phase Pending while the maintenance waits for a slot, for a conflict to end or for the policies to be
-    readable: the node is untouched; looked at again in ``recheck_in`` (its place in line may have moved). Its status is
-    reported, and written out by the planner (``planner.plan``) as every step's is.
+    readable: the node is untouched; looked at again in ``recheck_in`` (the wait may have been reworded). Its status is
+    reported, and written out by the planner (``planner.plan``) as every step's is: once when it joins the line and
+    when the wait's cause or wording changes, never for a move up the line, which its status does not tell.
 
     An event marks the start of the wait and each change of its cause, not every move up the queue."""
     previous = body.get("status") or {}
@@ -87,7 +91,7 @@ def waiting_plan(body: Mapping[str, Any], verdict: Verdict, now: datetime.dateti
                         reason=condition.reason, message=condition.message),)
     pending = status.Report(phase=status.Phase.PENDING, last_error=condition.message if verdict.kind == VerdictKind.CONFLICT else "",
                             waiting=condition)
-    # Looked at again (and a moved place in line written) at a pace the whole line can bear, and when a window opens.
+    # Looked at again (and a reworded wait written) at a pace the whole line can bear, and when a window opens.
     return Plan(phase=status.Phase.PENDING, events=posted, recheck_in=until(verdict.opens, now, bookkeeping.in_line_interval(verdict.queued)),
                 report=pending)
 
@@ -115,12 +119,12 @@ def message(verdict: Verdict, node_name: str) -> str:
         return (f"node {node_name} is selected by more than one NodeMaintenancePolicy ({', '.join(verdict.policies)}); "
                 "change their nodeSelectors so that at most one selects it")
     if verdict.kind == VerdictKind.CLOSED and verdict.policy:
-        return (f"waiting for a maintenance window of NodeMaintenancePolicy {verdict.policy.name}: {_next(verdict)}; position "
-                f"{verdict.position} of {verdict.queued} in its queue; the node is not touched until then")
+        return (f"waiting for a maintenance window of NodeMaintenancePolicy {verdict.policy.name}: {_next(verdict)}; {_PLACE}; "
+                "the node is not touched until then")
     if verdict.kind == VerdictKind.WAITING and verdict.policy and verdict.position:
         full = f" ({verdict.full})" if verdict.full else ""
-        return (f"waiting for a slot of NodeMaintenancePolicy {verdict.policy.name}{full}: position {verdict.position} of "
-                f"{verdict.queued} in its queue; the node is not touched until then")
+        return (f"waiting for a slot of NodeMaintenancePolicy {verdict.policy.name}{full}: {_PLACE}; the node is not touched "
+                "until then")
     if verdict.kind == VerdictKind.WAITING and verdict.policy:
         return (f"the node may be taken now: back in the queue of NodeMaintenancePolicy {verdict.policy.name}, waiting for a slot; "
                 "the node is not touched until then")

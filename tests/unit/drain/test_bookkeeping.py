@@ -76,25 +76,25 @@ def test_a_refused_job_is_remembered_until_it_is_created() -> None:
     assert memory.merge_refusals(known, {"job": None}) == {}
 
 
-def test_a_place_in_line_that_moved_is_written_at_most_every_30_s_a_new_reason_at_the_usual_pace() -> None:
+def test_a_reworded_wait_is_written_at_most_every_30_s_a_new_reason_at_the_usual_pace() -> None:
     def queued(reason: str, message: str) -> dict[str, Any]:
         return {"phase": "Pending", "conditions": [{"type": "Queued", "status": "True", "reason": reason, "message": message}]}
 
-    stored = queued("WaitingForSlot", "position 7 of 980")
-    assert bookkeeping.status_interval(stored, queued("WaitingForSlot", "position 6 of 980")) == bookkeeping.IN_LINE_STATUS_INTERVAL_SECONDS
+    stored = queued("WaitingForSlot", "zone=a is full")
+    assert bookkeeping.status_interval(stored, queued("WaitingForSlot", "zone=b is full")) == bookkeeping.IN_LINE_STATUS_INTERVAL_SECONDS
     assert bookkeeping.status_interval(stored, queued("SlotGivenBack", "slot given back")) == bookkeeping.NM_STATUS_INTERVAL_SECONDS
-    moved = bookkeeping.status_interval(stored, queued("WaitingForSlot", "position 6 of 980"))
+    moved = bookkeeping.status_interval(stored, queued("WaitingForSlot", "zone=b is full"))
     assert not bookkeeping.status_due("Pending", stored, bookkeeping.next_write_in(0.0, moved, 10.0), False)
     assert bookkeeping.status_due("Pending", stored, bookkeeping.next_write_in(0.0, moved, 30.0), False)
 
 
-def test_a_long_line_writes_its_places_at_a_bounded_pace_together() -> None:
+def test_a_long_line_writes_its_rewordings_at_a_bounded_pace_together() -> None:
     # Each at most every 30 s while the line is short; a line of a thousand, each every 200 s: 5 writes a second in all.
     assert bookkeeping.in_line_interval(4) == bookkeeping.IN_LINE_STATUS_INTERVAL_SECONDS
     for queued in (150, 1000, 5000):
         assert queued / bookkeeping.in_line_interval(queued) <= bookkeeping.IN_LINE_WRITES_PER_SECOND
     assert bookkeeping.in_line_interval(1000) == 200.0
-    stored: dict[str, Any] = {"phase": "Pending", "conditions": [{"type": "Queued", "status": "True", "reason": "WaitingForSlot", "message": "position 7 of 1000"}]}
-    moved = {**stored, "conditions": [{**stored["conditions"][0], "message": "position 6 of 1000"}]}
+    stored: dict[str, Any] = {"phase": "Pending", "conditions": [{"type": "Queued", "status": "True", "reason": "WaitingForSlot", "message": "zone=a is full"}]}
+    moved = {**stored, "conditions": [{**stored["conditions"][0], "message": "zone=b is full"}]}
     assert bookkeeping.status_interval(stored, moved, bookkeeping.in_line_interval(1000)) == 200.0
 

@@ -38,7 +38,7 @@ def test_one_in_line_carries_out_the_wait_and_touches_nothing() -> None:
     verdict = Verdict(kind=VerdictKind.WAITING, policy=policy, position=2, queued=3)
     step = terms.maintenance(nm("nm", "n1", uid="1234", status={}), seen_by_policies(node("n1"), verdict), {}, NOW)
     assert step.terms.waiting is not None and step.terms.waiting.node_patch is None and not step.terms.waiting.removals
-    assert "position 2 of 3" in planner.plan(step, None, [], [], NOW).status["conditions"][0]["message"]
+    assert "waiting for a slot of NodeMaintenancePolicy rolling" in planner.plan(step, None, [], [], NOW).status["conditions"][0]["message"]
 
 
 def test_while_the_policies_are_unknown_one_in_line_waits_and_a_holder_evicts_nothing() -> None:
