@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from node_maintenance.api.paths import POLICY_CRD, POLICY_VERSION, policy_path
-from simulation import invariants, recorder
+from simulation import invariants, pooled, recorder
 from simulation.apiserver import Fault, SimulatedApi
 from simulation.clock import SimulatedTime, Spinning
 from simulation.cluster import Cluster
@@ -97,7 +97,7 @@ class Simulation:
         self.history.append(Step(before=before, actions=recorder.actions(self.api.writes[written:], before), after=after,
                                  started=self._started, listed=self._listed, told=self.api.told.get(policy_path())))
         self._started = False
-        found = [*invariants.violations(self.history), *self.raised.taken()]
+        found = [*invariants.violations(self.history), *self.raised.taken(), *pooled.differences(self.process)]
         self.violations += [f"at {after.at:%H:%M:%S}: {v}" for v in found]
         return found
 

@@ -25,7 +25,8 @@ from __future__ import annotations
 import datetime
 import functools
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from node_maintenance.drain import status
@@ -52,6 +53,35 @@ def _natural(name: str) -> tuple[str | int, ...]:
     return tuple(int(part) if i % 2 else part for i, part in enumerate(re.split(r"(\d+)", name)))
 
 
+@dataclass(frozen=True)
+class Pool:
+    """What one policy's line is decided from: the nodes it selects and the maintenances of those nodes. A pool is
+    decided apart from the others (``decide_pool``), so a change re-decides only the pools it touches."""
+
+    policy: model.Policy
+    nodes: Mapping[str, Mapping[str, Any]]  # the nodes the policy selects, by name
+    maintenances: Sequence[Mapping[str, Any]]  # the live maintenances of those nodes, in line order (``order``)
+    selecting: Mapping[str, tuple[str, ...]]  # of each of its nodes, every policy selecting it (more than one: a conflict)
+    admitted: Collection[str] = ()  # granted a slot of this policy by the decision before: it stands until taken or given back
+    # The nodes given back whose evicted workloads it still waits for (waitForHealthy), selected or not (None: gone).
+    recovering: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PoolDecision:
+    """One pool's verdicts (a maintenance on a node in conflict has one in each pool selecting it) and its summary."""
+
+    verdicts: dict[str, Verdict]
+    summary: Summary
+
+
+def live(maintenances: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The maintenances a line holds, in line order: deleted ones, and those ended by their timeout (the node given
+    back), hold no slot and wait for none."""
+    return sorted((m for m in maintenances if not m["metadata"].get("deletionTimestamp") and not status.timed_out(m.get("status") or {})),
+                  key=order)
+
+
 def decide(policies: Iterable[model.Policy], node_list: Iterable[Mapping[str, Any]], maintenances: Iterable[Mapping[str, Any]],
            admitted: Mapping[str, str] | None = None, governed: Mapping[str, tuple[str, ...]] | None = None,
            recovering: Mapping[str, Collection[str]] | None = None, *, now: datetime.datetime, operator_namespace: str = "") -> Decision:
@@ -61,95 +91,107 @@ def decide(policies: Iterable[model.Policy], node_list: Iterable[Mapping[str, An
     ``governed``: ``governing`` of every node, when the caller keeps it (a node's changes rarely change it).
     ``recovering``: by policy, the nodes given back whose evicted workloads it still waits for (waitForHealthy):
     each keeps its slot in use. ``operator_namespace``: the operator's own, where no hook Job runs (a policy's summary
-    says which of its hooks name it, or no namespace)."""
+    says which of its hooks name it, or no namespace). Each pool is decided by ``decide_pool``, and a maintenance in
+    conflict keeps the verdict of the last of its policies in name order."""
     policies = sorted(policies, key=lambda p: p.name)
     maintenances = list(maintenances)
     # A maintenance taking over a node whose holder is gone is governed like any other.
     exists = {m["metadata"]["name"] for m in maintenances}.__contains__
-
     by_node = {n["metadata"]["name"]: n for n in node_list}
     selecting = governed if governed is not None else {name: model.governing(policies, node) for name, node in by_node.items()}
+    lines = live(maintenances)
     verdicts: dict[str, Verdict] = {}
     summaries: dict[str, Summary] = {}
-    # Deleted, or ended by its timeout (the node given back): it holds no slot and waits for none.
-    live = sorted((m for m in maintenances if not m["metadata"].get("deletionTimestamp") and not status.timed_out(m.get("status") or {})),
-                  key=order)
     for policy in policies:
-        window = policy.window(now)
-        selected = [n for name, n in by_node.items() if policy.name in selecting[name]]
-        held = {n["metadata"]["name"] for n in selected if live_holder(n, exists)}
-        down = held | {n["metadata"]["name"] for n in selected if model.unavailable(n)}
-        parallel = model.resolve(policy.max_parallel, len(selected))
-        limit = model.resolve(policy.max_unavailable, len(selected))
-        domains = _Domains(policy.topology, selected, held, down)
-        conflicts = tuple((n, selecting[n]) for n in sorted(by_node) if policy.name in selecting[n] and len(selecting[n]) > 1)
-        in_conflict = {n for n, _ in conflicts}
-        waiting: list[Mapping[str, Any]] = []
-        for m in live:
-            node_name = str((m.get("spec") or {}).get("nodeName") or "")
-            if node_name not in by_node or policy.name not in selecting[node_name]:
-                continue
-            holder = live_holder(by_node[node_name], exists)
-            if node_name in in_conflict:
-                verdicts[m["metadata"]["name"]] = Verdict(kind=VerdictKind.CONFLICT, policy=policy, policies=selecting[node_name])
-            elif holder == m["metadata"]["name"]:
-                verdicts[m["metadata"]["name"]] = with_slot(policy, window)
-            elif holder:  # another maintenance holds the node: the drain reports it and touches nothing
-                verdicts[m["metadata"]["name"]] = Verdict(kind=VerdictKind.UNGOVERNED, policy=policy)
-            else:
-                waiting.append(m)
-
-        # What taking each node adds to the unavailable count: nothing for a node already out of service.
-        adds = {m["metadata"]["name"]: 0 if m["spec"]["nodeName"] in down else 1 for m in waiting}
-        granted = {m["metadata"]["name"] for m in waiting if (admitted or {}).get(m["metadata"]["name"]) == policy.name and not model.gave_back(m)}
-        still = set((recovering or {}).get(policy.name, ())) - held  # a node taken again counts once, as held
-        used, out = len(held) + len(still) + len(granted), len(down) + sum(adds[name] for name in granted)
-        for m in reversed(waiting):  # a limit lowered since (or a slot now recovering) takes back the latest grants first
-            name = m["metadata"]["name"]
-            if name in granted and ((parallel is not None and used > parallel) or (limit is not None and out > limit)):
-                granted.discard(name)
-                used, out = used - 1, out - adds[name]
-        for recovering_node in still & by_node.keys():  # its slot is in use in its domains too, those that still exist
-            domains.take(by_node[recovering_node], 0)
-        for m in waiting:  # and so does a topology limit added or lowered since, domain by domain, in line order
-            name = m["metadata"]["name"]
-            if name not in granted:
-                continue
-            if domains.full(by_node[m["spec"]["nodeName"]], adds[name]):
-                granted.discard(name)
-                used, out = used - 1, out - adds[name]
-            else:
-                domains.take(by_node[m["spec"]["nodeName"]], adds[name])
-        queue: list[tuple[str, str]] = []  # (name, the full domain keeping it waiting, "" for the pool)
-        pool_full = window is not None and not window.open
-        for m in waiting:
-            name, node_obj = m["metadata"]["name"], by_node[m["spec"]["nodeName"]]
-            if model.gave_back(m):  # counts for nothing and keeps nobody waiting
-                verdicts[name] = Verdict(kind=VerdictKind.GIVEN_BACK, policy=policy)
-            elif name in granted:  # granted before, counted above; under windowEnd Pause it may take its node, not drain it
-                verdicts[name] = with_slot(policy, window)
-            elif pool_full or not ((parallel is None or used + 1 <= parallel) and (limit is None or not adds[name] or out + adds[name] <= limit)):
-                pool_full = True  # the first that does not fit the pool keeps every later one waiting
-                queue.append((name, ""))
-            elif full := domains.full(node_obj, adds[name]):  # keeps only the later ones of that domain waiting
-                queue.append((name, full))
-            else:
-                used, out = used + 1, out + adds[name]
-                domains.take(node_obj, adds[name])
-                verdicts[name] = Verdict(kind=VerdictKind.ADMITTED, policy=policy)
-        closed = window is not None and not window.open
-        for position, (name, full) in enumerate(queue, start=1):
-            if closed and window is not None:
-                verdicts[name] = Verdict(kind=VerdictKind.CLOSED, policy=policy, position=position, queued=len(queue),
-                                         why="; ".join(policy.invalid_windows), opens=window.next_opens)
-            else:
-                verdicts[name] = Verdict(kind=VerdictKind.WAITING, policy=policy, position=position, queued=len(queue), full=full)
-        summaries[policy.name] = Summary(selected=len(selected), max_parallel=parallel, max_unavailable=limit, in_maintenance=len(held),
-                                         unavailable=len(down), queue=tuple(name for name, _ in queue), conflicts=conflicts,
-                                         borrowed=hooks.borrowed_identities(policy.hook_templates), window=window,
-                                         misplaced=hooks.misplacements(policy.hook_namespaces, operator_namespace),
-                                         invalid_windows=policy.invalid_windows)
+        nodes = {name: n for name, n in by_node.items() if policy.name in selecting[name]}
+        pool = Pool(policy=policy, nodes=nodes, maintenances=[m for m in lines if str((m.get("spec") or {}).get("nodeName") or "") in nodes],
+                    selecting={name: selecting[name] for name in nodes},
+                    admitted={name for name, p in (admitted or {}).items() if p == policy.name},
+                    recovering={name: by_node.get(name) for name in (recovering or {}).get(policy.name, ())})
+        decided = decide_pool(pool, exists, now=now, operator_namespace=operator_namespace)
+        verdicts.update(decided.verdicts)
+        summaries[policy.name] = decided.summary
     return Decision(verdicts=verdicts, summaries=summaries)
+
+
+def decide_pool(pool: Pool, exists: Callable[[str], bool], *, now: datetime.datetime, operator_namespace: str = "") -> PoolDecision:
+    """The verdicts of one pool's maintenances and its policy's summary at ``now`` (``exists``: whether a NodeMaintenance
+    of that name exists, for a holder its node records); see ``decide``. It reads nothing beyond its pool, so a change
+    elsewhere leaves its decision as it was."""
+    policy, by_node = pool.policy, pool.nodes
+    window = policy.window(now)
+    verdicts: dict[str, Verdict] = {}
+    held = {name for name, n in by_node.items() if live_holder(n, exists)}
+    down = held | {name for name, n in by_node.items() if model.unavailable(n)}
+    parallel = model.resolve(policy.max_parallel, len(by_node))
+    limit = model.resolve(policy.max_unavailable, len(by_node))
+    domains = _Domains(policy.topology, by_node.values(), held, down)
+    conflicts = tuple((n, pool.selecting[n]) for n in sorted(by_node) if len(pool.selecting[n]) > 1)
+    in_conflict = {n for n, _ in conflicts}
+    waiting: list[Mapping[str, Any]] = []
+    for m in pool.maintenances:
+        node_name = str((m.get("spec") or {}).get("nodeName") or "")
+        holder = live_holder(by_node[node_name], exists)
+        if node_name in in_conflict:
+            verdicts[m["metadata"]["name"]] = Verdict(kind=VerdictKind.CONFLICT, policy=policy, policies=pool.selecting[node_name])
+        elif holder == m["metadata"]["name"]:
+            verdicts[m["metadata"]["name"]] = with_slot(policy, window)
+        elif holder:  # another maintenance holds the node: the drain reports it and touches nothing
+            verdicts[m["metadata"]["name"]] = Verdict(kind=VerdictKind.UNGOVERNED, policy=policy)
+        else:
+            waiting.append(m)
+
+    # What taking each node adds to the unavailable count: nothing for a node already out of service.
+    adds = {m["metadata"]["name"]: 0 if m["spec"]["nodeName"] in down else 1 for m in waiting}
+    granted = {m["metadata"]["name"] for m in waiting if m["metadata"]["name"] in pool.admitted and not model.gave_back(m)}
+    still = set(pool.recovering) - held  # a node taken again counts once, as held
+    used, out = len(held) + len(still) + len(granted), len(down) + sum(adds[name] for name in granted)
+    for m in reversed(waiting):  # a limit lowered since (or a slot now recovering) takes back the latest grants first
+        name = m["metadata"]["name"]
+        if name in granted and ((parallel is not None and used > parallel) or (limit is not None and out > limit)):
+            granted.discard(name)
+            used, out = used - 1, out - adds[name]
+    for recovering_node in sorted(still):  # its slot is in use in its domains too, those that still exist
+        if (node := pool.recovering[recovering_node]) is not None:
+            domains.take(node, 0)
+    for m in waiting:  # and so does a topology limit added or lowered since, domain by domain, in line order
+        name = m["metadata"]["name"]
+        if name not in granted:
+            continue
+        if domains.full(by_node[m["spec"]["nodeName"]], adds[name]):
+            granted.discard(name)
+            used, out = used - 1, out - adds[name]
+        else:
+            domains.take(by_node[m["spec"]["nodeName"]], adds[name])
+    queue: list[tuple[str, str]] = []  # (name, the full domain keeping it waiting, "" for the pool)
+    pool_full = window is not None and not window.open
+    for m in waiting:
+        name, node_obj = m["metadata"]["name"], by_node[m["spec"]["nodeName"]]
+        if model.gave_back(m):  # counts for nothing and keeps nobody waiting
+            verdicts[name] = Verdict(kind=VerdictKind.GIVEN_BACK, policy=policy)
+        elif name in granted:  # granted before, counted above; under windowEnd Pause it may take its node, not drain it
+            verdicts[name] = with_slot(policy, window)
+        elif pool_full or not ((parallel is None or used + 1 <= parallel) and (limit is None or not adds[name] or out + adds[name] <= limit)):
+            pool_full = True  # the first that does not fit the pool keeps every later one waiting
+            queue.append((name, ""))
+        elif full := domains.full(node_obj, adds[name]):  # keeps only the later ones of that domain waiting
+            queue.append((name, full))
+        else:
+            used, out = used + 1, out + adds[name]
+            domains.take(node_obj, adds[name])
+            verdicts[name] = Verdict(kind=VerdictKind.ADMITTED, policy=policy)
+    closed = window is not None and not window.open
+    for position, (name, full) in enumerate(queue, start=1):
+        if closed and window is not None:
+            verdicts[name] = Verdict(kind=VerdictKind.CLOSED, policy=policy, position=position, queued=len(queue),
+                                     why="; ".join(policy.invalid_windows), opens=window.next_opens)
+        else:
+            verdicts[name] = Verdict(kind=VerdictKind.WAITING, policy=policy, position=position, queued=len(queue), full=full)
+    summary = Summary(selected=len(by_node), max_parallel=parallel, max_unavailable=limit, in_maintenance=len(held),
+                      unavailable=len(down), queue=tuple(name for name, _ in queue), conflicts=conflicts,
+                      borrowed=hooks.borrowed_identities(policy.hook_templates), window=window,
+                      misplaced=hooks.misplacements(policy.hook_namespaces, operator_namespace), invalid_windows=policy.invalid_windows)
+    return PoolDecision(verdicts=verdicts, summary=summary)
 
 
 class _Domains:

@@ -343,10 +343,10 @@ def test_a_maintenance_whose_policies_are_not_read_yet_holds_without_a_watch_of_
     scenario(api, body)
 
 
-def test_a_burst_of_changes_is_decided_once_and_told_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_burst_of_changes_is_decided_once_and_told_at_once() -> None:
     """A thousand NodeMaintenances created at once, or many nodes changing together, cost one decision per turn
     of the loop, not one per change: the watches' events of one read are decided together."""
-    api, told, decided = pool_api(), list[Collection[str] | None](), list[tuple[Any, ...]]()
+    api, told = pool_api(), list[Collection[str] | None]()
 
     async def run() -> None:
         policies = Policies(api, "operator-ns", told.append)
@@ -355,20 +355,59 @@ def test_a_burst_of_changes_is_decided_once_and_told_at_once(monkeypatch: pytest
             policies.decisions.decision()
             await asyncio.sleep(0)
             told.clear()
-            def counted(*args: Any, **kw: Any) -> Any:
-                decided.append(args)
-                return real(*args, **kw)
-
-            monkeypatch.setattr(line, "decide", counted)
+            before = sum(policies.decisions.decided.values())
             for name in POOL:
                 relabelled = dict(api.objects[node_path(name)], metadata={"name": name, "labels": {"pool": "a", "rack": name}})
                 policies.feed(Watched.NODES, "MODIFIED", relabelled)
-            assert decided == [] and told == []  # nothing yet: more may come in the same turn
+            assert sum(policies.decisions.decided.values()) == before and told == []  # nothing yet: more may come in the same turn
             await asyncio.sleep(0)
-            assert len(decided) == 1 and told == [sorted(f"nm-{name}" for name in POOL)]  # each node's maintenance, told once
+            # The pool's line decided once, and each node's maintenance told once.
+            assert sum(policies.decisions.decided.values()) == before + 1 and told == [sorted(f"nm-{name}" for name in POOL)]
         finally:
             await policies.stop()
-    real = line.decide
+    asyncio.run(run())
+
+
+def test_a_change_in_one_pool_re_decides_only_that_pool() -> None:
+    """A fleet's decision costs what changed: a node or a NodeMaintenance of one pool decides that pool's line again,
+    and the other pool's decision is kept; a node moving between pools decides both, and so does a change of a policy.
+    Whatever was decided again, the verdicts are those of a decision of the whole cluster made afresh."""
+    api = pool_api()
+    api.objects[policy_path("other")] = nm_policy("other", generation=1, resource_version="1", node_selector={"matchLabels": {"pool": "b"}}, maxParallel=1)
+    for name in ("m1", "m2"):
+        api.objects[node_path(name)] = runtime_node(name, labels={"pool": "b"})
+        api.objects[nm_path(f"nm-{name}")] = runtime_nm(f"nm-{name}", name, created="2026-01-01T01:00:00Z")
+
+    async def run() -> None:
+        policies = Policies(api, "operator-ns", lambda _names: None)
+        decisions = policies.decisions
+        try:
+            await read(policies)
+            decisions.decision()
+
+            def after(kind: Watched, obj: dict[str, Any]) -> dict[str, int]:
+                """Which pools one change decided again, once the decision is asked for."""
+                before = dict(decisions.decided)
+                policies.feed(kind, "MODIFIED" if kind != Watched.MAINTENANCES or f"/{obj['metadata']['name']}" in watches_of(policies).objects(kind) else "ADDED", obj)
+                verdicts = decisions.decision().verdicts
+                watches = watches_of(policies)
+                afresh = line.decide(watches.policies(), watches.objects(Watched.NODES).values(), watches.objects(Watched.MAINTENANCES).values(),
+                                     {name: v.policy.name for name, v in verdicts.items() if v.kind == VerdictKind.ADMITTED and v.policy is not None},
+                                     now=timestamps.now())
+                assert {n: (v.kind, v.position) for n, v in verdicts.items()} == {n: (v.kind, v.position) for n, v in afresh.verdicts.items()}
+                return {name: count - before.get(name, 0) for name, count in decisions.decided.items() if count != before.get(name, 0)}
+
+            assert decisions.decision().verdicts["nm-m1"].kind == VerdictKind.ADMITTED
+            assert after(Watched.NODES, runtime_node("m2", labels={"pool": "b"}, unschedulable=True)) == {"other": 1}
+            assert after(Watched.NODES, runtime_node("n3", labels={"pool": "a", "zone": "z"})) == {"pool": 1}
+            assert after(Watched.MAINTENANCES, runtime_nm("nm-n3b", "n3", created="2026-01-01T02:00:00Z")) == {"pool": 1}
+            assert after(Watched.NODES, runtime_node("n4", labels={"pool": "b"})) == {"pool": 1, "other": 1}  # moved between pools
+            moved = decisions.decision().verdicts["nm-n4"].policy
+            assert moved is not None and moved.name == "other"
+            changed = nm_policy("other", generation=2, resource_version="2", node_selector={"matchLabels": {"pool": "b"}}, maxParallel=2)
+            assert after(Watched.POLICIES, changed) == {"pool": 1, "other": 1}
+        finally:
+            await policies.stop()
     asyncio.run(run())
 
 

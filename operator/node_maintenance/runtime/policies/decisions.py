@@ -1,22 +1,28 @@
 """The policies' decision, made once for every burst of changes, and whom it moved.
 
-The decision (``policy.line.decide``) is kept until something it reads changes. After a change of one object, the
-maintenances it touches and those whose standing it changed are told (a place in line aside, which they look at now
-and then): a thousand in line are not all woken by every node their policy takes or gives back. A burst of changes
-is decided once, before the event loop's next turn. Timers decide again at the next window boundary of any policy,
-and when the soonest waitForHealthy cap passes.
+The decision is kept until something it reads changes, pool by pool: each policy's line is decided apart
+(``policy.line.decide_pool``), and a change re-decides only the pools it touches (the lines of the policies selecting
+the node it concerns, before and after), so a fleet's decision costs what changed, not the whole cluster. A change of
+a policy, a listing, a window's boundary or the policies becoming known re-decide every pool; a pool whose recovering
+nodes (waitForHealthy) changed is decided again too. After a change of one object, the maintenances it touches and
+those whose standing it changed are told (a place in line aside): a thousand in line are not all woken by every node
+their policy takes or gives back. A burst of changes is decided once, before the event loop's next turn. Timers
+decide again at the next window boundary of any policy, and when the soonest waitForHealthy cap passes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import datetime
 from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from node_maintenance.api import timestamps
 from node_maintenance.drain import memory
-from node_maintenance.policy import line, verdicts, wording
+from node_maintenance.policy import line, model, verdicts, wording
+from node_maintenance.policy.windows import WindowState
 from node_maintenance.runtime.policies.recovery import Recovery
 from node_maintenance.runtime.policies.watches import PolicyWatches, Watched
 
@@ -30,6 +36,16 @@ class Known(Protocol):
     def served(self) -> bool: ...
 
     def unknown(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class Decided:
+    """One pool's last decision and what it was decided from beyond its pool's objects (a change of any decides it again)."""
+
+    policy: model.Policy
+    recovering: Mapping[str, Mapping[str, Any] | None]
+    window: WindowState | None  # where its windows stood: past a boundary it is decided again
+    decision: line.PoolDecision
 
 
 class Decisions:
@@ -48,7 +64,11 @@ class Decisions:
         self._telling: asyncio.Handle | None = None
         self._boundary: asyncio.TimerHandle | None = None  # decides again when the next window opens or closes
         self._cap: asyncio.TimerHandle | None = None  # decides again when the soonest waitForHealthy cap passes
-        self._admitted: dict[str, str] = {}  # granted a slot by the last decision, and by which policy: it stands until taken or given back
+        self._admitted: dict[str, frozenset[str]] = {}  # by policy, granted a slot by its last decision: it stands until taken or given back
+        self._pools: dict[str, Decided] = {}  # each policy's line as last decided
+        self._dirty: set[str] | None = None  # the pools a change touched since (None: every one)
+        self.decided: collections.Counter[str] = collections.Counter()  # how many times each policy's line was decided
+        self._decided_at: datetime.datetime | None = None  # the time the decision kept was made at
         self.watches: PolicyWatches | None = None
         self.recovery: Recovery | None = None
         self.stored_status: Callable[[str], Mapping[str, Any]] = lambda _name: {}
@@ -63,6 +83,7 @@ class Decisions:
                 timer.cancel()
         self._telling = self._boundary = self._cap = None
         self._decision, self._admitted, self._seen, self._to_tell, self._blind = None, {}, {}, set(), False
+        self._pools, self._dirty = {}, None
         self.watches = self.recovery = None
 
     # ----------------------------------------------------------------- hearing of changes
@@ -73,17 +94,23 @@ class Decisions:
 
     def changed_all(self) -> None:
         """A policy or hook Job changed, or a watch listed: any maintenance's say may have changed."""
+        self._dirty = None
         self.invalidate()
         if self.known.served:
             self._all_told = True
             self.on_change(None)
 
-    def changed(self, key: str | None, touched: set[str]) -> None:
+    def changed(self, key: str | None, touched: set[str], pools: Collection[str] | None = ()) -> None:
         """After a change of one object (``key``; None: a listing), tell the maintenances ``touched`` by it and those
-        whose standing it changed."""
+        whose standing it changed; ``pools``: the policies whose line it may move (None: any; none: only those whose
+        recovering nodes changed, which every decision compares)."""
         if key is None or not self.known.served or self.known.unknown():
             self.changed_all()
             return
+        if pools is None:
+            self._dirty = None
+        elif self._dirty is not None:
+            self._dirty.update(pools)
         self.invalidate()
         self._tell(touched)
 
@@ -119,28 +146,59 @@ class Decisions:
         if self._decision is None or (self._blind and known):
             assert self.watches is not None and self.recovery is not None, "decided only while the policies are served"
             policies = self.watches.policies()
-            governing = self.watches.governing()
             now = timestamps.now()
             judged = self.recovery.judge(policies, self.stored_status, now, self.watches.held)
             self._wake_at_cap(judged.expires_in)
-            self._decision = line.decide(policies, self.watches.objects(Watched.NODES).values(),
-                                         self.watches.objects(Watched.MAINTENANCES).values(), self._admitted, governing,
-                                         judged.recovering, now=now, operator_namespace=self.known.namespace)
+            dirty = None if self._blind and known else self._dirty
+            self._dirty = set()
+            moved: set[str] = set()  # the maintenances of the pools decided again, and of those gone
+            for gone in self._pools.keys() - {p.name for p in policies}:
+                moved.update(self._pools.pop(gone).decision.verdicts)
+                self._admitted.pop(gone, None)
+            for policy in policies:
+                recovering, window = self.watches.nodes_named(judged.recovering.get(policy.name, ())), policy.window(now)
+                kept = self._pools.get(policy.name)
+                if kept is not None and dirty is not None and policy.name not in dirty and (kept.policy, kept.recovering, kept.window) == (policy, recovering, window):
+                    continue
+                pool = self.watches.pool(policy, self._admitted.get(policy.name, frozenset()), recovering)
+                decided = line.decide_pool(pool, self.watches.exists, now=now, operator_namespace=self.known.namespace)
+                self.decided[policy.name] += 1
+                self._pools[policy.name] = Decided(policy, recovering, window, decided)
+                moved.update(decided.verdicts, kept.decision.verdicts if kept is not None else ())
+                # A grant stands once made (policy.line); one made from what a watch that failed, or has not listed,
+                # last showed is not made: an older maintenance it never brought may be first in line (its status is
+                # written meanwhile, and the drains hold while the policies are unknown). Grants made before are kept
+                # only while this decision still admits them (a maintenance deleted meanwhile gives its grant up), and
+                # every pool is decided again as soon as the policies are known, whatever made them known.
+                admitted = frozenset(name for name, v in decided.verdicts.items() if v.kind == verdicts.VerdictKind.ADMITTED)
+                self._admitted[policy.name] = admitted if known else admitted & self._admitted.get(policy.name, frozenset())
+            merged: dict[str, verdicts.Verdict] = {}
+            for policy in policies:  # in name order: one in conflict keeps the last policy's verdict
+                merged.update(self._pools[policy.name].decision.verdicts)
+            self._decision = verdicts.Decision(verdicts=merged, summaries={p.name: self._pools[p.name].decision.summary for p in policies})
             self._wake_at_boundary(self._decision, now)
-            # A grant stands once made (policy.line); one made from what a watch that failed, or has not listed, last
-            # showed is not made: an older maintenance it never brought may be first in line (its status is written
-            # meanwhile, and the drains hold while the policies are unknown). Grants made before are kept only while
-            # this decision still admits them (a maintenance deleted meanwhile gives its grant up), and the decision
-            # is made again as soon as the policies are known, whatever made them known.
-            admitted = {name: v.policy.name for name, v in self._decision.verdicts.items()
-                        if v.kind == verdicts.VerdictKind.ADMITTED and v.policy is not None}
-            self._admitted = admitted if known else {name: p for name, p in self._admitted.items() if admitted.get(name) == p}
-            self._blind = not known
-            before, after, self._seen = self._seen, self._decision.verdicts, self._decision.verdicts
+            self._blind, self._decided_at = not known, now
+            before, self._seen = self._seen, merged
             if not self._all_told:  # those it moved are told; a decision made after every one was told need not
-                self._tell({n for n in before.keys() | after.keys() if verdicts.acted_on(before.get(n)) != verdicts.acted_on(after.get(n))})
+                self._tell({n for n in moved if verdicts.acted_on(before.get(n)) != verdicts.acted_on(merged.get(n))})
             self._all_told = False
         return self._decision
+
+    @property
+    def current(self) -> verdicts.Decision | None:
+        """The decision kept, while nothing it read has changed since and it was made with the policies known; else None."""
+        return self._decision if not self._blind else None
+
+    def afresh(self) -> verdicts.Decision:
+        """The whole cluster decided anew, every pool at once (``line.decide``), from what the decision kept read: its
+        grants, its recovering nodes, its time. Deciding pool by pool must give the same whatever changed, and the
+        search checks that it does after every step (``simulation.pooled``)."""
+        assert self.watches is not None and self._decided_at is not None, "asked of a decision kept"
+        watches = self.watches
+        admitted = {name: policy for policy, names in self._admitted.items() for name in names}
+        recovering = {policy: list(pool.recovering) for policy, pool in self._pools.items()}
+        return line.decide(watches.policies(), watches.objects(Watched.NODES).values(), watches.objects(Watched.MAINTENANCES).values(),
+                           admitted, watches.governing(), recovering, now=self._decided_at, operator_namespace=self.known.namespace)
 
     def _wake_at_boundary(self, decision: verdicts.Decision, now: datetime.datetime) -> None:
         """At the next window's opening or end of any policy, decide again and tell every maintenance: those in line
