@@ -22,11 +22,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from devcluster.operator import OperatorProcess
 from node_maintenance.api import GROUP, KIND, POLICY
 from node_maintenance.api.paths import POLICY_VERSION, nm_path, node_path, policy_path
 from node_maintenance.client.async_http import AsyncKube
 from node_maintenance.client.errors import NotFound
+from node_maintenance.runtime import metrics
 
 from . import drains
 from .cluster import OPERATOR_USER, AuditCounter, BenchCluster
@@ -45,6 +48,10 @@ WINDOW_SECONDS = 2
 Seen = Callable[[str, dict[str, Any]], None]
 # How the audit log stamps a request (UTC, to the microsecond).
 STAMP = "%Y-%m-%dT%H:%M:%S.%fZ"
+# The operator's metrics of its policies' decisions, by family name (a counter's without its _total), in the order
+# _per_change reads them.
+DECISION_METRICS = tuple(family.name for counter in (metrics.POLICY_CHANGES, metrics.LINES_DECIDED, metrics.DECISION_SECONDS)
+                         for family in counter.describe())
 
 
 async def listed(api: AsyncKube, path: str, query: dict[str, str]) -> tuple[list[dict[str, Any]], str]:
@@ -200,9 +207,11 @@ class Fleet:
             async with Peaks(self.operator) as before:
                 await asyncio.sleep(WINDOW_SECONDS)
             self.audit.mark()
+            decided = await self.decisions()
             async with Peaks(self.operator, 0.2) as whole:
                 queued = await self.queue_all(before)
                 await self.drain_first()
+            self.result["decisions"] = _per_change(decided, await self.decisions())
             await self.restart()
             await asyncio.gather(*self.queue.deleting)
             told = await self.events()
@@ -218,6 +227,16 @@ class Fleet:
         self.count_requests(queued, told, ended)
         self.result["cordoned"] = {"most": self.cordons.most, "events": self.cordons.events, "cordons": self.cordons.cordons}
         return self.result
+
+    async def decisions(self) -> dict[str, float]:
+        """The policies' decisions so far, as the operator's /metrics counts them: the changes heard, the lines decided
+        and the CPU seconds they took."""
+        text = await asyncio.to_thread(self.operator.metrics)
+        counts = dict.fromkeys(DECISION_METRICS, 0.0)
+        for family in text_string_to_metric_families(text):
+            if family.name in DECISION_METRICS:
+                counts[family.name] += sum(sample.value for sample in family.samples if sample.name.endswith("_total"))
+        return counts
 
     async def kubectl_wave(self) -> None:
         """The reference of the first wave: ``parallel`` `kubectl drain`s at once, one a node, on as many nodes of the
@@ -361,6 +380,14 @@ class Fleet:
 async def _in_force(api: AsyncKube) -> bool:
     """A policy holds back new maintenances once the operator has read it: its status says so."""
     return (await _policy_status(api)).get("observedGeneration") == 1
+
+
+def _per_change(before: dict[str, float], after: dict[str, float]) -> dict[str, Any]:
+    """What each change cost the policies' decisions while the fleet queued and its first nodes drained."""
+    changes, lines, cpu = (after[name] - before[name] for name in DECISION_METRICS)
+    return {"changes": int(changes), "lines_decided": int(lines), "cpu_seconds": round(cpu, 3),
+            "cpu_ms_per_change": round(1000 * cpu / changes, 3) if changes else None,
+            "cpu_ms_per_line": round(1000 * cpu / lines, 3) if lines else None}
 
 
 def _drain_counts(counts: Counter[str]) -> Counter[str]:

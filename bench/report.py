@@ -175,6 +175,10 @@ def _fleet(console: Console, fleet: dict[str, Any]) -> None:
                   f"NodeMaintenance median {told['median']}, most {told['max']}; {requests['per_node_total']} per drained node over the "
                   f"fleet, {requests['per_node_beyond_evictions']} besides its evictions ({fleet['drained']} drained; "
                   f"{json.dumps(requests['per_node'], sort_keys=True)})")
+    decisions = fleet["decisions"]
+    console.print(f"the policies' decisions while the fleet queued and its first nodes drained: {decisions['changes']} changes heard, "
+                  f"{decisions['lines_decided']} lines decided, {decisions['cpu_seconds']} s of CPU: {decisions['cpu_ms_per_change']} ms "
+                  f"per change, {decisions['cpu_ms_per_line']} ms per line decided")
     restart = fleet["restart"]
     console.print(f"restarted in the middle of the fleet: ready after {restart['ready_seconds']} s, first eviction after "
                   f"{restart['first_eviction_seconds']} s, RSS until then {restart['rss_mib']} MiB")

@@ -63,6 +63,14 @@ def test_smoke_fleet_keeps_each_wait_in_line_within_three_requests(smoke_report:
     assert waits["taken"] >= 25 and waits["max"] <= 3, waits
 
 
+def test_smoke_fleet_reports_what_the_policies_decisions_cost(smoke_report: dict[str, Any]) -> None:
+    decisions = smoke_report["fleet"]["decisions"]
+    # Read from the operator's /metrics: every NodeMaintenance created was a change heard, and a burst of changes is
+    # decided once, so the fleet's one line was decided at most once per change.
+    assert decisions["changes"] >= 200 and 1 <= decisions["lines_decided"] <= decisions["changes"], decisions
+    assert decisions["cpu_seconds"] > 0 and decisions["cpu_ms_per_change"] is not None, decisions
+
+
 def test_smoke_timeline_times_every_wave(smoke_report: dict[str, Any]) -> None:
     timeline = smoke_report["timeline"]
     # 30 pods: two Deployments of 10 under `maxUnavailable: 1` budgets, so nine releases of each budget between its

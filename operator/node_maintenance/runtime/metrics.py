@@ -14,6 +14,13 @@ DRAIN_SECONDS = Histogram(
     buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600),
 )
 
+# The policies' decisions: what they cost as a fleet grows (a change should decide again only the lines it touches).
+POLICY_CHANGES = Counter("node_maintenance_policy_changes_total",
+                         "Changes the policies' watches brought to their decisions: a node, a NodeMaintenance, a policy, a hook Job, a listing")
+LINES_DECIDED = Counter("node_maintenance_policy_lines_decided_total", "Times a NodeMaintenancePolicy's line was decided", ["policy"])
+DECISION_SECONDS = Counter("node_maintenance_policy_decision_cpu_seconds_total",
+                           "CPU time the policies' decisions took (each burst of changes is decided once)")
+
 
 class Active:
     """The NodeMaintenances holding their node, behind the ``ACTIVE`` gauge.

@@ -13,8 +13,8 @@ decide again at the next window boundary of any policy, and when the soonest wai
 from __future__ import annotations
 
 import asyncio
-import collections
 import datetime
+import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -23,6 +23,7 @@ from node_maintenance.api import timestamps
 from node_maintenance.drain import memory
 from node_maintenance.policy import line, model, verdicts, wording
 from node_maintenance.policy.windows import WindowState
+from node_maintenance.runtime import metrics
 from node_maintenance.runtime.policies.recovery import Recovery
 from node_maintenance.runtime.policies.watches import PolicyWatches, Watched
 
@@ -67,7 +68,6 @@ class Decisions:
         self._admitted: dict[str, frozenset[str]] = {}  # by policy, granted a slot by its last decision: it stands until taken or given back
         self._pools: dict[str, Decided] = {}  # each policy's line as last decided
         self._dirty: set[str] | None = None  # the pools a change touched since (None: every one)
-        self.decided: collections.Counter[str] = collections.Counter()  # how many times each policy's line was decided
         self._decided_at: datetime.datetime | None = None  # the time the decision kept was made at
         self.watches: PolicyWatches | None = None
         self.recovery: Recovery | None = None
@@ -94,6 +94,7 @@ class Decisions:
 
     def changed_all(self) -> None:
         """A policy or hook Job changed, or a watch listed: any maintenance's say may have changed."""
+        metrics.POLICY_CHANGES.inc()
         self._dirty = None
         self.invalidate()
         if self.known.served:
@@ -107,6 +108,7 @@ class Decisions:
         if key is None or not self.known.served or self.known.unknown():
             self.changed_all()
             return
+        metrics.POLICY_CHANGES.inc()
         if pools is None:
             self._dirty = None
         elif self._dirty is not None:
@@ -116,11 +118,13 @@ class Decisions:
 
     def workload_changed(self, key: str | None) -> None:
         """A workload a recovering node waits for changed: judged again (those in line told if that moves them)."""
-        self.invalidate()
-        if self.known.served and key is not None:
-            self._tell(set())
-        elif self.known.served:
+        if self.known.served and key is None:
             self.changed_all()
+            return
+        metrics.POLICY_CHANGES.inc()
+        self.invalidate()
+        if self.known.served:
+            self._tell(set())
 
     def _tell(self, names: set[str]) -> None:
         self._to_tell |= names
@@ -145,6 +149,7 @@ class Decisions:
         known = self._known()
         if self._decision is None or (self._blind and known):
             assert self.watches is not None and self.recovery is not None, "decided only while the policies are served"
+            started = time.thread_time()
             policies = self.watches.policies()
             now = timestamps.now()
             judged = self.recovery.judge(policies, self.stored_status, now, self.watches.held)
@@ -162,7 +167,7 @@ class Decisions:
                     continue
                 pool = self.watches.pool(policy, self._admitted.get(policy.name, frozenset()), recovering)
                 decided = line.decide_pool(pool, self.watches.exists, now=now, operator_namespace=self.known.namespace)
-                self.decided[policy.name] += 1
+                metrics.LINES_DECIDED.labels(policy.name).inc()
                 self._pools[policy.name] = Decided(policy, recovering, window, decided)
                 moved.update(decided.verdicts, kept.decision.verdicts if kept is not None else ())
                 # A grant stands once made (policy.line); one made from what a watch that failed, or has not listed,
@@ -182,6 +187,7 @@ class Decisions:
             if not self._all_told:  # those it moved are told; a decision made after every one was told need not
                 self._tell({n for n in moved if verdicts.acted_on(before.get(n)) != verdicts.acted_on(merged.get(n))})
             self._all_told = False
+            metrics.DECISION_SECONDS.inc(time.thread_time() - started)
         return self._decision
 
     @property
