@@ -13,7 +13,7 @@ import aiohttp
 import orjson
 
 from node_maintenance.client.credentials import Credentials
-from node_maintenance.client.errors import NotFound, NotLeading, Unreachable, api_error
+from node_maintenance.client.errors import NotFound, NotLeading, Silent, Unreachable, api_error
 from node_maintenance.client.http import JSON, MERGE_PATCH, READS, REQUEST_TIMEOUT_SECONDS, answer, prepare, unreachable
 
 # Watch events are one JSON object a line; a line holds one whole object.
@@ -110,9 +110,11 @@ class AsyncKube:
 
     async def watch(self, path: str, query: dict[str, str], on_open: Callable[[], None] | None = None) -> AsyncIterator[dict[str, Any]]:
         """The events of one watch request until the server ends it; an ERROR event raises its typed error, and
-        WATCH_INACTIVITY_SECONDS without a byte (bookmarks included) raise Unreachable: a connection dropped
-        without a reset never ends otherwise. ``on_open`` is called once the server has accepted the watch."""
+        WATCH_INACTIVITY_SECONDS without a byte (bookmarks included) raise Silent once the server had accepted the
+        watch (Unreachable before): a connection dropped without a reset never ends otherwise. ``on_open`` is called
+        once the server has accepted the watch."""
         prepared = prepare(self.credentials, path, {**query, "watch": "true"}, None, JSON)
+        accepted = False
         try:
             async with self._session(Pool.WATCHES).get(
                 prepared.url, headers=prepared.headers,
@@ -120,6 +122,7 @@ class AsyncKube:
             ) as response:
                 if response.status != 200:
                     answer(response.status, response.reason or "", await response.read(), None)
+                accepted = True
                 if on_open:
                     on_open()
                 while line := await response.content.readuntil(b"\n", max_size=MAX_EVENT_BYTES):
@@ -130,6 +133,8 @@ class AsyncKube:
                         status = event.get("object") or {}
                         raise api_error(int(status.get("code") or 500), str(status.get("reason", "")), status)
                     yield event
+        except TimeoutError as error:  # no byte for WATCH_INACTIVITY_SECONDS: silent once accepted
+            raise (Silent(f"nothing heard for {WATCH_INACTIVITY_SECONDS:.0f}s") if accepted else unreachable(error)) from None
         except _NO_ANSWER as error:
             raise unreachable(error) from None
         except ValueError as error:  # a line cut short

@@ -25,6 +25,12 @@ class Unreachable(KubeError):
     answer was cut short. Whether the request took effect is unknown."""
 
 
+class Silent(Unreachable):
+    """A watch the API server had accepted sent nothing, not even a bookmark, for a while: its connection may be gone,
+    or the server had nothing to say (it sends no bookmark for a kind nobody has written since it started, such as
+    Jobs in a cluster that never ran one). Nothing is lost: the watch resumes from the last version it saw."""
+
+
 class NotLeading(KubeError):
     """A write refused before it was sent: this replica no longer leads (its Lease renewal failed), and
     another may take over at any moment."""

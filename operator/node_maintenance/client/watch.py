@@ -2,7 +2,8 @@
 
 The watch resumes from the last resourceVersion it saw (bookmarks included) when the server ends
 it, and lists again only when that version is gone (410). While a list or watch fails, ``failure`` says
-why: what is kept may be stale until the server has accepted a watch again. Callers are told of every change of what
+why: what is kept may be stale until the server has accepted a watch again. A watch that fell silent resumes at once,
+and counts as failing only if resuming fails. Callers are told of every change of what
 they keep of the objects (``slim``) through a callback, with the "namespace/name" of the object that changed;
 they read ``objects`` (or one namespace's, indexed) then.
 """
@@ -16,7 +17,7 @@ from typing import Any, cast
 from urllib.parse import urlencode
 
 from node_maintenance.api.objects import key_of
-from node_maintenance.client.errors import Gone
+from node_maintenance.client.errors import Gone, Silent
 from node_maintenance.client.pages import PAGE
 from node_maintenance.client.protocol import KubeApi
 
@@ -70,6 +71,12 @@ class Mirror:
             except Gone:
                 log.info("watch of %s expired (410 Gone): listing again", self.name)
                 version, expired = None, True  # too old to resume from: list again, no older than that
+            except Silent as error:
+                # Resumed at once from the last version seen, which replays whatever a gone connection missed: the
+                # objects count as stale only if that fails. Declaring them stale now would hold, and reword, every
+                # maintenance in line for the instant a reconnect takes, each time an idle watch (hook Jobs in a
+                # cluster that never ran one get no bookmark) reaches the inactivity timeout.
+                log.info("watch of %s failed silently, resuming at once from where it stood: %s", self.name, error)
             except asyncio.CancelledError:
                 raise
             except Exception as error:  # the server may be briefly away; resume from where we were

@@ -11,6 +11,7 @@ import pytest
 
 from node_maintenance.api.paths import PODS
 from node_maintenance.client import watch
+from node_maintenance.client.errors import Silent
 from tests.unit.builders import FakeApi
 
 
@@ -74,3 +75,26 @@ def test_a_listing_that_makes_the_objects_current_again_says_so(caplog: pytest.L
     with caplog.at_level(logging.INFO, logger=watch.__name__):
         _run_until_idle(watch.Mirror(kube, PODS, lambda _: None), kube)
     assert _said(caplog) == [f"watch of {PODS} failed, resuming", f"watch of {PODS} is current again"], _said(caplog)
+
+
+def test_a_silent_watch_resumes_at_once_and_what_it_keeps_never_counts_as_stale(caplog: pytest.LogCaptureFixture) -> None:
+    # An idle watch reaches the inactivity timeout (the API server sends no bookmark for a kind nobody wrote since
+    # it started). Resuming from where it stood loses nothing, so the objects never count as stale and the caller is
+    # not told to look at everything again: the policies would otherwise hold, and reword, every maintenance in line.
+    kube = FakeApi()
+    kube.script("GET", PODS, {"metadata": {"resourceVersion": "1"}, "items": []})
+    kube.script_watch(PODS, [Silent("nothing heard for 90s")], [{"type": "ADDED", "object": {"metadata": {"name": "p", "namespace": "ns", "resourceVersion": "2"}}},
+                                                                Silent("nothing heard for 90s")])
+    told: list[str | None] = []
+    stale: list[str] = []
+
+    def changed(key: str | None) -> None:
+        told.append(key)
+        stale.append(mirror.failure)
+
+    mirror = watch.Mirror(kube, PODS, changed)
+    with caplog.at_level(logging.INFO, logger=watch.__name__):
+        _run_until_idle(mirror, kube)
+    assert told == [None, "ns/p"] and stale == ["", ""], (told, stale)  # the first listing, then the one change
+    assert [(call.query or {}).get("resourceVersion") for call in kube.calls_to("WATCH")] == ["1", "1", "2"]  # resumed where it stood
+    assert _said(caplog).count(f"watch of {PODS} failed silently, resuming at once from where it stood: nothing heard for 90s") == 2

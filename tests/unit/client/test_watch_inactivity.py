@@ -1,4 +1,4 @@
-"""A watch whose connection goes silent ends: a connection dropped without a reset (a NAT or load balancer
+"""A watch whose connection goes silent ends, saying it fell silent (it resumes at once from where it stood): a connection dropped without a reset (a NAT or load balancer
 forgetting it) sends nothing more, and only the silence tells. The API server sends a bookmark about
 once a minute, so WATCH_INACTIVITY_SECONDS without a byte means the connection is gone."""
 
@@ -13,13 +13,13 @@ from aiohttp import web
 from node_maintenance.client import async_http
 from node_maintenance.client.async_http import AsyncKube
 from node_maintenance.client.credentials import Credentials
-from node_maintenance.client.errors import Unreachable
+from node_maintenance.client.errors import Silent
 from tests.unit.serving import serving
 
 EVENT = {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "5"}}}
 
 
-def test_a_watch_silent_for_the_inactivity_timeout_raises_unreachable(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_watch_silent_for_the_inactivity_timeout_raises_silent(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(async_http, "WATCH_INACTIVITY_SECONDS", 0.5)
     opened: list[str] = []
     done = asyncio.Event()
@@ -41,7 +41,7 @@ def test_a_watch_silent_for_the_inactivity_timeout_raises_unreachable(monkeypatc
                     events.append(event)
 
             try:
-                with pytest.raises(Unreachable):
+                with pytest.raises(Silent):
                     await follow()
             finally:
                 done.set()
