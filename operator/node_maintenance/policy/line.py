@@ -82,6 +82,17 @@ def live(maintenances: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
                   key=order)
 
 
+def pool(policy: model.Policy, selected: Iterable[str], node: Callable[[str], Mapping[str, Any]], selecting: Mapping[str, tuple[str, ...]],
+         on_node: Callable[[str], Iterable[Mapping[str, Any]]], admitted: Collection[str],
+         recovering: Mapping[str, Mapping[str, Any] | None]) -> Pool:
+    """``policy``'s pool: the nodes it selects (``selected``, each read through ``node``), who selects each of them, and
+    the live maintenances on them (``on_node``: a node's maintenances) in line order. The one rule both deciders gather
+    a pool by: ``decide`` from the whole cluster, the operator's decisions from what their watches index."""
+    names = sorted(selected)
+    return Pool(policy=policy, nodes={name: node(name) for name in names}, maintenances=live(m for name in names for m in on_node(name)),
+                selecting={name: selecting[name] for name in names}, admitted=admitted, recovering=recovering)
+
+
 def decide(policies: Iterable[model.Policy], node_list: Iterable[Mapping[str, Any]], maintenances: Iterable[Mapping[str, Any]],
            admitted: Mapping[str, str] | None = None, governed: Mapping[str, tuple[str, ...]] | None = None,
            recovering: Mapping[str, Collection[str]] | None = None, *, now: datetime.datetime, operator_namespace: str = "") -> Decision:
@@ -99,16 +110,16 @@ def decide(policies: Iterable[model.Policy], node_list: Iterable[Mapping[str, An
     exists = {m["metadata"]["name"] for m in maintenances}.__contains__
     by_node = {n["metadata"]["name"]: n for n in node_list}
     selecting = governed if governed is not None else {name: model.governing(policies, node) for name, node in by_node.items()}
-    lines = live(maintenances)
+    on_node: dict[str, list[Mapping[str, Any]]] = {}
+    for m in maintenances:
+        on_node.setdefault(str((m.get("spec") or {}).get("nodeName") or ""), []).append(m)
     verdicts: dict[str, Verdict] = {}
     summaries: dict[str, Summary] = {}
     for policy in policies:
-        nodes = {name: n for name, n in by_node.items() if policy.name in selecting[name]}
-        pool = Pool(policy=policy, nodes=nodes, maintenances=[m for m in lines if str((m.get("spec") or {}).get("nodeName") or "") in nodes],
-                    selecting={name: selecting[name] for name in nodes},
-                    admitted={name for name, p in (admitted or {}).items() if p == policy.name},
-                    recovering={name: by_node.get(name) for name in (recovering or {}).get(policy.name, ())})
-        decided = decide_pool(pool, exists, now=now, operator_namespace=operator_namespace)
+        gathered = pool(policy, (name for name in by_node if policy.name in selecting[name]), by_node.__getitem__, selecting,
+                        lambda name: on_node.get(name, ()), {name for name, p in (admitted or {}).items() if p == policy.name},
+                        {name: by_node.get(name) for name in (recovering or {}).get(policy.name, ())})
+        decided = decide_pool(gathered, exists, now=now, operator_namespace=operator_namespace)
         verdicts.update(decided.verdicts)
         summaries[policy.name] = decided.summary
     return Decision(verdicts=verdicts, summaries=summaries)

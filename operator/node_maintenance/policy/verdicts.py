@@ -8,6 +8,7 @@ whenever one is admitted, and waking all of them each time would cost as much as
 from __future__ import annotations
 
 import datetime
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -72,5 +73,5 @@ class Summary:
 
 @dataclass(frozen=True)
 class Decision:
-    verdicts: dict[str, Verdict]  # NodeMaintenance name -> verdict
+    verdicts: Mapping[str, Verdict]  # NodeMaintenance name -> verdict
     summaries: dict[str, Summary]  # policy name -> summary

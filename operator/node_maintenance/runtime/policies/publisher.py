@@ -112,5 +112,5 @@ class StatusPublisher:
             await status_writes.write_status(self.kube, policy_path(name), body["metadata"]["resourceVersion"], status)
             self._written[name] = status
             if was - health.listed(status):  # a node's slot, kept while the status listed it, is free now
-                self.decisions.changed("", set())
+                self.decisions.recovery_changed()
         self.recovery.written(name, snapshot.given_back, snapshot.gave_up)  # the status holds them from now on

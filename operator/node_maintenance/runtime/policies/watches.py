@@ -32,6 +32,7 @@ from node_maintenance.client.protocol import KubeApi
 from node_maintenance.client.watch import Mirror
 from node_maintenance.drain.nodes import holder_of, live_holder, policy_of
 from node_maintenance.policy import hooks, line, model
+from node_maintenance.runtime.policies.relation import Relation
 
 # How long a policy deleted still paces and protects what it governs: many times the gap of a replace, short enough
 # that a deliberate delete frees its line soon. Counted on the event loop's monotonic clock (a jump of the wall clock
@@ -54,9 +55,9 @@ class Listener(Protocol):
     def changed_all(self) -> None:
         """Any maintenance's say may have changed (a listing, a hook Job, a watch's failure)."""
 
-    def changed(self, key: str | None, touched: set[str], pools: Collection[str] | None) -> None:
-        """One object changed (``key``; None: a listing): ``touched`` are the maintenances it concerns, ``pools`` the
-        policies whose line it may move (None: any)."""
+    def changed(self, touched: set[str], pools: Collection[str] | None) -> None:
+        """One object changed: ``touched`` are the maintenances it concerns, ``pools`` the policies whose line it may
+        move (None: any)."""
 
 
 @dataclass(frozen=True)
@@ -80,13 +81,10 @@ class PolicyWatches:
             Watched.JOBS: Mirror(kube, jobs_path(jobs_namespace), self._job_changed, label_selector=hooks.HOOK_LABEL, from_cache=False),
         }
         self._generations: dict[str, int] = {}  # each policy's metadata.generation as last seen
-        self._governing: dict[str, tuple[str, ...]] | None = None  # each node's model.governing, kept between decisions
-        self._selected: dict[str, set[str]] = {}  # the same turned around: each policy's nodes (valid with _governing)
-        self._holder_on: dict[str, str] = {}  # node name -> the NodeMaintenance its record names as holder
-        self._holding: dict[str, set[str]] = {}  # the same turned around: NodeMaintenance name -> the nodes naming it
+        self._governing: Relation | None = None  # node name -> the policies selecting it (model.governing), kept between decisions
+        self._holders = Relation()  # node name -> the NodeMaintenance its record names as holder
         self._parsed: list[model.Policy] | None = None  # the policies as decisions read them, kept until a spec changes
-        self._on_node: dict[str, set[str]] = {}  # node name -> the NodeMaintenances naming it
-        self._node_of: dict[str, str] = {}  # NodeMaintenance name -> the node it names
+        self._nodes_of = Relation()  # NodeMaintenance name -> the node it names
         self._seen: dict[str, dict[str, Any]] = {}  # the policies as last seen: what a deletion took away
         self._departed: dict[str, Departed] = {}  # the policies deleted within their grace, by key
         self._carried: dict[str, dict[str, Any]] = {}  # the status of the policy a new one of its name replaced, until it has its own
@@ -172,27 +170,22 @@ class PolicyWatches:
             self._parsed = [model.Policy.of(p) for p in bodies]
         return self._parsed
 
-    def governing(self) -> dict[str, tuple[str, ...]]:
+    def governing(self) -> Mapping[str, tuple[str, ...]]:
         """Which policies select each node."""
+        return self._selection().forward
+
+    def _selection(self) -> Relation:
         if self._governing is None:
             policies = self.policies()
-            self._governing = {n["metadata"]["name"]: model.governing(policies, n) for n in self.objects(Watched.NODES).values()}
-            self._selected = {}
-            for node_name, names in self._governing.items():
-                for policy in names:
-                    self._selected.setdefault(policy, set()).add(node_name)
+            self._governing = Relation((n["metadata"]["name"], model.governing(policies, n)) for n in self.objects(Watched.NODES).values())
         return self._governing
 
     def pool(self, policy: model.Policy, admitted: Collection[str], recovering: Mapping[str, Mapping[str, Any] | None]) -> line.Pool:
-        """What ``policy``'s line is decided from, as the watches show it now: its nodes, their live maintenances in
-        line order, who else selects each node; ``admitted`` and ``recovering`` as the decisions keep them. Gathered from
-        what is kept between changes, so its cost is the pool's, not the cluster's."""
-        governing, nodes, kept = self.governing(), self.objects(Watched.NODES), self.objects(Watched.MAINTENANCES)
-        selected = sorted(self._selected.get(policy.name, ()))
-        on_nodes = (kept[f"/{name}"] for node in selected for name in self._on_node.get(node, ()))
-        return line.Pool(policy=policy, nodes={node: nodes[f"/{node}"] for node in selected}, maintenances=line.live(on_nodes),
-                         selecting={node: governing[node] for node in selected}, admitted=admitted,
-                         recovering=recovering)
+        """What ``policy``'s line is decided from, as the watches show it now (``admitted`` and ``recovering`` as the
+        decisions keep them). Gathered from what is kept between changes, so its cost is the pool's, not the cluster's."""
+        selection, nodes, kept = self._selection(), self.objects(Watched.NODES), self.objects(Watched.MAINTENANCES)
+        return line.pool(policy, selection.having(policy.name), lambda node: nodes[f"/{node}"], selection.forward,
+                         lambda node: [kept[f"/{name}"] for name in self._nodes_of.having(node)], admitted, recovering)
 
     def nodes_named(self, names: Iterable[str]) -> dict[str, dict[str, Any] | None]:
         """The nodes of these names as the watch shows them (None: not there)."""
@@ -256,10 +249,10 @@ class PolicyWatches:
             return
         self._generations = {k: p["metadata"].get("generation", 0) for k, p in policies.items()}
         self._governing, self._parsed = None, None
-        if self._unseen_cleared():
+        if self._unseen_cleared() or key is None:
             self.listener.changed_all()
         else:
-            self.listener.changed(key, set(), None)
+            self.listener.changed(set(), None)
 
     def _follow_departures(self, policies: Mapping[str, dict[str, Any]]) -> None:
         """Those deleted (or no longer listed) begin their grace; those back (created again, or listed) end it and
@@ -289,49 +282,37 @@ class PolicyWatches:
         if key is None:
             self._governing = None
         elif self._governing is not None:
-            pools = set(self._governing.pop(name, ()))
-            for policy in pools:
-                self._selected.get(policy, set()).discard(name)
-            if node is not None:
-                self._governing[name] = model.governing(self.policies(), node)
-                for policy in self._governing[name]:
-                    self._selected.setdefault(policy, set()).add(name)
-                pools.update(self._governing[name])
+            before = self._governing.set(name, model.governing(self.policies(), node)) if node is not None else self._governing.drop(name)
+            pools = {*before, *self._governing.of(name)}
         self._follow_holder(name, node, listing=key is None)
-        if self._unseen_cleared(name if key is not None else None):
+        if self._unseen_cleared(name if key is not None else None) or key is None:
             self.listener.changed_all()
         else:
-            self.listener.changed(key, set(self._on_node.get(name, ())), pools)
+            self.listener.changed(set(self._nodes_of.having(name)), pools)
 
     def _follow_holder(self, name: str, node: Mapping[str, Any] | None, *, listing: bool) -> None:
         """Keep which nodes name each NodeMaintenance as their holder (all of them again after a listing)."""
         if listing:
-            self._holder_on, self._holding = {}, {}
-            for listed in self.objects(Watched.NODES).values():
-                self._follow_holder(listed["metadata"]["name"], listed, listing=False)
-            return
-        if (was := self._holder_on.pop(name, None)) is not None:
-            self._holding[was].discard(name)
-        if node is not None and (holder := holder_of(dict(node))):
-            self._holder_on[name] = holder
-            self._holding.setdefault(holder, set()).add(name)
+            self._holders = Relation((n["metadata"]["name"], (holder,)) for n in self.objects(Watched.NODES).values()
+                                     if (holder := holder_of(dict(n))))
+        elif node is not None and (holder := holder_of(dict(node))):
+            self._holders.set(name, (holder,))
+        else:
+            self._holders.drop(name)
 
     def _maintenance_changed(self, key: str | None) -> None:
         """A NodeMaintenance came, changed its place or went: it is told, and those whose standing it changed."""
         kept = self.objects(Watched.MAINTENANCES)
         if key is None:
-            self._on_node, self._node_of = {}, {}
-        before = self._node_of.get((key or "").removeprefix("/"), "")
-        for changed in kept if key is None else (key,):
-            name = changed.removeprefix("/")
-            self._on_node.get(self._node_of.pop(name, ""), set()).discard(name)
-            if (m := kept.get(changed)) is not None:
-                self._node_of[name] = m["spec"].get("nodeName", "")
-                self._on_node.setdefault(self._node_of[name], set()).add(name)
-        name = (key or "").removeprefix("/")
+            self._nodes_of = Relation((m["metadata"]["name"], (m["spec"].get("nodeName", ""),)) for m in kept.values())
+            self.listener.changed_all()
+            return
+        name = key.removeprefix("/")
+        m = kept.get(key)
+        before = self._nodes_of.set(name, (m["spec"].get("nodeName", ""),)) if m is not None else self._nodes_of.drop(name)
         # Its line and those of the nodes naming it as holder (a holder's existence counts there), before and after.
-        nodes = {*(() if key is None else (before, self._node_of.get(name, ""))), *self._holding.get(name, ())}
-        self.listener.changed(key, {name}, None if key is None else self._pools_of(nodes))
+        nodes = {*before, *self._nodes_of.of(name), *self._holders.having(name)}
+        self.listener.changed({name}, self._pools_of(nodes))
 
     def _pools_of(self, nodes: Iterable[str]) -> set[str]:
         governing = self.governing()
