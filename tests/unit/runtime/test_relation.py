@@ -9,7 +9,7 @@ def test_a_key_moved_from_one_value_to_another_is_found_only_under_the_new_one()
     selection = Relation([("n1", ("pool-a",)), ("n2", ("pool-a", "pool-b")), ("n3", ())])
     assert selection.having("pool-a") == {"n1", "n2"}
     assert selection.set("n2", ("pool-b",)) == ("pool-a", "pool-b")
-    assert (selection.having("pool-a"), selection.having("pool-b")) == ({"n1"}, {"n2"})
+    assert (selection.having("pool-a"), selection.having("pool-b")) == (frozenset({"n1"}), frozenset({"n2"}))
     assert selection.forward == {"n1": ("pool-a",), "n2": ("pool-b",), "n3": ()}  # a node no policy selects is still known
 
 
