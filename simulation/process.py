@@ -2,10 +2,10 @@
 policies, the shared watches, the kopf handlers) wired as ``runtime.main`` wires it, against the simulated API.
 
 kopf itself speaks HTTP, so its part is played here by its contract, as the handlers rely on it: a finalizer put on
-every NodeMaintenance; one daemon per NodeMaintenance (``handlers.maintain``), stopped when the object is deleted;
-``handlers.changed`` on every change; ``handlers.remove`` on deletion, called again after a ``kopf.TemporaryError``'s
-delay until it returns, and the finalizer removed then; the index of names. A process stopped (a crash, a restart,
-a lost lease) ends every task at once and writes nothing more.
+every NodeMaintenance; ``handlers.changed`` on every change, the deletion included, with the index of names;
+``handlers.remove`` on deletion, called again after a ``kopf.TemporaryError``'s delay until it returns, and the
+finalizer removed then. The engines are the operator's own (``runtime.maintenances``). A process stopped (a crash, a
+restart, a lost lease) ends every task at once and writes nothing more.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import kopf
@@ -26,6 +26,7 @@ from node_maintenance.runtime import handlers
 from node_maintenance.runtime.budget_watch import BudgetWatch
 from node_maintenance.runtime.cordoned import CordonedNodes
 from node_maintenance.runtime.engine import Shared
+from node_maintenance.runtime.maintenances import FINALIZER, Maintenances
 from node_maintenance.runtime.metrics import Active
 from node_maintenance.runtime.policies.view import Policies
 from simulation.apiserver import SimulatedApi
@@ -38,28 +39,12 @@ STOP_SECONDS = 10.0
 log = logging.getLogger(__name__)
 
 
-class Stopped:
-    """kopf's DaemonStopped, as ``handlers.maintain`` uses it."""
-
-    def __init__(self) -> None:
-        self.event = asyncio.Event()
-
-    async def wait(self, timeout: float | None = None) -> bool:  # noqa: ASYNC109 - kopf's DaemonStopped's signature
-        try:
-            async with asyncio.timeout(timeout):  # not wait_for, which on Python 3.11 may lose a cancellation
-                await self.event.wait()
-        except TimeoutError:
-            return False
-        return True
-
-
 @dataclass
 class Kept:
-    """One NodeMaintenance as kopf keeps it: its body (kept current), its daemon and its deletion."""
+    """One NodeMaintenance as kopf keeps it: its body (kept current), the write of its finalizer and its deletion."""
 
     body: dict[str, Any]
-    stopped: Stopped = field(default_factory=Stopped)
-    daemon: asyncio.Task[None] | None = None
+    finalizing: asyncio.Task[bool] | None = None
     deletion: asyncio.Task[None] | None = None
 
 
@@ -68,23 +53,25 @@ class Process:
 
     def __init__(self, api: SimulatedApi) -> None:
         self.api = api
-        self.engines: dict[str, handlers.Running] = {}
-        self.policies = Policies(api, NAMESPACE, self._wake)
+        self.policies = Policies(api, NAMESPACE, self._tell)
         self.shared = Shared(api, BudgetWatch(api), CordonedNodes(api), Active(), HUB, self._event, policies=self.policies)
-        self.memo = handlers.Memo(self.shared, self.engines)
+        self.maintenances = Maintenances(self.shared)
+        self.memo = handlers.Memo(self.shared, self.maintenances)
         self.kept: dict[str, Kept] = {}
         self.events: list[tuple[str, str, str]] = []  # (type, reason, message) of every event the operator posted
         self.mirror = Mirror(api, nm_path(), self._changed, from_cache=False)
+        self.names = _Names(self.mirror)
         self.tasks: list[asyncio.Task[Any]] = []
         self.unstoppable: list[str] = []  # the tasks that did not end when the process stopped
 
     def start(self) -> None:
-        self.tasks = [asyncio.create_task(self.policies.run(), name="policies"), asyncio.create_task(self.mirror.run(), name="kopf's watch")]
+        self.tasks = [asyncio.create_task(self.policies.run(), name="policies"), asyncio.create_task(self.mirror.run(), name="kopf's watch"),
+                      asyncio.create_task(self.maintenances.run(), name="drains")]
 
     async def stop(self) -> None:
         """Every task ends now, as when the process is killed."""
-        tasks = [*self.tasks, *(t for k in self.kept.values() for t in (k.daemon, k.deletion) if t is not None),
-                 *(r.task for r in self.engines.values())]
+        tasks = [*self.tasks, *(t for k in self.kept.values() for t in (k.finalizing, k.deletion) if t is not None),
+                 *(r.task for r in self.maintenances.running.values() if r.task is not None)]
         for task in tasks:
             task.cancel()
         if tasks:
@@ -94,10 +81,8 @@ class Process:
         await self.shared.cordoned.stop()
 
     # ------------------------------------------------ runtime.main's wiring
-    def _wake(self, names: Collection[str] | None) -> None:
-        for name in self.engines if names is None else names:
-            if (running := self.engines.get(name)) is not None:
-                running.engine.wake()
+    def _tell(self, names: Collection[str] | None) -> None:
+        self.maintenances.tell(names)
 
     def _event(self, _obj: dict[str, Any], type_: str, reason: str, message: str) -> None:
         self.events.append((type_, reason, message))
@@ -108,41 +93,32 @@ class Process:
         for name in names:
             body = self.mirror.objects.get(f"/{name}")
             kept = self.kept.get(name)
-            if body is None:  # gone: its daemon ends
+            if body is None:  # gone: its last state is told
                 if kept is not None:
-                    kept.stopped.event.set()
                     self.kept.pop(name)
+                    self._handle(kept.body, "DELETED")
                 continue
             if kept is None:
                 kept = self.kept[name] = Kept(body=dict(body))
-                kept.daemon = asyncio.create_task(self._daemon(kept, name), name=f"daemon {name}")
             else:
                 kept.body.clear()
                 kept.body.update(body)
-            self.tasks.append(asyncio.create_task(handlers.changed(body=kept.body, memo=self.memo)))  # type: ignore[arg-type]  # kopf's Body is a mapping
+            self._handle(kept.body, "MODIFIED")
+            finalizers = kept.body["metadata"].get("finalizers") or []
+            if FINALIZER not in finalizers and not kept.body["metadata"].get("deletionTimestamp") and kept.finalizing is None:
+                kept.finalizing = asyncio.create_task(self._finalized(kept, name), name=f"finalizer {name}")
             if body["metadata"].get("deletionTimestamp") and kept.deletion is None:
-                kept.stopped.event.set()
                 kept.deletion = asyncio.create_task(self._delete(kept, name), name=f"deletion {name}")
 
-    async def _daemon(self, kept: Kept, name: str) -> None:
-        if handlers.FINALIZER not in (kept.body["metadata"].get("finalizers") or []):
-            written = await self._until_written(kept, name, lambda: _with(kept.body["metadata"].get("finalizers") or [], handlers.FINALIZER))
-            if not written:
-                return
-        if kept.body["metadata"].get("deletionTimestamp"):
-            return
-        await handlers.maintain(body=kept.body, stopped=kept.stopped, memo=self.memo, names=self.mirror_names())  # type: ignore[arg-type]
+    async def _finalized(self, kept: Kept, name: str) -> bool:
+        return await self._until_written(kept, name, lambda: _with(kept.body["metadata"].get("finalizers") or [], FINALIZER))
 
-    def mirror_names(self) -> dict[str, bool]:
-        """The index kopf keeps of every NodeMaintenance's name (a live view: the engines ask it at every step)."""
-        return _Names(self.mirror)
+    def _handle(self, body: dict[str, Any], event: str) -> None:
+        """``handlers.changed``, as kopf calls it for every event: at once, with a copy of the body as the event showed it."""
+        self.tasks.append(asyncio.create_task(handlers.changed(body=dict(body), memo=self.memo, names=self.names, type=event)))  # type: ignore[arg-type]  # kopf's Body and Index are mappings
 
     async def _delete(self, kept: Kept, name: str) -> None:
-        # kopf gives a stopped daemon a moment to end, then cancels it and runs the deletion handlers at once, while the
-        # cancelled daemon may still be ending (the soak saw a drain's last take land after the handler had started).
-        if kept.daemon is not None and not (await asyncio.wait([kept.daemon], timeout=handlers.DAEMON_EXIT_SECONDS))[0]:
-            kept.daemon.cancel()
-        if handlers.FINALIZER not in (kept.body["metadata"].get("finalizers") or []):
+        if FINALIZER not in (kept.body["metadata"].get("finalizers") or []):
             return
         while True:
             try:
@@ -156,7 +132,7 @@ class Process:
             except Exception:  # as kopf does, with its traceback: nobody foresaw it
                 log.exception("deletion handler of %s failed", name)
                 await asyncio.sleep(RETRY_SECONDS)
-        await self._until_written(kept, name, lambda: [f for f in kept.body["metadata"].get("finalizers") or [] if f != handlers.FINALIZER])
+        await self._until_written(kept, name, lambda: [f for f in kept.body["metadata"].get("finalizers") or [] if f != FINALIZER])
 
     async def _until_written(self, kept: Kept, name: str, finalizers: Callable[[], list[str]]) -> bool:
         """kopf's own writes (its finalizer: ``finalizers()``, the list wanted, from the body as it stands) on ``kept``,

@@ -74,12 +74,9 @@ REVERTS = (
            "operator/node_maintenance/runtime/policies/view.py",
            "if earlier is not None and (taken is None or timestamps.parse(earlier[\"since\"]) >= taken):", "if earlier is not None:"),
     Revert("12", "the deletion handler gives the node back while the cancelled drain still takes it (found by the soak)",
-           "operator/node_maintenance/runtime/handlers.py",
-           "    running = memo.engines.get(name)\n    if running is None:\n        return\n    running.task.cancel()\n"
-           "    await asyncio.gather(running.task, return_exceptions=True)\n    if memo.engines.get(name) is running:\n"
-           "        del memo.engines[name]\n",
-           "    running = memo.engines.pop(name, None)\n    if running is None:\n        return\n    running.task.cancel()\n"
-           "    await asyncio.gather(running.task, return_exceptions=True)\n"),
+           "operator/node_maintenance/runtime/maintenances.py",
+           "        running = self.running.get(name)\n        if running is None or running.task is None:\n            return\n",
+           "        running = self.running.pop(name, None)\n        if running is None or running.task is None:\n            return\n"),
     Revert("13", "a drain under no policy records nothing it evicts: relabelled into a pool that waits for health, its node frees its slot at once (found by review)",
            "operator/node_maintenance/drain/draining.py",
            "    evicting = tuple((f.budgets, f.pod) for f in scene.to_go if not f.finished)\n",

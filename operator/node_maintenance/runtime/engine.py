@@ -5,7 +5,8 @@ its node, what the policies know of it, and for a drain step its pods, their bud
 plans with pure functions (``policy.terms`` then ``drain.planner``, joined by ``runtime.reading.plan``), has the executor carry the plan out, and remembers what
 came back (``drain.memory.remember``, which also says when to look again). What it watches of its own follows the
 step's :class:`~node_maintenance.drain.memory.WatchMode` (``drain_watches``). It plans again whenever a watch reports a
-change, when the NodeMaintenance changes, or when the plan asked to look again at a given time.
+change, when the NodeMaintenance changes, or when the plan asked to look again at a given time. A step that finds its
+maintenance waiting in line ends the engine (``runtime.maintenances`` starts another when that may change).
 """
 
 from __future__ import annotations
@@ -67,17 +68,24 @@ class Caches:
 
 
 def _in_line(m: Maintenance) -> float:
-    """How often one in line looks at its place: not worth waking it for (the policies do not), so now and then."""
+    """The pace of an in-line maintenance's status writes that only reword its wait (another domain full, the next
+    window): the wait's own recheck, or now and then."""
     waiting = m.terms.waiting
     return (waiting.recheck_in if waiting else None) or bookkeeping.IN_LINE_STATUS_INTERVAL_SECONDS
 
 
+Parked = Callable[[Memory, float | None], None]
+
+
 class Engine:
     def __init__(self, shared: Shared, body: Callable[[], dict[str, Any]], log: logging.LoggerAdapter[logging.Logger],
-                 exists: Callable[[str], bool]) -> None:
+                 exists: Callable[[str], bool], parked: Parked | None = None, remembered: Memory | None = None) -> None:
         """``body``: the NodeMaintenance as last seen, in the working version; ``exists``: whether a NodeMaintenance
-        of that name exists (from an index the watch keeps, not a GET per step)."""
+        of that name exists (from an index the watch keeps, not a GET per step). With ``parked``, a step that finds the
+        maintenance waiting in line ends the engine: ``parked`` is told, before it ends, what it remembers and when its
+        plan asked to look again (``remembered``: what the engine parked before remembered, for the next)."""
         self.shared = shared
+        self.parked = parked
         self.exists = exists
         self.body = body
         first = body()
@@ -91,10 +99,11 @@ class Engine:
         self.watches = DrainWatches(shared.kube, shared.cordoned, self.node_name, self.wake)
         self.wanted = WatchMode.NOTHING  # what the last step needs
         # Its NodeMaintenance went without the deletion our finalizer guards (created and deleted while kopf could not
-        # add it, kopf's watch broken): kopf stops no daemon for it and calls no deletion handler, so the drain ends
-        # itself and its daemon gives the node back (handlers.maintain).
+        # add it, kopf's watch broken): kopf calls no deletion handler for it, so the drain ends itself and the node is
+        # given back after it (runtime.maintenances).
         self.gone = False
-        self.memory = Memory.of(first.get("status") or {})
+        self.memory = remembered or Memory.of(first.get("status") or {})
+        self.in_line = False  # the last step found it waiting in line (or its policies unknown), watching nothing
         self.caches = Caches()
         self._changed = asyncio.Event()
 
@@ -108,9 +117,12 @@ class Engine:
             await asyncio.gather(shared.budgets.mirror.synced.wait(), *([shared.policies.ready.wait()] if shared.policies else []))
             while True:
                 self._changed.clear()
+                self.in_line = False
                 try:
                     recheck = await self.step()
                     if self.gone:
+                        return
+                    if self._parks(recheck):
                         return
                 except KubeError as error:  # an API hiccup must not end the maintenance
                     self.log.warning("maintenance step failed; retrying: %s", error)
@@ -129,6 +141,15 @@ class Engine:
         finally:
             shared.budgets.unsubscribe(self.wake)
             await self.watches.stop()
+
+    def _parks(self, recheck: float | None) -> bool:
+        """Whether this engine ends here, its maintenance waiting in line: its status written as the line asks (or due
+        at ``recheck``), nothing of its own watched, nothing changed since its step. Its supervisor is told at once,
+        before any other task runs, so a change after this is heard by the engine started next."""
+        if self.parked is None or not self.in_line or self._changed.is_set() or not self.wanted == self.watches.mode == WatchMode.NOTHING:
+            return False
+        self.parked(self.memory, recheck)
+        return True
 
     async def watch(self, mode: WatchMode) -> None:
         """Watch as ``mode`` says from now on; back in line, what was indexed of the pods is kept no longer."""
@@ -154,10 +175,12 @@ class Engine:
         return memory.sooner(recheck, self._look_again(reading))
 
     def _look_again(self, reading: Reading) -> float | None:
-        """When to look again whatever the plan said: in line, at the pace of the line; drained, for late pods; for a
-        DaemonSet that could not be read, or the Lease's next renewal."""
+        """When to look again whatever the plan said: in line, when the wait says (a window's opening; the policies tell
+        of every other change, and a rewording held back is due when the plan's memory says); drained, for late pods;
+        for a DaemonSet that could not be read, or the Lease's next renewal."""
         if reading.waits and reading.maintenance is not None:
-            return _in_line(reading.maintenance)
+            waiting = reading.maintenance.terms.waiting
+            return waiting.recheck_in if waiting is not None else None
         if reading.live is None:
             return None
         if self.wanted == WatchMode.DRAINED:  # no budget paces anything here any more, so none wakes it
@@ -194,9 +217,11 @@ class Engine:
         m = terms.maintenance(body, seen, remembered.refused_jobs, now)
         if m.terms.undecided:  # not yet seen by the policies, or unknown: decided once they are
             self.wanted = WatchMode.NOTHING
+            self.in_line = in_line
             return m.terms.hold_recheck_in
         if m.terms.waiting is not None:  # not the drain's turn: the waiting status a policy asks for is written
             self.shared.active.holding(self.name, False)
+            self.in_line = in_line
             return Reading(body, foreign, now, at, m, None if seen.node is None else dict(seen.node), waits=True)
         if in_line:  # the drain needs its own watches: planned again with them
             self.wanted = WatchMode.NODE_AND_PODS

@@ -10,8 +10,6 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-import kopf
-
 from node_maintenance.api import timestamps
 from node_maintenance.api.conditions import Condition
 from node_maintenance.api.paths import node_path
@@ -26,6 +24,14 @@ from node_maintenance.runtime.executor import EventSink, Executor
 from node_maintenance.runtime.leases import LeaseKeeper
 from node_maintenance.runtime.policies.discovery import CRD_CHECK_SECONDS
 from node_maintenance.runtime.policies.view import Policies
+
+
+class Later(Exception):
+    """The node is given back later: the hand-back is tried again after ``delay`` seconds."""
+
+    def __init__(self, why: str, delay: float) -> None:
+        super().__init__(why)
+        self.delay = delay
 
 
 def executor(kube: KubeApi, body: dict[str, Any], version: str, event: EventSink, log: logging.LoggerAdapter[logging.Logger],
@@ -48,11 +54,11 @@ async def end(kube: KubeApi, body: dict[str, Any], executor: Executor, active: m
 
 async def before(policies: Policies, body: Mapping[str, Any], executor: Executor) -> None:
     """Run the postMaintenance Job of the policy governing the node before it is given back; raises
-    kopf.TemporaryError (kopf calls again later) until it has succeeded. A NodeMaintenance that never
+    Later (called again after its delay) until it has succeeded. A NodeMaintenance that never
     held its node (one still waiting) runs nothing. While the policies are not known, it waits for them.
     ``executor`` (the hand-back's) creates the Job and records the hook's condition."""
     if why := policies.unknown():
-        raise kopf.TemporaryError(f"the node is given back once NodeMaintenancePolicies are read: {why}", delay=CRD_CHECK_SECONDS)
+        raise Later(f"the node is given back once NodeMaintenancePolicies are read: {why}", delay=CRD_CHECK_SECONDS)
     if not policies.served:
         return
     governing = policies.governing(body["spec"]["nodeName"], body["metadata"]["name"])
@@ -62,15 +68,15 @@ async def before(policies: Policies, body: Mapping[str, Any], executor: Executor
         names = tuple(sorted(p.name for p in governing))
         message = wording.message(verdicts.Verdict(verdicts.VerdictKind.CONFLICT, policies=names), body["spec"]["nodeName"])
         await _note(body, executor, Condition(wording.HOOK_CONDITIONS[hooks.POST_MAINTENANCE], "False", model.QueuedReason.POLICY_CONFLICT, message))
-        raise kopf.TemporaryError(message, delay=HOOK_RECHECK_SECONDS[hooks.JobState.FAILED])
+        raise Later(message, delay=HOOK_RECHECK_SECONDS[hooks.JobState.FAILED])
     policy = governing[0]
     if policy.post_maintenance is not None:
         outcome = await _hook(policies, policy.post_maintenance, policy, body, executor)
         await _note(body, executor, wording.hook_condition(hooks.POST_MAINTENANCE, outcome))
         if outcome.state != hooks.JobState.SUCCEEDED:
-            raise kopf.TemporaryError(outcome.message, delay=HOOK_RECHECK_SECONDS[outcome.state])
+            raise Later(outcome.message, delay=HOOK_RECHECK_SECONDS[outcome.state])
     if why := await recovering(policies, body):
-        raise kopf.TemporaryError(why, delay=HOOK_RECHECK_SECONDS[hooks.JobState.FAILED])
+        raise Later(why, delay=HOOK_RECHECK_SECONDS[hooks.JobState.FAILED])
 
 
 async def recovering(policies: Policies, body: Mapping[str, Any]) -> str:

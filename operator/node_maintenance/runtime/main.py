@@ -34,6 +34,7 @@ from node_maintenance.runtime.budget_watch import BudgetWatch
 from node_maintenance.runtime.cordoned import CordonedNodes
 from node_maintenance.runtime.engine import Shared
 from node_maintenance.runtime.leader import LeaderElector
+from node_maintenance.runtime.maintenances import Maintenances
 from node_maintenance.runtime.metrics import Active
 from node_maintenance.runtime.policies.view import Policies
 from node_maintenance.runtime.probes import Health
@@ -198,26 +199,30 @@ def run_kopf(kube: Kube, version: str, stop: threading.Event, namespace: str, le
     async def operate() -> None:
         akube = AsyncKube(kube.credentials, leading)
         budgets = BudgetWatch(akube)
-        engines: dict[str, handlers.Running] = {}
+        told: list[Maintenances] = []  # the policies tell the maintenances, made once the policies are
 
-        def wake(names: Collection[str] | None) -> None:
-            for name in engines if names is None else names:
-                if (running := engines.get(name)) is not None:
-                    running.engine.wake()
+        def tell(names: Collection[str] | None) -> None:
+            for maintenances in told:
+                maintenances.tell(names)
 
         # Policies need the 0.4.0 CRD, which serves v1beta1; their hook Jobs never run in our own namespace.
-        policies = Policies(akube, namespace, wake, jobs_namespace) if version == HUB else None
+        policies = Policies(akube, namespace, tell, jobs_namespace) if version == HUB else None
         watching = asyncio.create_task(policies.run(), name="policies") if policies else None
         cordoned = CordonedNodes(akube)
         shared = Shared(akube, budgets, cordoned, Active(), version, handlers.post_event, policies=policies,
                         lease_namespace=lease_namespace)
-        memo = handlers.Memo(shared, engines)
+        maintenances = Maintenances(shared)
+        told.append(maintenances)
+        memo = handlers.Memo(shared, maintenances)
+        engines = asyncio.create_task(maintenances.run(), name="drains")
         try:
             # An explicit identity: kopf would otherwise ask the password database for a user name, and
             # the image's numeric user has no entry there.
             await kopf.operator(registry=handlers.registry(version), clusterwide=True, standalone=True, stop_flag=stop,
                                 memo=memo, identity=socket.gethostname())  # type: ignore[arg-type]  # kopf's Identity is a str it does not export
         finally:
+            engines.cancel()
+            await asyncio.gather(engines, return_exceptions=True)
             if watching:
                 watching.cancel()
                 await asyncio.gather(watching, return_exceptions=True)

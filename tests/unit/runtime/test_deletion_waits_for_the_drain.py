@@ -1,16 +1,14 @@
-"""Deleting a NodeMaintenance gives its node back only once its drain has ended, however kopf interleaves the daemon's
-end and the deletion handler (the soak found a node left held by a deleted NodeMaintenance: the daemon, cancelled,
-was still finishing a take when the deletion handler, finding the drain already being stopped, went on at once)."""
+"""Deleting a NodeMaintenance gives its node back only once its drain has ended, however the drain's end and the
+deletion handler interleave (the soak found a node left held by a deleted NodeMaintenance: the drain, cancelled, was
+still finishing a take when the deletion handler, finding the drain already being stopped, went on at once)."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any, cast
 
-import kopf
-
-from node_maintenance.runtime import handlers
-from node_maintenance.runtime.engine import Engine, Shared
+from node_maintenance.runtime.engine import Shared
+from node_maintenance.runtime.maintenances import Maintenances, Running
 from tests.unit.builders import nm
 
 IN_FLIGHT_SECONDS = 0.2  # how long the take sent before the cancellation takes to be answered
@@ -34,7 +32,7 @@ class GivingBack:
         raise Reached(self.ended.is_set())
 
 
-async def _deleted_while_the_daemon_stops() -> bool:
+async def _deleted_while_the_drain_stops() -> bool:
     ended = asyncio.Event()
 
     async def draining() -> None:
@@ -45,18 +43,18 @@ async def _deleted_while_the_daemon_stops() -> bool:
             ended.set()
             raise
 
-    task = asyncio.create_task(draining())
+    maintenances = Maintenances(cast(Shared, GivingBack(ended)))
+    maintenances.running["nm-1"] = Running(nm("nm-1", "n1"), task=asyncio.create_task(draining()))
     await asyncio.sleep(0)
-    memo = handlers.Memo(shared=cast(Shared, GivingBack(ended)), engines={"nm-1": handlers.Running(cast(Engine, None), task)})
-    daemon_ends = asyncio.create_task(handlers.stop_drain(memo, "nm-1"))  # kopf cancelled the daemon: its end runs first
+    first = asyncio.create_task(maintenances.stop_drain("nm-1"))  # another stop is under way: the second waits as long
     await asyncio.sleep(0)
     try:
-        await handlers.remove(body=cast(kopf.Body, nm("nm-1", "n1")), memo=memo)
+        await maintenances.give_back(nm("nm-1", "n1"))
     except Reached as reached:
-        await daemon_ends
+        await first
         return reached.drain_ended
     raise AssertionError("the deletion handler never read what gives the node back")
 
 
-def test_the_node_is_given_back_only_after_a_drain_the_daemon_was_already_stopping() -> None:
-    assert asyncio.run(_deleted_while_the_daemon_stops())
+def test_the_node_is_given_back_only_after_a_drain_already_being_stopped_has_ended() -> None:
+    assert asyncio.run(_deleted_while_the_drain_stops())

@@ -11,7 +11,6 @@ import logging
 from collections.abc import Awaitable, Callable, Collection
 from typing import Any
 
-import kopf
 import prometheus_client
 import pytest
 
@@ -31,6 +30,7 @@ from node_maintenance.runtime.budget_watch import BudgetWatch
 from node_maintenance.runtime.cordoned import CordonedNodes
 from node_maintenance.runtime.engine import Engine, Shared
 from node_maintenance.runtime.executor import Executor
+from node_maintenance.runtime.maintenances import FINALIZER, Maintenances
 from node_maintenance.runtime.metrics import Active
 from node_maintenance.runtime.policies.view import Policies
 from node_maintenance.runtime.policies.watches import DEPARTED_GRACE_SECONDS, PolicyWatches, Watched
@@ -175,7 +175,7 @@ def test_nothing_is_taken_and_nothing_evicted_before_the_policies_are_read() -> 
         assert queued_reason(gate_of(policies, api, "n2")) == "WaitingForPolicies"
         holder = gate_of(policies, api, "n1")  # taken before a restart: it keeps the node and evicts nothing
         assert holder.terms.waiting is None and "NodeMaintenancePolicies" in holder.terms.hold
-        with pytest.raises(kopf.TemporaryError, match="NodeMaintenancePolicies are read"):
+        with pytest.raises(giving_back.Later, match="NodeMaintenancePolicies are read"):
             await giving_back.before(policies, api.objects[nm_path("nm-n1")], handing_back(api))
     scenario(api, body)
 
@@ -239,7 +239,7 @@ def test_a_post_maintenance_job_is_created_in_its_hook_s_namespace_and_found_the
     async def body(policies: Policies) -> None:
         await read(policies)
         assert watches_of(policies).mirrors[Watched.JOBS].query == {"labelSelector": hooks.HOOK_LABEL}
-        with pytest.raises(kopf.TemporaryError) as waiting:
+        with pytest.raises(giving_back.Later) as waiting:
             await giving_back.before(policies, api.objects[nm_path("nm-n1")], handing_back(api))
         [created] = api.calls_to("POST", jobs_path("storage-hooks"))
         assert created.body["metadata"]["namespace"] == "storage-hooks" and "storage-hooks/nm-post-maintenance-" in str(waiting.value)
@@ -268,7 +268,7 @@ def test_a_post_maintenance_hook_without_a_namespace_or_in_the_operator_s_is_not
 
     async def body(policies: Policies) -> None:
         await read(policies)
-        with pytest.raises(kopf.TemporaryError) as held:
+        with pytest.raises(giving_back.Later) as held:
             await giving_back.before(policies, api.objects[nm_path("nm-n1")], handing_back(api))
         assert "spec.postMaintenance.namespace" in str(held.value) and not [c for c in api.calls if c.method == "POST" and "/jobs" in c.path]
     scenario(api, body)
@@ -279,7 +279,7 @@ def test_a_post_maintenance_job_that_would_run_as_the_operator_is_not_created_an
 
     async def body(policies: Policies) -> None:
         await read(policies)
-        with pytest.raises(kopf.TemporaryError) as held:
+        with pytest.raises(giving_back.Later) as held:
             await giving_back.before(policies, api.objects[nm_path("nm-n1")], handing_back(api))
         assert "spec.postMaintenance.jobTemplate.spec.template.spec.serviceAccount names the operator's ServiceAccount" in str(held.value)
         assert api.calls_to("POST", jobs_path("storage-hooks")) == [] and api.calls_to("POST", jobs_path("operator-ns")) == []
@@ -554,7 +554,7 @@ def test_the_node_is_given_back_once_its_policy_records_it_as_recovering() -> No
         await health_read(policies)
         api.outage = Unreachable("connection refused")
         for _ in range(2):
-            with pytest.raises(kopf.TemporaryError, match="records it as recovering: connection refused"):
+            with pytest.raises(giving_back.Later, match="records it as recovering: connection refused"):
                 await giving_back.before(policies, api.objects[nm_path("nm-n1")], handing_back(api))
         api.outage = None
         await giving_back.before(policies, api.objects[nm_path("nm-n1")], handing_back(api))
@@ -825,7 +825,7 @@ def test_a_status_write_whose_answer_was_lost_keeps_the_node_recovering() -> Non
         await health_read(policies)
         await write_statuses(policies)  # the status before: nothing recovering
         api.fail("PATCH", policy_path("pool", "status"), Unreachable("the answer was lost"))
-        with pytest.raises(kopf.TemporaryError, match="the answer was lost"):
+        with pytest.raises(giving_back.Later, match="the answer was lost"):
             await giving_back.before(policies, api.objects[nm_path("nm-n1")], handing_back(api))
         applied = api.calls_to("PATCH", policy_path("pool", "status"))[-1].body["status"]
         policies.feed(Watched.POLICIES, "MODIFIED", {**api.objects[policy_path("pool")], "status": applied})
@@ -1051,3 +1051,45 @@ def test_the_recovering_nodes_of_a_replaced_policy_keep_their_slots_and_pass_to_
         await health_read(policies)
         assert next_in_line(policies) == VerdictKind.WAITING
     scenario(api, after_a_restart)
+
+
+def test_a_maintenance_waiting_in_line_holds_no_engine_and_no_task_until_its_slot_is_granted() -> None:
+    """A fleet's thousands in line cost their rows only: each one's engine ends once its step has found it waiting
+    (its status written), and the policies' grant starts a new one."""
+    api = pool_api()  # nm-n1 holds n1 under maxParallel 1; nm-n2 to nm-n5 wait in line
+    in_line = {f"nm-{name}" for name in POOL[1:]}
+
+    async def run() -> None:
+        told: list[Maintenances] = []
+
+        def tell(names: Collection[str] | None) -> None:
+            for maintenances in told:
+                maintenances.tell(names)
+
+        policies = Policies(api, "operator-ns", tell)
+        maintenances = Maintenances(Shared(api, BudgetWatch(api), CordonedNodes(api), Active(), "v1beta1", lambda *_: None, policies=policies))
+        told.append(maintenances)
+        maintenances.names = {f"nm-{name}" for name in POOL}
+        for name in POOL:
+            maintenances.seen({**api.objects[nm_path(f"nm-{name}")], "metadata": {**api.objects[nm_path(f"nm-{name}")]["metadata"], "finalizers": [FINALIZER]}})
+        tasks = [asyncio.create_task(policies.run()), asyncio.create_task(maintenances.run())]
+        try:
+            async with asyncio.timeout(10):
+                while {c.path for c in api.calls_to("PATCH") if c.path.endswith("/status")} < {nm_path(n, subresource="status") for n in in_line} or set(maintenances.running) != {"nm-n1"}:  # noqa: ASYNC110 - a park signals nobody; it is only read
+                    await asyncio.sleep(0.01)
+            assert not [t.get_name() for t in asyncio.all_tasks() if any(t.get_name().endswith(n) for n in in_line)]
+            # n1 is given back and its maintenance is gone: the first in line is granted the slot, and only then has an engine.
+            watches = watches_of(policies)
+            watches.feed(Watched.MAINTENANCES, "DELETED", api.objects[nm_path("nm-n1")])
+            watches.feed(Watched.NODES, "MODIFIED", runtime_node("n1", labels={"pool": "a"}, resource_version="2"))
+            async with asyncio.timeout(10):
+                while "nm-n2" not in maintenances.running:  # noqa: ASYNC110 - nor does an engine's start
+                    await asyncio.sleep(0.01)
+            assert not (in_line - {"nm-n2"}) & set(maintenances.running)  # the rest of the line still has none
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await maintenances.stop()
+
+    asyncio.run(run())
