@@ -318,11 +318,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 async def part(result: dict[str, Any], name: str, measured: Any, out: Path) -> None:
     """One later part of the run: a failure is reported in its place, and the report is written after
     each part, so what was measured is kept whatever happens later. A wait that timed out (``until``'s
-    SystemExit) is such a failure; an interrupt is not."""
+    SystemExit) is such a failure; an interrupt is not. One raised while cleaning up after another names that other too:
+    it is the cause."""
     try:
         result[name] = await measured
     except (Exception, SystemExit) as error:
         result[name] = {"error": f"{type(error).__name__}: {error}", "where": traceback.format_exc(limit=-4).splitlines()[1:-1]}
+        if (cause := error.__context__) is not None:
+            result[name]["while_handling"] = f"{type(cause).__name__}: {cause}"
     result.setdefault("load_average_after", {})[name] = round(os.getloadavg()[0], 1)  # the machine may be shared
     print(f"{name}: {result[name]}", flush=True)
     report.write(result, out)

@@ -28,7 +28,7 @@ from devcluster.operator import OperatorProcess
 from node_maintenance.api import GROUP, KIND, POLICY
 from node_maintenance.api.paths import POLICY_VERSION, nm_path, node_path, policy_path
 from node_maintenance.client.async_http import AsyncKube
-from node_maintenance.client.errors import NotFound
+from node_maintenance.client.errors import NotFound, ServerError
 from node_maintenance.runtime import metrics
 
 from . import drains
@@ -220,13 +220,24 @@ class Fleet:
             for watch in self.watches:
                 watch.cancel()
             await asyncio.gather(*self.watches, return_exceptions=True)
-            await self.api.request("DELETE", nm_path(), query={"labelSelector": SELECTOR}, timeout=SETUP_TIMEOUT_SECONDS)
-            await self.api.request("DELETE", policy_path(POLICY_NAME))
+            await self.clean_up()
         self.result["rss_mib"] = {**self.result["rss_mib"], "peak": whole.rss_mib}
         self.result["connections"] = {**self.result["connections"], "peak": whole.connections}
         self.count_requests(queued, told, ended)
         self.result["cordoned"] = {"most": self.cordons.most, "events": self.cordons.events, "cordons": self.cordons.cordons}
         return self.result
+
+    async def clean_up(self) -> None:
+        """The fleet's NodeMaintenances and its policy deleted. Deleting thousands at once outlasts the API server's
+        request timeout (a 504) while the server goes on deleting them: the bench then waits until they are gone."""
+        try:
+            await self.api.request("DELETE", nm_path(), query={"labelSelector": SELECTOR}, timeout=SETUP_TIMEOUT_SECONDS)
+        except ServerError:
+            async def gone() -> bool:
+                return not (await self.api.request("GET", nm_path(), query={"labelSelector": SELECTOR, "limit": "1"}))["items"]
+
+            await until(gone, "the fleet's NodeMaintenances deleted", SETUP_TIMEOUT_SECONDS)
+        await self.api.request("DELETE", policy_path(POLICY_NAME))
 
     async def decisions(self) -> dict[str, float]:
         """The policies' decisions so far, as the operator's /metrics counts them: the changes heard, the lines decided
