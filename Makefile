@@ -18,7 +18,7 @@ help:
 	@echo "make test   - unit tests, upstream validators and end-to-end tests on a local control plane"
 	@echo "             (each test's duration in build/test-report.xml)"
 	@echo "make bench  - the drain measured against kubectl drain (one node, twenty at once), where its time goes, API cost,"
-	@echo "             scale, a fleet of 1000 queued under a policy, conversion"
+	@echo "             scale, fleets of 1000 and of 5000 queued under a policy (Kubernetes' limit), conversion"
 	@echo "             (report in bench/results: report.json, report.txt, PNG charts)"
 	@echo "make soak   - NodeMaintenances at random for 30 min (SOAK_MINUTES) while the operator is killed and its"
 	@echo "             link to the API server faulted; report in build/soak (report.json, report.txt)"

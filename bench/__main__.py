@@ -32,7 +32,7 @@ from .workload import SETTLE_SECONDS, Shape, node_pair, settled, until
 ROOT = Path(__file__).resolve().parents[1]
 CRD_FILE = ROOT / "bundle" / "manifests" / "nodemaintenance.kubevirt.io_nodemaintenances.yaml"
 # The parts besides the single-node rounds, in the order they run.
-PARTS = ("conversion", "timeline", "no_budgets", "curve", "twenty_nodes", "scale", "fleet")
+PARTS = ("conversion", "timeline", "no_budgets", "curve", "twenty_nodes", "scale", "fleet", "fleet_at_limit")
 # What --smoke changes: one round of 30 pods, the timeline of one such drain, and a fleet of 200 queued
 # maintenances, ten at once, on nodes of a pod or none. Flags given with --smoke still win.
 SMOKE = {"rounds": 1, "grace_rounds": 0, "pods": 30, "parts": "timeline,fleet", "scale_nodes": 200, "scale_pods": 100,
@@ -52,6 +52,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--scale-pods", type=int, default=30000)
     parser.add_argument("--fleet-parallel", type=int, default=20, help="the fleet policy's maxParallel")
     parser.add_argument("--fleet-first", type=int, default=100, help="the fleet is timed until this many nodes are drained")
+    parser.add_argument("--limit-nodes", type=int, default=5000, help="nodes of the fleet at Kubernetes' own limit")
+    parser.add_argument("--limit-pods", type=int, default=30000, help="pods spread over the nodes of the fleet at the limit")
+    parser.add_argument("--limit-parallel", type=int, default=50, help="the maxParallel of the fleet at the limit")
+    parser.add_argument("--limit-first", type=int, default=500, help="the fleet at the limit is timed until this many nodes are drained")
     parser.add_argument("--curve", default="10,30,110,250", help="pods per node of the scaling curve")
     parser.add_argument("--profile", action=argparse.BooleanOptionalAction, default=True,
                         help="profile the operator with py-spy during the slowest case")
@@ -308,7 +312,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         if "scale" in parts:
             await part(result, "scale", scale.many_nodes(cluster, api, operator, names, args.scale_pods, 10, 15), args.out)
         if "fleet" in parts:
-            await part(result, "fleet", fleet_on(cluster, api, operator, names, args, populated="scale" in parts), args.out)
+            await part(result, "fleet", fleet_on(cluster, api, operator, names, args.fleet_parallel, args.fleet_first, args.out,
+                                                 args.profile, pods=None if "scale" in parts else args.scale_pods), args.out)
+        # Then at Kubernetes' own limit, on more nodes, the same number of pods spread over them afresh.
+        if "fleet_at_limit" in parts:
+            await part(result, "fleet_at_limit", fleet_on(cluster, api, operator, scale.node_names(args.limit_nodes), args.limit_parallel,
+                                                          args.limit_first, args.out, args.profile, pods=args.limit_pods), args.out)
         operator.stop()
         await api.close()
     result["wall_seconds"] = round(time.monotonic() - started, 1)
@@ -341,16 +350,17 @@ async def many_profiled(bench: Bench, args: argparse.Namespace, result: dict[str
     return {**many, "ratio_to_single": round(many["operator"]["seconds"] / result["single_node"]["operator_median"], 2)}
 
 
-async def fleet_on(cluster: BenchCluster, api: AsyncKube, operator: OperatorProcess, names: list[str], args: argparse.Namespace,
-                   populated: bool) -> dict[str, Any]:
-    """The fleet on the scale case's nodes and pods, which are set up here when the scale case did not run."""
-    if not populated:
-        await scale.populate(api, names, args.scale_pods)
-    stacks = args.out / "profile-fleet.txt" if args.profile else None
-    args.out.mkdir(parents=True, exist_ok=True)
-    measured = await fleet.Fleet(cluster, api, operator, names, args.fleet_parallel, args.fleet_first, stacks).run()
+async def fleet_on(cluster: BenchCluster, api: AsyncKube, operator: OperatorProcess, names: list[str], parallel: int, first: int,
+                   out: Path, profile: bool, pods: int | None) -> dict[str, Any]:
+    """A fleet on the nodes ``names`` and, unless ``pods`` is None (the scale case's are used), that many pods spread
+    over them afresh; py-spy samples the operator while its first nodes drain, into a profile named by its size."""
+    if pods is not None:
+        await scale.populate(api, names, pods)
+    await asyncio.to_thread(out.mkdir, parents=True, exist_ok=True)
+    stacks = out / f"profile-fleet-{len(names)}.txt" if profile else None
+    measured = await fleet.Fleet(cluster, api, operator, names, parallel, first, stacks).run()
     if stacks:
-        measured["profile"] = {"case": f"the fleet's first {args.fleet_first} nodes", "stacks": stacks.name, "hottest": hottest(stacks)}
+        measured["profile"] = {"case": f"the fleet's first {first} nodes", "stacks": stacks.name, "hottest": hottest(stacks)}
     return measured
 
 

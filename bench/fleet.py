@@ -13,6 +13,7 @@ timed until it evicts again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import math
 import statistics
@@ -28,13 +29,13 @@ from devcluster.operator import OperatorProcess
 from node_maintenance.api import GROUP, KIND, POLICY
 from node_maintenance.api.paths import POLICY_VERSION, nm_path, node_path, policy_path
 from node_maintenance.client.async_http import AsyncKube
-from node_maintenance.client.errors import NotFound, ServerError
+from node_maintenance.client.errors import NotFound, ServerError, Silent
 from node_maintenance.runtime import metrics
 
 from . import drains
 from .cluster import OPERATOR_USER, AuditCounter, BenchCluster
-from .scale import FLEET_LABEL, Peaks, post_all, reconciling
-from .spy import profiling
+from .scale import FLEET_LABEL, Peaks, cpu_seconds, post_all, reconciling
+from .spy import hottest, profiling
 from .workload import SETUP_TIMEOUT_SECONDS, pages, until
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,16 +67,18 @@ async def listed(api: AsyncKube, path: str, query: dict[str, str]) -> tuple[list
 
 async def follow(api: AsyncKube, path: str, query: dict[str, str], seen: Seen) -> None:
     """Hand ``seen`` every object at ``path``: each listed one (as "LISTED"), then every change a watch brings
-    (ADDED, MODIFIED, DELETED), resuming where the server ended a watch; until cancelled. Nothing is missed
-    between the listing and the watch, nor between two watches."""
+    (ADDED, MODIFIED, DELETED), resuming where the server ended a watch, or where one fell silent (a busy API server
+    may send a quiet kind no bookmark for longer than a watch waits: the fleet's nodes while five thousand
+    NodeMaintenances queue); until cancelled. Nothing is missed between the listing and the watch, nor between two watches."""
     items, version = await listed(api, path, query)
     for item in items:
         seen("LISTED", item)
     while True:
-        async for event in api.watch(path, {**query, "resourceVersion": version, "allowWatchBookmarks": "true"}):
-            version = event["object"]["metadata"]["resourceVersion"]
-            if event["type"] != "BOOKMARK":
-                seen(event["type"], event["object"])
+        with contextlib.suppress(Silent):
+            async for event in api.watch(path, {**query, "resourceVersion": version, "allowWatchBookmarks": "true"}):
+                version = event["object"]["metadata"]["resourceVersion"]
+                if event["type"] != "BOOKMARK":
+                    seen(event["type"], event["object"])
 
 
 class Cordons:
@@ -172,7 +175,9 @@ class Fleet:
     def __init__(self, cluster: BenchCluster, api: AsyncKube, operator: OperatorProcess, names: list[str], parallel: int, first: int,
                  stacks: Path | None = None) -> None:
         self.cluster, self.api, self.operator, self.parallel, self.first = cluster, api, operator, parallel, first
-        self.stacks = stacks  # py-spy samples the operator into it while the first nodes are drained
+        # py-spy samples the operator into it while the first nodes are drained, and beside it (-restart) from its restart
+        # until its first eviction
+        self.stacks = stacks
         # One node is drained alone first; its pods gone, it then waits at the end of the queue.
         self.alone, self.order = names[0], names[1:] + names[:1]
         self.cordons, self.queue = Cordons(), Queue(api)
@@ -315,12 +320,20 @@ class Fleet:
             self.alive()
             return any(at >= _stamp(started) for _pod, at in audit.on_objects(OPERATOR_USER, "pods", verbs=("create",)))
 
+        assert self.operator.process is not None
+        pid = self.operator.process.pid
+        stacks = self.stacks.with_name(f"{self.stacks.stem}-restart.txt") if self.stacks else None
         async with Peaks(self.operator, 0.2) as after:
-            await until(evicted, "an eviction after the operator's restart", FIRST_TIMEOUT_SECONDS, interval=1)
+            with profiling(pid, stacks):
+                await until(evicted, "an eviction after the operator's restart", FIRST_TIMEOUT_SECONDS, interval=1)
+            cpu = cpu_seconds(pid)  # the new process's, from its start
             await asyncio.sleep(WINDOW_SECONDS)
         first = min(at for _pod, at in audit.on_objects(OPERATOR_USER, "pods", verbs=("create",)) if at >= _stamp(started))
         self.result["restart"] = {"ready_seconds": round(ready, 2), "first_eviction_seconds": round(
-            (datetime.datetime.strptime(first, STAMP).replace(tzinfo=datetime.UTC) - started).total_seconds(), 2), "rss_mib": after.rss_mib}
+            (datetime.datetime.strptime(first, STAMP).replace(tzinfo=datetime.UTC) - started).total_seconds(), 2), "rss_mib": after.rss_mib,
+                                  "cpu_seconds_until_evicting": round(cpu, 2)}
+        if stacks:
+            self.result["restart"]["profile"] = {"stacks": stacks.name, "hottest": hottest(stacks)}
 
     def split(self, released: float) -> dict[str, Any]:
         """Where the first nodes' time went, from the watch of the fleet's nodes: when the first wave was cordoned; the

@@ -130,7 +130,7 @@ class Policies:
         # A holder keeps the rules last read, unless its node was taken under a policy this operator never saw.
         kept_rules = watches.synced() and watches.never_seen(shown) is None
         if not why or (kept_rules and nodes.holder_of(dict(shown)) == name):
-            verdict = line.holding(policies, own, now) if holds and own is not None else self.decisions.decision().verdicts.get(name)
+            verdict = line.holding(policies, own, now) if holds and own is not None else self.decisions.verdict(name)
         return terms.Seen(node=shown, unknown=why, served=True, synced=kept_rules, verdict=verdict, listed=kept is not None,
                           selected=bool(model.governing(policies, shown)), operator_namespace=self.namespace,
                           pre_drain_job=watches.job(verdict.policy.hook_namespace(hooks.PRE_DRAIN), hooks.job_name(hooks.PRE_DRAIN, body))
