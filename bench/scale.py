@@ -135,10 +135,10 @@ async def populate(api: AsyncKube, names: list[str], pods: int) -> None:
     """The nodes ``names`` (of the fleet) and ``pods`` bare pods spread evenly over them, every pod Running. Nodes and
     the namespace that exist already are kept; the pods of an earlier population are deleted first (a fleet's drains
     removed some, and the rest are spread over the nodes it had)."""
-    await post_all(api, [("/api/v1/nodes", _node(n)) for n in names])
-    await wait_nodes_ready(api, names)
     await post_all(api, [("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "scale"}})])
     await _no_pods(api, "scale")
+    await post_all(api, [("/api/v1/nodes", _node(n)) for n in names])
+    await wait_nodes_ready(api, names)
     await until(lambda: has_service_account(api, "scale"), "the default ServiceAccount of scale", 120)
     await post_all(api, [("/api/v1/namespaces/scale/pods", _pod(f"p{i}", "scale", names[i % len(names)])) for i in range(pods)])
     await until(lambda: _all_running(api, "scale"), f"{pods} pods Running", 1200, interval=2)

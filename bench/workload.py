@@ -127,16 +127,19 @@ async def has_service_account(api: AsyncKube, namespace: str) -> bool:
 
 
 async def wait_nodes_ready(api: AsyncKube, names: list[str]) -> None:
-    """One listing a look, however many nodes (a GET each made the scale setup wait on itself)."""
+    """One listing a look, a page at a time, however many nodes (a GET each made the scale setup wait on itself). KWOK
+    readies a few thousand nodes in a busy cluster in minutes, not seconds: the wait grows with their number, and so
+    does the time between looks (each lists them all)."""
     wanted = set(names)
 
     async def ready() -> bool:
-        listing = await api.request("GET", "/api/v1/nodes")
-        up = {n["metadata"]["name"] for n in listing["items"]
-              if any(c["type"] == "Ready" and c["status"] == "True" for c in (n.get("status") or {}).get("conditions") or [])}
+        up: set[str] = set()
+        async for listing in pages(api, "/api/v1/nodes", {}):
+            up |= {n["metadata"]["name"] for n in listing["items"]
+                   if any(c["type"] == "Ready" and c["status"] == "True" for c in (n.get("status") or {}).get("conditions") or [])}
         return wanted <= up
 
-    await until(ready, f"nodes {names[:3]} Ready", 120)
+    await until(ready, f"{len(names)} nodes Ready", 120 + 0.06 * len(names), interval=0.5 + len(names) / 2000)
 
 
 async def until(check: Any, what: str, seconds: float, interval: float = 0.5) -> None:
