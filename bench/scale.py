@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import json
 import os
@@ -20,7 +21,7 @@ from devcluster.operator import OperatorProcess
 from node_maintenance.api import GROUP, KIND
 from node_maintenance.api.paths import nm_path
 from node_maintenance.client.async_http import AsyncKube
-from node_maintenance.client.errors import Conflict, ServerError
+from node_maintenance.client.errors import Conflict, ServerError, Unreachable
 
 from . import drains
 from .workload import SETUP_TIMEOUT_SECONDS, has_service_account, pages, until, wait_nodes_ready
@@ -146,12 +147,11 @@ async def populate(api: AsyncKube, names: list[str], pods: int) -> None:
 
 async def _no_pods(api: AsyncKube, namespace: str) -> None:
     """Every pod of ``namespace`` deleted at once, without grace, and gone. Deleting tens of thousands may outlast the
-    API server's request timeout (a 504) while it goes on deleting them: then the wait is for them to be gone."""
+    API server's request timeout (a 504, or the connection closed) while it goes on deleting them: then the wait is for
+    them to be gone."""
     path = f"/api/v1/namespaces/{namespace}/pods"
-    try:
+    with contextlib.suppress(ServerError, Unreachable):
         await api.request("DELETE", path, query={"gracePeriodSeconds": "0"}, timeout=SETUP_TIMEOUT_SECONDS)
-    except ServerError:
-        pass
 
     async def gone() -> bool:
         return not (await api.request("GET", path, query={"limit": "1"}))["items"]
