@@ -332,7 +332,8 @@ async def part(result: dict[str, Any], name: str, measured: Any, out: Path) -> N
     try:
         result[name] = await measured
     except (Exception, SystemExit) as error:
-        result[name] = {"error": f"{type(error).__name__}: {error}", "where": traceback.format_exc(limit=-4).splitlines()[1:-1]}
+        where = traceback.format_exc(limit=-4).replace(f"{ROOT}/", "").splitlines()[1:-1]  # the project's paths, not the machine's
+        result[name] = {"error": f"{type(error).__name__}: {error}", "where": where}
         if (cause := error.__context__) is not None:
             result[name]["while_handling"] = f"{type(cause).__name__}: {cause}"
     result.setdefault("load_average_after", {})[name] = round(os.getloadavg()[0], 1)  # the machine may be shared
