@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import json
 import os
@@ -21,10 +20,10 @@ from devcluster.operator import OperatorProcess
 from node_maintenance.api import GROUP, KIND
 from node_maintenance.api.paths import nm_path
 from node_maintenance.client.async_http import AsyncKube
-from node_maintenance.client.errors import Conflict, ServerError, Unreachable
+from node_maintenance.client.errors import Conflict
 
 from . import drains
-from .workload import SETUP_TIMEOUT_SECONDS, has_service_account, pages, until, wait_nodes_ready
+from .workload import SETUP_TIMEOUT_SECONDS, delete_all, has_service_account, pages, until, wait_nodes_ready
 
 TICKS = os.sysconf("SC_CLK_TCK")
 # What the scale case's nodes carry, and the fleet's policy selects.
@@ -137,26 +136,12 @@ async def populate(api: AsyncKube, names: list[str], pods: int) -> None:
     the namespace that exist already are kept; the pods of an earlier population are deleted first (a fleet's drains
     removed some, and the rest are spread over the nodes it had)."""
     await post_all(api, [("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "scale"}})])
-    await _no_pods(api, "scale")
+    await delete_all(api, "/api/v1/namespaces/scale/pods", "the pods of scale", {"gracePeriodSeconds": "0"}, until_gone=True)
     await post_all(api, [("/api/v1/nodes", _node(n)) for n in names])
     await wait_nodes_ready(api, names)
     await until(lambda: has_service_account(api, "scale"), "the default ServiceAccount of scale", 120)
     await post_all(api, [("/api/v1/namespaces/scale/pods", _pod(f"p{i}", "scale", names[i % len(names)])) for i in range(pods)])
     await until(lambda: _all_running(api, "scale"), f"{pods} pods Running", 1200, interval=2)
-
-
-async def _no_pods(api: AsyncKube, namespace: str) -> None:
-    """Every pod of ``namespace`` deleted at once, without grace, and gone. Deleting tens of thousands may outlast the
-    API server's request timeout (a 504, or the connection closed) while it goes on deleting them: then the wait is for
-    them to be gone."""
-    path = f"/api/v1/namespaces/{namespace}/pods"
-    with contextlib.suppress(ServerError, Unreachable):
-        await api.request("DELETE", path, query={"gracePeriodSeconds": "0"}, timeout=SETUP_TIMEOUT_SECONDS)
-
-    async def gone() -> bool:
-        return not (await api.request("GET", path, query={"limit": "1"}))["items"]
-
-    await until(gone, f"the pods of {namespace} deleted", SETUP_TIMEOUT_SECONDS)
 
 
 async def many_nodes(cluster: Cluster, api: AsyncKube, operator: OperatorProcess, names: list[str], pods: int, draining: int,

@@ -11,7 +11,7 @@ from typing import Any
 
 from devcluster.cluster import Cluster
 from node_maintenance.client.async_http import AsyncKube
-from node_maintenance.client.errors import Conflict
+from node_maintenance.client.errors import Conflict, ServerError, Unreachable
 
 IMAGE = "registry.invalid/app:1"
 # Setting up many nodes at once queues hundreds of requests for the client's connections, while the
@@ -148,6 +148,25 @@ async def until(check: Any, what: str, seconds: float, interval: float = 0.5) ->
         if time.monotonic() > deadline:
             raise SystemExit(f"bench: timed out after {seconds:.0f}s waiting for {what}")
         await asyncio.sleep(interval)
+
+
+async def delete_all(api: AsyncKube, path: str, what: str, query: dict[str, str], *, until_gone: bool) -> None:
+    """Every object at ``path`` that ``query`` selects deleted in one request. Deleting thousands may outlast the API
+    server's request timeout (a 504, or the connection closed) while it goes on deleting them: then, as whenever
+    ``until_gone``, the wait is for them to be gone."""
+    cut_short = False
+    try:
+        await api.request("DELETE", path, query=query, timeout=SETUP_TIMEOUT_SECONDS)
+    except (ServerError, Unreachable):
+        cut_short = True
+    if not (cut_short or until_gone):
+        return
+    listing = {key: value for key, value in query.items() if key == "labelSelector"}
+
+    async def gone() -> bool:
+        return not (await api.request("GET", path, query={**listing, "limit": "1"}))["items"]
+
+    await until(gone, f"{what} deleted", SETUP_TIMEOUT_SECONDS)
 
 
 async def pages(api: AsyncKube, path: str, query: dict[str, str], limit: int = 500) -> AsyncIterator[dict[str, Any]]:

@@ -2,7 +2,7 @@
 policies, the shared watches, the kopf handlers) wired as ``runtime.main`` wires it, against the simulated API.
 
 kopf itself speaks HTTP, so its part is played here by its contract, as the handlers rely on it: a finalizer put on
-every NodeMaintenance; ``handlers.changed`` on every change, the deletion included, with the index of names;
+every NodeMaintenance; ``handlers.changed`` on every change, the deletion included;
 ``handlers.remove`` on deletion, called again after a ``kopf.TemporaryError``'s delay until it returns, and the
 finalizer removed then. The engines are the operator's own (``runtime.maintenances``). A process stopped (a crash, a
 restart, a lost lease) ends every task at once and writes nothing more.
@@ -60,7 +60,6 @@ class Process:
         self.kept: dict[str, Kept] = {}
         self.events: list[tuple[str, str, str]] = []  # (type, reason, message) of every event the operator posted
         self.mirror = Mirror(api, nm_path(), self._changed, from_cache=False)
-        self.names = _Names(self.mirror)
         self.tasks: list[asyncio.Task[Any]] = []
         self.unstoppable: list[str] = []  # the tasks that did not end when the process stopped
 
@@ -115,7 +114,7 @@ class Process:
 
     def _handle(self, body: dict[str, Any], event: str) -> None:
         """``handlers.changed``, as kopf calls it for every event: at once, with a copy of the body as the event showed it."""
-        self.tasks.append(asyncio.create_task(handlers.changed(body=dict(body), memo=self.memo, names=self.names, type=event)))  # type: ignore[arg-type]  # kopf's Body and Index are mappings
+        self.tasks.append(asyncio.create_task(handlers.changed(body=dict(body), memo=self.memo, type=event)))  # type: ignore[arg-type]  # kopf's Body is a mapping
 
     async def _delete(self, kept: Kept, name: str) -> None:
         if FINALIZER not in (kept.body["metadata"].get("finalizers") or []):
@@ -155,17 +154,6 @@ class Process:
                 log.info("kopf's write failed, trying again: %s", error)
                 await asyncio.sleep(1.0)
         return False
-
-
-class _Names(dict[str, bool]):
-    """kopf's index of names, answering from the watch of NodeMaintenances as it stands."""
-
-    def __init__(self, mirror: Mirror) -> None:
-        super().__init__()
-        self.mirror = mirror
-
-    def __contains__(self, name: object) -> bool:
-        return f"/{name}" in self.mirror.objects
 
 
 def _with(finalizers: list[str], finalizer: str) -> list[str]:

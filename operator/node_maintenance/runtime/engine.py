@@ -81,7 +81,7 @@ class Engine:
     def __init__(self, shared: Shared, body: Callable[[], dict[str, Any]], log: logging.LoggerAdapter[logging.Logger],
                  exists: Callable[[str], bool], parked: Parked | None = None, remembered: Memory | None = None) -> None:
         """``body``: the NodeMaintenance as last seen, in the working version; ``exists``: whether a NodeMaintenance
-        of that name exists (from an index the watch keeps, not a GET per step). With ``parked``, a step that finds the
+        of that name exists (from the names a watch keeps, not a GET per step). With ``parked``, a step that finds the
         maintenance waiting in line ends the engine: ``parked`` is told, before it ends, what it remembers and when its
         plan asked to look again (``remembered``: what the engine parked before remembered, for the next)."""
         self.shared = shared
@@ -164,8 +164,8 @@ class Engine:
             return reading  # nothing to plan now: look again then
         decided = plan(reading)
         outcome, carried = await self.execute(decided, reading)
-        # Gone on the API server's word: a 404 naming the object, not a version it does not serve (yet). kopf's index is
-        # no proof either way: a watch that relists never tells of an object that went meanwhile.
+        # Gone on the API server's word: a 404 naming the object, not a version it does not serve (yet). The names watched
+        # are no proof either way: a watch that relists never tells of an object that went meanwhile.
         self.gone = outcome.missing
         # The drain is counted from the instant this step decided on, not from after it was carried out.
         seen = memory.seen(self.memory, decided.status, memory.Clock(reading.now.timestamp(), reading.monotonic))

@@ -7,8 +7,8 @@ version the installed CRD serves and builds a registry for it. What they share c
 kopf watches the NodeMaintenances and keeps our finalizer on each (the deletion handler makes it); every event goes to
 ``Maintenances``, which runs an engine for each maintenance worked on and none for one waiting in line (kopf's
 daemons would hold a task, its memo and its body for each of a fleet's thousands in line). The deletion handler gives
-the node back. An index of NodeMaintenance names, which kopf fills before any handler runs, tells an engine whether
-the holder its node names still exists.
+the node back. No kopf index is registered: kopf would hold a toggle per NodeMaintenance and wake every waiting worker
+at each (``Maintenances`` keeps the names itself).
 """
 
 from __future__ import annotations
@@ -76,15 +76,8 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.watching.server_timeout = 300
 
 
-def names(name: str, **_: Any) -> dict[str, bool]:
-    """The index ``names``: every NodeMaintenance by name."""
-    return {name: True}
-
-
-async def changed(body: kopf.Body, memo: Memo, names: kopf.Index[str, bool], type: str | None = None, **_: Any) -> None:
-    """Every change of a NodeMaintenance (a new spec.drain, say) reaches its engine, or starts one. kopf's index of
-    names, complete before it calls any handler, tells the engines from then on whether a holder exists."""
-    memo.maintenances.names = names
+async def changed(body: kopf.Body, memo: Memo, type: str | None = None, **_: Any) -> None:
+    """Every change of a NodeMaintenance (a new spec.drain, say) reaches its engine, or starts one."""
     if memo.maintenances.context is None:  # an engine started when the policies tell posts events as kopf's handlers do
         memo.maintenances.context = contextvars.copy_context()
     memo.maintenances.seen(dict(body), deleted=type == "DELETED")
@@ -103,7 +96,6 @@ def registry(version: str) -> kopf.OperatorRegistry:
     handlers = kopf.OperatorRegistry()
     kopf.on.login(registry=handlers)(login)
     kopf.on.startup(registry=handlers)(configure)
-    kopf.index(api.GROUP, version, api.PLURAL, registry=handlers)(names)
-    kopf.on.event(api.GROUP, version, api.PLURAL, registry=handlers)(changed)  # type: ignore[arg-type]  # kopf's protocol lists no index arguments
+    kopf.on.event(api.GROUP, version, api.PLURAL, registry=handlers)(changed)
     kopf.on.delete(api.GROUP, version, api.PLURAL, registry=handlers)(remove)
     return handlers

@@ -19,7 +19,7 @@ class Untouched:
 
 def test_no_drain_starts_before_the_finalizer_is_on() -> None:
     maintenances = Maintenances(cast(Shared, Untouched()))
-    maintenances.ready, maintenances.names = True, {"nm-1"}
+    maintenances.ready = True
     maintenances.seen(nm("nm-1", "n1"))  # kopf has not added its finalizer yet
     maintenances.tell(None)
     assert maintenances.running == {}

@@ -36,7 +36,7 @@ def test_a_maintenance_gone_without_its_deletion_has_the_node_its_drain_took_giv
         body = runtime_nm("nm1", node="n1")
         body["metadata"]["finalizers"] = [FINALIZER]  # as kopf's event showed it before the object went
         maintenances = Maintenances(shared)
-        maintenances.ready, maintenances.names = True, set()
+        maintenances.ready = True
         maintenances.seen(body)
         drain = maintenances.running["nm1"].task
         assert drain is not None

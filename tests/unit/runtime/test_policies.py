@@ -1107,7 +1107,6 @@ def test_a_maintenance_waiting_in_line_holds_no_engine_and_no_task_until_its_slo
         policies = Policies(api, "operator-ns", tell)
         maintenances = Maintenances(Shared(api, BudgetWatch(api), CordonedNodes(api), Active(), "v1beta1", lambda *_: None, policies=policies))
         told.append(maintenances)
-        maintenances.names = {f"nm-{name}" for name in POOL}
         for name in POOL:
             maintenances.seen({**api.objects[nm_path(f"nm-{name}")], "metadata": {**api.objects[nm_path(f"nm-{name}")]["metadata"], "finalizers": [FINALIZER]}})
         tasks = [asyncio.create_task(policies.run()), asyncio.create_task(maintenances.run())]
