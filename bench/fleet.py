@@ -361,8 +361,9 @@ class Fleet:
         """The operator's requests while queueing, per NodeMaintenance; each one's requests (on the object, and its
         events) over its whole wait, from its creation until the operator took its node (its first patch of the node,
         as the audit log stamps it) or the fleet's measures ended (``ended``, before the teardown deletes them all),
-        whatever the line's length then; its events over the fleet; and over the whole fleet, per node drained, in all
-        and beside the evictions."""
+        whatever the line's length then; its events over the fleet; and over the whole fleet, per node drained, in all,
+        beside the evictions, and beside the evictions and every wait in line (what the drains cost, the queue's own
+        requests counted apart: a thousand waits shared among a hundred drained nodes are no drain's cost)."""
         requests, drained = self.audit.since_mark(OPERATOR_USER), len(self.queue.succeeded)
         taken: dict[str, str] = {}  # node -> when the operator first patched it
         for node, at in self.audit.on_objects(OPERATOR_USER, "nodes", verbs=("patch",)):
@@ -385,6 +386,7 @@ class Fleet:
             "per_node": {k: round(v / drained, 2) for k, v in sorted(_drain_counts(requests).items())},
             "per_node_total": round(_total(requests) / drained, 2),
             "per_node_beyond_evictions": round(beyond / drained, 2),
+            "per_node_beyond_evictions_and_waits": round((beyond - sum(waited.values())) / drained, 2),
             "leases_per_node": round(sum(v for k, v in requests.items() if "leases" in k) / drained, 2)}
         self.result["events_per_maintenance"] = {"median": _median([float(len(told.get(n, []))) for n in self.maintenances]),
                                                  "max": max(len(told.get(n, [])) for n in self.maintenances)}
