@@ -262,66 +262,90 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     shape = Shape.of_size(args.pods)
     result: dict[str, Any] = {"smoke": args.smoke, "parts": parts, "cpus": os.cpu_count(), "load_average_before": round(os.getloadavg()[0], 1),
                               "control_plane_flags": {k: list(v) for k, v in CONTROL_PLANE_FLAGS.items()}}
-    with tempfile.TemporaryDirectory(prefix="nmo-bench-") as scratch, BenchCluster() as cluster:
-        api = cluster.admin()
-        cluster.kubectl("apply", "--server-side", "-f", str(CRD_FILE))
-        cluster.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}")
-        operator_config = grant_csv_permissions(cluster, NAMESPACE)
-        kubectl_config = cluster.kubectl_drain_kubeconfig()
-        if "conversion" in parts:  # first, by a replica that serves webhooks only (another holds the Lease)
-            webhook = OperatorProcess(cluster, Path(scratch) / "webhook", operator_config, identity="webhook-only", in_pod=True)
-            cluster.kubectl("apply", "-f", "-", input=_held_lease())
-            assert webhook.ca_pem is not None
-            point_conversion_at(cluster, webhook.webhook_url + "/convert", webhook.ca_pem)
-            webhook.start()
-            result["conversion"] = await scale.conversion(cluster, api, webhook, 1000)
-            webhook.stop()
-            cluster.kubectl("delete", "lease", LEASE_NAME, "-n", NAMESPACE)
-            print(f"conversion: {result['conversion']}", flush=True)
-            result.setdefault("load_average_after", {})["conversion"] = round(os.getloadavg()[0], 1)
-        # As in a pod (no kubeconfig): what the operator costs is then what the image costs.
-        operator = OperatorProcess(cluster, Path(scratch) / "operator", operator_config, in_pod=True)
-        assert operator.ca_pem is not None
-        point_conversion_at(cluster, operator.webhook_url + "/convert", operator.ca_pem)
-        # The timeline reads the budget watch's DEBUG lines; everything else measures the operator at its usual level.
-        operator.start(*(["--log-level=debug"] if "timeline" in parts else []))
-        bench = Bench(cluster, api, operator, kubectl_config)
-        wave = await bench.wave(shape)
-        # No drain beats one wave per pod of a budget, plus the grace period of the last pods.
-        limit = wave * shape.replicas + shape.grace
-        if "timeline" in parts:
-            await part(result, "timeline", bench.timeline(shape, limit), args.out)
+    with tempfile.TemporaryDirectory(prefix="nmo-bench-") as scratch:
+        with BenchCluster() as cluster:
+            api = cluster.admin()
+            operator_config = install(cluster)
+            kubectl_config = cluster.kubectl_drain_kubeconfig()
+            if "conversion" in parts:  # first, by a replica that serves webhooks only (another holds the Lease)
+                webhook = OperatorProcess(cluster, Path(scratch) / "webhook", operator_config, identity="webhook-only", in_pod=True)
+                cluster.kubectl("apply", "-f", "-", input=_held_lease())
+                assert webhook.ca_pem is not None
+                point_conversion_at(cluster, webhook.webhook_url + "/convert", webhook.ca_pem)
+                webhook.start()
+                result["conversion"] = await scale.conversion(cluster, api, webhook, 1000)
+                webhook.stop()
+                cluster.kubectl("delete", "lease", LEASE_NAME, "-n", NAMESPACE)
+                print(f"conversion: {result['conversion']}", flush=True)
+                result.setdefault("load_average_after", {})["conversion"] = round(os.getloadavg()[0], 1)
+            # As in a pod (no kubeconfig): what the operator costs is then what the image costs.
+            operator = OperatorProcess(cluster, Path(scratch) / "operator", operator_config, in_pod=True)
+            assert operator.ca_pem is not None
+            point_conversion_at(cluster, operator.webhook_url + "/convert", operator.ca_pem)
+            # The timeline reads the budget watch's DEBUG lines; everything else measures the operator at its usual level.
+            operator.start(*(["--log-level=debug"] if "timeline" in parts else []))
+            bench = Bench(cluster, api, operator, kubectl_config)
+            wave = await bench.wave(shape)
+            # No drain beats one wave per pod of a budget, plus the grace period of the last pods.
+            limit = wave * shape.replicas + shape.grace
+            if "timeline" in parts:
+                await part(result, "timeline", bench.timeline(shape, limit), args.out)
+                operator.stop()
+                operator.start()
+            result["single_node"] = await bench.single(args.rounds, args.grace_rounds, shape)
+            result["single_node"].update(wave_seconds=round(wave, 2), waves=shape.replicas, limit_seconds=round(limit, 2),
+                                         operator_vs_limit=round(result["single_node"]["operator_median"] / limit, 2))
+            result["api_cost"] = bench.api_cost()
+            result.setdefault("load_average_after", {})["single_node"] = round(os.getloadavg()[0], 1)
+            report.write(result, args.out)
+            if "no_budgets" in parts:
+                await part(result, "no_budgets", bench.no_budgets(shape.drained), args.out)
+            # Every single-node drain before the many nodes: their thousands of replacements keep the
+            # controllers busy for a while after the last drain ends (a 10-pod drain took 30 s behind them).
+            if "curve" in parts:
+                await part(result, "curve", bench.curve([int(n) for n in args.curve.split(",")]), args.out)
+            if "twenty_nodes" in parts:
+                await part(result, "twenty_nodes", many_profiled(bench, args, result), args.out)
+            # The fleet last, on the scale case's nodes and pods (its NodeMaintenances are not waited out).
+            names = scale.node_names(args.scale_nodes)
+            if "scale" in parts:
+                await part(result, "scale", scale.many_nodes(cluster, api, operator, names, args.scale_pods, 10, 15), args.out)
+            if "fleet" in parts:
+                await part(result, "fleet", fleet_on(cluster, api, operator, names, args.fleet_parallel, args.fleet_first, args.out,
+                                                     args.profile, pods=None if "scale" in parts else args.scale_pods), args.out)
             operator.stop()
-            operator.start()
-        result["single_node"] = await bench.single(args.rounds, args.grace_rounds, shape)
-        result["single_node"].update(wave_seconds=round(wave, 2), waves=shape.replicas, limit_seconds=round(limit, 2),
-                                     operator_vs_limit=round(result["single_node"]["operator_median"] / limit, 2))
-        result["api_cost"] = bench.api_cost()
-        result.setdefault("load_average_after", {})["single_node"] = round(os.getloadavg()[0], 1)
-        report.write(result, args.out)
-        if "no_budgets" in parts:
-            await part(result, "no_budgets", bench.no_budgets(shape.drained), args.out)
-        # Every single-node drain before the many nodes: their thousands of replacements keep the
-        # controllers busy for a while after the last drain ends (a 10-pod drain took 30 s behind them).
-        if "curve" in parts:
-            await part(result, "curve", bench.curve([int(n) for n in args.curve.split(",")]), args.out)
-        if "twenty_nodes" in parts:
-            await part(result, "twenty_nodes", many_profiled(bench, args, result), args.out)
-        # The fleet last, on the scale case's nodes and pods (its NodeMaintenances are not waited out).
-        names = scale.node_names(args.scale_nodes)
-        if "scale" in parts:
-            await part(result, "scale", scale.many_nodes(cluster, api, operator, names, args.scale_pods, 10, 15), args.out)
-        if "fleet" in parts:
-            await part(result, "fleet", fleet_on(cluster, api, operator, names, args.fleet_parallel, args.fleet_first, args.out,
-                                                 args.profile, pods=None if "scale" in parts else args.scale_pods), args.out)
-        # Then at Kubernetes' own limit, on more nodes, the same number of pods spread over them afresh.
+            await api.close()
+        # Then at Kubernetes' own limit, on more nodes and the same number of pods, on a control plane of its own.
         if "fleet_at_limit" in parts:
-            await part(result, "fleet_at_limit", fleet_on(cluster, api, operator, scale.node_names(args.limit_nodes), args.limit_parallel,
-                                                          args.limit_first, args.out, args.profile, pods=args.limit_pods), args.out)
-        operator.stop()
-        await api.close()
+            await part(result, "fleet_at_limit", at_limit(args, Path(scratch) / "at-limit"), args.out)
     result["wall_seconds"] = round(time.monotonic() - started, 1)
     return result
+
+
+def install(cluster: BenchCluster) -> Path:
+    """The NodeMaintenance CRD, and the operator's permissions as its CSV grants them: its kubeconfig."""
+    cluster.kubectl("apply", "--server-side", "-f", str(CRD_FILE))
+    cluster.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}")
+    return grant_csv_permissions(cluster, NAMESPACE)
+
+
+async def at_limit(args: argparse.Namespace, scratch: Path) -> dict[str, Any]:
+    """The fleet at Kubernetes' own limit, on a control plane and an operator of its own: an earlier part's 30,000
+    pods, deleted first, took longer than this part's whole setup, and its operator starts afresh."""
+    with BenchCluster() as cluster:
+        api = cluster.admin()
+        try:
+            operator = OperatorProcess(cluster, scratch, install(cluster), in_pod=True)
+            assert operator.ca_pem is not None
+            point_conversion_at(cluster, operator.webhook_url + "/convert", operator.ca_pem)
+            operator.start()
+            try:
+                return await fleet_on(cluster, api, operator, scale.node_names(args.limit_nodes), args.limit_parallel, args.limit_first,
+                                      args.out, args.profile, pods=args.limit_pods)
+            finally:
+                operator.stop()
+        finally:
+            await api.close()
 
 
 async def part(result: dict[str, Any], name: str, measured: Any, out: Path) -> None:

@@ -108,11 +108,15 @@ class AuditCounter:
                 if event.get("user", {}).get("username") == user and event.get("stage") == "ResponseComplete" and event.get("verb") in verbs
                 and (ref := event.get("objectRef") or {}).get("resource") == resource and ref.get("name")]
 
-    def since_mark(self, user: str) -> Counter[str]:
-        """Requests of ``user`` logged since the mark, keyed "verb resource[/subresource]" (429s as "... refused")."""
+    def since_mark(self, user: str, *, before: str | None = None, after: str | None = None) -> Counter[str]:
+        """Requests of ``user`` logged since the mark, keyed "verb resource[/subresource]" (429s as "... refused"); only
+        those that came ``before`` or ``after`` a time (RFC 3339 in UTC, as the audit log stamps them), when given."""
         counts: Counter[str] = Counter()
         for event in self.events():
             if event.get("user", {}).get("username") != user:
+                continue
+            came = event.get("requestReceivedTimestamp", "")
+            if (before is not None and came >= before) or (after is not None and came < after):
                 continue
             verb = event.get("verb", "")
             if (verb == "watch") != (event.get("stage") == "ResponseStarted"):

@@ -361,10 +361,14 @@ class Fleet:
         """The operator's requests while queueing, per NodeMaintenance; each one's requests (on the object, and its
         events) over its whole wait, from its creation until the operator took its node (its first patch of the node,
         as the audit log stamps it) or the fleet's measures ended (``ended``, before the teardown deletes them all),
-        whatever the line's length then; its events over the fleet; and over the whole fleet, per node drained, in all,
+        whatever the line's length then; its events over the fleet; until then, over the whole fleet, per node drained, in all,
         beside the evictions, and beside the evictions and every wait in line (what the drains cost, the queue's own
-        requests counted apart: a thousand waits shared among a hundred drained nodes are no drain's cost)."""
-        requests, drained = self.audit.since_mark(OPERATOR_USER), len(self.queue.succeeded)
+        requests counted apart: a thousand waits shared among a hundred drained nodes are no drain's cost); and the
+        teardown's, per NodeMaintenance it deleted from the line."""
+        # The fleet's own requests end where its measures do: the teardown's deletion of every NodeMaintenance left in
+        # line is counted apart, per NodeMaintenance deleted (the waits end there too).
+        requests, drained = self.audit.since_mark(OPERATOR_USER, before=ended), len(self.queue.succeeded)
+        leaving = self.audit.since_mark(OPERATOR_USER, after=ended)
         taken: dict[str, str] = {}  # node -> when the operator first patched it
         for node, at in self.audit.on_objects(OPERATOR_USER, "nodes", verbs=("patch",)):
             taken.setdefault(node, at)
@@ -387,7 +391,9 @@ class Fleet:
             "per_node_total": round(_total(requests) / drained, 2),
             "per_node_beyond_evictions": round(beyond / drained, 2),
             "per_node_beyond_evictions_and_waits": round((beyond - sum(waited.values())) / drained, 2),
-            "leases_per_node": round(sum(v for k, v in requests.items() if "leases" in k) / drained, 2)}
+            "leases_per_node": round(sum(v for k, v in requests.items() if "leases" in k) / drained, 2),
+            "teardown_per_maintenance_left": round(_total(leaving) / max(1, len(self.order) - drained), 2),
+            "teardown_by_request": {k: round(v / max(1, len(self.order) - drained), 2) for k, v in sorted(_drain_counts(leaving).items())}}
         self.result["events_per_maintenance"] = {"median": _median([float(len(told.get(n, []))) for n in self.maintenances]),
                                                  "max": max(len(told.get(n, [])) for n in self.maintenances)}
 

@@ -25,7 +25,7 @@ SECTIONS = {
     "fleet": ("nodes", "max_parallel", "drained", "single_node_seconds", "first_seconds", "ideal_seconds", "first_vs_ideal",
               "kubectl_wave_seconds", "first_wave_seconds", "first_wave_vs_kubectl", "held_median_seconds", "slot_empty_median_seconds",
               "slot_empty_p99_seconds", "requests.whole_wait.median", "requests.whole_wait.max", "±requests.per_node_beyond_evictions",
-              "±requests.per_node_beyond_evictions_and_waits",
+              "±requests.per_node_beyond_evictions_and_waits", "±requests.teardown_per_maintenance_left",
               "±events_per_maintenance.median", "±events_per_maintenance.max", "restart.ready_seconds", "restart.first_eviction_seconds",
               "restart.rss_mib",
               "rss_mib.before", "rss_mib.queued", "rss_mib.peak", "±memory_per_queued_kib", "connections.before", "connections.peak",
@@ -189,7 +189,8 @@ def _fleet(console: Console, fleet: dict[str, Any]) -> None:
                   f"NodeMaintenance median {told['median']}, most {told['max']}; {requests['per_node_total']} per drained node over the "
                   f"fleet, {requests['per_node_beyond_evictions']} besides its evictions, {requests['per_node_beyond_evictions_and_waits']} "
                   f"besides its evictions and every wait in line ({fleet['drained']} drained; "
-                  f"{json.dumps(requests['per_node'], sort_keys=True)})")
+                  f"{json.dumps(requests['per_node'], sort_keys=True)}); the teardown then deleted those left in line, "
+                  f"{requests['teardown_per_maintenance_left']} requests each ({json.dumps(requests['teardown_by_request'], sort_keys=True)})")
     decisions = fleet["decisions"]
     console.print(f"the policies' decisions while the fleet queued and its first nodes drained: {decisions['changes']} changes heard, "
                   f"{decisions['lines_decided']} lines decided, {decisions['cpu_seconds']} s of CPU: {decisions['cpu_ms_per_change']} ms "
