@@ -29,18 +29,21 @@ def hand_back(name: str, node_name: str, node: dict[str, Any] | None, coordinate
 
     A node it does not hold may yet be taken by it: a take whose answer never came (the request timed out, or the
     operator was killed) can still be queued in the API server, and would land once the NodeMaintenance is gone. So
-    the node is fenced first, its mark set then cleared, and only then is the maintenance done with it."""
-    removed = events.Event(on_node=False, type=events.Type.NORMAL, reason="RemovedMaintenance", message=f"maintenance of node {node_name} removed")
+    the node is fenced first, its mark set then cleared, and only then is the maintenance done with it.
+
+    The hand-back is told on the node only: the NodeMaintenance is being deleted and is gone a moment later, and an
+    event on it would be one more request for each maintenance of a fleet, and one more line no `kubectl describe`
+    shows. A maintenance that never held its node tells nothing: nothing happened to the node."""
     if node is not None and holder_of(node) != name:
         if not fenced(node):
             return Handback(node_patch=None, release_lease=False, events=(), uncordons=False, fence=fence_patch(node, name), again=True)
-        return Handback(node_patch=None, events=(removed,), uncordons=False, fence=fence_patch(node, name),
+        return Handback(node_patch=None, events=(), uncordons=False, fence=fence_patch(node, name),
                         # Deleted between taking the Lease and taking the node: no other maintenance uses that Lease.
                         release_lease=coordinated and holder_of(node) is None)
     if node is None:
-        return Handback(node_patch=None, release_lease=coordinated, events=(removed,), uncordons=False)
+        return Handback(node_patch=None, release_lease=coordinated, events=(), uncordons=False)
     uncordons = will_uncordon(node)
-    told = (removed, events.Event(on_node=True, type=events.Type.NORMAL, reason="RemovedMaintenance", message=f"NodeMaintenance {name} removed"),
+    told = (events.Event(on_node=True, type=events.Type.NORMAL, reason="RemovedMaintenance", message=f"NodeMaintenance {name} removed"),
             *((events.Event(on_node=True, type=events.Type.NORMAL, reason="Uncordon", message=f"node {node_name} is schedulable again"),)
               if uncordons else ()))
     return Handback(node_patch=remediation.restore(node, end_patch(node)), release_lease=coordinated, events=told, uncordons=uncordons)

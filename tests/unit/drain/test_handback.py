@@ -28,7 +28,7 @@ def test_a_held_node_is_restored_uncordoned_and_its_lease_let_go() -> None:
     back = hand_back("nm", "n1", held_node("nm"), coordinated=True)
     assert back.node_patch is not None and back.node_patch["spec"] == {"unschedulable": None, "taints": None}
     assert back.release_lease and back.uncordons
-    assert reasons(back) == [(False, "RemovedMaintenance"), (True, "RemovedMaintenance"), (True, "Uncordon")]
+    assert reasons(back) == [(True, "RemovedMaintenance"), (True, "Uncordon")]  # on the node, which stays; not on the maintenance, which goes
 
 
 def test_a_node_cordoned_before_the_maintenance_stays_cordoned_and_says_no_uncordon() -> None:
@@ -53,7 +53,7 @@ def test_a_node_another_maintenance_holds_keeps_its_record_and_its_lease_and_is_
     assert first.node_patch is None and last.node_patch is None and not first.release_lease and not last.release_lease
     assert first.fence == {"metadata": {"annotations": {nodes.FENCE: "nm"}, "resourceVersion": "7"}}
     assert last.fence == {"metadata": {"annotations": {nodes.FENCE: None}, "resourceVersion": "8"}} and not last.again
-    assert reasons(first) == [] and reasons(last) == [(False, "RemovedMaintenance")]
+    assert reasons(first) == [] and reasons(last) == []  # nothing happened to the node
 
 
 def test_a_node_never_taken_is_fenced_against_a_late_take_before_its_lease_is_let_go() -> None:
