@@ -18,11 +18,10 @@ from node_maintenance.client.http import JSON, MERGE_PATCH, READS, REQUEST_TIMEO
 
 # Watch events are one JSON object a line; a line holds one whole object.
 MAX_EVENT_BYTES = 16 * 1024 * 1024
-# A request's connection, held open after it for the next, costs the process its TLS state and buffers for good (the
-# allocator keeps what a burst took): 300 NodeMaintenances created at once filled 64 of ours and 64 of kopf's, and the
-# process grew by 54 MiB; with 16 each, by 27 MiB, and they were queued as fast. Sixteen still carry hundreds of
-# requests a second to an API server that answers in tens of milliseconds; pod removals have their own pool.
-MAX_REQUEST_CONNECTIONS = 16
+# Fewer would cost less memory in a burst (with 16, 300 NodeMaintenances created at once grew the process by 27 MiB
+# instead of 54), but a request's timeout counts its wait for a connection: 5,000 created at once had their status
+# writes wait past it behind 16, tried again, and the queue slowed to a crawl.
+MAX_REQUEST_CONNECTIONS = 64
 # Pod removals (evictions, deletions) have a pool of their own: twenty drains keep hundreds in flight, and a take, a
 # hand-back, a Lease or a status write queued behind them waited seconds for a connection (5.5 s in a fleet of ten at once).
 MAX_REMOVAL_CONNECTIONS = 64
