@@ -89,7 +89,7 @@ class Maintenances:
     async def run(self) -> None:
         """Start the engines once they can do more than wait, then keep them until cancelled."""
         shared = self.shared
-        self.listed = listed = Mirror(shared.kube, nm_path(), lambda _: None, slim=name_only, from_cache=False)
+        self.listed = listed = Mirror(shared.kube, nm_path(version=shared.version), lambda _: None, slim=name_only, from_cache=False)
         listing = asyncio.create_task(listed.run(), name="NodeMaintenance names")
         try:
             if shared.policies:
