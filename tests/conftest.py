@@ -9,9 +9,9 @@ together.
 
 The order the work is taken in: the OLM tests, which take longest; the other real-node tests (on a real-node cluster
 of their own); the soak, which runs its own cluster for minutes; the bad-input tests; then the self-drain test, on a
-cluster with two real nodes. xdist hands a process its next work while its last test runs, so the self-drain test is
-queued behind the soak, the one test of its process, at once: it starts minutes later, once the two real-node clusters
-before it have started, never side by side with them.
+cluster with two real nodes. xdist hands a process more work once two or fewer of its tests are left, so the bad-input
+tests are queued behind the soak, the one test of its process, at once, and the self-drain test behind them: it starts
+minutes later, once the two real-node clusters before it have started, never beside their start.
 """
 
 from __future__ import annotations
