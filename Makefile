@@ -85,7 +85,7 @@ lint: venv
 # The end-to-end tests mostly wait on controllers: they run in this many processes, each with a control
 # plane of its own; tests/conftest.py keeps the tests of a shared setup (the real-node cluster) in one.
 # Three, on two cores: more processes only made the cores busier. Measured on a warm machine, `make test` took
-# 20.1 min with three (31 min of CPU), 21.1 with four (38) and 26.6 with five (48): while the cores are saturated,
+# 20.1 and 20.6 min with three (31 min of CPU), 21.1 with four (38) and 26.6 with five (48): while the cores are saturated,
 # every wait polls longer and every controller retries more, so each added process costs more CPU than it overlaps.
 # Each test's outcome and duration go to build/test-report.xml (JUnit), which says where the run's time goes.
 TEST_WORKERS ?= 3
