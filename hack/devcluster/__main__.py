@@ -1,6 +1,9 @@
 """Command line: build the upstream tools, or run the local control plane until interrupted.
 
     python -m devcluster build [TOOL ...]   build (or reuse cached) binaries and print their paths
+    python -m devcluster build --control-plane
+                                            only those a KWOK control plane runs (etcd, the Kubernetes
+                                            components, KWOK, kubectl): all the bench needs
     python -m devcluster images             build (or reuse cached) the Python bases and every release's operator
                                             image, which the tests push
     python -m devcluster up [--nodes N]     start the cluster, print its kubeconfig, wait for Ctrl-C
@@ -25,14 +28,14 @@ from pathlib import Path
 from node_maintenance_packaging.errors import PackagingError
 
 from . import toolchain
-from .cluster import Cluster
+from .cluster import COMPONENTS, Cluster
 from .olm import OLM
 from .publish import publish, warm_image_cache
 
 
 def _build(names: list[str]) -> int:
     started = time.monotonic()
-    for name, path in toolchain.ensure(names or sorted(toolchain.BINARIES)).items():
+    for name, path in toolchain.ensure(names).items():
         print(f"{name}\t{path}")
     print(f"tools ready in {time.monotonic() - started:.1f}s", file=sys.stderr)
     return 0
@@ -79,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     build = sub.add_parser("build", help="build or reuse the pinned upstream binaries")
     build.add_argument("tools", nargs="*", help=f"any of: {', '.join(sorted(toolchain.BINARIES))} (default: all)")
+    build.add_argument("--control-plane", action="store_true", help="only the control plane's tools: " + ", ".join(COMPONENTS))
     sub.add_parser("images", help="build or reuse the images the tests push: the Python bases, every release's operator image")
     up = sub.add_parser("up", help="run the local control plane until interrupted")
     up.add_argument("--nodes", type=int, default=2, help="KWOK nodes to create (default 2)")
@@ -87,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "build":
-            return _build(args.tools)
+            return _build([*args.tools, *COMPONENTS] if args.control_plane else args.tools or sorted(toolchain.BINARIES))
         return _images() if args.command == "images" else _up(args.nodes, args.olm, args.real_node)
     except (RuntimeError, KeyError, PackagingError) as error:
         print(f"error: {error}", file=sys.stderr)
