@@ -148,17 +148,45 @@ class WindowState:
 
 def state_at(windows: Sequence[Window], now: datetime.datetime) -> WindowState:
     """Where ``windows`` stand at ``now`` (aware). The open one's end follows, in order, every window opening before
-    the end found so far."""
+    the end found so far.
+
+    A state found at one moment holds unchanged until its boundary: nothing opens before the next opening, and every
+    window that opens before the open one's end was followed to find that end. So each set of windows keeps the last
+    state found, and a later moment before its boundary is answered from it without walking the cron schedules again:
+    every decision of a pool reads its windows, and a fleet's decisions come many times a second. A moment before the one
+    the state was found at (a clock set back), or at or after its boundary, is worked out again; so is every moment of a
+    chain cut short at CHAIN_LOOKAHEAD, whose end moves on as time does."""
+    key = tuple(windows)
+    known = _known.get(key)
+    if known is not None and known[0] <= now and (known[1].boundary is None or now < known[1].boundary):
+        return known[1]
+    state, lasting = _worked_out(key, now)
+    if lasting:
+        if len(_known) >= _KNOWN_LIMIT:
+            _known.clear()
+        _known[key] = (now, state)
+    return state
+
+
+# The last state found for each set of windows, with the moment it was found at (see state_at). A cluster has few sets
+# of windows; a bound keeps edits to them over months from piling up.
+_known: dict[tuple[Window, ...], tuple[datetime.datetime, WindowState]] = {}
+_KNOWN_LIMIT = 256
+
+
+def _worked_out(windows: tuple[Window, ...], now: datetime.datetime) -> tuple[WindowState, bool]:
+    """The state at ``now``, and whether it holds until its boundary (not when the chain was cut short)."""
     ends = [end for w in windows if (end := w.closes(w.last_opened(now))) > now]
     if not ends:
-        return WindowState(open=False, next_opens=_next_opening(windows, now))
-    closes = max(ends)
+        return WindowState(open=False, next_opens=_next_opening(windows, now)), True
+    closes, followed = max(ends), False
     merged = heapq.merge(*(_spans(w, now) for w in windows))
     for opened, ends_at in itertools.islice(merged, CHAIN_LOOKAHEAD):
         if opened > closes:
+            followed = True
             break
         closes = max(closes, ends_at)
-    return WindowState(open=True, closes=closes, next_opens=_next_opening(windows, closes))
+    return WindowState(open=True, closes=closes, next_opens=_next_opening(windows, closes)), followed
 
 
 def _spans(window: Window, after: datetime.datetime) -> Iterable[tuple[datetime.datetime, datetime.datetime]]:

@@ -120,6 +120,26 @@ def test_a_window_that_never_closes_is_followed_only_so_far() -> None:
                                                             now + datetime.timedelta(minutes=windows.CHAIN_LOOKAHEAD + 3))
 
 
+@pytest.mark.parametrize(("specs", "moments"), [
+    ([{"schedule": "0 22 * * *", "duration": "4h"}], 400),
+    ([{"schedule": "0 22 * * 5", "duration": "56h", "timeZone": "Europe/Berlin"},
+      {"schedule": "30 2 * * *", "duration": "1h", "timeZone": "Europe/Berlin"}], 400),
+    ([{"schedule": "0 22 * * *", "duration": "2h"}, {"schedule": "0 23 * * *", "duration": "2h"}, {"schedule": "0 1 * * *", "duration": "30m"}], 400),
+    # A chain followed only so far: its end moves on as time does (each moment walks CHAIN_LOOKAHEAD openings).
+    ([{"schedule": "*/7 * * * *", "duration": "10m"}], 40),
+], ids=["nightly", "weekend-across-the-autumn-change", "chained", "never-closing"])
+def test_a_state_kept_from_an_earlier_moment_is_the_one_worked_out_afresh(specs: list[dict[str, Any]], moments: int) -> None:
+    """A later moment before the state's boundary is answered from the state last found; asked from the latest moment
+    back to the earliest, every answer is worked out again (each moment comes before the last). Both orders agree,
+    over three days with openings, closes, a daylight-saving change, and clocks set back."""
+    start, span = utc(2026, 10, 23, 20), datetime.timedelta(hours=75)
+    asked = [start + span * index / moments for index in range(moments)]
+    forward = [window_state(specs, moment) for moment in asked]
+    backward = [window_state(specs, moment) for moment in reversed(asked)]
+    assert forward == backward[::-1]
+    assert len(set(forward)) >= 2, "the moments meet a boundary of the windows"
+
+
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
