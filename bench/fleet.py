@@ -36,7 +36,7 @@ from . import drains
 from .cluster import OPERATOR_USER, AuditCounter, BenchCluster
 from .scale import FLEET_LABEL, Peaks, cpu_seconds, post_all, reconciling
 from .spy import hottest, profiling
-from .workload import delete_all, pages, until
+from .workload import SETUP_TIMEOUT_SECONDS, delete_all, pages, until
 
 ROOT = Path(__file__).resolve().parents[1]
 POLICY_CRD_FILE = ROOT / "bundle" / "manifests" / f"{GROUP}_{POLICY.plural}.yaml"
@@ -49,6 +49,9 @@ FIRST_TIMEOUT_SECONDS = 600
 RESTART_TIMEOUT_SECONDS = 1800
 # Each window in which the operator's memory and connections are sampled before and with the queue.
 WINDOW_SECONDS = 2
+# The teardown waits for the fleet's NodeMaintenances to be gone three minutes and this long for each: 5,000 deleted at
+# once outlasted three minutes.
+TEARDOWN_SECONDS_PER_MAINTENANCE = 0.1
 Seen = Callable[[str, dict[str, Any]], None]
 # How the audit log stamps a request (UTC, to the microsecond).
 STAMP = "%Y-%m-%dT%H:%M:%S.%fZ"
@@ -236,8 +239,13 @@ class Fleet:
         return self.result
 
     async def clean_up(self) -> None:
-        """The fleet's NodeMaintenances and its policy deleted."""
-        await delete_all(self.api, nm_path(), "the fleet's NodeMaintenances", {"labelSelector": SELECTOR}, until_gone=False)
+        """The fleet's NodeMaintenances and its policy deleted, and how long the NodeMaintenances took to be gone: each
+        one's finalizer is the operator's to remove, so a fleet deleted at once is the operator's work, in proportion to
+        its size (5,000 outlasted a fixed three minutes)."""
+        started = time.monotonic()
+        await delete_all(self.api, nm_path(), "the fleet's NodeMaintenances", {"labelSelector": SELECTOR}, until_gone=True,
+                         seconds=SETUP_TIMEOUT_SECONDS + TEARDOWN_SECONDS_PER_MAINTENANCE * len(self.order))
+        self.result["teardown_seconds"] = round(time.monotonic() - started, 2)
         await self.api.request("DELETE", policy_path(POLICY_NAME))
 
     async def decisions(self) -> dict[str, float]:

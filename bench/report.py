@@ -189,8 +189,8 @@ def _fleet(console: Console, fleet: dict[str, Any]) -> None:
                   f"NodeMaintenance median {told['median']}, most {told['max']}; {requests['per_node_total']} per drained node over the "
                   f"fleet, {requests['per_node_beyond_evictions']} besides its evictions, {requests['per_node_beyond_evictions_and_waits']} "
                   f"besides its evictions and every wait in line ({fleet['drained']} drained; "
-                  f"{json.dumps(requests['per_node'], sort_keys=True)}); the teardown then deleted those left in line, "
-                  f"{requests['teardown_per_maintenance_left']} requests each ({json.dumps(requests['teardown_by_request'], sort_keys=True)})")
+                  f"{json.dumps(requests['per_node'], sort_keys=True)}); the teardown then deleted every NodeMaintenance, gone after "
+                  f"{fleet['teardown_seconds']} s, those left in line at {requests['teardown_per_maintenance_left']} requests each ({json.dumps(requests['teardown_by_request'], sort_keys=True)})")
     decisions = fleet["decisions"]
     console.print(f"the policies' decisions while the fleet queued and its first nodes drained: {decisions['changes']} changes heard, "
                   f"{decisions['lines_decided']} lines decided, {decisions['cpu_seconds']} s of CPU: {decisions['cpu_ms_per_change']} ms "

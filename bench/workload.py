@@ -150,10 +150,11 @@ async def until(check: Any, what: str, seconds: float, interval: float = 0.5) ->
         await asyncio.sleep(interval)
 
 
-async def delete_all(api: AsyncKube, path: str, what: str, query: dict[str, str], *, until_gone: bool) -> None:
+async def delete_all(api: AsyncKube, path: str, what: str, query: dict[str, str], *, until_gone: bool,
+                     seconds: float = SETUP_TIMEOUT_SECONDS) -> None:
     """Every object at ``path`` that ``query`` selects deleted in one request. Deleting thousands may outlast the API
     server's request timeout (a 504, or the connection closed) while it goes on deleting them: then, as whenever
-    ``until_gone``, the wait is for them to be gone."""
+    ``until_gone``, the wait is for them to be gone, for ``seconds`` at most."""
     cut_short = False
     try:
         await api.request("DELETE", path, query=query, timeout=SETUP_TIMEOUT_SECONDS)
@@ -166,7 +167,7 @@ async def delete_all(api: AsyncKube, path: str, what: str, query: dict[str, str]
     async def gone() -> bool:
         return not (await api.request("GET", path, query={**listing, "limit": "1"}))["items"]
 
-    await until(gone, f"{what} deleted", SETUP_TIMEOUT_SECONDS)
+    await until(gone, f"{what} deleted", seconds)
 
 
 async def pages(api: AsyncKube, path: str, query: dict[str, str], limit: int = 500) -> AsyncIterator[dict[str, Any]]:
