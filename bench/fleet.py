@@ -243,7 +243,7 @@ class Fleet:
         one's finalizer is the operator's to remove, so a fleet deleted at once is the operator's work, in proportion to
         its size (5,000 outlasted a fixed three minutes)."""
         started = time.monotonic()
-        await delete_all(self.api, nm_path(), "the fleet's NodeMaintenances", {"labelSelector": SELECTOR}, until_gone=True,
+        await delete_all(self.api, nm_path(), "the fleet's NodeMaintenances", {"labelSelector": SELECTOR},
                          seconds=SETUP_TIMEOUT_SECONDS + TEARDOWN_SECONDS_PER_MAINTENANCE * len(self.order))
         self.result["teardown_seconds"] = round(time.monotonic() - started, 2)
         await self.api.request("DELETE", policy_path(POLICY_NAME))

@@ -136,7 +136,7 @@ async def populate(api: AsyncKube, names: list[str], pods: int) -> None:
     the namespace that exist already are kept; the pods of an earlier population are deleted first (a fleet's drains
     removed some, and the rest are spread over the nodes it had)."""
     await post_all(api, [("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "scale"}})])
-    await delete_all(api, "/api/v1/namespaces/scale/pods", "the pods of scale", {"gracePeriodSeconds": "0"}, until_gone=True)
+    await delete_all(api, "/api/v1/namespaces/scale/pods", "the pods of scale", {"gracePeriodSeconds": "0"})
     await post_all(api, [("/api/v1/nodes", _node(n)) for n in names])
     await wait_nodes_ready(api, names)
     await until(lambda: has_service_account(api, "scale"), "the default ServiceAccount of scale", 120)

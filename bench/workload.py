@@ -4,6 +4,7 @@ bare pods and a DaemonSet pod, all pinned to the node and its spare (where repla
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -150,18 +151,12 @@ async def until(check: Any, what: str, seconds: float, interval: float = 0.5) ->
         await asyncio.sleep(interval)
 
 
-async def delete_all(api: AsyncKube, path: str, what: str, query: dict[str, str], *, until_gone: bool,
-                     seconds: float = SETUP_TIMEOUT_SECONDS) -> None:
-    """Every object at ``path`` that ``query`` selects deleted in one request. Deleting thousands may outlast the API
-    server's request timeout (a 504, or the connection closed) while it goes on deleting them: then, as whenever
-    ``until_gone``, the wait is for them to be gone, for ``seconds`` at most."""
-    cut_short = False
-    try:
+async def delete_all(api: AsyncKube, path: str, what: str, query: dict[str, str], *, seconds: float = SETUP_TIMEOUT_SECONDS) -> None:
+    """Every object at ``path`` that ``query`` selects deleted in one request, and waited for until gone, ``seconds`` at
+    most. Deleting thousands may outlast the API server's request timeout (a 504, or the connection closed) while it
+    goes on deleting them, and objects with finalizers stay until those are removed."""
+    with contextlib.suppress(ServerError, Unreachable):
         await api.request("DELETE", path, query=query, timeout=SETUP_TIMEOUT_SECONDS)
-    except (ServerError, Unreachable):
-        cut_short = True
-    if not (cut_short or until_gone):
-        return
     listing = {key: value for key, value in query.items() if key == "labelSelector"}
 
     async def gone() -> bool:
