@@ -54,7 +54,7 @@ REVERTS = (
            "operator/node_maintenance/policy/model.py",
            "if p.selects(node) or p.name == recorded}", "if p.selects(node)}"),
     Revert("5b", "a replaced policy releases its drains and its queue at once",
-           "operator/node_maintenance/runtime/policies/watches.py", "DEPARTED_GRACE_SECONDS = 30.0", "DEPARTED_GRACE_SECONDS = 0.0"),
+           "operator/node_maintenance/runtime/policies/unseen.py", "DEPARTED_GRACE_SECONDS = 30.0", "DEPARTED_GRACE_SECONDS = 0.0"),
     Revert("6", "the timeout's hand-back goes on when the status recording it was not written",
            "operator/node_maintenance/runtime/executor.py",
            "            return Outcome(lease=lease, status_failed=True, status_unanswered=unanswered, missing=await self._missing(error))\n",

@@ -11,7 +11,8 @@ import yaml
 from node_maintenance import api
 
 from .files import Output, RenderedFile
-from .releases import OwnedCrd, Releases
+from .owned_crds import OwnedCrd
+from .releases import Releases
 from .templating import Templates
 
 DOCS_FILE = "docs/api.md"

@@ -11,7 +11,8 @@ from node_maintenance.coordination import remediation
 from . import assets, yamlout
 from .checks import check_related_images
 from .imagerefs import ImageRefs
-from .releases import OwnedCrd, Release, Releases
+from .owned_crds import OwnedCrd
+from .releases import Release, Releases
 from .templating import Templates
 
 DEPLOYMENT = "node-maintenance-operator"

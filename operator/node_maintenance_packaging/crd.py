@@ -6,7 +6,8 @@ from typing import Any
 
 from node_maintenance import api
 
-from .releases import OwnedCrd, Release
+from .owned_crds import OwnedCrd
+from .releases import Release
 
 
 def crd_file(resource: api.Resource) -> str:

@@ -16,6 +16,7 @@ import yaml
 
 from node_maintenance import api
 
+from . import owned_crds, yaml_fields
 from .errors import PackagingError, release_error
 
 FEATURES = ("conversion", "validation", "remediation", "health", "authorization", "secure-metrics", "hook-namespaces", "listing",
@@ -26,15 +27,6 @@ MATURITIES = ("alpha", "beta", "stable")
 ARCHITECTURES = ("amd64", "arm64", "ppc64le", "s390x")
 _OPERATOR_SDK_VERSION = re.compile(r"^v\d+\.\d+\.\d+$")
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
-
-
-@dataclass(frozen=True)
-class OwnedCrd:
-    """One CRD a release owns: the resource, the versions it serves and the one it stores."""
-
-    resource: api.Resource
-    served: tuple[str, ...]
-    storage: str
 
 
 @dataclass(frozen=True)
@@ -53,7 +45,7 @@ class Release:
     skip_range: str | None
     related_images: tuple[str, ...]
     # CRDs the release owns besides the NodeMaintenance's, by kind.
-    owns: tuple[OwnedCrd, ...] = ()
+    owns: tuple[owned_crds.OwnedCrd, ...] = ()
     # The architectures its images are built for (all linux); the CSV's platform labels with the listing feature.
     architectures: tuple[str, ...] = ()
     # The operator-sdk release whose scorecard-test image the bundle's scorecard configuration names; None ships none.
@@ -64,9 +56,9 @@ class Release:
         return semver.Version.parse(self.version)
 
     @property
-    def crds(self) -> tuple[OwnedCrd, ...]:
+    def crds(self) -> tuple[owned_crds.OwnedCrd, ...]:
         """Every CRD the release owns, the NodeMaintenance's first."""
-        return (OwnedCrd(api.NODE_MAINTENANCE, self.served, self.storage), *self.owns)
+        return (owned_crds.OwnedCrd(api.NODE_MAINTENANCE, self.served, self.storage), *self.owns)
 
     def owns_kind(self, kind: str) -> bool:
         return any(crd.resource.kind == kind for crd in self.crds)
@@ -128,28 +120,28 @@ def load(path: Path) -> Releases:
 
 
 def _parse(doc: dict[str, Any]) -> Releases:
-    images = _field(doc, "images", dict)
+    images = yaml_fields.field(doc, "images", dict)
     for role in ("operator", "bundle", "catalog"):
         if not isinstance(images.get(role), str):
             raise PackagingError(f"releases.yaml: images.{role}: missing; give the repository and tag, e.g. name:{{version}}")
-    channels = tuple(_string_list(doc, "channels", where="releases.yaml"))
+    channels = tuple(yaml_fields.string_list(doc, "channels", where="releases.yaml"))
     if not channels:
         raise PackagingError("releases.yaml: channels: empty; list at least one channel, e.g. [stable, candidate]")
-    default_channel = _field(doc, "defaultChannel", str)
+    default_channel = yaml_fields.field(doc, "defaultChannel", str)
     if default_channel not in channels:
         raise PackagingError(
             f"releases.yaml: defaultChannel: {default_channel!r} is not in channels {list(channels)}; add it there or pick one of those"
         )
-    stepwise = tuple(_string_list(doc, "stepwiseChannels", where="releases.yaml")) if "stepwiseChannels" in doc else ()
+    stepwise = tuple(yaml_fields.string_list(doc, "stepwiseChannels", where="releases.yaml")) if "stepwiseChannels" in doc else ()
     for channel in stepwise:
         if channel not in channels:
             raise PackagingError(
                 f"releases.yaml: stepwiseChannels: {channel!r} is not in channels {list(channels)}; add it there or remove it"
             )
-    min_kube = str(_field(doc, "minKubeVersion", str))
+    min_kube = str(yaml_fields.field(doc, "minKubeVersion", str))
     if not semver.Version.is_valid(min_kube):
         raise PackagingError(f"releases.yaml: minKubeVersion: {min_kube!r} is not semver; write it like 1.30.0")
-    raw_releases = _field(doc, "releases", list)
+    raw_releases = yaml_fields.field(doc, "releases", list)
     if not raw_releases:
         raise PackagingError("releases.yaml: releases: empty; declare at least one release")
     releases = tuple(_parse_release(raw, channels, images) for raw in raw_releases)
@@ -159,10 +151,10 @@ def _parse(doc: dict[str, Any]) -> Releases:
             raise release_error(release.version, "version", "declared twice", "keep one entry per version")
         seen.add(release.version)
     return Releases(
-        package=_field(doc, "package", str),
-        registry=_field(doc, "registry", str).rstrip("/"),
+        package=yaml_fields.field(doc, "package", str),
+        registry=yaml_fields.field(doc, "registry", str).rstrip("/"),
         images=dict(images),
-        catalog_tag=_catalog_tag(str(_field(doc, "catalogTag", str)), max(releases, key=lambda r: r.semver)),
+        catalog_tag=_catalog_tag(str(yaml_fields.field(doc, "catalogTag", str)), max(releases, key=lambda r: r.semver)),
         min_kube_version=min_kube,
         channels=channels,
         default_channel=default_channel,
@@ -192,24 +184,24 @@ def _parse_release(raw: Any, channels: tuple[str, ...], images: dict[str, str]) 
         raise release_error(version, "version", "not semver", "write it as MAJOR.MINOR.PATCH, e.g. 0.4.0")
     where = f"release {version}"
 
-    created_at = str(_field(raw, "createdAt", str, where))
+    created_at = str(yaml_fields.field(raw, "createdAt", str, where))
     if not _RFC3339.match(created_at):
         raise release_error(version, "createdAt", f"{created_at!r} is not an RFC 3339 UTC time", 'write it like "2025-02-10T00:00:00Z"')
-    maturity = _field(raw, "maturity", str, where)
+    maturity = yaml_fields.field(raw, "maturity", str, where)
     if maturity not in MATURITIES:
         raise release_error(version, "maturity", f"{maturity!r} is unknown", f"use one of {', '.join(MATURITIES)}")
 
-    release_channels = tuple(_string_list(raw, "channels", where))
+    release_channels = tuple(yaml_fields.string_list(raw, "channels", where))
     for channel in release_channels:
         if channel not in channels:
             raise release_error(version, "channels", f"{channel!r} is not a declared channel", f"add it to the top-level channels {list(channels)}")
     if not release_channels:
         raise release_error(version, "channels", "empty", "publish the release in at least one channel")
 
-    served = _served(raw, version, api.NODE_MAINTENANCE, "served")
-    storage = _storage(raw, version, served)
+    served = owned_crds.served_versions(raw, version, api.NODE_MAINTENANCE, "served")
+    storage = owned_crds.storage_version(raw, version, served)
 
-    features = frozenset(_string_list(raw, "features", where))
+    features = frozenset(yaml_fields.string_list(raw, "features", where))
     unknown = sorted(features - set(FEATURES))
     if unknown:
         raise release_error(version, "features", f"{unknown[0]!r} is unknown", f"use any of {', '.join(FEATURES)}")
@@ -219,7 +211,7 @@ def _parse_release(raw: Any, channels: tuple[str, ...], images: dict[str, str]) 
     if skip_range is not None and not isinstance(skip_range, str):
         raise release_error(version, "skipRange", "must be a string", 'quote it, e.g. ">=0.1.0 <0.3.0"')
 
-    architectures = tuple(_string_list(raw, "architectures", where))
+    architectures = tuple(yaml_fields.string_list(raw, "architectures", where))
     for architecture in architectures:
         if architecture not in ARCHITECTURES:
             raise release_error(version, "architectures", f"{architecture!r} is not a platform OperatorHub lists",
@@ -232,7 +224,7 @@ def _parse_release(raw: Any, channels: tuple[str, ...], images: dict[str, str]) 
         raise release_error(version, "scorecard", f"{scorecard!r} is not an operator-sdk release",
                             "name the one whose scorecard-test image runs the suites, e.g. v1.42.2")
 
-    related = tuple(_string_list(raw, "relatedImages", where))
+    related = tuple(yaml_fields.string_list(raw, "relatedImages", where))
     for role in related:
         if role not in images:
             raise release_error(version, "relatedImages", f"{role!r} is not an image role", f"use keys of images: {', '.join(images)}")
@@ -249,70 +241,7 @@ def _parse_release(raw: Any, channels: tuple[str, ...], images: dict[str, str]) 
         skips=tuple(str(s) for s in raw.get("skips") or ()),
         skip_range=skip_range,
         related_images=related,
-        owns=_owns(raw, version),
+        owns=owned_crds.parse(raw, version),
         architectures=architectures,
         scorecard=scorecard,
     )
-
-
-def _served(raw: dict[str, Any], version: str, resource: api.Resource, field: str) -> tuple[str, ...]:
-    parent = field.rpartition(".")[0]
-    served = tuple(_string_list(raw, "served", f"release {version}: {parent}" if parent else f"release {version}"))
-    for api_version in served:
-        if api_version not in resource.versions:
-            raise release_error(version, field, f"{api_version!r} has no {resource.kind} schema", f"use versions from {', '.join(resource.versions)}")
-    if not served:
-        raise release_error(version, field, "empty", "serve at least the storage version")
-    return served
-
-
-def _owns(raw: dict[str, Any], version: str) -> tuple[OwnedCrd, ...]:
-    owns = raw.get("owns") or {}
-    if not isinstance(owns, dict):
-        raise release_error(version, "owns", f"expected a mapping of kind to versions, got {owns!r}", "write e.g. `NodeMaintenancePolicy: {served: [v1beta1], storage: v1beta1}`")
-    owned = []
-    for kind, declared in owns.items():
-        field = f"owns.{kind}"
-        try:
-            resource = api.resource(kind)
-        except KeyError:
-            raise release_error(version, "owns", f"{kind!r} is not a kind of this operator", f"use one of {', '.join(r.kind for r in api.RESOURCES[1:])}") from None
-        if resource is api.NODE_MAINTENANCE:
-            raise release_error(version, field, "NodeMaintenance is declared by the release's served and storage", f"remove {field}")
-        if not isinstance(declared, dict):
-            raise release_error(version, field, f"expected a mapping, got {declared!r}", "write `{served: [v1beta1], storage: v1beta1}`")
-        served = _served(declared, version, resource, f"{field}.served")
-        owned.append(OwnedCrd(resource, served, _storage(declared, version, served, f"{field}.storage")))
-    return tuple(owned)
-
-
-def _storage(raw: dict[str, Any], version: str, served: tuple[str, ...], field: str = "storage") -> str:
-    storage = raw.get("storage")
-    if isinstance(storage, list):
-        if len(storage) != 1:
-            raise release_error(
-                version,
-                field,
-                f"lists {len(storage)} versions ({', '.join(map(str, storage))}) but a CRD stores exactly one",
-                "keep only the version new objects are written in",
-            )
-        storage = storage[0]
-    if not isinstance(storage, str):
-        raise release_error(version, field, "missing", "name the one API version the CRD stores")
-    if storage not in served:
-        raise release_error(version, field, f"{storage} is not served", f"add it to served {list(served)} or store a served version")
-    return storage
-
-
-def _field(doc: dict[str, Any], name: str, kind: type, where: str = "releases.yaml") -> Any:
-    value = doc.get(name)
-    if not isinstance(value, kind):
-        raise PackagingError(f"{where}: {name}: expected a {kind.__name__}, got {value!r}; set it (see the comments at the top of releases.yaml)")
-    return value
-
-
-def _string_list(doc: dict[str, Any], name: str, where: str) -> list[str]:
-    value = doc.get(name, [])
-    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise PackagingError(f"{where}: {name}: expected a list of strings, got {value!r}")
-    return value

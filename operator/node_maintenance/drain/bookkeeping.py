@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from node_maintenance.api.conversion import status_fields
-from node_maintenance.drain.plans import Attempt, Removal
+from node_maintenance.drain.plans import Attempt, Maintenance, Removal
 
 # While the phase stays the same, the status is written at most this often (a drain of many pods
 # would otherwise write it once per pod); a new phase is written at once.
@@ -81,6 +81,13 @@ def records_more(stored: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
 def in_line_interval(queued: int) -> float:
     """How often a maintenance in a line of ``queued`` writes a new wording of the same wait at most."""
     return max(IN_LINE_STATUS_INTERVAL_SECONDS, queued / IN_LINE_WRITES_PER_SECOND)
+
+
+def waiting_pace(m: Maintenance) -> float:
+    """The pace of an in-line maintenance's status writes that only reword its wait (another domain full, the next
+    window): the wait's own recheck, or now and then."""
+    waiting = m.terms.waiting
+    return (waiting.recheck_in if waiting else None) or IN_LINE_STATUS_INTERVAL_SECONDS
 
 
 def status_interval(stored: Mapping[str, Any], status: Mapping[str, Any], in_line: float = IN_LINE_STATUS_INTERVAL_SECONDS) -> float:

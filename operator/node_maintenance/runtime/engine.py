@@ -33,7 +33,7 @@ from node_maintenance.drain.memory import Memory, Outcome, WatchMode
 from node_maintenance.drain.plans import Maintenance, Plan
 from node_maintenance.drain.podindex import PodIndex
 from node_maintenance.policy import terms
-from node_maintenance.runtime import giving_back, metrics
+from node_maintenance.runtime import control_plane, giving_back, metrics
 from node_maintenance.runtime.budget_watch import BudgetWatch
 from node_maintenance.runtime.cordoned import CordonedNodes
 from node_maintenance.runtime.daemonsets import DaemonSetLookup
@@ -65,13 +65,6 @@ class Caches:
     namespaces: set[str] = field(default_factory=set)  # of the node's pods, as last planned: whose budgets wake this drain
     coverage: budgets.Coverage | None = None  # which budgets select the pods, kept while the budgets' selectors stay the same
     index: PodIndex | None = None  # the node's pods as planned, kept while they are watched
-
-
-def _in_line(m: Maintenance) -> float:
-    """The pace of an in-line maintenance's status writes that only reword its wait (another domain full, the next
-    window): the wait's own recheck, or now and then."""
-    waiting = m.terms.waiting
-    return (waiting.recheck_in if waiting else None) or bookkeeping.IN_LINE_STATUS_INTERVAL_SECONDS
 
 
 Parked = Callable[[Memory, float | None], None]
@@ -169,8 +162,8 @@ class Engine:
         self.gone = outcome.missing
         # The drain is counted from the instant this step decided on, not from after it was carried out.
         seen = memory.seen(self.memory, decided.status, memory.Clock(reading.now.timestamp(), reading.monotonic))
-        self.memory, recheck = memory.remember(seen, decided, outcome, memory.Clock(timestamps.now().timestamp(), asyncio.get_running_loop().time()), carried,
-                                               self.shared.version)
+        done = memory.Clock(timestamps.now().timestamp(), asyncio.get_running_loop().time())
+        self.memory, recheck = memory.remember(seen, decided, outcome, done, carried, self.shared.version)
         self.wanted = memory.watch_mode(ended=reading.maintenance is None, waits=reading.waits, plan=decided)
         return memory.sooner(recheck, self._look_again(reading))
 
@@ -195,8 +188,7 @@ class Engine:
     async def read(self, shown_body: dict[str, Any]) -> Reading | float | None:
         """What this step decides from (``shown_body``: the NodeMaintenance as last seen, in the working version), or when
         to look again when there is nothing to decide yet."""
-        shared = self.shared
-        body = convert(shown_body, f"{api.GROUP}/{HUB}")  # older versions park spec.drain in an annotation
+        shared, body = self.shared, convert(shown_body, f"{api.GROUP}/{HUB}")  # older versions park spec.drain in an annotation
         if body["metadata"].get("deletionTimestamp"):
             return None  # being deleted: the node is given back, never taken again
         remembered = self.memory = memory.shown(self.memory, body.get("status") or {}, shared.version)
@@ -267,7 +259,7 @@ class Engine:
         lease = await self.lease.view(fresh=holder != self.name) if self.lease and taking else None
         m = dataclasses.replace(m, counted=memory.counted(self.memory, m.status.get("drainStartTime"), at))
         guarded = holder != self.name or escalation_guard.due(m, now)
-        members = await self._members() if node and guarded and quorum.is_control_plane(node) else None
+        members = await control_plane.members(shared.kube, shared.budgets) if node and guarded and quorum.is_control_plane(node) else None
         if caches.index is None:
             caches.index = PodIndex()
         caches.index.update(self.watches.pod_objects())  # only the pods the watch changed are worked out again
@@ -281,21 +273,11 @@ class Engine:
                        in_flight=shared.budgets.in_flight(), attempts=self.memory.attempts, holder_exists=holder_exists,
                        taking=taking)
 
-    async def _members(self) -> quorum.Members:
-        """Every control-plane node as it is now, and the etcd guard budgets the budget watch holds."""
-        shared = self.shared
-        found: dict[str, dict[str, Any]] = {}
-        for label in quorum.CONTROL_PLANE_LABELS:
-            listing = await shared.kube.request("GET", node_path(), query={"labelSelector": label})
-            found.update({n["metadata"]["name"]: n for n in listing.get("items") or []})
-        guards = [b for b in shared.budgets.in_namespaces({quorum.ETCD_GUARD_NAMESPACE}) if b["metadata"]["name"] in quorum.ETCD_GUARD_PDBS]
-        return quorum.Members(tuple(found.values()), tuple(guards[:1]))
-
     async def execute(self, decided: Plan, reading: Reading) -> tuple[Outcome, memory.Carried]:
         """Carry out a plan, its status written at most once an interval while the phase stays (in line, and saying nothing
         new but its messages, at the pace of the line); what it met, and how it was carried out."""
         shared, remembered = self.shared, self.memory
-        in_line = _in_line(reading.maintenance) if reading.waits and reading.maintenance is not None else None
+        in_line = bookkeeping.waiting_pace(reading.maintenance) if reading.waits and reading.maintenance is not None else None
         interval = bookkeeping.NM_STATUS_INTERVAL_SECONDS if in_line is None else bookkeeping.status_interval(remembered.stored, decided.status, in_line)
         write_in = bookkeeping.next_write_in(remembered.written_at, interval, asyncio.get_running_loop().time())
         due = bookkeeping.status_due(decided.phase, remembered.stored, write_in, bool(decided.events))

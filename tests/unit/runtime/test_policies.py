@@ -32,8 +32,9 @@ from node_maintenance.runtime.engine import Engine, Shared
 from node_maintenance.runtime.executor import Executor
 from node_maintenance.runtime.maintenances import FINALIZER, Maintenances
 from node_maintenance.runtime.metrics import Active
+from node_maintenance.runtime.policies.unseen import DEPARTED_GRACE_SECONDS
 from node_maintenance.runtime.policies.view import Policies
-from node_maintenance.runtime.policies.watches import DEPARTED_GRACE_SECONDS, PolicyWatches, Watched
+from node_maintenance.runtime.policies.watches import PolicyWatches, Watched
 from simulation.clock import SimulatedTime
 from tests.unit.builders import FakeApi, budget, nm_policy, own_pods, policy_hook, runtime_nm, runtime_node, runtime_pod, stand_in_watches
 

@@ -128,7 +128,7 @@ class Policies:
         holds = kept is not None and not kept["metadata"].get("deletionTimestamp") and own is not None and nodes.holder_of(own) == name
         verdict = None
         # A holder keeps the rules last read, unless its node was taken under a policy this operator never saw.
-        kept_rules = watches.synced() and watches.never_seen(shown) is None
+        kept_rules = watches.synced() and watches.unseen.never_seen(shown) is None
         if not why or (kept_rules and nodes.holder_of(dict(shown)) == name):
             verdict = line.holding(policies, own, now) if holds and own is not None else self.decisions.verdict(name)
         return terms.Seen(node=shown, unknown=why, served=True, synced=kept_rules, verdict=verdict, listed=kept is not None,

@@ -10,13 +10,8 @@ read it as if it were still there, and the nodes its status records as recoverin
 (``kubectl replace --force``, a GitOps tool's Replace) deletes a policy and creates one of the same name a moment later;
 without the grace its line would take every node at once in between and its drains would lose their rules. The new
 object ends the grace at once (its spec governs) and carries the old one's status until it has one of its own; a
-deliberate delete ends the policy's pacing once the grace has passed. The grace is kept in memory only: an operator
-started again knows nothing of a policy deleted before. What it can see is a node held under a policy that does not
-exist (the node records the policy it was taken under): a replace under way, or a deletion it missed, it cannot tell
-which, so for DEPARTED_GRACE_SECONDS from its first listing the policies count as unknown (no node is taken, and that
-node's drain, which has no rules to keep, removes nothing), and the maintenances say why. A policy deleted before the
-operator's first listing (while it was down, or while it started and its first listings failed) with no node held
-under it leaves nothing to tell it by: its line goes unpaced for the replace's own gap (about a second). The maintenances' own statuses are no evidence: the drains rewrite them as soon as they start.
+deliberate delete ends the policy's pacing once the grace has passed. The grace is kept in memory only: what an operator
+started again can tell of a policy deleted before is in ``runtime.policies.unseen``.
 """
 
 from __future__ import annotations
@@ -30,14 +25,10 @@ from typing import Any, Protocol
 from node_maintenance.api.paths import jobs_path, nm_path, node_path, policy_path
 from node_maintenance.client.protocol import KubeApi
 from node_maintenance.client.watch import Mirror
-from node_maintenance.drain.nodes import holder_of, live_holder, policy_of
+from node_maintenance.drain.nodes import holder_of, live_holder
 from node_maintenance.policy import hooks, line, model
 from node_maintenance.runtime.policies.relation import Relation
-
-# How long a policy deleted still paces and protects what it governs: many times the gap of a replace, short enough
-# that a deliberate delete frees its line soon. Counted on the event loop's monotonic clock (a jump of the wall clock
-# neither ends nor prolongs it).
-DEPARTED_GRACE_SECONDS = 30.0
+from node_maintenance.runtime.policies.unseen import DEPARTED_GRACE_SECONDS, UnseenPolicy
 
 
 class Watched(enum.StrEnum):
@@ -88,11 +79,7 @@ class PolicyWatches:
         self._seen: dict[str, dict[str, Any]] = {}  # the policies as last seen: what a deletion took away
         self._departed: dict[str, Departed] = {}  # the policies deleted within their grace, by key
         self._carried: dict[str, dict[str, Any]] = {}  # the status of the policy a new one of its name replaced, until it has its own
-        self._ever_seen: set[str] = set()  # the names of every policy listed or watched since the start
-        self._unseen: str | None = None  # why a held node's policy is missing ("" none; None: not looked at since a change)
-        self._unseen_node = ""  # the node that says so
-        self._first_known: float | None = None  # when every watch had first listed, on the loop's clock
-        self._unseen_grace: asyncio.TimerHandle | None = None  # tells everyone when the first listing's grace ends
+        self.unseen = UnseenPolicy(lambda: self.objects(Watched.NODES).values(), listener.changed_all)
 
     def start(self) -> list[asyncio.Task[None]]:
         return [asyncio.create_task(m.run(), name=f"policy {kind} watch") for kind, m in self.mirrors.items()]
@@ -101,8 +88,7 @@ class PolicyWatches:
         for departed in self._departed.values():
             departed.grace.cancel()
         self._departed = {}
-        if self._unseen_grace is not None:
-            self._unseen_grace.cancel()
+        self.unseen.stop()
 
     # ----------------------------------------------------------------- what is known
     def synced(self) -> bool:
@@ -115,50 +101,7 @@ class PolicyWatches:
                 return f"the {kind} have not been listed yet" + (f" ({mirror.failure})" if mirror.failure else "")
             if mirror.failure:
                 return f"the watch of {kind} failed: {mirror.failure}"
-        return self._unseen_departure()
-
-    def _unseen_departure(self) -> str:
-        """Within DEPARTED_GRACE_SECONDS of the first listing, why a node is held under a policy that does not exist and
-        that this operator never saw ("" when none is): deleted before it started, maybe by a replace whose new object
-        comes in a moment. Looked at again only after a change of that node or of a policy while one is found (once none
-        is, a node can only be taken under a policy that exists)."""
-        loop = asyncio.get_running_loop()
-        if self._first_known is None:
-            self._first_known = loop.time()
-        elif loop.time() - self._first_known >= DEPARTED_GRACE_SECONDS:
-            return ""
-        if self._unseen is None:
-            node, recorded = next(((n["metadata"]["name"], recorded) for n in self.objects(Watched.NODES).values()
-                                   if (recorded := self.never_seen(n))), ("", ""))
-            self._unseen_node = node
-            self._unseen = (f"node {node} is held under NodeMaintenancePolicy {recorded}, which does not exist: created again by "
-                            f"a replace, it governs at once; else nothing waits for it after {DEPARTED_GRACE_SECONDS:.0f}s from the "
-                            "operator's start") if node else ""
-            if self._unseen and self._unseen_grace is None:
-                self._unseen_grace = loop.call_at(self._first_known + DEPARTED_GRACE_SECONDS, self._unseen_grace_ended)
-        return self._unseen
-
-    def never_seen(self, node: Mapping[str, Any]) -> str | None:
-        """The policy a held node records when none of its name was seen since the start (those that exist, and those
-        deleted within their grace, all were); None otherwise. Its holder has no rules last read to keep while the
-        policies are unknown. Asked at every drain step: a set lookup."""
-        recorded = policy_of(dict(node)) if holder_of(dict(node)) else None
-        if recorded is None or recorded in self._ever_seen:
-            return None
-        return recorded
-
-    def _unseen_grace_ended(self) -> None:
-        if self._unseen:
-            self._unseen = ""
-            self.listener.changed_all()
-
-    def _unseen_cleared(self, node: str | None = None) -> bool:
-        """After a change of a policy, or of ``node``: whether the missing policy a held node named is no longer missing
-        (everyone may go on, and is told). A change of another node changes nothing of it."""
-        if not self._unseen or node not in (None, self._unseen_node):
-            return False
-        self._unseen = None
-        return not self._unseen_departure()
+        return self.unseen.why()
 
     def objects(self, kind: Watched) -> Mapping[str, dict[str, Any]]:
         return self.mirrors[kind].objects
@@ -243,13 +186,13 @@ class PolicyWatches:
         policies write themselves every second while maintenances come and go, decides nothing."""
         policies = self.objects(Watched.POLICIES)
         self._follow_departures(policies)
-        self._ever_seen |= {p["metadata"]["name"] for p in policies.values()}
+        self.unseen.saw(p["metadata"]["name"] for p in policies.values())
         policy = policies.get(key) if key is not None else None
         if policy is not None and self._generations.get(key or "") == policy["metadata"].get("generation"):
             return
         self._generations = {k: p["metadata"].get("generation", 0) for k, p in policies.items()}
         self._governing, self._parsed = None, None
-        if self._unseen_cleared() or key is None:
+        if self.unseen.cleared() or key is None:
             self.listener.changed_all()
         else:
             self.listener.changed(set(), None)
@@ -285,7 +228,7 @@ class PolicyWatches:
             before = self._governing.set(name, model.governing(self.policies(), node)) if node is not None else self._governing.drop(name)
             pools = {*before, *self._governing.of(name)}
         self._follow_holder(name, node, listing=key is None)
-        if self._unseen_cleared(name if key is not None else None) or key is None:
+        if self.unseen.cleared(name if key is not None else None) or key is None:
             self.listener.changed_all()
         else:
             self.listener.changed(set(self._nodes_of.having(name)), pools)
