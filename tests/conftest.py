@@ -16,6 +16,8 @@ minutes later, once the two real-node clusters before it have started, never bes
 
 from __future__ import annotations
 
+import os
+import time
 from typing import Any
 
 import pytest
@@ -43,6 +45,12 @@ def work_unit(nodeid: str) -> str:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The longest work units first, those that only compute last: the order the processes take them in."""
     items.sort(key=lambda item: rank(group(item.nodeid)))
+
+
+def pytest_runtest_protocol(item: pytest.Item) -> None:
+    """Each test's process and start time go beside its duration in the JUnit report (build/test-report.xml), so the report
+    shows each process's timeline: which tests ran beside which, and which process ended last."""
+    item.user_properties += [("worker", os.environ.get("PYTEST_XDIST_WORKER", "main")), ("started", f"{time.time():.1f}")]
 
 
 def rank(belongs: str) -> int:

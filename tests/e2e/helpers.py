@@ -32,6 +32,8 @@ NMP = f"{POLICY.plural}.{POLICY_VERSION}.{GROUP}"
 CRD_FILE = ROOT / "bundle" / "manifests" / "nodemaintenance.kubevirt.io_nodemaintenances.yaml"
 POLICY_CRD_FILE = ROOT / "bundle" / "manifests" / f"{GROUP}_{POLICY.plural}.yaml"
 NAMESPACE_MANIFEST = ROOT / "olm-deploy-manifests" / "kubernetes" / "nm-ns.yaml"
+# A wait at least this long is named in the test report with its length (build/test-report.xml).
+LONG_WAIT_SECONDS = 5.0
 # Test workloads run on KWOK nodes, which carry this taint in a cluster with a real node.
 KWOK_TOLERATION = {"key": KWOK_TAINT["key"], "operator": "Exists", "effect": KWOK_TAINT["effect"]}
 # What a pod needs to pass the `restricted` Pod Security Standard (the operator's namespace enforces it).
@@ -43,9 +45,12 @@ def eventually(check: Callable[[], T | Literal[False] | None], what: str, timeou
     """Poll until ``check`` returns something truthy; fail naming ``what`` at the deadline. Polls slow down
     as ``devcluster.waiting.pauses`` does, unless ``interval`` fixes the pace (to catch a passing state)."""
     last: T | Literal[False] | None = None
+    started = time.monotonic()
     for _ in polls(timeout, None if interval is None else itertools.repeat(interval)):
         last = check()
         if last:
+            if (waited := time.monotonic() - started) >= LONG_WAIT_SECONDS:
+                print(f"waited {waited:.1f}s for {what}")  # in the test report: where a slow test's time went
             return last
     raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
 

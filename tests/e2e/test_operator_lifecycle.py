@@ -141,11 +141,15 @@ def test_killed_at_any_point_the_drain_still_completes(cluster: Cluster, operato
         # Mid-eviction: with no room for replacements the budget holds the drain after its first eviction.
         create_nm(cluster, "nm-" + target, target)
         eventually(lambda: reached(target), f"the drain reaches point {point!r}", timeout=60, interval=0.05)
+        killed = time.monotonic()
         operator.kill()
         cluster.kubectl("uncordon", spare)
         if point == "before delete":  # deleted while the operator is down: cleaned up on start
             cluster.kubectl("delete", NM, "nm-" + target, "--wait=false")
         operator.start()
+        # Shown in the test report: a kill inside an eviction the API server admitted leaves the pod counted as disrupted
+        # (status.disruptedPods) without deleting it, which holds the budget until the disruption controller's two minutes pass.
+        print(f"killed {point}: the budget at the restart: {existing(cluster, 'pdb', app, '-n', namespace)['status']}")
         if point == "before delete":
             eventually(lambda: nm(cluster, "nm-" + target) is None, "the deleted maintenance is finalized after restart")
         else:
@@ -157,6 +161,7 @@ def test_killed_at_any_point_the_drain_still_completes(cluster: Cluster, operato
                 raise AssertionError(f"{error}\nstatus: {nm_status(cluster, 'nm-' + target)}\npods: {[(p['metadata']['name'], p['status'].get('phase'), p['metadata'].get('deletionTimestamp')) for p in pods_on(cluster, target)]}\nall: {[(p['metadata']['name'], p['spec'].get('nodeName'), p['status'].get('phase')) for p in existing(cluster, 'pods', '-n', namespace)['items']]}\npdb: {existing(cluster, 'pdb', app, '-n', namespace)['status']}\nnodes: {cluster.kubectl('get', 'nodes').stdout}") from None
             assert not pods_on(cluster, target), f"node not drained after a kill {point}"
             delete_nm(cluster, "nm-" + target)
+        print(f"killed {point}: done {time.monotonic() - killed:.1f}s after the kill")
         assert _clean(node(cluster, target)), f"node not clean after a kill {point}"
 
 
