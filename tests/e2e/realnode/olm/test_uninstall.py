@@ -10,9 +10,10 @@ import pytest
 
 from devcluster.cluster import Cluster
 from node_maintenance.api import CRD_NAME
+from node_maintenance.coordination import remediation
 
 from ....releases import HEAD
-from ...helpers import NM, create_nm, delete_nm, eventually, existing, get, nm, nm_status, node, our_taint
+from ...helpers import NM, create_nm, delete_nm, eventually, existing, get, nm, node, our_taint
 from .install import Install
 
 pytestmark = pytest.mark.e2e
@@ -25,8 +26,9 @@ def test_uninstall_keeps_node_maintenances_and_reinstall_picks_them_up(cluster: 
     (target,) = nodes(1)
     name = f"nm-{target}"
     create_nm(cluster, name, target)
-    eventually(lambda: nm_status(cluster, name).get("phase") == "Succeeded", "maintenance Succeeded", timeout=90)
-    before = existing(cluster, NM, name)
+    # Succeeded, and the node's remediation Lease recorded as held: the step that claims the Lease learns that it holds
+    # only from the claim's answer, so its condition comes with the status written next, which may follow Succeeded.
+    before = eventually(lambda: settled(existing(cluster, NM, name)), "maintenance Succeeded with its Lease recorded", timeout=90)
 
     install.uninstall()
     eventually(lambda: get(cluster, "deployment", "node-maintenance-operator", "-n", install.namespace) is None,
@@ -49,6 +51,13 @@ def test_uninstall_keeps_node_maintenances_and_reinstall_picks_them_up(cluster: 
     delete_nm(cluster, name)  # the new operator runs the maintenance's finalizer: the node is released
     released = node(cluster, target)
     assert not released["spec"].get("unschedulable") and not our_taint(released)
+
+
+def settled(maintenance: dict[str, Any]) -> dict[str, Any] | None:
+    """The maintenance once Succeeded with its remediation Lease's condition; None before."""
+    status = maintenance.get("status") or {}
+    leased = any(c.get("type") == remediation.CONDITION for c in status.get("conditions") or [])
+    return maintenance if status.get("phase") == "Succeeded" and leased else None
 
 
 def settled_state(maintenance: dict[str, Any]) -> dict[str, Any]:
