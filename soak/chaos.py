@@ -186,15 +186,22 @@ class BudgetMonitor(Background):
         self.api, self.namespace, self.tally, self.interval = api_, namespace, tally, interval
         self.samples = 0
         self.errors = 0
+        # When the disruptions each budget allows changed (monotonic clock), and to what: a drain slower than usual
+        # shows whether the budgets freed late (the cluster's pace) or the operator acted late on them.
+        self.allowed: list[tuple[float, dict[str, int]]] = []
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             try:
-                found = pdb_violations(self.api.budgets(self.namespace), self.api.pods(self.namespace))
+                budgets = self.api.budgets(self.namespace)
+                found = pdb_violations(budgets, self.api.pods(self.namespace))
             except API_AWAY:  # the next sample looks again
                 self.errors += 1
                 continue
             self.samples += 1
+            allowed = {b["metadata"]["name"]: int((b.get("status") or {}).get("disruptionsAllowed") or 0) for b in budgets}
+            if not self.allowed or self.allowed[-1][1] != allowed:
+                self.allowed.append((time.monotonic(), allowed))
             if found:
                 self.tally.violate(found)
 

@@ -69,7 +69,10 @@ def drain_with_fault(cluster: Cluster, admin: Api, namespace: str, run_id: str, 
             admin.create_maintenance(f"{node}-nm", node)
         eventually(lambda: _waiting_for_room(admin, workload), "the drain holding on the budgets, replacements pending", timeout=60)
         fault(lambda: open_spares(cluster, admin, workload))
+        over = time.monotonic() - started
         eventually(lambda: _succeeded(admin, workload), f"the {nodes} maintenances Succeeded", timeout=timeout, interval=1)
+        # In the test report: when each budget allowed what, from the drains' start.
+        print(f"fault over at {over:.1f}s; budgets allowed:", [(round(at - started, 1), allowed) for at, allowed in monitor.allowed])
         left = Checker(admin, workload, tally).settled(60)
     assert not left, left
     assert monitor.samples > 10, f"the budgets were looked at only {monitor.samples} times"
