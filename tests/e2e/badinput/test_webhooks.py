@@ -268,7 +268,10 @@ MALFORMED: list[tuple[str, str, bytes, dict[str, str], str]] = [
     ("DELETE", "DELETE", b"", {}, ""),
     ("unknown path", "POST", b"{}", {}, "/mutate"),
     ("path traversal", "POST", b"{}", {}, "/../../etc/passwd"),
-    ("a header of 64 KiB", "POST", b"{}", {"X-Padding": "a" * 65536}, ""),
+    # Over the 8 KiB a header field may take, and the whole request within one TLS record (16 KiB): the server refuses it
+    # having read all of it. One of 64 KiB was refused after its first record, and the server's close, with the rest still
+    # unread, reset the connection while the client was sending, so the 400 could not be read.
+    ("a header of 12 KiB", "POST", b"{}", {"X-Padding": "a" * 12288}, ""),
     ("a wrong Content-Length", "POST", b"{}", {"Content-Length": "-5"}, ""),
 ]
 
