@@ -440,6 +440,35 @@ def test_a_line_is_not_decided_again_for_the_step_of_each_maintenance_in_it_whil
     scenario(api, body)
 
 
+def test_a_line_is_put_in_order_once_and_kept_in_order_as_maintenances_come_and_go(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fleet's line changes one maintenance at a time: each newcomer takes its place in the line kept since the last
+    decision, and the next decision reads it in order without working out every maintenance's place again."""
+    api = pool_api()
+    placed: list[str] = []
+    order = line.order
+
+    def counted(maintenance: Any) -> tuple[Any, ...]:
+        placed.append(maintenance["metadata"]["name"])
+        return order(maintenance)
+
+    monkeypatch.setattr(line, "order", counted)
+
+    async def body(policies: Policies) -> None:
+        await read(policies)
+        policies.decisions.decision()
+        assert sorted(placed) == [f"nm-{name}" for name in POOL]  # the first decision puts the line in order
+        placed.clear()
+        for i, name in enumerate(reversed(POOL[1:])):
+            policies.feed(Watched.MAINTENANCES, "ADDED", runtime_nm(f"nm-{name}b", name, created=f"2026-01-01T01:0{i}:00Z"))
+        policies.feed(Watched.MAINTENANCES, "DELETED", api.objects[nm_path("nm-n5")])
+        decided = policies.decisions.decision().verdicts
+        assert sorted(placed) == [f"nm-{name}b" for name in POOL[1:]]  # each newcomer placed once, nobody else
+        assert [(name, decided[name].position) for name in sorted(decided, key=lambda n: decided[n].position or 0)
+                if decided[name].kind == VerdictKind.WAITING] == [
+            ("nm-n2", 1), ("nm-n3", 2), ("nm-n4", 3), ("nm-n5b", 4), ("nm-n4b", 5), ("nm-n3b", 6), ("nm-n2b", 7)]
+    scenario(api, body)
+
+
 def test_a_grant_is_never_read_from_a_decision_a_change_has_made_old() -> None:
     """Only a wait is read from the last decision: once a change since may take a grant back (a node gone down under
     maxUnavailable 1), the step that would take the node reads a decision made now."""

@@ -3,7 +3,8 @@
 Four watches, one each for the whole cluster: the policies, the nodes, the NodeMaintenances and the hook Jobs (of
 every namespace, selected by their hook label: each runs in the namespace its hook names). Each is read from etcd, not from the watch cache: which node may be taken is decided from the
 first listing. What the decisions read of them is kept here between changes: the policies as parsed (until a spec
-changes), which policies govern each node (a node's changes rarely change that), and which maintenances name each node.
+changes), which policies govern each node (a node's changes rarely change that), which maintenances name each node, and
+each policy's line in order (``runtime.policies.lines``).
 
 A policy deleted is kept, as last seen, for DEPARTED_GRACE_SECONDS: the decisions, the drains' rules and the hand-backs
 read it as if it were still there, and the nodes its status records as recovering keep their slots. A replace
@@ -27,6 +28,7 @@ from node_maintenance.client.protocol import KubeApi
 from node_maintenance.client.watch import Mirror
 from node_maintenance.drain.nodes import holder_of, live_holder
 from node_maintenance.policy import hooks, line, model
+from node_maintenance.runtime.policies.lines import Lines
 from node_maintenance.runtime.policies.relation import Relation
 from node_maintenance.runtime.policies.unseen import DEPARTED_GRACE_SECONDS, UnseenPolicy
 
@@ -76,6 +78,7 @@ class PolicyWatches:
         self._holders = Relation()  # node name -> the NodeMaintenance its record names as holder
         self._parsed: list[model.Policy] | None = None  # the policies as decisions read them, kept until a spec changes
         self._nodes_of = Relation()  # NodeMaintenance name -> the node it names
+        self._lines = Lines()  # each policy's maintenances in line order, kept while _governing is
         self._seen: dict[str, dict[str, Any]] = {}  # the policies as last seen: what a deletion took away
         self._departed: dict[str, Departed] = {}  # the policies deleted within their grace, by key
         self._carried: dict[str, dict[str, Any]] = {}  # the status of the policy a new one of its name replaced, until it has its own
@@ -119,6 +122,7 @@ class PolicyWatches:
 
     def _selection(self) -> Relation:
         if self._governing is None:
+            self._lines.forget()
             policies = self.policies()
             self._governing = Relation((n["metadata"]["name"], model.governing(policies, n)) for n in self.objects(Watched.NODES).values())
         return self._governing
@@ -127,8 +131,10 @@ class PolicyWatches:
         """What ``policy``'s line is decided from, as the watches show it now (``admitted`` and ``recovering`` as the
         decisions keep them). Gathered from what is kept between changes, so its cost is the pool's, not the cluster's."""
         selection, nodes, kept = self._selection(), self.objects(Watched.NODES), self.objects(Watched.MAINTENANCES)
-        return line.pool(policy, selection.having(policy.name), lambda node: nodes[f"/{node}"], selection.forward,
-                         lambda node: [kept[f"/{name}"] for name in self._nodes_of.having(node)], admitted, recovering)
+        selected = selection.having(policy.name)
+        ordered = self._lines.of(policy.name, lambda: [kept[f"/{name}"] for node in selected for name in self._nodes_of.having(node)])
+        return line.pool(policy, selected, lambda node: nodes[f"/{node}"], selection.forward, [kept[f"/{name}"] for name in ordered],
+                         admitted, recovering)
 
     def nodes_named(self, names: Iterable[str]) -> dict[str, dict[str, Any] | None]:
         """The nodes of these names as the watch shows them (None: not there)."""
@@ -226,7 +232,12 @@ class PolicyWatches:
             self._governing = None
         elif self._governing is not None:
             before = self._governing.set(name, model.governing(self.policies(), node)) if node is not None else self._governing.drop(name)
-            pools = {*before, *self._governing.of(name)}
+            after = self._governing.of(name)
+            pools = {*before, *after}
+            left, joined = set(before) - set(after), set(after) - set(before)
+            for maintenance in self._nodes_of.having(name) if left or joined else ():
+                self._lines.leave(maintenance, left)
+                self._lines.join(self.objects(Watched.MAINTENANCES)[f"/{maintenance}"], joined)
         self._follow_holder(name, node, listing=key is None)
         if self.unseen.cleared(name if key is not None else None) or key is None:
             self.listener.changed_all()
@@ -248,11 +259,16 @@ class PolicyWatches:
         kept = self.objects(Watched.MAINTENANCES)
         if key is None:
             self._nodes_of = Relation((m["metadata"]["name"], (m["spec"].get("nodeName", ""),)) for m in kept.values())
+            self._lines.forget()
             self.listener.changed_all()
             return
         name = key.removeprefix("/")
         m = kept.get(key)
         before = self._nodes_of.set(name, (m["spec"].get("nodeName", ""),)) if m is not None else self._nodes_of.drop(name)
+        if m is None:
+            self._lines.gone(name, self._pools_of(before))
+        else:
+            self._lines.join(m, self._pools_of(self._nodes_of.of(name)))
         # Its line and those of the nodes naming it as holder (a holder's existence counts there), before and after.
         nodes = {*before, *self._nodes_of.of(name), *self._holders.having(name)}
         self.listener.changed({name}, self._pools_of(nodes))
