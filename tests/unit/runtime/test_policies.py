@@ -32,6 +32,7 @@ from node_maintenance.runtime.engine import Engine, Shared
 from node_maintenance.runtime.executor import Executor
 from node_maintenance.runtime.maintenances import FINALIZER, Maintenances
 from node_maintenance.runtime.metrics import Active
+from node_maintenance.runtime.policies import decisions
 from node_maintenance.runtime.policies.unseen import DEPARTED_GRACE_SECONDS
 from node_maintenance.runtime.policies.view import Policies
 from node_maintenance.runtime.policies.watches import PolicyWatches, Watched
@@ -543,6 +544,32 @@ def test_a_slot_freed_wakes_the_next_in_line_not_every_maintenance_whose_place_m
             await asyncio.sleep(0)
             # Its spec changed: the one admitted reads it again, and the next in line now fits; those still in line are not woken.
             assert told == [["nm-n2", "nm-n3"]]
+        finally:
+            await policies.stop()
+    asyncio.run(run())
+
+
+def test_a_node_given_back_is_decided_at_the_next_turn_while_other_changes_wait_for_the_pace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fleet's line is decided at a pace, its changes gathered meanwhile, so deciding takes a bounded share of the time.
+    A hand-back is not held to it: the slot it frees goes to the next in line at the loop's next turn, with every change
+    gathered until then, instead of standing empty for the pace."""
+    api, told = pool_api(), list[Collection[str] | None]()
+    monkeypatch.setattr(decisions, "DECISION_SECONDS_PER_VERDICT", 10.0)  # the pace of a line far longer than five
+
+    async def run() -> None:
+        policies = Policies(api, "operator-ns", told.append)
+        try:
+            await read(policies)
+            policies.decisions.decision()
+            told.clear()
+            policies.feed(Watched.NODES, "MODIFIED", runtime_node("n3", labels={"pool": "a", "zone": "z"}))
+            await asyncio.sleep(0.01)
+            assert told == []  # waits for the pace
+            policies.feed(Watched.MAINTENANCES, "DELETED", api.objects[nm_path("nm-n1")])  # deleted, its node given back:
+            policies.feed(Watched.NODES, "MODIFIED", dict(api.objects[node_path("n1")], metadata={"name": "n1", "labels": {"pool": "a"}}))
+            await asyncio.sleep(0)
+            assert told == [["nm-n1", "nm-n2", "nm-n3"]]  # at once, with the change that waited
+            assert policies.decisions.decision().verdicts["nm-n2"].kind == VerdictKind.ADMITTED
         finally:
             await policies.stop()
     asyncio.run(run())

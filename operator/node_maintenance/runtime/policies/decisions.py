@@ -122,10 +122,11 @@ class Decisions:
             self._all_told = True
             self.on_change(None)
 
-    def changed(self, touched: set[str], pools: Collection[str] | None = ()) -> None:
+    def changed(self, touched: set[str], pools: Collection[str] | None = (), *, freed: bool = False) -> None:
         """After a change of one object, tell the maintenances ``touched`` by it and those whose standing it changed;
         ``pools``: the policies whose line it may move (None: any; none: only those whose recovering nodes changed,
-        which every decision compares)."""
+        which every decision compares). ``freed``: a node's holder went: decided at the loop's next turn, past the pace,
+        so that a slot a hand-back frees goes to the next in line at once instead of standing empty for the pace."""
         if not self._known():
             self.changed_all()
             return
@@ -135,7 +136,7 @@ class Decisions:
         elif self._dirty is not None:
             self._dirty.update(pools)
         self.invalidate()
-        self._tell(touched)
+        self._tell(touched, at_once=freed)
 
     def recovery_changed(self) -> None:
         """The nodes recovering may have changed (a waitForHealthy cap passed, a policy's status written without one):
@@ -152,10 +153,13 @@ class Decisions:
         if self.known.served:
             self._tell(set())
 
-    def _tell(self, names: set[str]) -> None:
+    def _tell(self, names: set[str], *, at_once: bool = False) -> None:
         self._to_tell |= names
+        if at_once and isinstance(self._telling, asyncio.TimerHandle):  # paced: brought forward to the next turn
+            self._telling.cancel()
+            self._telling = None
         if self._telling is None:
-            loop, wait = asyncio.get_running_loop(), pace(self._decided)
+            loop, wait = asyncio.get_running_loop(), 0.0 if at_once else pace(self._decided)
             self._telling = loop.call_later(wait, self._told) if wait else loop.call_soon(self._told)
 
     def _told(self) -> None:

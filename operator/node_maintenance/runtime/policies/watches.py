@@ -48,9 +48,9 @@ class Listener(Protocol):
     def changed_all(self) -> None:
         """Any maintenance's say may have changed (a listing, a hook Job, a watch's failure)."""
 
-    def changed(self, touched: set[str], pools: Collection[str] | None) -> None:
+    def changed(self, touched: set[str], pools: Collection[str] | None, *, freed: bool = False) -> None:
         """One object changed: ``touched`` are the maintenances it concerns, ``pools`` the policies whose line it may
-        move (None: any)."""
+        move (None: any); ``freed``: a node's holder went, so a slot may have freed, and the next in line waits for it."""
 
 
 @dataclass(frozen=True)
@@ -238,21 +238,22 @@ class PolicyWatches:
             for maintenance in self._nodes_of.having(name) if left or joined else ():
                 self._lines.leave(maintenance, left)
                 self._lines.join(self.objects(Watched.MAINTENANCES)[f"/{maintenance}"], joined)
-        self._follow_holder(name, node, listing=key is None)
+        freed = self._follow_holder(name, node, listing=key is None)
         if self.unseen.cleared(name if key is not None else None) or key is None:
             self.listener.changed_all()
         else:
-            self.listener.changed(set(self._nodes_of.having(name)), pools)
+            self.listener.changed(set(self._nodes_of.having(name)), pools, freed=freed)
 
-    def _follow_holder(self, name: str, node: Mapping[str, Any] | None, *, listing: bool) -> None:
-        """Keep which nodes name each NodeMaintenance as their holder (all of them again after a listing)."""
+    def _follow_holder(self, name: str, node: Mapping[str, Any] | None, *, listing: bool) -> bool:
+        """Keep which nodes name each NodeMaintenance as their holder (all of them again after a listing); whether the
+        node's holder went (given back, or gone with its node)."""
         if listing:
             self._holders = Relation((n["metadata"]["name"], (holder,)) for n in self.objects(Watched.NODES).values()
                                      if (holder := holder_of(dict(n))))
-        elif node is not None and (holder := holder_of(dict(node))):
-            self._holders.set(name, (holder,))
-        else:
-            self._holders.drop(name)
+            return False
+        if node is not None and (holder := holder_of(dict(node))):
+            return bool(set(self._holders.set(name, (holder,))) - {holder})
+        return bool(self._holders.drop(name))
 
     def _maintenance_changed(self, key: str | None) -> None:
         """A NodeMaintenance came, changed its place or went: it is told, and those whose standing it changed."""
