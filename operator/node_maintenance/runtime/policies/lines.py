@@ -31,14 +31,13 @@ class Lines:
         """``policy``'s line; ``gather`` gives its maintenances when it is not kept (sorted once, then kept)."""
         kept = self._lines.get(policy)
         if kept is None:
-            kept = self._lines[policy] = sorted((self._places.setdefault(m["metadata"]["name"], line.order(m)), m["metadata"]["name"])
-                                                for m in gather())
+            kept = self._lines[policy] = sorted((self._place(m), m["metadata"]["name"]) for m in gather())
         return [name for _, name in kept]
 
     def join(self, maintenance: Any, policies: Iterable[str]) -> None:
         """``maintenance`` is in the lines of ``policies`` (those kept; once, whatever changed of it since)."""
         name = maintenance["metadata"]["name"]
-        entry = (self._places.setdefault(name, line.order(maintenance)), name)
+        entry = (self._place(maintenance), name)
         for policy in policies:
             kept = self._lines.get(policy)
             if kept is not None:
@@ -63,6 +62,14 @@ class Lines:
         """The maintenance ``name`` is deleted: out of every line, its place forgotten."""
         self.leave(name, policies)
         self._places.pop(name, None)
+
+    def _place(self, maintenance: Any) -> Place:
+        """Its place, worked out when it first joins (its status writes bring it again and again; its place stays)."""
+        name = maintenance["metadata"]["name"]
+        place = self._places.get(name)
+        if place is None:
+            place = self._places[name] = line.order(maintenance)
+        return place
 
     def forget(self) -> None:
         """What selects the nodes, or which maintenances exist, changed beyond what was told (a policy edited, a
