@@ -116,7 +116,7 @@ class OLM:
         # Upstream's deployment arguments, minus the ClusterOperator status writers (an OpenShift API).
         self._spawn("olm-operator", [str(binaries["olm"]), f"--namespace={NAMESPACE}", "--writeStatusName=",
                                      "--writePackageServerStatusName="], {**env, "OPERATOR_NAME": "olm-operator"})
-        self._spawn("catalog-operator", [
+        self.catalog_operator = self._spawn("catalog-operator", [
             str(binaries["catalog"]), f"--namespace={NAMESPACE}", "--writeStatusName=", f"--kubeconfig={self.cluster.kubeconfig}",
             f"--opmImage={self.published.opm_image}", f"--util-image={self.published.util_image}",
             "--set-workload-user-id=true",
@@ -197,6 +197,26 @@ class OLM:
             logs = self.cluster.kubectl("logs", "-n", NAMESPACE, pod, "--all-containers", f"--tail={lines}", check=False)
             parts.append(f"----- {pod} -----\n{logs.stdout}{logs.stderr}")
         return "\n".join(parts)
+
+    def resolution_mark(self) -> int:
+        """How far the catalog operator has logged now: ``resolved_without_subscriptions`` reads what follows."""
+        return self.catalog_operator.log_path.stat().st_size
+
+    def resolved_without_subscriptions(self, namespace: str, since: int) -> bool:
+        """Whether the catalog operator, after the mark ``since``, resolved ``namespace`` and found no Subscription.
+
+        OLM ends each resolution of a namespace by writing the status it worked out for every Subscription it listed
+        onto whatever Subscription of that name it reads at that moment (``updateSubscriptionStatuses``: a GET by name,
+        no uid). A Subscription created again while a resolution that listed its deleted predecessor still runs (one
+        takes 1 to 2 s here) gets the predecessor's status: an installPlanRef to the InstallPlan deleted with it and
+        the state UpgradePending, after which OLM never resolves it again ("skipping update: installplan already
+        created") and no InstallPlan comes. A namespace's resolutions run one at a time (one key of one work queue),
+        so once one has found no Subscription, none that listed the deleted one is left. OLM tells that moment
+        nowhere but in its log."""
+        with open(self.catalog_operator.log_path, "rb") as log:
+            log.seek(since)
+            logged = log.read().decode(errors="replace")
+        return f'msg="No subscriptions were found in namespace {namespace}"' in logged
 
     def pids(self) -> list[int]:
         return [p.pid for p in self.processes]

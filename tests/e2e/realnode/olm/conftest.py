@@ -41,7 +41,7 @@ def install(request: pytest.FixtureRequest, cluster: Cluster, olm: OLM, publishe
     Each install starts with none of our CRDs, whatever an earlier test's operator did on its way out."""
     _remove_crds(cluster)
     namespace = f"nmo-{uuid.uuid4().hex[:6]}"
-    installed = Install(cluster, namespace, published)
+    installed = Install(cluster, namespace, published, olm)
     request.node.olm_logs = lambda: f"{olm.logs()}\n{installed.report()}"
     yield installed
     for kind in ("subscriptions", "clusterserviceversions", "installplans", "operatorgroups"):

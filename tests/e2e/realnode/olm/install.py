@@ -12,7 +12,7 @@ from typing import Any, cast
 import yaml
 
 from devcluster.cluster import Cluster
-from devcluster.olm import DEPLOY_DIR, INSTALL_PLAN_RETRY_SECONDS
+from devcluster.olm import DEPLOY_DIR, INSTALL_PLAN_RETRY_SECONDS, OLM
 from devcluster.olm import NAMESPACE as OLM_NAMESPACE
 from devcluster.publish import Published
 from devcluster.realnode import NAME as REAL_NODE
@@ -49,10 +49,11 @@ def deploy_manifests(namespace: str, *, target_namespaces: list[str] | None = No
 class Install:
     """What a test does to and reads from one OLM install."""
 
-    def __init__(self, cluster: Cluster, namespace: str, published: Published) -> None:
+    def __init__(self, cluster: Cluster, namespace: str, published: Published, olm: OLM) -> None:
         self.cluster = cluster
         self.namespace = namespace
         self.published = published
+        self.olm = olm
 
     def apply(self, **options: Any) -> None:
         items = deploy_manifests(self.namespace, **options)
@@ -199,10 +200,15 @@ class Install:
         return sub
 
     def uninstall(self) -> None:
-        """OLM's documented uninstall: delete the Subscription, then the CSV."""
+        """OLM's documented uninstall: delete the Subscription, then the CSV. Done once OLM has let go of the
+        Subscription (``OLM.resolved_without_subscriptions``), as the install docs tell an admin to wait before
+        subscribing again: a Subscription applied sooner may take the deleted one's status and never install."""
         installed = self.subscription()["status"]["installedCSV"]
+        mark = self.olm.resolution_mark()
         self.cluster.kubectl("delete", "subscription", PACKAGE, "-n", self.namespace)
         self.cluster.kubectl("delete", "csv", installed, "-n", self.namespace, "--timeout=60s")
+        eventually(lambda: self.olm.resolved_without_subscriptions(self.namespace, mark),
+                   f"OLM resolving {self.namespace} without the deleted Subscription")
 
 
 def _image_digest(pod: dict[str, Any], container: str) -> str | None:
