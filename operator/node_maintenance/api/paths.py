@@ -16,6 +16,7 @@ PODS = "/api/v1/pods"
 NAMESPACES = "/api/v1/namespaces"
 SUBJECT_ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
 TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
+VALIDATING_WEBHOOK_CONFIGURATIONS = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
 
 
 def node_path(name: str = "") -> str:
@@ -24,6 +25,16 @@ def node_path(name: str = "") -> str:
 
 def pod_path(namespace: str, name: str) -> str:
     return f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}"
+
+
+def secret_path(namespace: str, name: str = "") -> str:
+    """A Secret (the webhook serving certificate the operator keeps itself), or the namespace's collection."""
+    path = f"/api/v1/namespaces/{quote(namespace)}/secrets"
+    return f"{path}/{quote(name)}" if name else path
+
+
+def validating_webhook_configuration_path(name: str) -> str:
+    return f"{VALIDATING_WEBHOOK_CONFIGURATIONS}/{quote(name)}"
 
 
 def daemonset_path(namespace: str, name: str) -> str:

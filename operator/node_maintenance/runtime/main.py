@@ -39,6 +39,7 @@ from node_maintenance.runtime.metrics import Active
 from node_maintenance.runtime.policies.view import Policies
 from node_maintenance.runtime.probes import Health
 from node_maintenance.runtime.storage import migrate_storage_version, read_crd, storage_version, working_version
+from node_maintenance.webhooks import own_certs
 from node_maintenance.webhooks.certs import CERT_FILE
 from node_maintenance.webhooks.server import start_webhook_server
 
@@ -82,8 +83,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--hook-namespaces", action=argparse.BooleanOptionalAction, default=False,
                         help="watch hook Jobs in every namespace, as each runs in the namespace its hook names (needs "
                              "Jobs list and watch cluster-wide)")
+    own_certs.add_arguments(parser)
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    return parser.parse_args(argv)
+    return own_certs.with_defaults(parser.parse_args(argv))
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -93,7 +95,11 @@ async def run(args: argparse.Namespace) -> int:
     kube = Kube(dataclasses.replace(load_credentials(), user_agent=user_agent(args.leader_elect_identity)))
     health = Health(metrics=not args.metrics_port)
     runners = [await health.start(args.bind_address, args.health_port)]
+    keeping: asyncio.Task[None] | None = None
     try:
+        # With --manage-certs the pair is on disk before the TLS servers start (they need it), and kept up to date.
+        if args.manage_certs and not (keeping := await own_certs.started(kube, args, shutdown)):
+            return 0
         if (args.webhook_cert_dir / CERT_FILE).exists():
             runners.append(await start_webhook_server(host=args.bind_address, port=args.webhook_port,
                                                       cert_dir=args.webhook_cert_dir, kube=kube, authorize=args.authorize_authors,
@@ -132,6 +138,9 @@ async def run(args: argparse.Namespace) -> int:
         # The reconciler failed by itself: exit non-zero so the pod restarts.
         return 1 if lost else 0
     finally:
+        if keeping:
+            keeping.cancel()
+            await asyncio.gather(keeping, return_exceptions=True)
         for runner in runners:
             await runner.cleanup()
 
