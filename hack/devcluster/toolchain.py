@@ -89,6 +89,9 @@ MODULES: dict[str, ToolModule] = {
         ToolModule("toxiproxy", renames=(("server", "toxiproxy"),)),
         # Checks and unit-tests the shipped alert rules; statically linked with the tags Prometheus's release uses.
         ToolModule("promtool", tags="netgo builtinassets", cgo=False),
+        # Never built (its controllers are nested modules the module proxy does not serve): the source of the CRDs that
+        # judge the Helm chart's cert-manager objects.
+        ToolModule("cert-manager"),
     )
 }
 

@@ -20,6 +20,7 @@ from .render import (
     all_output,
     bundle_output,
     catalog_output,
+    chart_output,
     crd_output,
     deploy_output,
     docs_output,
@@ -68,7 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
     command("docs", "render docs/api.md from the API schemas", lambda i, a: docs_output(i))
     command("monitoring", "render monitoring/: the ServiceMonitor, the alerts (PrometheusRule) and a Grafana dashboard",
             lambda i, a: monitoring_output(i))
-    everything = command("all", "render everything above (the current bundle, catalog, deploy manifests, docs, monitoring)", lambda i, a: all_output(i, _deploy(i, a)))
+    command("chart", "render charts/node-maintenance-operator: the current release's Helm chart, for clusters without OLM",
+            lambda i, a: chart_output(i))
+    everything = command("all", "render everything above (the current bundle, catalog, deploy manifests, docs, monitoring, chart)",
+                         lambda i, a: all_output(i, _deploy(i, a)))
     for cmd in (deploy, everything):
         cmd.add_argument("--catalog-image", help="catalog image the CatalogSource runs (default: from releases.yaml)")
         cmd.add_argument("--version", help="release the Subscription starts at (default: the newest)")

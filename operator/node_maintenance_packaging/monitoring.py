@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import PurePosixPath
+from typing import Any
 
 from . import yamlout
 from .bundle import metrics_service
@@ -25,8 +26,8 @@ DASHBOARD_FILE = DIRECTORY / "grafana-dashboard.json"
 DASHBOARD_TITLE = "Node Maintenance Operator"
 
 
-def render_monitoring(templates: Templates, releases: Releases) -> Output:
-    """``monitoring/``: the files docs/metrics.md tells how to apply."""
+def monitoring_objects(templates: Templates, releases: Releases) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The ServiceMonitor, the PrometheusRule and the dashboard of the current release (the chart ships them too)."""
     release = releases.current
     if not release.has("secure-metrics"):
         raise PackagingError(f"release {release.version}: the monitoring files scrape /metrics over HTTPS, which needs the "
@@ -38,6 +39,12 @@ def render_monitoring(templates: Templates, releases: Releases) -> Output:
     monitor = templates.yaml("monitoring/servicemonitor.yaml.j2", object_name=DEPLOYMENT, namespace=NAMESPACE, service=service, port=port)
     rule = templates.yaml("monitoring/prometheusrule.yaml.j2", object_name=DEPLOYMENT, namespace=NAMESPACE, job=job)
     dashboard = templates.yaml("monitoring/dashboard.yaml.j2", title=DASHBOARD_TITLE, uid=DEPLOYMENT)
+    return monitor, rule, dashboard
+
+
+def render_monitoring(templates: Templates, releases: Releases) -> Output:
+    """``monitoring/``: the files docs/metrics.md tells how to apply."""
+    monitor, rule, dashboard = monitoring_objects(templates, releases)
     files = (
         RenderedFile.text(str(SERVICE_MONITOR_FILE), yamlout.dump(monitor)),
         RenderedFile.text(str(PROMETHEUS_RULE_FILE), yamlout.dump(rule)),

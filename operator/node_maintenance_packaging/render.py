@@ -13,6 +13,7 @@ from . import checks, releases, yamlout
 from .apidocs import render_docs
 from .bundle import render_bundle_tree
 from .catalog import render_catalog
+from .chart import render_chart
 from .crd import build_crds
 from .deploy import DeployParameters, render_deploy
 from .files import Output, RenderedFile, write
@@ -81,9 +82,15 @@ def monitoring_output(inputs: Inputs) -> Output:
     return render_monitoring(inputs.templates, inputs.releases)
 
 
+def chart_output(inputs: Inputs) -> Output:
+    return render_chart(inputs.templates, inputs.releases, inputs.images)
+
+
 def all_output(inputs: Inputs, deploy: DeployParameters | None = None) -> Output:
-    """The current bundle (its CRD included), the catalog, the deploy manifests, the API reference and the monitoring files."""
-    return bundle_output(inputs) + catalog_output(inputs) + deploy_output(inputs, deploy) + docs_output(inputs) + monitoring_output(inputs)
+    """The current bundle (its CRD included), the catalog, the deploy manifests, the API reference, the monitoring
+    files and the Helm chart."""
+    return (bundle_output(inputs) + catalog_output(inputs) + deploy_output(inputs, deploy) + docs_output(inputs)
+            + monitoring_output(inputs) + chart_output(inputs))
 
 
 def render_all(

@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Self, TypeVar, cast
@@ -20,7 +20,7 @@ from typing import Any, Literal, Self, TypeVar, cast
 from devcluster.cluster import KWOK_TAINT, Cluster
 from devcluster.operator import USER as OPERATOR_USER
 from devcluster.operator import OperatorProcess
-from devcluster.waiting import polls
+from devcluster.waiting import ClusterError, polls, wait_for
 from node_maintenance.api import CRD_NAME, GROUP, POLICY
 from node_maintenance.api.paths import POLICY_VERSION
 from node_maintenance.coordination import remediation
@@ -68,6 +68,28 @@ def get(cluster: Cluster, *args: str) -> dict[str, Any] | None:
     if "(NotFound)" in result.stderr or "doesn't have a resource type" in result.stderr:
         return None
     raise AssertionError(f"kubectl get {' '.join(args)} failed: {result.stderr.strip()}")
+
+
+def remove_crds(cluster: Cluster, names: Iterable[str]) -> None:
+    """Delete the objects of each CRD named (finalizers too: no operator is left to run them), and the CRDs: what an
+    install that starts with none of our CRDs needs, whatever an earlier test's operator did on its way out."""
+    for name in names:
+        found = cluster.kubectl("get", "crd", name, check=False)
+        if found.returncode != 0:
+            if "(NotFound)" not in found.stderr:
+                raise ClusterError(f"kubectl get crd {name} failed:\n{found.stderr}")
+            continue
+        # A webhook in it has gone with the operator: read the objects without conversion. The API server
+        # rebuilds the resource's storage after that change and answers 429 meanwhile (see point_conversion_at).
+        cluster.kubectl("patch", "crd", name, "--type=merge", "-p", json.dumps({"spec": {"conversion": {"strategy": "None", "webhook": None}}}))
+        listed = wait_for(f"{name} listed without conversion",
+                          lambda: (result := cluster.kubectl("get", name, "-o", "name", check=False)).returncode == 0 and result, 30,
+                          details=lambda: cluster.kubectl("get", name, "-o", "name", check=False).stderr)
+        for obj in listed.stdout.split():
+            patched = cluster.kubectl("patch", obj, "--type=merge", "-p", '{"metadata":{"finalizers":null}}', check=False)
+            if patched.returncode != 0 and "(NotFound)" not in patched.stderr:  # gone meanwhile is what the patch is for
+                raise ClusterError(f"removing the finalizers of {obj} failed:\n{patched.stderr}")
+        cluster.kubectl("delete", "crd", name, "--timeout=120s")
 
 
 def pods_on(cluster: Cluster, node: str) -> list[dict[str, Any]]:

@@ -16,10 +16,9 @@ from devcluster.realnode import NAME as REAL_NODE
 from node_maintenance.api import GROUP, PLURAL, VERSIONS
 
 from ...releases import HEAD, RELEASES
-from ..helpers import deployment as deployment_of
-from ..helpers import eventually, our_taint
-from ..helpers import node as node_of
+from ..helpers import eventually
 from .bundle_install import install, restricted_namespace, wait_ready
+from .kwok_drain import drain_a_kwok_node
 
 pytestmark = pytest.mark.e2e
 
@@ -75,34 +74,6 @@ def operator_namespace(real_cluster: Cluster) -> str:
     return f"nmo-{uuid.uuid4().hex[:6]}"
 
 
-def _drain_a_kwok_node(cluster: Cluster, api_version: str) -> None:
-    """A NodeMaintenance of ``api_version`` drains a KWOK node and gives it back when deleted."""
-    suffix = uuid.uuid4().hex[:6]
-    target, spare = f"kwok-{suffix}", f"kwok-spare-{suffix}"
-    namespace = f"work-{suffix}"
-    cluster.create_kwok_node(target)
-    cluster.wait_node_ready(target)
-    cluster.kubectl("create", "namespace", namespace)
-    workload = deployment_of("app", namespace, [target, spare], 3)
-    workload["spec"]["template"]["spec"]["tolerations"] = [{**KWOK_TAINT, "operator": "Equal"}]
-    cluster.kubectl("apply", "-f", "-", input=json.dumps(workload))
-    cluster.kubectl("rollout", "status", "-n", namespace, "deployment/app", "--timeout=60s")
-    # The spare appears only now, so all three pods started on the node under test.
-    cluster.create_kwok_node(spare)
-    cluster.wait_node_ready(spare)
-    nm = {"apiVersion": f"{GROUP}/{api_version}", "kind": "NodeMaintenance", "metadata": {"name": f"nm-{suffix}"},
-          "spec": {"nodeName": target, "reason": "image test"}}
-    cluster.kubectl("apply", "-f", "-", input=json.dumps(nm))
-    cluster.kubectl("wait", f"{PLURAL}.{api_version}.{GROUP}/nm-{suffix}", "--for=jsonpath={.status.phase}=Succeeded", "--timeout=90s")
-    drained = node_of(cluster, target)
-    assert drained["spec"].get("unschedulable") and our_taint(drained)
-    left = _json(cluster, "get", "pods", "-n", namespace, "--field-selector", f"spec.nodeName={target}")["items"]
-    assert left == [] or all(p["metadata"].get("deletionTimestamp") for p in left)
-    cluster.kubectl("delete", f"{PLURAL}.{api_version}.{GROUP}", f"nm-{suffix}", "--timeout=60s")
-    released = node_of(cluster, target)
-    assert not released["spec"].get("unschedulable") and not our_taint(released)
-
-
 @pytest.mark.parametrize("version", RELEASES)
 def test_each_release_runs_from_its_image_under_its_csv(real_cluster: Cluster, published: Published, operator_namespace: str, version: str) -> None:
     """In release order, as an upgrade would: each release's CRD and CSV Deployment, its image, a drain."""
@@ -125,7 +96,7 @@ def test_each_release_runs_from_its_image_under_its_csv(real_cluster: Cluster, p
     assert real_cluster.kubectl(*exec_, "import os; print(os.getuid())").stdout.strip() == NON_ROOT_UID
     denied = real_cluster.kubectl(*exec_, "open('/written', 'w')", check=False)
     assert denied.returncode != 0 and "Read-only file system" in denied.stderr
-    _drain_a_kwok_node(real_cluster, "v1alpha1")  # every release serves v1alpha1
+    drain_a_kwok_node(real_cluster, "v1alpha1")  # every release serves v1alpha1
 
 
 def test_the_newest_release_serves_conversion_through_its_service(real_cluster: Cluster, published: Published, operator_namespace: str) -> None:

@@ -22,7 +22,7 @@ from node_maintenance_packaging.templating import DEFAULT_TEMPLATES
 from tests.releases import HEAD, NEWEST, RELEASES
 from tests.unit.rendering import ROOT, load_yaml, render_bundle
 
-GENERATED = ("bundle", "catalog", "olm-deploy-manifests", "docs", "monitoring", "bundle.Dockerfile", "catalog.Dockerfile")
+GENERATED = ("bundle", "catalog", "olm-deploy-manifests", "docs", "monitoring", "charts", "bundle.Dockerfile", "catalog.Dockerfile")
 CSV = "bundle/manifests/node-maintenance-operator.clusterserviceversion.yaml"
 CRD = "bundle/manifests/nodemaintenance.kubevirt.io_nodemaintenances.yaml"
 DIGEST = "sha256:" + "ab" * 32

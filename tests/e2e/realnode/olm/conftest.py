@@ -3,7 +3,6 @@ published to its registry, OLM's operators, our catalog image, and one fresh ins
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Generator, Iterator
 
@@ -14,9 +13,9 @@ from devcluster.cluster import Cluster
 from devcluster.olm import OLM
 from devcluster.processes import identify, survivors
 from devcluster.publish import Published
-from devcluster.waiting import ClusterError, wait_for
 
 from ....releases import ALL_CRDS
+from ...helpers import remove_crds
 from .install import Install
 
 
@@ -39,36 +38,15 @@ def olm(cluster: Cluster, published: Published, tmp_path_factory: pytest.TempPat
 def install(request: pytest.FixtureRequest, cluster: Cluster, olm: OLM, published: Published) -> Iterator[Install]:
     """A namespace to install into, and afterwards no trace: no operator, no CSV, no CRD, no NodeMaintenance.
     Each install starts with none of our CRDs, whatever an earlier test's operator did on its way out."""
-    _remove_crds(cluster)
+    remove_crds(cluster, ALL_CRDS)
     namespace = f"nmo-{uuid.uuid4().hex[:6]}"
     installed = Install(cluster, namespace, published, olm)
     request.node.olm_logs = lambda: f"{olm.logs()}\n{installed.report()}"
     yield installed
     for kind in ("subscriptions", "clusterserviceversions", "installplans", "operatorgroups"):
         cluster.kubectl("delete", kind, "--all", "-n", namespace, "--wait=false", check=False)
-    _remove_crds(cluster)
+    remove_crds(cluster, ALL_CRDS)
     cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
-
-
-def _remove_crds(cluster: Cluster) -> None:
-    """Delete the objects of every CRD a release owns (finalizers too: no operator is left to run them), and the CRDs."""
-    for name in ALL_CRDS:
-        found = cluster.kubectl("get", "crd", name, check=False)
-        if found.returncode != 0:
-            if "(NotFound)" not in found.stderr:
-                raise ClusterError(f"kubectl get crd {name} failed:\n{found.stderr}")
-            continue
-        # A webhook in it has gone with the operator: read the objects without conversion. The API server
-        # rebuilds the resource's storage after that change and answers 429 meanwhile (see point_conversion_at).
-        cluster.kubectl("patch", "crd", name, "--type=merge", "-p", json.dumps({"spec": {"conversion": {"strategy": "None", "webhook": None}}}))
-        listed = wait_for(f"{name} listed without conversion",
-                          lambda: (result := cluster.kubectl("get", name, "-o", "name", check=False)).returncode == 0 and result, 30,
-                          details=lambda: cluster.kubectl("get", name, "-o", "name", check=False).stderr)
-        for obj in listed.stdout.split():
-            patched = cluster.kubectl("patch", obj, "--type=merge", "-p", '{"metadata":{"finalizers":null}}', check=False)
-            if patched.returncode != 0 and "(NotFound)" not in patched.stderr:  # gone meanwhile is what the patch is for
-                raise ClusterError(f"removing the finalizers of {obj} failed:\n{patched.stderr}")
-        cluster.kubectl("delete", "crd", name, "--timeout=120s")
 
 
 @pytest.hookimpl(hookwrapper=True)
