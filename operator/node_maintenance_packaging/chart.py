@@ -27,7 +27,7 @@ from .chart_certificates import (
     WEBHOOK_CONFIGURATION,
     WEBHOOK_SERVICE,
     WITH_CERT_MANAGER,
-    cert_rules,
+    certificate_rules,
     certificates,
     inject_ca,
     mount,
@@ -91,8 +91,6 @@ def _chart(releases: Releases, release: Release, csv: dict[str, Any]) -> dict[st
     }
 
 
-
-
 def _values(images: ImageRefs, release: Release, pod: dict[str, Any]) -> str:
     """values.yaml, each value with what it does; the defaults are the CSV's."""
     tagged = images.tagged("operator", release)
@@ -115,8 +113,8 @@ def _values(images: ImageRefs, release: Release, pod: dict[str, Any]) -> str:
           "group), or from a self-signed CA the chart makes when issuerRef is empty; cert-manager's CA injector writes "
           "the caBundles."),
          {"certManager": {"enabled": False, "issuerRef": {}}}),
-        (("Only the API server's calls reach the webhooks, and only namespaces labelled metrics=enabled (or OpenShift's "
-          "monitoring) reach /metrics."),
+        (("A NetworkPolicy: the webhooks' port open to any source (the API server calls it from wherever it runs), "
+          "/metrics only to namespaces labelled metrics=enabled (or OpenShift's monitoring), nothing else."),
          {"networkPolicy": {"enabled": True}}),
         (("With the Prometheus Operator: a ServiceMonitor of /metrics (over HTTPS; bind the ClusterRole "
           "node-maintenance-metrics-reader to Prometheus), the alerts docs/metrics.md describes, and a Grafana dashboard "
@@ -125,10 +123,6 @@ def _values(images: ImageRefs, release: Release, pod: dict[str, Any]) -> str:
     ]
     return "\n".join((textwrap.fill(comment, COMMENT_WIDTH, initial_indent="# ", subsequent_indent="# ") + "\n" if comment else "")
                      + yamlout.dump(values) for comment, values in sections)
-
-
-
-
 
 
 def _crd(crd: dict[str, Any], converted: bool, common: dict[str, Any]) -> dict[str, Any]:
@@ -141,17 +135,13 @@ def _crd(crd: dict[str, Any], converted: bool, common: dict[str, Any]) -> dict[s
     return {**keep, "metadata": metadata(keep, common, namespaced=False, extra=(inject_ca(),) if converted else ()), "spec": spec}
 
 
-
-
-
-
 def _rbac(install: dict[str, Any], common: dict[str, Any], converted: list[str]) -> list[dict[str, Any]]:
     """The ServiceAccount, bound to exactly the CSV's rules (OLM makes the same objects from them), plus what the
     operator's own certificates need when cert-manager does not issue them."""
     (cluster,) = install["clusterPermissions"]
     (local,) = install["permissions"]
     account = cluster["serviceAccountName"]
-    cert_cluster, cert_local = cert_rules(converted)
+    cert_cluster, cert_local = certificate_rules(converted)
     subject = [{"kind": "ServiceAccount", "name": account, "namespace": NAMESPACE}]
     rbac = "rbac.authorization.k8s.io"
     return [
@@ -220,10 +210,6 @@ def _bundled(obj: dict[str, Any], common: dict[str, Any]) -> dict[Any, Any]:
     if obj["kind"] == "NetworkPolicy":
         return framed("{{- if .Values.networkPolicy.enabled }}", document, END)
     return document
-
-
-
-
 
 
 def _monitoring(templates: Templates, releases: Releases, common: dict[str, Any]) -> dict[str, str]:

@@ -17,6 +17,9 @@ WEBHOOK_CONFIGURATION = DEPLOYMENT
 CERT_SECRET = f"{DEPLOYMENT}-webhook-cert"  # the serving pair: cert-manager's Certificate, or the operator's own
 SERVING_CERTIFICATE = f"{DEPLOYMENT}-serving-cert"  # cert-manager's Certificate, whose CA its injector writes
 CERT_DIR = "/tmp/k8s-webhook-server/serving-certs"  # where OLM mounts the pair, and where the operator reads it
+# The self-signed CA the chart makes for cert-manager: 3 years, renewed a year before its end, as the operator's own.
+CA_DURATION = "26280h"
+CA_RENEW_BEFORE = "8760h"
 WITHOUT_CERT_MANAGER = "{{- if not .Values.certManager.enabled }}"
 WITH_CERT_MANAGER = "{{- if .Values.certManager.enabled }}"
 
@@ -26,7 +29,7 @@ def inject_ca() -> Lines:
     return Lines((WITH_CERT_MANAGER, f"cert-manager.io/inject-ca-from: {{{{ .Release.Namespace }}}}/{SERVING_CERTIFICATE}", END))
 
 
-def cert_rules(converted: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def certificate_rules(converted: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """What ``--manage-certs`` needs beyond the CSV's rules: cluster-wide, to write its CA into the webhooks and the
     conversion; in its namespace, to keep the Secret (created once, then read and renewed by name)."""
     cluster = [
@@ -56,7 +59,10 @@ def certificates(common: dict[str, Any]) -> list[dict[Any, Any]]:
         framed(own_issuer, {"apiVersion": cm, "kind": "Issuer", "metadata": metadata({"metadata": {"name": f"{DEPLOYMENT}-selfsigned"}}, common),
                              "spec": {"selfSigned": {}}}, None),
         {"apiVersion": cm, "kind": "Certificate", "metadata": metadata({"metadata": {"name": ca_secret}}, common),
+         # As long-lived as the operator's own CA: cert-manager's injector puts only the serving Secret's CA in the
+         # caBundles, so each rotation of this CA is a moment the pods serve a pair the caBundles no longer trust.
          "spec": {"isCA": True, "commonName": ca_secret, "secretName": ca_secret, "privateKey": key,
+                  "duration": CA_DURATION, "renewBefore": CA_RENEW_BEFORE,
                   "issuerRef": {"name": f"{DEPLOYMENT}-selfsigned", "kind": "Issuer"}}},
         framed(None, {"apiVersion": cm, "kind": "Issuer", "metadata": metadata({"metadata": {"name": ca_secret}}, common),
                        "spec": {"ca": {"secretName": ca_secret}}}, END),

@@ -79,7 +79,8 @@ def _replace(line: str, markers: dict[str, Expr | Block | Lines]) -> list[str]:
         indent, key, number = found.groups()
         marker = markers[f"__helm_{number}__"]
         if isinstance(marker, Block):
-            width = len(indent) + 2
+            # Under a key that opens a list item ("- resources:"), the item's own keys are two columns further in.
+            width = len(indent) + (4 if key.startswith("- ") else 2)
             return [f"{indent}{key}:", f"{' ' * width}{{{{- toYaml {marker.value} | nindent {width} }}}}"]
     if found := _LIST_LINE.match(line) or _KEY_LINE.match(line):
         indent, number = found.groups()

@@ -51,8 +51,10 @@ def _csv() -> dict[str, Any]:
     return csv
 
 
-def test_helm_lint_passes() -> None:
-    assert "0 chart(s) failed" in _helm("lint", CHART, "--strict")
+@pytest.mark.parametrize("values", [(), ("certManager.enabled=true", "serviceMonitor.enabled=true", "prometheusRule.enabled=true",
+                                     "dashboard.enabled=true", "networkPolicy.enabled=false", "image.digest=sha256:" + "0" * 64)])
+def test_helm_lint_passes(values: tuple[str, ...]) -> None:
+    assert "0 chart(s) failed" in _helm("lint", CHART, "--strict", *(argument for value in values for argument in ("--set", value)))
 
 
 def test_the_rbac_is_the_csvs_plus_what_the_operators_own_certificates_need() -> None:

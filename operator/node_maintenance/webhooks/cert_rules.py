@@ -10,6 +10,7 @@ PEM, the current CA first, then the one it replaced while serving certificates t
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime
 import enum
 import hashlib
@@ -162,6 +163,21 @@ def new_serving(bundle: Bundle, names: Sequence[str], now: datetime.datetime) ->
     )
     pem_key = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     return Bundle(bundle.ca_certs, bundle.ca_key, cert.public_bytes(serialization.Encoding.PEM), pem_key)
+
+
+def trusted(ca_certs: bytes, live: str | None, now: datetime.datetime) -> str:
+    """The caBundle to write (base64, as the API holds it): the Secret's CA certificates, then every certificate of the
+    ``live`` caBundle that is not among them and has not expired. A CA the Secret no longer holds (the Secret deleted or
+    garbled and issued anew, or rotated by a replica that read it before another did) stays trusted until it expires:
+    a replica that has not read the new pair yet still serves a certificate it signed, and no write of ours takes
+    away the trust another replica's pair needs."""
+    ours = x509.load_pem_x509_certificates(ca_certs)
+    kept = []
+    if live:
+        with contextlib.suppress(ValueError):
+            kept = [cert for cert in x509.load_pem_x509_certificates(base64.b64decode(live, validate=True))
+                    if cert not in ours and cert.not_valid_after_utc > now]
+    return base64.b64encode(ca_certs + b"".join(cert.public_bytes(serialization.Encoding.PEM) for cert in kept)).decode()
 
 
 def _builder(subject: x509.Name, issuer: x509.Name, public_key: ec.EllipticCurvePublicKey, now: datetime.datetime,

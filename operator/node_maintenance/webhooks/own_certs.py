@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import contextlib
 import datetime
 import logging
@@ -32,7 +31,7 @@ DEFAULT_SECRET = "node-maintenance-operator-webhook-cert"
 DEFAULT_SERVICE = "node-maintenance-operator-service"
 DEFAULT_CONFIGURATIONS = ("node-maintenance-operator",)  # the chart's ValidatingWebhookConfiguration
 # How often the Secret and the caBundles are looked at even when nothing is due: a pair another replica renewed, or a
-# caBundle someone else overwrote (a `helm upgrade` putting the chart's empty one back), is taken up within this.
+# caBundle someone else overwrote (a `helm upgrade --force`, a GitOps tool that replaces objects), is taken up within this.
 RECHECK = datetime.timedelta(minutes=5)
 # How soon a webhook configuration named but not there yet is looked for again: the chart creates it after the
 # Deployment, and until its webhooks carry the CA the API server cannot call them.
@@ -109,10 +108,9 @@ class OwnCertificates:
         serves a certificate from it (and still trusts the old one, which the other replicas serve until they look).
         """
         bundle = self._settled()
-        ca_bundle = base64.b64encode(bundle.ca_certs).decode()
-        missing = [configuration for configuration in self.configurations if not self._inject_webhooks(configuration, ca_bundle)]
+        missing = [configuration for configuration in self.configurations if not self._inject_webhooks(configuration, bundle.ca_certs)]
         for crd in (NODE_MAINTENANCE_CRD, POLICY_CRD):
-            self._inject_conversion(crd, ca_bundle)
+            self._inject_conversion(crd, bundle.ca_certs)
         self._write_files(bundle)
         return min(cert_rules.next_renewal(bundle), self.clock() + (MISSING_RECHECK if missing else RECHECK))
 
@@ -134,15 +132,19 @@ class OwnCertificates:
             await self._attempt()
 
     async def _attempt(self) -> bool:
-        """One ensure, in a thread; on a failure it is due again after ``RETRY_SECONDS``."""
+        """One ensure, in a thread; on a failure it is due again after ``RETRY_SECONDS``. Any failure: a certificate left
+        to expire because its keeper died of an error nobody foresaw would take every webhook down with it."""
         try:
             self.due = await asyncio.to_thread(self.ensure)
         except (KubeError, OSError) as error:
             log.warning("managing the webhook certificate failed; retrying: %s: %s", type(error).__name__, error,
                         extra={"secret": self.secret, "certDir": str(self.cert_dir)})
-            self.due = self.clock() + datetime.timedelta(seconds=RETRY_SECONDS)
-            return False
-        return True
+        except Exception:
+            log.exception("managing the webhook certificate failed; retrying", extra={"secret": self.secret, "certDir": str(self.cert_dir)})
+        else:
+            return True
+        self.due = self.clock() + datetime.timedelta(seconds=RETRY_SECONDS)
+        return False
 
     def _settled(self) -> cert_rules.Bundle:
         """The Secret's bundle, with what is due issued and written first."""
@@ -172,16 +174,19 @@ class OwnCertificates:
         service = client_config.get("service") if isinstance(client_config, dict) else None
         return isinstance(service, dict) and service.get("namespace") == self.namespace and service.get("name") == self.service
 
-    def _inject_webhooks(self, configuration: str, ca_bundle: str) -> bool:
-        """The caBundle into each webhook of the configuration that calls our Service; whether the configuration exists.
-        The whole list is patched, on the resourceVersion read, so that no change made meanwhile is lost. A missing
-        configuration is not ours to make."""
+    def _inject_webhooks(self, configuration: str, ca_certs: bytes) -> bool:
+        """The CA certificates into the caBundle of each webhook of the configuration that calls our Service, beside what
+        it trusts that has not expired (``cert_rules.trusted``); whether the configuration exists. The whole list is
+        patched, on the resourceVersion read, so that no change made meanwhile is lost. A missing configuration is not
+        ours to make."""
         path = validating_webhook_configuration_path(configuration)
 
         def inject() -> bool:
             found = self.kube.get(path)
             webhooks = (found or {}).get("webhooks") or []
-            injected = [{**webhook, "clientConfig": {**webhook["clientConfig"], "caBundle": ca_bundle}}
+            now = self.clock()
+            injected = [{**webhook, "clientConfig": {**webhook["clientConfig"],
+                                                     "caBundle": cert_rules.trusted(ca_certs, webhook["clientConfig"].get("caBundle"), now)}}
                         if self._calls_us(webhook.get("clientConfig")) else webhook for webhook in webhooks]
             if found is not None and injected != webhooks:
                 try:
@@ -192,14 +197,23 @@ class OwnCertificates:
 
         return _on_fresh_state(inject)
 
-    def _inject_conversion(self, crd: str, ca_bundle: str) -> None:
-        """The caBundle into the CRD's conversion webhook, if it calls our Service; a missing CRD is skipped."""
-        found = self.kube.get(crd)
-        client_config = ((((found or {}).get("spec") or {}).get("conversion") or {}).get("webhook") or {}).get("clientConfig")
-        if not self._calls_us(client_config) or client_config.get("caBundle") == ca_bundle:
-            return
-        with contextlib.suppress(NotFound):
-            self.kube.patch(crd, {"spec": {"conversion": {"webhook": {"clientConfig": {"caBundle": ca_bundle}}}}})
+    def _inject_conversion(self, crd: str, ca_certs: bytes) -> None:
+        """The CA certificates into the CRD's conversion webhook, if it calls our Service, beside what it trusts that has
+        not expired; on the resourceVersion read, so that a replica that read an older Secret cannot take away what
+        another wrote meanwhile. A missing CRD is skipped."""
+
+        def inject() -> None:
+            found = self.kube.get(crd)
+            client_config = ((((found or {}).get("spec") or {}).get("conversion") or {}).get("webhook") or {}).get("clientConfig")
+            if found is None or not self._calls_us(client_config):
+                return
+            ca_bundle = cert_rules.trusted(ca_certs, client_config.get("caBundle"), self.clock())
+            if client_config.get("caBundle") != ca_bundle:
+                with contextlib.suppress(NotFound):
+                    self.kube.patch(crd, {"metadata": {"resourceVersion": found["metadata"]["resourceVersion"]},
+                                          "spec": {"conversion": {"webhook": {"clientConfig": {"caBundle": ca_bundle}}}}})
+
+        _on_fresh_state(inject)
 
     def _write_files(self, bundle: cert_rules.Bundle) -> None:
         """The pair into ``cert_dir``, each file only if it changed. Each is written beside its place and renamed into it,

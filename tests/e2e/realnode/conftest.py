@@ -13,6 +13,8 @@ from devcluster.processes import identify, survivors
 from devcluster.publish import Published, publish
 from devcluster.realnode import CGROUPS
 
+from . import helm_install
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The first test here also starts the real-node cluster, publishes every image and starts OLM: each
@@ -25,7 +27,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="package")
 def real_cluster() -> Iterator[Cluster]:
-    with Cluster(real_node=True) as running:
+    with Cluster(real_node=True, audit_users=(helm_install.OPERATOR_USER,)) as running:
         assert running.node is not None
         processes, cgroup = identify(running.pids()), running.node.cgroup
         yield running

@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from node_maintenance_packaging.chart_certificates import CERT_SECRET, SERVING_C
 
 from ...releases import ALL_CRDS, CRDS, HEAD
 from ..helpers import NM, NMP, apply, eventually, existing, get, remove_crds
+from . import helm_install
 from .bundle_install import restricted_namespace
 from .kwok_drain import drain_a_kwok_node
 
@@ -70,7 +70,7 @@ def namespace(real_cluster: Cluster) -> Iterator[str]:
     remove_crds(real_cluster, ALL_CRDS)
     for kind, name in CLUSTER_OBJECTS:
         real_cluster.kubectl("delete", kind, name, "--ignore-not-found")
-    name = f"helm-{uuid.uuid4().hex[:6]}"
+    name = helm_install.NAMESPACE
     restricted_namespace(real_cluster, name)
     yield name
     _helm(real_cluster, "uninstall", RELEASE, "--namespace", name, "--ignore-not-found", "--wait")
@@ -117,6 +117,14 @@ def test_helm_installs_upgrades_and_uninstalls_without_olm(real_cluster: Cluster
          "spec": {"nodeName": "no-such-node", "reason": "webhook test"}}))
     assert refused.returncode != 0 and "admission webhook" in refused.stderr and "denied" in refused.stderr, refused.stderr
     drain_a_kwok_node(real_cluster, "v1alpha1")  # served through the conversion webhook, then drained and given back
+    # Nothing the operator asked was refused, and what the chart adds to the CSV's rules for its own certificate was
+    # asked for: the Secret created and read, the webhook configuration read and patched, the CRD patched. The update
+    # of the Secret comes with a renewal, weeks away (the unit tests renew).
+    asked = [e for e in real_cluster.audit_events(helm_install.OPERATOR_USER, every_request=True) if e.get("objectRef")]
+    assert not [f"{e['verb']} {e['requestURI']}" for e in asked if (e.get("responseStatus") or {}).get("code") == 403]
+    certificate_requests = {(e["objectRef"]["resource"], e["verb"]) for e in asked}
+    assert {("secrets", "create"), ("secrets", "get"), ("validatingwebhookconfigurations", "get"),
+            ("validatingwebhookconfigurations", "patch"), ("customresourcedefinitions", "patch")} <= certificate_requests
 
     # Objects that must outlive an upgrade and an uninstall: a policy, and a maintenance of a node that is not there yet.
     apply(real_cluster, {"apiVersion": f"{GROUP}/v1beta1", "kind": "NodeMaintenancePolicy", "metadata": {"name": "helm-kept"},
@@ -135,6 +143,11 @@ def test_helm_installs_upgrades_and_uninstalls_without_olm(real_cluster: Cluster
     assert existing(real_cluster, "secret", CERT_SECRET, "-n", namespace)["metadata"]["resourceVersion"] == issued
     assert {kind: existing(real_cluster, kind, name)["metadata"]["uid"] for kind, name in ((NM, "nm-helm-kept"), (NMP, "helm-kept"))} == kept
     assert existing(real_cluster, f"{PLURAL}.v1alpha1.{GROUP}", "nm-helm-kept")["spec"]["nodeName"] == KEPT_NODE
+
+    # An upgrade that restarts no pod (no pod re-injects at its start): the caBundles the operator wrote are still there.
+    bundles = _ca_bundles(real_cluster)
+    _helm(real_cluster, "upgrade", RELEASE, chart, *install, "--set", "replicas=1", "--set", "networkPolicy.enabled=false")
+    assert _ca_bundles(real_cluster) == bundles
 
     # Uninstalled: the operator and its webhooks go; the CRDs, the maintenance, its node's cordon and the policy stay.
     _helm(real_cluster, "uninstall", RELEASE, "--namespace", namespace, "--wait")

@@ -45,3 +45,11 @@ def test_the_objects_own_braces_are_escaped_and_documents_separated() -> None:
 def test_a_block_where_only_an_inline_expression_fits_is_refused() -> None:
     with pytest.raises(ValueError, match="only an inline expression"):
         helmtext.template({"items": [Block(".Values.x")]})
+
+
+def test_a_block_under_the_first_key_of_a_list_item_goes_under_that_item() -> None:
+    text = helmtext.template({"containers": [{"resources": Block(".Values.resources"), "name": "manager"}]})
+    assert text == ("containers:\n"
+                    "  - resources:\n"
+                    "      {{- toYaml .Values.resources | nindent 6 }}\n"
+                    "    name: manager\n")

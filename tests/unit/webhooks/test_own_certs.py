@@ -294,6 +294,34 @@ def test_first_retries_until_it_succeeds_and_keep_renews_when_due(tmp_path: Path
     assert "managing the webhook certificate failed" in caplog.text and "connection refused" in caplog.text
 
 
+def test_an_error_nobody_foresaw_is_logged_and_tried_again_not_the_end_of_the_keeper(tmp_path: Path, caplog: pytest.LogCaptureFixture,
+                                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(own_certs, "RETRY_SECONDS", 0.01)
+    api = cluster()
+    api.fail("GET", SECRET_PATH, ValueError("a shape nobody foresaw"))
+    assert asyncio.run(replica(api, tmp_path).first(asyncio.Event()))
+    assert "a shape nobody foresaw" in caplog.text and (tmp_path / CERT_FILE).exists()
+
+
+def test_a_ca_the_secret_no_longer_holds_stays_trusted_until_it_expires(tmp_path: Path) -> None:
+    """The Secret deleted (or garbled) and issued anew, or rotated by a replica that read it before another: every
+    caBundle keeps what it trusted that has not expired, so that a replica still serving the old pair is still trusted."""
+    api = cluster()
+    clock = Clock()
+    replica(api, tmp_path / "a", clock).ensure()
+    old = secret_bundle(api).ca_certs
+    del api.objects[SECRET_PATH]
+    replica(api, tmp_path / "b", clock).ensure()
+    new = secret_bundle(api).ca_certs
+    assert new != old
+    both = base64.b64encode(new + old).decode()
+    assert ca_bundles(api) == {"a": both, "b": both, "c": None, NODE_MAINTENANCE_CRD: both, POLICY_CRD: None}
+    clock.now = NOW + cert_rules.CA_LIFETIME + datetime.timedelta(days=1)  # the old CA expired (so did the new: both renewed)
+    replica(api, tmp_path / "b", clock).ensure()
+    latest = secret_bundle(api).ca_certs
+    assert ca_bundles(api)["a"] == base64.b64encode(latest).decode()  # what expired is trusted no more
+
+
 def test_first_gives_up_when_asked_to_stop(tmp_path: Path) -> None:
     api = cluster()
     api.outage = Unreachable("no API server")
