@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import copy
 import datetime
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -24,6 +22,7 @@ from node_maintenance.runtime.main import parse_args
 from node_maintenance.webhooks import cert_rules, own_certs
 from node_maintenance.webhooks.certs import CERT_FILE, KEY_FILE
 from node_maintenance.webhooks.own_certs import OwnCertificates
+from simulation.selectors import merged
 from tests.unit.builders import NOW, FakeApi, Obj
 
 NAMESPACE = "nmo"
@@ -45,18 +44,6 @@ class Clock:
     def __call__(self) -> datetime.datetime:
         return self.now
 
-
-def merged(stored: Any, patch: Any) -> Any:
-    """A JSON merge patch (RFC 7386) applied, as the API server applies one."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    out = dict(stored) if isinstance(stored, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = merged(out.get(key), value)
-    return out
 
 
 def cluster() -> FakeApi:
